@@ -1,0 +1,90 @@
+"""Small file helpers shared by every layer: atomic writes, gzip-aware text reading, hashing."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from genobird.errors import ReferenceFileError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzipped(path: str | os.PathLike) -> bool:
+    """True when the file starts with the gzip magic bytes (plain gzip and bgzip alike)."""
+    with open(path, "rb") as handle:
+        return handle.read(2) == GZIP_MAGIC
+
+
+def open_text(path: str | os.PathLike) -> IO[str]:
+    """Open a plain or gzipped text file for reading, with universal newlines (CRLF -> LF).
+
+    Raises ReferenceFileError (an OSError) with the path and the reason when it cannot be read.
+    """
+    path = Path(path)
+    try:
+        if is_gzipped(path):
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline=None)
+        return open(path, encoding="utf-8", newline=None)
+    except FileNotFoundError as exc:
+        raise ReferenceFileError(f"{path}: file not found") from exc
+    except IsADirectoryError as exc:
+        raise ReferenceFileError(f"{path}: is a folder, expected a file") from exc
+    except PermissionError as exc:
+        raise ReferenceFileError(f"{path}: permission denied; check the file's mode") from exc
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Iterator[IO]:
+    """Write to a temporary file beside `path` and rename it into place only on success.
+
+    A crash or exception leaves the previous file (or no file), never a half-written one
+    that looks complete. The rename is atomic because the temp file is in the same folder.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with open(tmp_name, mode, **open_kwargs) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path` for a library that writes by file name
+    (h5py, sentencepiece, safetensors); renamed into place only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp_name)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Hex digest of a file, read in 1 MiB chunks so memory stays flat for large genomes."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,555 @@
+"""The embedded default reference: a deterministic synthetic genome that looks like one.
+
+A fresh clone has no GRCh37, so the demo pipeline runs on this. It must give the models
+something real to learn, so it is built the way a genome is layered, not as uniform noise:
+
+1. background in GC isochores (100-400 kb of 37-55% GC) with CpG depletion, as
+   deamination leaves in vertebrate DNA (about 3/4 of CG dinucleotides become TG/CA);
+2. interspersed repeat families (SINE-, LINE-, MIR-, ERV-like consensi; 5'-truncated
+   LINE copies; microsatellites) inserted as diverged copies on both strands and
+   soft-masked (lowercase), so that BPE finds long recurring tokens;
+3. heterochromatin blocks dense in LINE copies and satellite arrays;
+4. promoters on both strands: CpG islands, and TATA box, Inr, CCAAT box, GC boxes and
+   DPE at their usual offsets from the TSS; some are "poised" (CpG island, GA-repeat
+   element, no TATA) and carry a broad repressive mark instead of active ones;
+5. enhancers of three cell-type classes, each a cluster of class-specific TF motifs;
+6. CTCF sites, bound except inside heterochromatin;
+7. N gaps: telomeres, a centromere-like gap flanked by satellite, a few small gaps.
+
+The chromatin features are computed from that plan and from motif matches in the final
+sequence. Several need distant context, as histone marks do in the paper: H3K36me3
+covers +1.5..+4 kb downstream of active TSSs and H3K27me3 +/-3 kb around poised ones, so
+a 200 bp bin is only labelled right by a model that sees the promoter kilobases away.
+
+Same seed and size -> byte-identical files (checked by the manifest's sha256 values).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from genobird.fileio import atomic_write, file_digest
+from genobird.genome.alphabet import reverse_complement
+
+log = logging.getLogger(__name__)
+
+GENERATOR_VERSION = 1
+FASTA_LINE_WIDTH = 60
+N_CODE = 4
+_UPPER = np.frombuffer(b"ACGTN", dtype=np.uint8)
+_LOWER = np.frombuffer(b"acgtn", dtype=np.uint8)
+_CODE_OF = {base: code for code, base in enumerate("ACGT")}
+
+# Motifs planted in promoters and enhancers (consensus sequences, + strand).
+MOTIFS = {
+    "TATA": "TATAAAAG",
+    "INR": "TCAGTTCT",  # A of 'CAG' at index 2 is the TSS (+1): YYA+1NWYY-like
+    "CCAAT": "GGCCAATCT",
+    "GCBOX": "GGGGCGGGGC",
+    "DPE": "AGACGTG",
+    "POISED": "GAGAGAGAGAGAGAGA",
+    "CTCF": "CCACCAGGGGGCGC",
+    "GATA": "AGATAAGG",
+    "AP1": "ATGACTCAT",
+    "ETS": "ACCGGAAGT",
+    "NRF1": "GCGCATGCGC",
+    "SP1": "GGGGCGGGGC",
+    "EBOX": "CCACGTGG",
+    "YY1": "AAGATGGCGGC",
+}
+# Enhancer classes: which motifs cluster in them and which cell type opens them.
+ENHANCER_CLASSES = {
+    "A": ("GATA", "ETS", "EBOX"),
+    "B": ("AP1", "EBOX", "NRF1"),
+    "C": ("AP1", "GATA", "YY1"),
+}
+TF_FEATURES = ("CTCF", "GATA", "AP1", "ETS", "NRF1", "SP1", "EBOX", "YY1")
+DNASE_FEATURES = ("DNase_cellA", "DNase_cellB", "DNase_cellC")
+HISTONE_FEATURES = ("H3K4me3", "H3K27ac", "H3K36me3", "H3K27me3", "H3K9me3")
+
+
+@dataclass(frozen=True)
+class RepeatFamily:
+    name: str
+    length: int
+    gc: float
+    divergence: float  # per-base substitution rate of a copy against the consensus
+    coverage: float  # fraction of the genome its copies cover
+    truncated: bool = False  # LINE-like: most copies keep only the 3' end
+    poly_a: int = 0
+
+
+REPEAT_FAMILIES = (
+    RepeatFamily("SINE_Alu-like", 290, 0.56, 0.08, 0.10, poly_a=18),
+    RepeatFamily("LINE_L1-like", 6000, 0.40, 0.12, 0.13, truncated=True),
+    RepeatFamily("SINE_MIR-like", 260, 0.46, 0.20, 0.03),
+    RepeatFamily("LTR_ERV-like", 900, 0.47, 0.10, 0.04),
+)
+SATELLITE_MONOMER = 171  # alpha-satellite-like monomer length
+MICROSATELLITES = ("CA", "TTAGGG", "A", "AAT", "GGAA")
+
+
+@dataclass(frozen=True)
+class DemoSpec:
+    """What to generate. `size_mb` scales the default chromosome lengths proportionally."""
+
+    seed: int = 0
+    size_mb: float = 4.2
+    chromosome_shares: tuple[tuple[str, float], ...] = (
+        ("chr1", 0.36),
+        ("chr2", 0.28),
+        ("chr3", 0.21),
+        ("chrX", 0.15),
+    )
+    promoter_spacing: int = 10_000  # mean bp between planted TSSs
+    enhancer_spacing: int = 12_000
+    ctcf_spacing: int = 25_000
+    peak_dropout: float = 0.03  # fraction of peaks removed, as real peak calls miss some
+
+    def chromosome_lengths(self) -> list[tuple[str, int]]:
+        total = int(self.size_mb * 1_000_000)
+        return [(name, max(100_000, int(total * share))) for name, share in self.chromosome_shares]
+
+
+@dataclass
+class Promoter:
+    chrom: str
+    tss: int  # 0-based position of the +1 base
+    strand: str
+    cpg_island: bool
+    tata: bool
+    poised: bool
+    name: str = ""
+
+
+@dataclass
+class ChromosomePlan:
+    """Everything planted in one chromosome, in 0-based half-open coordinates."""
+
+    name: str
+    length: int
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    heterochromatin: list[tuple[int, int]] = field(default_factory=list)
+    promoters: list[Promoter] = field(default_factory=list)
+    enhancers: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, class
+
+
+# =========================================================================== sequence
+def _random_bases(rng: np.random.Generator, length: int, gc: float) -> np.ndarray:
+    at = (1 - gc) / 2
+    return rng.choice(4, size=length, p=[at, gc / 2, gc / 2, at]).astype(np.uint8)
+
+
+def _deplete_cpg(rng: np.random.Generator, codes: np.ndarray, fraction: float = 0.75) -> None:
+    """Turn `fraction` of CG dinucleotides into TG or CA, in place (deamination)."""
+    sites = np.nonzero((codes[:-1] == 1) & (codes[1:] == 2))[0]
+    chosen = sites[rng.random(len(sites)) < fraction]
+    to_tg = rng.random(len(chosen)) < 0.5
+    codes[chosen[to_tg]] = 3  # C -> T
+    codes[chosen[~to_tg] + 1] = 0  # G -> A (C -> T on the other strand)
+
+
+def _mutate(rng: np.random.Generator, codes: np.ndarray, rate: float) -> np.ndarray:
+    out = codes.copy()
+    hit = rng.random(len(out)) < rate
+    out[hit] = (out[hit] + rng.integers(1, 4, size=int(hit.sum()))) % 4
+    return out
+
+
+def _encode(sequence: str) -> np.ndarray:
+    return np.array([_CODE_OF[base] for base in sequence], dtype=np.uint8)
+
+
+def _revcomp_codes(codes: np.ndarray) -> np.ndarray:
+    return (3 - codes)[::-1]
+
+
+def _background(rng: np.random.Generator, length: int) -> np.ndarray:
+    codes = np.empty(length, dtype=np.uint8)
+    position = 0
+    while position < length:
+        size = min(int(rng.integers(100_000, 400_000)), length - position)
+        gc = float(rng.choice([0.37, 0.41, 0.46, 0.53]))
+        codes[position : position + size] = _random_bases(rng, size, gc)
+        position += size
+    _deplete_cpg(rng, codes)
+    return codes
+
+
+def make_repeat_consensi(seed: int) -> dict[str, np.ndarray]:
+    """One consensus per family, shared by all chromosomes (drawn from its own stream)."""
+    rng = np.random.default_rng([seed, 10_000])
+    consensi = {}
+    for family in REPEAT_FAMILIES:
+        body = _random_bases(rng, family.length, family.gc)
+        _deplete_cpg(rng, body, fraction=0.5)
+        consensi[family.name] = np.concatenate([body, np.zeros(family.poly_a, np.uint8)])
+    consensi["SATELLITE"] = _random_bases(rng, SATELLITE_MONOMER, 0.38)
+    return consensi
+
+
+class _Canvas:
+    """A chromosome being written: base codes plus a soft-mask flag per base."""
+
+    def __init__(self, codes: np.ndarray):
+        self.codes = codes
+        self.masked = np.zeros(len(codes), dtype=bool)
+
+    def put(self, start: int, codes: np.ndarray, masked: bool) -> None:
+        end = min(start + len(codes), len(self.codes))
+        if start < 0 or end <= start:
+            return
+        self.codes[start:end] = codes[: end - start]
+        self.masked[start:end] = masked
+
+    def put_oriented(self, anchor: int, strand: str, offset: int, codes: np.ndarray) -> None:
+        """Write `codes` (given 5'->3' on `strand`) at relative `offset` from `anchor`."""
+        if strand == "+":
+            self.put(anchor + offset, codes, masked=False)
+        else:
+            self.put(anchor - offset - len(codes) + 1, _revcomp_codes(codes), masked=False)
+
+
+def _insert_repeats(rng, canvas: _Canvas, consensi: dict[str, np.ndarray]) -> None:
+    length = len(canvas.codes)
+    for family in REPEAT_FAMILIES:
+        consensus = consensi[family.name]
+        covered = 0
+        while covered < family.coverage * length:
+            copy = consensus
+            if family.truncated:  # keep the 3' end, as most LINE insertions do
+                copy = copy[-int(rng.integers(300, len(copy) + 1)) :]
+            copy = _mutate(rng, copy, family.divergence)
+            if rng.random() < 0.5:
+                copy = _revcomp_codes(copy)
+            canvas.put(int(rng.integers(0, length - len(copy))), copy, masked=True)
+            covered += len(copy)
+    for _ in range(length // 20_000):
+        unit = _encode(MICROSATELLITES[int(rng.integers(len(MICROSATELLITES)))])
+        copies = int(rng.integers(20, 80)) // len(unit) + 4
+        canvas.put(int(rng.integers(0, length - 500)), np.tile(unit, copies), masked=True)
+
+
+def _satellite_array(rng, consensi, length: int) -> np.ndarray:
+    monomers = length // SATELLITE_MONOMER + 1
+    parts = [_mutate(rng, consensi["SATELLITE"], 0.03) for _ in range(monomers)]
+    return np.concatenate(parts)[:length]
+
+
+def _plan_layout(rng, name: str, length: int) -> ChromosomePlan:
+    """Gaps and heterochromatin first: promoters and enhancers must avoid them."""
+    plan = ChromosomePlan(name, length)
+    telomere = 10_000
+    centre = int(length * rng.uniform(0.35, 0.6))
+    plan.gaps = [(0, telomere), (centre, centre + 30_000), (length - telomere, length)]
+    for _ in range(3):
+        start = int(rng.integers(telomere, length - telomere - 2_000))
+        plan.gaps.append((start, start + int(rng.integers(100, 2_000))))
+    for _ in range(max(1, length // 600_000)):
+        start = int(rng.integers(telomere + 5_000, length - telomere - 70_000))
+        plan.heterochromatin.append((start, start + int(rng.integers(20_000, 60_000))))
+    plan.gaps.sort()
+    return plan
+
+
+def _busy(plan: ChromosomePlan, start: int, end: int, margin: int) -> bool:
+    blocked = plan.gaps + plan.heterochromatin
+    blocked += [(p.tss - 600, p.tss + 600) for p in plan.promoters]
+    blocked += [(s, e) for s, e, _ in plan.enhancers]
+    return any(start < b_end + margin and b_start - margin < end for b_start, b_end in blocked)
+
+
+def _free_position(rng, plan: ChromosomePlan, half_width: int, margin: int) -> int | None:
+    for _ in range(50):
+        centre = int(rng.integers(half_width + margin, plan.length - half_width - margin))
+        if not _busy(plan, centre - half_width, centre + half_width, margin):
+            return centre
+    return None
+
+
+def _plan_elements(rng, plan: ChromosomePlan, spec: DemoSpec) -> None:
+    for _ in range(plan.length // spec.promoter_spacing):
+        tss = _free_position(rng, plan, 600, margin=4_500)
+        if tss is None:
+            continue
+        cpg_island = rng.random() < 0.7
+        poised = cpg_island and rng.random() < 0.2
+        tata = not poised and rng.random() < 0.35
+        strand = "+" if rng.random() < 0.5 else "-"
+        plan.promoters.append(Promoter(plan.name, tss, strand, cpg_island, tata, poised))
+    for _ in range(plan.length // spec.enhancer_spacing):
+        centre = _free_position(rng, plan, 200, margin=1_000)
+        if centre is not None:
+            klass = "ABC"[int(rng.integers(3))]
+            plan.enhancers.append((centre - 200, centre + 200, klass))
+    plan.promoters.sort(key=lambda p: p.tss)
+    plan.enhancers.sort()
+
+
+def _write_promoter(rng, canvas: _Canvas, promoter: Promoter) -> None:
+    """Promoter architecture in TSS-relative coordinates (TSS = 0, upstream negative)."""
+    if promoter.cpg_island:
+        canvas.put_oriented(promoter.tss, promoter.strand, -600, _random_bases(rng, 1000, 0.66))
+    motifs = [("INR", -2), ("DPE", 28)]
+    if promoter.tata:
+        motifs.append(("TATA", -31))
+    if promoter.poised:
+        motifs = [("POISED", -120), ("POISED", 60)]
+    else:
+        motifs.append(("CCAAT", -int(rng.integers(70, 95))))
+        for slot in range(int(rng.integers(1, 4))):
+            motifs.append(("GCBOX", -45 - 22 * slot - int(rng.integers(0, 8))))
+        for tf in ("ETS", "NRF1", "YY1"):
+            if promoter.cpg_island and rng.random() < 0.4:
+                motifs.append((tf, -int(rng.integers(160, 400))))
+    for motif, offset in motifs:
+        canvas.put_oriented(promoter.tss, promoter.strand, offset, _encode(MOTIFS[motif]))
+
+
+def _write_enhancer(rng, canvas: _Canvas, start: int, end: int, klass: str) -> None:
+    canvas.put(start, _random_bases(rng, end - start, 0.47), masked=False)
+    slots = rng.permutation((end - start - 20) // 25)[: int(rng.integers(3, 6))]
+    for slot in slots:
+        motif = _encode(MOTIFS[ENHANCER_CLASSES[klass][int(rng.integers(3))]])
+        if rng.random() < 0.5:
+            motif = _revcomp_codes(motif)
+        canvas.put(start + 5 + 25 * int(slot), motif, masked=False)
+
+
+def build_chromosome(
+    spec: DemoSpec, index: int, name: str, length: int, consensi
+) -> tuple[bytes, ChromosomePlan]:
+    """Sequence (soft-masked ASCII) and plan of one chromosome; its own random stream."""
+    rng = np.random.default_rng([spec.seed, index])
+    canvas = _Canvas(_background(rng, length))
+    _insert_repeats(rng, canvas, consensi)
+    plan = _plan_layout(rng, name, length)
+    for start, end in plan.heterochromatin:
+        for _ in range((end - start) // 3_000):  # LINE-dense, as constitutive heterochromatin
+            copy = _mutate(rng, consensi["LINE_L1-like"][-int(rng.integers(1_000, 3_000)) :], 0.1)
+            canvas.put(int(rng.integers(start, end - len(copy))), copy, masked=True)
+        canvas.put(start, _satellite_array(rng, consensi, 4_000), masked=True)
+    _plan_elements(rng, plan, spec)
+    for promoter in plan.promoters:
+        _write_promoter(rng, canvas, promoter)
+    for start, end, klass in plan.enhancers:
+        _write_enhancer(rng, canvas, start, end, klass)
+    for _ in range(length // spec.ctcf_spacing):
+        motif = _encode(MOTIFS["CTCF"])
+        if rng.random() < 0.5:
+            motif = _revcomp_codes(motif)
+        canvas.put(int(rng.integers(0, length - 20)), motif, masked=False)
+    centre_gap = plan.gaps[[e - s for s, e in plan.gaps].index(30_000)]
+    for flank_start in (centre_gap[0] - 8_000, centre_gap[1]):
+        canvas.put(flank_start, _satellite_array(rng, consensi, 8_000), masked=True)
+    for start, end in plan.gaps:
+        canvas.codes[start:end] = N_CODE
+        canvas.masked[start:end] = False
+    ascii_codes = np.where(canvas.masked, _LOWER[canvas.codes], _UPPER[canvas.codes])
+    return ascii_codes.astype(np.uint8).tobytes(), plan
+
+
+# =========================================================================== features
+def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(s, e) for s, e in merged]
+
+
+def _oriented_span(promoter: Promoter, rel_start: int, rel_end: int) -> tuple[int, int]:
+    """Genome span of TSS-relative [rel_start, rel_end) on the promoter's strand."""
+    if promoter.strand == "+":
+        return promoter.tss + rel_start, promoter.tss + rel_end
+    return promoter.tss - rel_end + 1, promoter.tss - rel_start + 1
+
+
+def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
+    return any(start <= position < end for start, end in spans)
+
+
+def _motif_centres(sequence: str, motif: str) -> list[int]:
+    """Centres of exact matches on either strand (overlapping matches included)."""
+    centres = []
+    for pattern in {motif, reverse_complement(motif)}:
+        centres += [m.start() + len(motif) // 2 for m in re.finditer(f"(?={pattern})", sequence)]
+    return sorted(centres)
+
+
+def chromatin_peaks(plan: ChromosomePlan, sequence: str) -> dict[str, list[tuple[int, int]]]:
+    """Peaks of every feature on one chromosome (before drop-out), from plan and sequence."""
+    active = [p for p in plan.promoters if not p.poised]
+    cores = [_oriented_span(p, -300, 200) for p in active]
+    enhancers = {k: [(s, e) for s, e, c in plan.enhancers if c == k] for k in ENHANCER_CLASSES}
+    peaks = {
+        "DNase_cellA": cores + enhancers["A"],
+        "DNase_cellB": cores + enhancers["B"],
+        "DNase_cellC": [c for c, p in zip(cores, active, strict=True) if p.cpg_island]
+        + enhancers["C"],
+        "H3K4me3": [_oriented_span(p, -500, 1500) for p in active],
+        "H3K27ac": [_oriented_span(p, -1000, 1000) for p in active]
+        + [((s + e) // 2 - 1500, (s + e) // 2 + 1500) for s, e, _ in plan.enhancers],
+        "H3K36me3": [_oriented_span(p, 1500, 4000) for p in active],
+        "H3K27me3": [_oriented_span(p, -3000, 3000) for p in plan.promoters if p.poised],
+        "H3K9me3": list(plan.heterochromatin),
+    }
+    open_regions = _merge(peaks["DNase_cellA"] + peaks["DNase_cellB"] + peaks["DNase_cellC"])
+    upper = sequence.upper()
+    for tf in TF_FEATURES:
+        centres = _motif_centres(upper, MOTIFS[tf])
+        if tf == "CTCF":  # binds almost anywhere it has a site, but not in heterochromatin
+            bound = [c for c in centres if not _inside(c, plan.heterochromatin)]
+        else:  # other factors need open chromatin
+            bound = [c for c in centres if _inside(c, open_regions)]
+        peaks[tf] = [(c - 100, c + 100) for c in bound]
+    return {
+        name: [(max(0, s), min(plan.length, e)) for s, e in _merge(spans)]
+        for name, spans in peaks.items()
+    }
+
+
+def feature_table() -> list[tuple[str, str]]:
+    """(name, category) of every demo feature, in output order: DNase, TF, Histone."""
+    return (
+        [(name, "DNase") for name in DNASE_FEATURES]
+        + [(name, "TF") for name in TF_FEATURES]
+        + [(name, "Histone") for name in HISTONE_FEATURES]
+    )
+
+
+# =========================================================================== writing
+def _write_fasta(path: Path, chromosomes: list[tuple[str, bytes]]) -> None:
+    """FASTA with 60-bp lines and its .fai, computed directly (no indexer run needed)."""
+    fai_rows, offset = [], 0
+    with atomic_write(path, "wb") as handle:
+        for name, sequence in chromosomes:
+            header = f">{name}\n".encode()
+            offset += len(header)
+            fai_rows.append(f"{name}\t{len(sequence)}\t{offset}\t60\t61\n")
+            lines = [sequence[i : i + FASTA_LINE_WIDTH] for i in range(0, len(sequence), 60)]
+            body = b"\n".join(lines) + b"\n"
+            handle.write(header + body)
+            offset += len(body)
+    with atomic_write(Path(str(path) + ".fai")) as handle:
+        handle.writelines(fai_rows)
+
+
+def _epdnew_bed_row(promoter: Promoter) -> str:
+    """EPDnew hg19 BED style: the row spans -49..+10 around the TSS; thick part = the TSS."""
+    start, end = _oriented_span(promoter, -49, 11)
+    return (
+        f"{promoter.chrom}\t{start}\t{end}\t{promoter.name}\t900\t{promoter.strand}"
+        f"\t{promoter.tss}\t{promoter.tss + 1}\n"
+    )
+
+
+def _write_annotations(outdir: Path, plans: list[ChromosomePlan]) -> None:
+    promoters = [p for plan in plans for p in plan.promoters]
+    with atomic_write(outdir / "tss.bed") as handle:
+        handle.writelines(_epdnew_bed_row(p) for p in promoters)
+    with atomic_write(outdir / "promoters.tsv") as handle:
+        handle.write("name\tchrom\ttss\tstrand\tcpg_island\ttata\tpoised\n")
+        for p in promoters:
+            handle.write(
+                f"{p.name}\t{p.chrom}\t{p.tss}\t{p.strand}\t{int(p.cpg_island)}"
+                f"\t{int(p.tata)}\t{int(p.poised)}\n"
+            )
+    with atomic_write(outdir / "elements.bed") as handle:
+        for plan in plans:
+            rows = [(s, e, f"enhancer_{k}") for s, e, k in plan.enhancers]
+            rows += [(s, e, "heterochromatin") for s, e in plan.heterochromatin]
+            rows += [(s, e, "gap") for s, e in plan.gaps]
+            handle.writelines(f"{plan.name}\t{s}\t{e}\t{label}\n" for s, e, label in sorted(rows))
+
+
+def _write_peaks(outdir: Path, spec: DemoSpec, plans, sequences) -> dict[str, int]:
+    per_feature = {name: [] for name, _ in feature_table()}
+    for plan, (_, sequence) in zip(plans, sequences, strict=True):
+        for name, spans in chromatin_peaks(plan, sequence.decode("ascii")).items():
+            per_feature[name] += [(plan.name, s, e) for s, e in spans]
+    counts = {}
+    (outdir / "peaks").mkdir(exist_ok=True)
+    with atomic_write(outdir / "features.tsv") as table:
+        table.write("index\tname\tcategory\tpeak_file\n")
+        for index, (name, category) in enumerate(feature_table()):
+            rng = np.random.default_rng([spec.seed, 20_000 + index])
+            kept = [row for row in per_feature[name] if rng.random() >= spec.peak_dropout]
+            with atomic_write(outdir / "peaks" / f"{name}.bed") as handle:
+                handle.writelines(f"{c}\t{s}\t{e}\t{name}\n" for c, s, e in kept)
+            table.write(f"{index}\t{name}\t{category}\tpeaks/{name}.bed\n")
+            counts[name] = len(kept)
+    return counts
+
+
+def generate_demo_reference(outdir: str | Path, spec: DemoSpec = DemoSpec()) -> dict:
+    """Write the demo reference into `outdir` and return its manifest.
+
+    Files are built in a staging folder beside `outdir` and moved in only when all are
+    written; `manifest.json` goes last, so its presence means the set is complete.
+    """
+    outdir = Path(outdir)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    consensi = make_repeat_consensi(spec.seed)
+    sequences, plans = [], []
+    for index, (name, length) in enumerate(spec.chromosome_lengths()):
+        sequence, plan = build_chromosome(spec, index, name, length, consensi)
+        for number, promoter in enumerate(plan.promoters, 1):
+            promoter.name = f"DEMO_{name}_{number:04d}_1"
+        sequences.append((name, sequence))
+        plans.append(plan)
+        log.info("%s: %d bp, %d promoters", name, length, len(plan.promoters))
+    staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
+    try:
+        _write_fasta(staging / "genome.fa", sequences)
+        with atomic_write(staging / "chrom.sizes") as handle:
+            handle.writelines(f"{name}\t{len(seq)}\n" for name, seq in sequences)
+        _write_annotations(staging, plans)
+        peak_counts = _write_peaks(staging, spec, plans, sequences)
+        manifest = _manifest(staging, spec, sequences, plans, peak_counts)
+        _move_into(staging, outdir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
+
+
+def _manifest(staging: Path, spec: DemoSpec, sequences, plans, peak_counts) -> dict:
+    files = sorted(p for p in staging.rglob("*") if p.is_file())
+    manifest = {
+        "name": "genobird-demo",
+        "generator_version": GENERATOR_VERSION,
+        "seed": spec.seed,
+        "size_mb": spec.size_mb,
+        "coordinates": "0-based half-open (BED)",
+        "chromosomes": {name: len(seq) for name, seq in sequences},
+        "promoters": sum(len(plan.promoters) for plan in plans),
+        "enhancers": sum(len(plan.enhancers) for plan in plans),
+        "features": peak_counts,
+        "files": {str(p.relative_to(staging)): file_digest(p) for p in files},
+    }
+    with atomic_write(staging / "manifest.json") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    return manifest
+
+
+def _move_into(staging: Path, outdir: Path) -> None:
+    outdir.mkdir(parents=True, exist_ok=True)
+    stale_manifest = outdir / "manifest.json"
+    if stale_manifest.exists():  # an interrupted move must not look complete
+        stale_manifest.unlink()
+    for path in sorted(staging.rglob("*"), key=lambda p: p.name == "manifest.json"):
+        if path.is_file():
+            target = outdir / path.relative_to(staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(target)

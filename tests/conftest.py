@@ -1,0 +1,36 @@
+"""Shared fixtures. Real-data tests read ../shared/data (or $GENOBIRD_SHARED_DATA) and skip
+with a reason when it is absent, as it is in a user's fresh clone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("GENOBIRD_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real test data not found at {SHARED_DATA} (set GENOBIRD_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def demo_reference(tmp_path_factory) -> Path:
+    """A small demo reference (0.6 Mb), built once per test session."""
+    from genobird.genome.demo import DemoSpec, generate_demo_reference
+
+    outdir = tmp_path_factory.mktemp("demo") / "reference"
+    generate_demo_reference(outdir, DemoSpec(seed=7, size_mb=0.6))
+    return outdir
+
+
+def write(path: Path, text: str, mode: str = "w") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, mode, newline="") as handle:
+        handle.write(text)
+    return path
