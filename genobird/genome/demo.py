@@ -137,6 +137,7 @@ class ChromosomePlan:
     name: str
     length: int
     gaps: list[tuple[int, int]] = field(default_factory=list)
+    centromere: tuple[int, int] = (0, 0)
     heterochromatin: list[tuple[int, int]] = field(default_factory=list)
     promoters: list[Promoter] = field(default_factory=list)
     enhancers: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, class
@@ -247,9 +248,10 @@ def _satellite_array(rng, consensi, length: int) -> np.ndarray:
 def _plan_layout(rng, name: str, length: int) -> ChromosomePlan:
     """Gaps and heterochromatin first: promoters and enhancers must avoid them."""
     plan = ChromosomePlan(name, length)
-    telomere = 10_000
+    telomere = min(10_000, length // 50)  # gaps scale down for small test genomes
     centre = int(length * rng.uniform(0.35, 0.6))
-    plan.gaps = [(0, telomere), (centre, centre + 30_000), (length - telomere, length)]
+    plan.centromere = (centre, centre + min(30_000, length // 25))
+    plan.gaps = [(0, telomere), plan.centromere, (length - telomere, length)]
     for _ in range(3):
         start = int(rng.integers(telomere, length - telomere - 2_000))
         plan.gaps.append((start, start + int(rng.integers(100, 2_000))))
@@ -347,9 +349,9 @@ def build_chromosome(
         if rng.random() < 0.5:
             motif = _revcomp_codes(motif)
         canvas.put(int(rng.integers(0, length - 20)), motif, masked=False)
-    centre_gap = plan.gaps[[e - s for s, e in plan.gaps].index(30_000)]
-    for flank_start in (centre_gap[0] - 8_000, centre_gap[1]):
-        canvas.put(flank_start, _satellite_array(rng, consensi, 8_000), masked=True)
+    flank = min(8_000, length // 30)  # satellite arrays flank the centromere gap
+    for flank_start in (plan.centromere[0] - flank, plan.centromere[1]):
+        canvas.put(flank_start, _satellite_array(rng, consensi, flank), masked=True)
     for start, end in plan.gaps:
         canvas.codes[start:end] = N_CODE
         canvas.masked[start:end] = False

@@ -168,8 +168,10 @@ def _record(dest: Path, filename: str, sha256: str) -> None:
         json.dump(recorded, handle, indent=2, sort_keys=True)
 
 
-def verify(data_set: DataSet, path: Path, dest: Path) -> None:
-    """Check `path` against the published checksum, or the one recorded on first download."""
+def verify(data_set: DataSet, path: Path, dest: Path, fix: str) -> None:
+    """Check `path` against the published checksum, or the one recorded on first download.
+
+    `fix` ends the error message: what the user should do about a mismatch."""
     expected = published_checksum(data_set)
     if expected is None:
         recorded = _recorded(dest).get(data_set.filename)
@@ -188,8 +190,8 @@ def verify(data_set: DataSet, path: Path, dest: Path) -> None:
     actual = compute_checksum(path, algorithm)
     if actual != value:
         raise ChecksumError(
-            f"{data_set.name}: {algorithm} of {path.name} is {actual}, expected {value}; "
-            f"the download is corrupt or the file changed upstream: delete {path} and rerun"
+            f"{data_set.name}: {algorithm} of {data_set.filename} is {actual}, expected {value}; "
+            f"the download is corrupt or the file changed upstream: {fix}"
         )
     log.info("%s: %s verified", data_set.name, algorithm)
 
@@ -252,13 +254,13 @@ def download(data_set: DataSet, dest: str | Path) -> Path:
         log.info("downloading %s -> %s", data_set.url, final)
         fetch_url(data_set.url, partial)
         try:
-            verify(data_set, partial, dest)
+            verify(data_set, partial, dest, fix="it was removed; rerun to download it again")
         except ChecksumError:
             partial.unlink()  # a corrupt partial must not be resumed
             raise
         partial.replace(final)
     else:
-        verify(data_set, final, dest)
+        verify(data_set, final, dest, fix=f"delete {final} and rerun")
     result = final
     if data_set.post != "none":
         target_of, make = POST_PROCESSORS[data_set.post]

@@ -1,0 +1,69 @@
+"""The command line through main(argv): exit codes, one-line errors, no tracebacks."""
+
+import pytest
+
+from genobird.cli import build_parser, main
+from tests.conftest import write
+
+
+def test_help_lists_the_subcommands(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("demo-reference", "reference"):
+        assert command in out
+
+
+def test_usage_error_exits_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["demo-reference"])
+    assert info.value.code == 2
+
+
+def test_demo_reference_twice_with_one_seed_gives_identical_files(tmp_path, capsys):
+    for name in ("a", "b"):
+        assert main(["-q", "demo-reference", str(tmp_path / name), "--seed", "5", "--size-mb", "0.4"]) == 0
+    a = {p.name: p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file()}
+    b = {p.name: p.read_bytes() for p in (tmp_path / "b").rglob("*") if p.is_file()}
+    assert a == b and "genome.fa" in a
+    assert "4 chromosomes" in capsys.readouterr().out
+
+
+def test_fetch_prints_fasta_and_bad_region_is_one_line_error(tmp_path, capsys):
+    fasta = write(tmp_path / "r.fa", ">chr1\nACGTACGTAA\n")
+    assert main(["reference", "fetch", str(fasta), "1:2-5", "--strand", "-"]) == 0
+    assert capsys.readouterr().out == ">1:2-5(-)\nACGT\n"[:0] + ">1:2-5(-)\nTACG\n"
+    assert main(["reference", "fetch", str(fasta), "chr1:5-50"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "outside the contig" in err and "Traceback" not in err
+
+
+def test_missing_file_is_a_one_line_error(tmp_path, capsys):
+    assert main(["reference", "fetch", str(tmp_path / "none.fa"), "chr1:1-2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("genobird: error:") and "not found" in err and err.count("\n") == 1
+
+
+def test_unknown_data_set_lists_the_available_ones(capsys):
+    assert main(["reference", "download", "hg99", "--dest", "/tmp/unused"]) == 1
+    assert "available: hg19" in capsys.readouterr().err
+
+
+def test_internal_errors_are_one_line_without_debug(monkeypatch, capsys):
+    import genobird.cli as cli
+
+    def broken(args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_reference_list", broken)
+    assert main(["reference", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: boom" in err and "--debug" in err
+    with pytest.raises(RuntimeError):
+        main(["--debug", "reference", "list"])
+
+
+def test_every_subcommand_has_help():
+    parser = build_parser()
+    assert parser.prog == "genobird"
