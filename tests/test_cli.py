@@ -23,7 +23,10 @@ def test_usage_error_exits_2(capsys):
 
 def test_demo_reference_twice_with_one_seed_gives_identical_files(tmp_path, capsys):
     for name in ("a", "b"):
-        assert main(["-q", "demo-reference", str(tmp_path / name), "--seed", "5", "--size-mb", "0.4"]) == 0
+        assert (
+            main(["-q", "demo-reference", str(tmp_path / name), "--seed", "5", "--size-mb", "0.4"])
+            == 0
+        )
     a = {p.name: p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file()}
     b = {p.name: p.read_bytes() for p in (tmp_path / "b").rglob("*") if p.is_file()}
     assert a == b and "genome.fa" in a

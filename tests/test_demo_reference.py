@@ -85,7 +85,11 @@ def test_gc_varies_between_isochores(demo_reference):
 
 def test_repeat_copies_recur_so_long_kmers_repeat(demo_reference):
     sequence = Reference(demo_reference / "genome.fa").fetch_contig("chr1")
-    kmers = [sequence[i : i + 24] for i in range(0, len(sequence) - 24, 7) if "N" not in sequence[i : i + 24]]
+    kmers = [
+        sequence[i : i + 24]
+        for i in range(0, len(sequence) - 24, 7)
+        if "N" not in sequence[i : i + 24]
+    ]
     _, counts = np.unique(kmers, return_counts=True)
     # uniform random DNA would repeat essentially no 24-mer; repeat families do
     assert (counts > 1).sum() > 200
@@ -123,7 +127,7 @@ def test_cpg_islands_raise_gc_around_their_tss(demo_reference):
     rows = (demo_reference / "promoters.tsv").read_text().splitlines()[1:]
     island, plain = [], []
     for row in rows:
-        _, chrom, tss, strand, cpg, *_ = row.split("\t")
+        _, chrom, tss, _strand, cpg, *_ = row.split("\t")
         window = reference.fetch(chrom, int(tss) - 400, int(tss) + 300)
         gc = (window.count("G") + window.count("C")) / len(window)
         (island if cpg == "1" else plain).append(gc)
@@ -144,7 +148,9 @@ def test_feature_table_has_categories_and_a_peak_file_each(demo_reference):
 
 
 def _peaks(demo_reference, name):
-    return [(iv.chrom, iv.start, iv.end) for iv in read_bed(demo_reference / "peaks" / f"{name}.bed")]
+    return [
+        (iv.chrom, iv.start, iv.end) for iv in read_bed(demo_reference / "peaks" / f"{name}.bed")
+    ]
 
 
 def test_tf_peaks_contain_their_motif(demo_reference):
@@ -153,7 +159,9 @@ def test_tf_peaks_contain_their_motif(demo_reference):
         motif = MOTIFS[tf]
         for chrom, start, end in _peaks(demo_reference, tf)[:40]:
             window = reference.fetch(chrom, start, end)
-            assert re.search(motif, window) or re.search(motif, reference.fetch(chrom, start, end, "-"))
+            assert re.search(motif, window) or re.search(
+                motif, reference.fetch(chrom, start, end, "-")
+            )
 
 
 def test_some_histone_marks_need_kilobases_of_context(demo_reference):

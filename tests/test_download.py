@@ -1,4 +1,4 @@
-"""`genobird reference download` offline: a Range-capable HTTP server on 127.0.0.1 and file:// URLs."""
+"""`genobird reference download` offline: a Range-capable local HTTP server, and file:// URLs."""
 
 import gzip
 import hashlib
@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 import threading
+import typing
 
 import pytest
 
@@ -20,7 +21,7 @@ FASTA = b">chr1\n" + b"ACGTTGCA" * 40 + b"\n>chr2\nGGGGCCCC\n"
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
     """Serves files from `directory`, honouring 'Range: bytes=N-' like real mirrors do."""
 
-    requests: list = []
+    requests: typing.ClassVar[list] = []
 
     def log_message(self, *args):
         pass
@@ -28,7 +29,8 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
         path = self.translate_path(self.path)
         try:
-            data = open(path, "rb").read()
+            with open(path, "rb") as handle:
+                data = handle.read()
         except OSError:
             self.send_error(404)
             return
@@ -104,7 +106,7 @@ def test_checksum_mismatch_fails_and_discards_the_partial(server, tmp_path):
     root, url = server
     (root / "f.txt").write_bytes(b"tampered")
     data_set = DataSet("f", f"{url}/f.txt", md5="0" * 32)
-    with pytest.raises(ChecksumError, match="md5 of f.txt is .* expected 0000"):
+    with pytest.raises(ChecksumError, match=r"md5 of f\.txt is .* expected 0000"):
         download(data_set, tmp_path / "dest")
     assert list((tmp_path / "dest").iterdir()) == []  # nothing that looks complete
 

@@ -1,0 +1,26 @@
+"""Block-sparse attention: layouts, the pure-PyTorch kernel, the dense oracle, FlexAttention."""
+
+from genobird.attention.kernel import block_sparse_attention, dense_attention
+from genobird.attention.layouts import (
+    BlockLayout,
+    bigbird_etc_layout,
+    bigbird_layout,
+    fixed_layout,
+    random_layout,
+    star_layout,
+    strided_layout,
+    window_global_layout,
+)
+
+__all__ = [
+    "BlockLayout",
+    "bigbird_etc_layout",
+    "bigbird_layout",
+    "block_sparse_attention",
+    "dense_attention",
+    "fixed_layout",
+    "random_layout",
+    "star_layout",
+    "strided_layout",
+    "window_global_layout",
+]
