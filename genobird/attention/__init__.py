@@ -1,5 +1,7 @@
 """Block-sparse attention: layouts, the pure-PyTorch kernel, the dense oracle, FlexAttention."""
 
+from genobird.attention.analysis import LayoutReport, analyse_layout
+from genobird.attention.dispatch import IMPLEMENTATIONS, attention, full_attention
 from genobird.attention.kernel import block_sparse_attention, dense_attention
 from genobird.attention.layouts import (
     BlockLayout,
@@ -13,6 +15,11 @@ from genobird.attention.layouts import (
 )
 
 __all__ = [
+    "IMPLEMENTATIONS",
+    "LayoutReport",
+    "analyse_layout",
+    "attention",
+    "full_attention",
     "BlockLayout",
     "bigbird_etc_layout",
     "bigbird_layout",

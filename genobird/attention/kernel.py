@@ -25,9 +25,11 @@ def _masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor
     """Softmax over the last dim restricted to `allowed`, in fp32; all-masked rows -> 0.
 
     Filling masked scores with -inf alone would give NaN on rows with no allowed key, so
-    such rows are filled with zeros before the softmax and zeroed after it.
+    such rows are filled with zeros before the softmax and zeroed after it. Half types
+    are upcast to fp32 for the statistics; fp32 and fp64 keep their precision.
     """
-    scores = scores.float().masked_fill(~allowed, float("-inf"))
+    statistics_dtype = torch.promote_types(scores.dtype, torch.float32)
+    scores = scores.to(statistics_dtype).masked_fill(~allowed, float("-inf"))
     has_key = allowed.any(dim=-1, keepdim=True)
     scores = scores.masked_fill(~has_key, 0.0)
     return torch.softmax(scores, dim=-1) * has_key

@@ -1,0 +1,87 @@
+"""FlexAttention backend (torch.nn.attention.flex_attention) for CUDA.
+
+The layout is handed to FlexAttention as explicit block lists with the block size set to
+the layout's, so the fused kernel visits exactly the layout's blocks. Blocks whose keys
+are all real go to the "full" lists (no mask evaluated); blocks holding padding go to the
+partial lists, where `mask_mod` masks the padded keys. `mask_mod` also encodes the
+pattern itself, so the function is right even where the block lists are not used. On CPU the same code runs eagerly
+(unfused, for tests); on CUDA it is compiled once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+from genobird.attention.layouts import BlockLayout
+
+
+def _block_lists(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """bool [B, H, NB, NB] -> (counts int32 [B, H, NB], indices int32 [B, H, NB, NB]),
+    the attended key blocks of each row first, in ascending order."""
+    counts = mask.sum(dim=-1, dtype=torch.int32)
+    indices = torch.sort((~mask).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)
+    return counts, indices
+
+
+def key_validity(layout: BlockLayout, key_padding_mask, batch: int, device) -> torch.Tensor:
+    """bool [B, NB*b]: real keys True; padding of the last block and masked keys False."""
+    padded = layout.num_blocks * layout.block_size
+    valid = torch.zeros(batch, padded, dtype=torch.bool, device=device)
+    valid[:, : layout.seq_len] = True if key_padding_mask is None else key_padding_mask
+    return valid
+
+
+def flex_block_mask(layout: BlockLayout, key_padding_mask=None, batch: int = 1, device="cpu"):
+    """The BlockMask that restricts FlexAttention to `layout` (and to real keys)."""
+    size = layout.block_size
+    key_valid = key_validity(layout, key_padding_mask, batch, device)
+    block_has_padding = ~key_valid.view(batch, layout.num_blocks, size).all(dim=-1)  # [B, NB]
+    pattern = layout.block_mask.to(device)[None]  # [1, H, NB, NB]
+    full = pattern & ~block_has_padding[:, None, None, :]
+    partial = pattern & block_has_padding[:, None, None, :]
+    counts, indices = _block_lists(partial)
+    full_counts, full_indices = _block_lists(full)
+
+    block_pattern = layout.block_mask.to(device)
+
+    # The whole pattern, not only the padding: eager (CPU) FlexAttention evaluates
+    # mask_mod everywhere and ignores the block lists; compiled, it skips the full blocks.
+    def mask_mod(b, h, q_idx, kv_idx):
+        return block_pattern[h, q_idx // size, kv_idx // size] & key_valid[b, kv_idx]
+
+    return BlockMask.from_kv_blocks(
+        counts,
+        indices,
+        full_counts,
+        full_indices,
+        BLOCK_SIZE=size,
+        mask_mod=mask_mod,
+        seq_lengths=(layout.seq_len, layout.seq_len),
+    )
+
+
+@functools.cache
+def _compiled_flex():
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def flex_block_sparse_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    layout: BlockLayout,
+    key_padding_mask: torch.Tensor | None = None,
+    block_mask: BlockMask | None = None,
+) -> torch.Tensor:
+    """Same contract as `block_sparse_attention` (no attention dropout: FlexAttention has
+    none, so the dispatcher uses the PyTorch kernel when dropout is on)."""
+    if block_mask is None:
+        block_mask = flex_block_mask(layout, key_padding_mask, q.shape[0], q.device)
+    kernel = _compiled_flex() if q.is_cuda else flex_attention
+    out = kernel(q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5)
+    if key_padding_mask is not None:
+        out = out * key_padding_mask[:, None, :, None].to(out.dtype)
+    return out
