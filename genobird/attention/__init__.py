@@ -16,16 +16,16 @@ from genobird.attention.layouts import (
 
 __all__ = [
     "IMPLEMENTATIONS",
+    "BlockLayout",
     "LayoutReport",
     "analyse_layout",
     "attention",
-    "full_attention",
-    "BlockLayout",
     "bigbird_etc_layout",
     "bigbird_layout",
     "block_sparse_attention",
     "dense_attention",
     "fixed_layout",
+    "full_attention",
     "random_layout",
     "star_layout",
     "strided_layout",

@@ -4,8 +4,8 @@ The layout is handed to FlexAttention as explicit block lists with the block siz
 the layout's, so the fused kernel visits exactly the layout's blocks. Blocks whose keys
 are all real go to the "full" lists (no mask evaluated); blocks holding padding go to the
 partial lists, where `mask_mod` masks the padded keys. `mask_mod` also encodes the
-pattern itself, so the function is right even where the block lists are not used. On CPU the same code runs eagerly
-(unfused, for tests); on CUDA it is compiled once per process.
+pattern itself, so the function is right even where the block lists are not used.
+On CPU the same code runs eagerly (unfused, for tests); on CUDA it is compiled once.
 """
 
 from __future__ import annotations
