@@ -1,0 +1,395 @@
+"""The BigBird encoder and its heads, in dependency order: embeddings, attention, layer,
+encoder, pooler, heads, then the task models that combine them.
+
+Shapes: B batch, N tokens, C hidden size, H heads, D head dim, F outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from genobird.attention import BlockLayout, attention, bigbird_layout
+from genobird.attention.layouts import etc_padded_global_count
+from genobird.errors import ConfigError
+from genobird.model.config import BigBirdConfig
+
+
+# =========================================================================== embeddings
+class Embeddings(nn.Module):
+    """Token + learned position + segment embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: BigBirdConfig):
+        super().__init__()
+        self.tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.positions = nn.Embedding(config.max_position, config.hidden_size)
+        self.segments = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.max_position = config.max_position
+
+    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None) -> torch.Tensor:
+        length = input_ids.shape[1]
+        if length > self.max_position:
+            raise ConfigError(
+                f"input of {length} tokens is longer than max_position {self.max_position}"
+            )
+        positions = torch.arange(length, device=input_ids.device)
+        x = self.tokens(input_ids) + self.positions(positions)[None]
+        if segment_ids is not None:
+            x = x + self.segments(segment_ids)
+        else:
+            x = x + self.segments.weight[0]
+        return self.dropout(self.norm(x))
+
+
+# =========================================================================== attention
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over the layer's BigBird layout.
+
+    The layout depends only on (sequence length, config, layer index), so it is built on
+    first use for each length and cached: the same plan in train and eval, on recompute
+    and on every data-parallel rank. A sequence too short for the pattern gets a layout
+    that covers every block, which `attention` computes as full attention for that call.
+    """
+
+    def __init__(self, config: BigBirdConfig, layer_index: int):
+        super().__init__()
+        self.config = config
+        self.layer_index = layer_index
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self._layouts: dict[tuple[int, str], BlockLayout | None] = {}
+
+    def layout_for(self, length: int, device: torch.device) -> BlockLayout | None:
+        key = (length, str(device))
+        if key not in self._layouts:
+            self._layouts[key] = self._build_layout(length, device)
+        return self._layouts[key]
+
+    def _build_layout(self, length: int, device: torch.device) -> BlockLayout | None:
+        c = self.config
+        if c.attention_type == "dense":
+            return None
+        global_blocks = None
+        if c.attention_type == "etc":  # the prepended global segment fills whole blocks
+            global_blocks = list(
+                range(etc_padded_global_count(c.num_global_tokens, c.block_size) // c.block_size)
+            )
+        layout = bigbird_layout(
+            length,
+            block_size=c.block_size,
+            num_global_blocks=c.num_global_blocks,
+            num_window_blocks=c.num_window_blocks,
+            num_random_blocks=c.num_random_blocks,
+            num_heads=c.num_heads,
+            seed=c.seed,
+            layer=self.layer_index,
+            global_blocks=global_blocks,
+        )
+        return layout.to(device)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
+        batch, length, hidden = x.shape
+        heads, dim = self.config.num_heads, self.config.head_dim
+        # [B, N, 3C] -> 3 x [B, H, N, D]
+        q, k, v = self.qkv(x).view(batch, length, 3, heads, dim).permute(2, 0, 3, 1, 4)
+        out = attention(
+            q,
+            k,
+            v,
+            self.layout_for(length, x.device),
+            key_padding_mask,
+            impl=self.config.attention_impl,
+            dropout_p=self.config.attention_dropout if self.training else 0.0,
+        )
+        return self.out(out.transpose(1, 2).reshape(batch, length, hidden))  # [B, N, C]
+
+
+# =========================================================================== layer
+class FeedForward(nn.Module):
+    def __init__(self, config: BigBirdConfig):
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+class EncoderLayer(nn.Module):
+    """BERT's post-LayerNorm block, as BigBird's released models use."""
+
+    def __init__(self, config: BigBirdConfig, layer_index: int):
+        super().__init__()
+        self.attention = SelfAttention(config, layer_index)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.feed_forward = FeedForward(config)
+        self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
+        x = self.attention_norm(x + self.dropout(self.attention(x, key_padding_mask)))
+        return self.output_norm(x + self.dropout(self.feed_forward(x)))
+
+
+# =========================================================================== encoder
+@dataclass
+class EncoderOutput:
+    sequence: torch.Tensor  # [B, N, C], one vector per input token
+    pooled: torch.Tensor  # [B, C], tanh(dense([CLS]))
+    global_states: torch.Tensor | None = None  # [B, G, C], ETC global tokens
+
+
+class BigBirdEncoder(nn.Module):
+    """Embeddings, `num_layers` encoder layers and the [CLS] pooler."""
+
+    def __init__(self, config: BigBirdConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.layers = nn.ModuleList(EncoderLayer(config, i) for i in range(config.num_layers))
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        if config.attention_type == "etc":
+            self.global_tokens = nn.Embedding(config.num_global_tokens, config.hidden_size)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        segment_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> EncoderOutput:
+        """input_ids, segment_ids: long [B, N]; attention_mask: bool [B, N], True for real
+        tokens (None: all real)."""
+        x = self.embeddings(input_ids, segment_ids)
+        mask = attention_mask.bool() if attention_mask is not None else None
+        slots = 0
+        if self.config.attention_type == "etc":
+            x, mask, slots = self._prepend_global_tokens(x, mask)
+        for layer in self.layers:
+            if self.config.gradient_checkpointing and self.training:
+                x = checkpoint(layer, x, mask, use_reentrant=False)
+            else:
+                x = layer(x, mask)
+        sequence = x[:, slots:]
+        pooled = torch.tanh(self.pooler(sequence[:, 0]))
+        global_states = x[:, : self.config.num_global_tokens] if slots else None
+        return EncoderOutput(sequence, pooled, global_states)
+
+    def _prepend_global_tokens(self, x: torch.Tensor, mask: torch.Tensor | None):
+        """ETC: learned global tokens in front, padded to whole blocks (padding masked)."""
+        batch = x.shape[0]
+        count = self.config.num_global_tokens
+        slots = etc_padded_global_count(count, self.config.block_size)
+        globals_ = self.global_tokens.weight[None].expand(batch, -1, -1)
+        filler = x.new_zeros(batch, slots - count, x.shape[2])
+        x = torch.cat([globals_, filler, x], dim=1)
+        real = torch.zeros(batch, slots, dtype=torch.bool, device=x.device)
+        real[:, :count] = True
+        tokens = (
+            mask
+            if mask is not None
+            else torch.ones(batch, x.shape[1] - slots, dtype=torch.bool, device=x.device)
+        )
+        return x, torch.cat([real, tokens], dim=1), slots
+
+
+# =========================================================================== heads
+class MaskedLMHead(nn.Module):
+    """dense -> GELU -> LayerNorm -> vocabulary logits, decoder tied to the token embedding."""
+
+    def __init__(self, config: BigBirdConfig, token_embedding: nn.Embedding):
+        super().__init__()
+        self.transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.token_embedding = token_embedding  # tied: the same Parameter, not a copy
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        hidden = self.norm(F.gelu(self.transform(hidden)))
+        return hidden @ self.token_embedding.weight.T + self.bias
+
+
+class ClassificationHead(nn.Module):
+    """Dropout and a linear layer on the pooled [CLS] vector: F logits."""
+
+    def __init__(self, config: BigBirdConfig, num_outputs: int):
+        super().__init__()
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.linear = nn.Linear(config.hidden_size, num_outputs)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.dropout(pooled))
+
+
+# =========================================================================== task models
+def init_weights(module: nn.Module, std: float) -> None:
+    """BERT's initialisation: N(0, std) weights, zero biases, unit LayerNorm."""
+    for sub in module.modules():
+        if isinstance(sub, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(sub.weight, mean=0.0, std=std)
+            if isinstance(sub, nn.Linear) and sub.bias is not None:
+                nn.init.zeros_(sub.bias)
+            if isinstance(sub, nn.Embedding) and sub.padding_idx is not None:
+                with torch.no_grad():
+                    sub.weight[sub.padding_idx].zero_()
+        elif isinstance(sub, nn.LayerNorm):
+            nn.init.ones_(sub.weight)
+            nn.init.zeros_(sub.bias)
+
+
+@dataclass
+class PretrainingOutput:
+    loss: torch.Tensor | None
+    mlm_loss: torch.Tensor | None
+    nsp_loss: torch.Tensor | None
+    mlm_logits: torch.Tensor  # [M, V] at the masked positions (M = masked tokens in batch)
+    nsp_logits: torch.Tensor  # [B, 2]
+
+
+class BigBirdForPretraining(nn.Module):
+    """Encoder + MLM + NSP (paper appendix F.1)."""
+
+    task = "pretraining"
+
+    def __init__(self, config: BigBirdConfig):
+        super().__init__()
+        self.config = config
+        self.encoder = BigBirdEncoder(config)
+        self.mlm = MaskedLMHead(config, self.encoder.embeddings.tokens)
+        self.nsp = nn.Linear(config.hidden_size, 2)
+        init_weights(self, config.initializer_range)
+
+    def head_config(self) -> dict:
+        return {}
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        segment_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        masked_positions: torch.Tensor | None = None,
+        masked_labels: torch.Tensor | None = None,
+        nsp_labels: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
+        """masked_positions, masked_labels: long [B, P], label -100 on unused slots
+        (padding of the per-sequence prediction list); nsp_labels: long [B], 1 = B is
+        the true next segment. MLM logits are computed only where predictions are made."""
+        encoded = self.encoder(input_ids, segment_ids, attention_mask)
+        if masked_positions is None:
+            masked_positions = torch.zeros(
+                input_ids.shape[0], 0, dtype=torch.long, device=input_ids.device
+            )
+        picked = torch.gather(
+            encoded.sequence,
+            1,
+            masked_positions[..., None].expand(-1, -1, encoded.sequence.shape[-1]),
+        )  # [B, P, C]
+        keep = masked_labels.reshape(-1) != -100 if masked_labels is not None else slice(None)
+        mlm_logits = self.mlm(picked.reshape(-1, picked.shape[-1])[keep])  # [M, V]
+        nsp_logits = self.nsp(encoded.pooled)
+        mlm_loss = nsp_loss = loss = None
+        if masked_labels is not None:
+            mlm_loss = F.cross_entropy(mlm_logits.float(), masked_labels.reshape(-1)[keep])
+            loss = mlm_loss
+        if nsp_labels is not None:
+            nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        return PretrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits)
+
+
+@dataclass
+class ClassificationOutput:
+    loss: torch.Tensor | None
+    logits: torch.Tensor  # [B, F]
+
+
+class BigBirdForSequenceClassification(nn.Module):
+    """Encoder + a [CLS] head with `num_labels` outputs.
+
+    problem "single_label": softmax cross-entropy over classes (labels long [B]);
+    "multi_label": independent sigmoids with BCE (labels float [B, F]), `pos_weight`
+    up-weighting positives (the paper's chromatin head uses 8).
+    """
+
+    task = "classification"
+    PROBLEMS = ("single_label", "multi_label")
+
+    def __init__(
+        self,
+        config: BigBirdConfig,
+        num_labels: int,
+        problem: str = "single_label",
+        pos_weight: float = 1.0,
+    ):
+        super().__init__()
+        if problem not in self.PROBLEMS:
+            raise ConfigError(f"problem must be one of {self.PROBLEMS}, got {problem!r}")
+        if num_labels < 1:
+            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        self.config = config
+        self.num_labels, self.problem, self.pos_weight = num_labels, problem, pos_weight
+        self.encoder = BigBirdEncoder(config)
+        self.head = ClassificationHead(config, num_labels)
+        init_weights(self, config.initializer_range)
+
+    def head_config(self) -> dict:
+        return {
+            "num_labels": self.num_labels,
+            "problem": self.problem,
+            "pos_weight": self.pos_weight,
+        }
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        segment_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> ClassificationOutput:
+        logits = self.head(self.encoder(input_ids, segment_ids, attention_mask).pooled)
+        loss = None
+        if labels is not None:
+            if self.problem == "single_label":
+                loss = F.cross_entropy(logits.float(), labels)
+            else:
+                weight = torch.tensor(self.pos_weight, device=logits.device)
+                loss = F.binary_cross_entropy_with_logits(
+                    logits.float(), labels.float(), pos_weight=weight
+                )
+        return ClassificationOutput(loss, logits)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Parameters counted once even when tied."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def model_flops_per_token(config: BigBirdConfig, seq_len: int) -> float:
+    """Forward FLOPs per token of the encoder (matmuls only), for utilisation figures:
+    2 * (4 C^2 + 2 C I) per layer for projections and feed-forward, plus attention's
+    4 * C * (attended keys per query). Training costs about 3x this."""
+    c = config
+    dense_part = 2 * (4 * c.hidden_size**2 + 2 * c.hidden_size * c.intermediate_size)
+    if c.attention_type == "dense":
+        attended = seq_len
+    else:
+        blocks = c.num_global_blocks + c.num_window_blocks + c.num_random_blocks
+        attended = min(seq_len, blocks * c.block_size)
+    return c.num_layers * (dense_part + 4 * c.hidden_size * attended)
+
+
+__all__ = [
+    "BigBirdEncoder",
+    "BigBirdForPretraining",
+    "BigBirdForSequenceClassification",
+    "ClassificationOutput",
+    "EncoderOutput",
+    "PretrainingOutput",
+    "count_parameters",
+    "model_flops_per_token",
+]

@@ -1,0 +1,110 @@
+"""`BigBirdConfig`: every architectural choice of a model, saved as JSON beside its weights."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from genobird.errors import ConfigError
+
+ATTENTION_TYPES = ("itc", "etc", "dense")
+
+
+@dataclass
+class BigBirdConfig:
+    # Vocabulary: 32k sentencepiece BPE pieces for DNA in the paper (appendix F.1).
+    vocab_size: int = 32_000
+    # BERT-base widths, as the paper's genomics model (Table 21: 12 layers x 768).
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    # Longest input in tokens; the paper pretrains DNA at 4096 (about 36 kb at 8.78 bp/token).
+    max_position: int = 4096
+    # Segments A and B of next-sentence prediction.
+    type_vocab_size: int = 2
+    # Attention block size b: 64 in the paper; FlexAttention uses the same blocks.
+    block_size: int = 64
+    # ITC global blocks (first and last by default), attended by all and attending all.
+    num_global_blocks: int = 2
+    # Sliding window in blocks, centred on the query block (3 = itself and each neighbour).
+    num_window_blocks: int = 3
+    # Random key blocks per query block, drawn per layer and head from `seed`.
+    num_random_blocks: int = 3
+    # "itc": global blocks from the sequence itself; "etc": extra global tokens prepended
+    # (`num_global_tokens`); "dense": full attention (the BERT baseline of the paper).
+    attention_type: str = "itc"
+    num_global_tokens: int = 0
+    # How to compute sparse attention: "auto" (FlexAttention on CUDA when attention
+    # dropout is off, else the PyTorch block-sparse kernel), "block_sparse", "flex", "dense".
+    attention_impl: str = "auto"
+    # BERT's dropouts and initialisation.
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    # Recompute each layer in the backward pass: less activation memory, about 1/3 more time.
+    gradient_checkpointing: bool = False
+    # Token id of [PAD]; its embedding row is kept at zero.
+    pad_token_id: int = 0
+    # Seeds the random attention plan (and nothing else), so it is fixed by the config.
+    seed: int = 0
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
+        for name in (*positive, "max_position", "block_size"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}"
+            )
+        if self.attention_type not in ATTENTION_TYPES:
+            raise ConfigError(
+                f"attention_type must be one of {ATTENTION_TYPES}, got {self.attention_type!r}"
+            )
+        if self.attention_type == "etc" and self.num_global_tokens < 1:
+            raise ConfigError("attention_type 'etc' needs num_global_tokens >= 1")
+        if self.num_window_blocks < 1 or self.num_window_blocks % 2 == 0:
+            raise ConfigError(f"num_window_blocks must be odd, got {self.num_window_blocks}")
+        for name in ("hidden_dropout", "attention_dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> BigBirdConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown BigBirdConfig fields {unknown}")
+        return cls(**values)
+
+    def save(self, path: str | Path) -> None:
+        from genobird.fileio import atomic_write
+
+        with atomic_write(path) as handle:
+            json.dump(self.to_dict(), handle, indent=2)
+            handle.write("\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> BigBirdConfig:
+        path = Path(path)
+        try:
+            return cls.from_dict(json.loads(path.read_text()), source=str(path))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
+
+    def replace(self, **changes) -> BigBirdConfig:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,133 @@
+"""Model directories: config.json + model.safetensors (no pickles; loading runs no code).
+
+config.json holds the model class, its BigBirdConfig and its head settings; other files
+(tokenizer, feature names, training summary) sit beside them, written by their owners.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import safetensors
+import safetensors.torch
+import torch
+from torch import nn
+
+from genobird import __version__
+from genobird.errors import CheckpointError
+from genobird.fileio import atomic_path, atomic_write
+from genobird.model.bigbird import BigBirdForPretraining, BigBirdForSequenceClassification
+from genobird.model.config import BigBirdConfig
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+MODEL_CLASSES = {
+    cls.__name__: cls for cls in (BigBirdForPretraining, BigBirdForSequenceClassification)
+}
+
+
+def save_pretrained(model: nn.Module, directory: str | Path, extra: dict | None = None) -> Path:
+    """Write weights, then config.json last: a directory with a config is complete."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_path(directory / WEIGHTS_FILE) as tmp:
+        # save_model stores tied parameters (MLM decoder = token embedding) once.
+        safetensors.torch.save_model(model, str(tmp), metadata={"format": "pt"})
+    description = {
+        "genobird_version": __version__,
+        "model_class": type(model).__name__,
+        "config": model.config.to_dict(),
+        "head": model.head_config(),
+        **(extra or {}),
+    }
+    with atomic_write(directory / CONFIG_FILE) as handle:
+        json.dump(description, handle, indent=2)
+        handle.write("\n")
+    return directory
+
+
+def read_model_description(directory: str | Path) -> dict:
+    directory = Path(directory)
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"{directory} is not a genobird model directory ({CONFIG_FILE} is missing)"
+        )
+    try:
+        description = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc}); the file is damaged") from exc
+    for key in ("model_class", "config"):
+        if key not in description:
+            raise CheckpointError(f"{path}: no {key!r} entry; not written by genobird")
+    return description
+
+
+def build_model(description: dict, source: str = "config") -> nn.Module:
+    name = description["model_class"]
+    if name not in MODEL_CLASSES:
+        raise CheckpointError(
+            f"{source}: unknown model_class {name!r}; known: {list(MODEL_CLASSES)}"
+        )
+    config = BigBirdConfig.from_dict(description["config"], source=source)
+    return MODEL_CLASSES[name](config, **description.get("head", {}))
+
+
+def load_weights(model: nn.Module, path: str | Path, device: str | torch.device = "cpu") -> None:
+    """Load safetensors weights into `model`, strictly: every tensor must be there with
+    its shape. Truncated or corrupted files and mismatches are CheckpointErrors."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: weights file missing")
+    try:
+        state = safetensors.torch.load_file(str(path), device=str(device))
+    except (safetensors.SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(
+            f"{path}: cannot read weights ({exc}); the file is truncated or corrupted"
+        ) from exc
+    check_state_matches(model, state, str(path))
+    model.load_state_dict(state, strict=False)  # tied aliases are absent by design
+
+
+def check_state_matches(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    expected = _unique_state(model)
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(model.state_dict()))
+    wrong_shape = [
+        f"{name} {list(state[name].shape)} vs model {list(tensor.shape)}"
+        for name, tensor in model.state_dict().items()
+        if name in state and state[name].shape != tensor.shape
+    ]
+    problems = []
+    if wrong_shape:
+        problems.append("shape mismatch: " + "; ".join(wrong_shape[:3]))
+    if missing:
+        problems.append(f"missing {len(missing)} tensors (e.g. {', '.join(missing[:3])})")
+    if unexpected:
+        problems.append(f"unexpected {len(unexpected)} tensors (e.g. {', '.join(unexpected[:3])})")
+    if problems:
+        raise CheckpointError(
+            f"{source} does not fit this model's configuration: {'; '.join(problems)}; "
+            "load it with the config.json it was saved with"
+        )
+
+
+def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """State dict without the second name of tied tensors (as save_model stores it)."""
+    seen, unique = set(), {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key not in seen:
+            seen.add(key)
+            unique[name] = tensor
+    return unique
+
+
+def from_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> nn.Module:
+    """Rebuild the model saved in `directory` (class, config, head) and load its weights."""
+    directory = Path(directory)
+    description = read_model_description(directory)
+    model = build_model(description, source=str(directory / CONFIG_FILE))
+    load_weights(model, directory / WEIGHTS_FILE, device)
+    return model.to(device)

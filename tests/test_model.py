@@ -1,0 +1,273 @@
+"""The BigBird encoder, its heads and model directories."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from genobird.errors import CheckpointError, ConfigError
+from genobird.model import (
+    BigBirdConfig,
+    BigBirdForPretraining,
+    BigBirdForSequenceClassification,
+    from_pretrained,
+    save_pretrained,
+)
+
+
+def tiny_config(**changes) -> BigBirdConfig:
+    values = dict(
+        vocab_size=60,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position=1024,
+        block_size=16,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+    )
+    values.update(changes)
+    return BigBirdConfig(**values)
+
+
+def batch(length=320, vocab=60, seed=0, padded_from=250):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (2, length), generator=generator)
+    mask = torch.ones(2, length, dtype=torch.bool)
+    mask[1, padded_from:] = False
+    segments = torch.zeros(2, length, dtype=torch.long)
+    segments[:, length // 2 :] = 1
+    return ids, segments, mask
+
+
+def encode(model, ids, segments, mask):
+    return model.encoder(ids, segments, mask).sequence
+
+
+# --------------------------------------------------------------------------- config
+def test_config_round_trips_through_json(tmp_path):
+    config = tiny_config(seed=7, attention_type="itc")
+    config.save(tmp_path / "c.json")
+    assert BigBirdConfig.load(tmp_path / "c.json") == config
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"hidden_size": 30}, "divisible by num_heads"),
+        ({"attention_type": "sparse"}, "attention_type must be one of"),
+        ({"attention_type": "etc"}, "num_global_tokens >= 1"),
+        ({"num_window_blocks": 4}, "must be odd"),
+        ({"hidden_dropout": 1.0}, r"in \[0, 1\)"),
+    ],
+)
+def test_invalid_config_values_are_named(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        tiny_config(**changes)
+
+
+def test_unknown_config_field_is_named(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**tiny_config().to_dict(), "hidden": 3}))
+    with pytest.raises(ConfigError, match=r"unknown BigBirdConfig fields \['hidden'\]"):
+        BigBirdConfig.load(path)
+
+
+# --------------------------------------------------------------------------- the function
+def test_block_sparse_model_equals_the_dense_oracle_model_in_fp64():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config(attention_impl="block_sparse")).double().eval()
+    ids, segments, mask = batch()
+    layout = model.encoder.layers[0].attention.layout_for(320, torch.device("cpu"))
+    assert not layout.is_dense  # 20 blocks: the sparse path is really exercised
+    sparse = encode(model, ids, segments, mask)
+    for layer in model.encoder.layers:
+        layer.attention.config = layer.attention.config.replace(attention_impl="dense")
+    dense = encode(model, ids, segments, mask)
+    torch.testing.assert_close(sparse, dense, rtol=0, atol=1e-10)
+
+
+def test_layers_draw_different_random_plans_from_one_seed():
+    model = BigBirdForPretraining(tiny_config())
+    first, second = (
+        layer.attention.layout_for(640, torch.device("cpu")) for layer in model.encoder.layers
+    )
+    assert not torch.equal(first.block_mask, second.block_mask)
+    again = (
+        BigBirdForPretraining(tiny_config())
+        .encoder.layers[0]
+        .attention.layout_for(640, torch.device("cpu"))
+    )
+    assert torch.equal(first.block_mask, again.block_mask)
+
+
+def test_train_and_eval_compute_the_same_function_with_dropout_off():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config())
+    ids, segments, mask = batch()
+    model.train()
+    trained = encode(model, ids, segments, mask)
+    model.eval()
+    torch.testing.assert_close(encode(model, ids, segments, mask), trained)
+
+
+def test_short_input_uses_dense_for_that_call_only():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config()).eval()
+    attention = model.encoder.layers[0].attention
+    ids, segments, mask = batch(length=96, padded_from=80)  # 6 blocks: pattern covers all
+    short = encode(model, ids, segments, mask)
+    assert attention.layout_for(96, torch.device("cpu")).is_dense
+    assert not attention.layout_for(512, torch.device("cpu")).is_dense  # not switched
+    assert torch.isfinite(short).all()
+
+
+def test_real_tokens_ignore_what_padding_holds():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config()).eval()
+    ids, segments, mask = batch()
+    other = ids.clone()
+    other[1, 250:] = 7
+    a, b = encode(model, ids, segments, mask), encode(model, other, segments, mask)
+    torch.testing.assert_close(a[1, :250], b[1, :250])
+
+
+def test_etc_model_prepends_globals_and_matches_the_oracle():
+    torch.manual_seed(0)
+    config = tiny_config(attention_type="etc", num_global_tokens=5, attention_impl="block_sparse")
+    model = BigBirdForPretraining(config).double().eval()
+    ids, segments, mask = batch()
+    out = model.encoder(ids, segments, mask)
+    assert out.sequence.shape == (2, 320, 32) and out.global_states.shape == (2, 5, 32)
+    for layer in model.encoder.layers:
+        layer.attention.config = layer.attention.config.replace(attention_impl="dense")
+    torch.testing.assert_close(model.encoder(ids, segments, mask).sequence, out.sequence)
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients():
+    ids, segments, mask = batch()
+    labels = torch.tensor([0, 1])
+    results = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model = BigBirdForSequenceClassification(
+            tiny_config(gradient_checkpointing=checkpointing, hidden_dropout=0.1), num_labels=2
+        ).train()
+        torch.manual_seed(1)
+        loss = model(ids, segments, mask, labels).loss
+        loss.backward()
+        results.append((loss.detach(), model.encoder.layers[0].attention.qkv.weight.grad.clone()))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    torch.testing.assert_close(results[0][1], results[1][1])
+
+
+def test_bf16_autocast_runs_and_stays_close_to_fp32():
+    torch.manual_seed(0)
+    model = BigBirdForSequenceClassification(tiny_config(), num_labels=3).eval()
+    ids, segments, mask = batch()
+    reference = model(ids, segments, mask).logits
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = model(ids, segments, mask).logits
+    assert torch.isfinite(low).all()
+    assert (low.float() - reference).abs().max() < 0.1
+
+
+# --------------------------------------------------------------------------- heads
+def test_mlm_decoder_is_tied_to_the_token_embedding():
+    model = BigBirdForPretraining(tiny_config())
+    assert model.mlm.token_embedding.weight is model.encoder.embeddings.tokens.weight
+
+
+def test_pretraining_losses_and_masked_slots():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config()).eval()
+    ids, segments, mask = batch()
+    positions = torch.tensor([[1, 5, 9, 0], [2, 3, 0, 0]])
+    labels = torch.tensor([[10, 11, 12, -100], [13, 14, -100, -100]])
+    out = model(ids, segments, mask, positions, labels, torch.tensor([1, 0]))
+    assert out.mlm_logits.shape == (5, 60)  # only the 5 real predictions
+    expected = torch.nn.functional.cross_entropy(out.mlm_logits, torch.tensor([10, 11, 12, 13, 14]))
+    torch.testing.assert_close(out.mlm_loss, expected)
+    torch.testing.assert_close(out.loss, out.mlm_loss + out.nsp_loss)
+
+
+def test_multi_label_head_uses_pos_weight():
+    torch.manual_seed(0)
+    ids, segments, mask = batch()
+    labels = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    plain = BigBirdForSequenceClassification(tiny_config(), 3, "multi_label", pos_weight=1.0).eval()
+    weighted = BigBirdForSequenceClassification(
+        tiny_config(), 3, "multi_label", pos_weight=8.0
+    ).eval()
+    weighted.load_state_dict(plain.state_dict())
+    logits = plain(ids, segments, mask).logits
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(
+        logits, labels, pos_weight=torch.tensor(8.0)
+    )
+    torch.testing.assert_close(weighted(ids, segments, mask, labels).loss, expected)
+    assert weighted(ids, segments, mask, labels).loss > plain(ids, segments, mask, labels).loss
+
+
+def test_tiny_model_overfits_one_batch():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config(hidden_size=64, num_heads=4)).train()
+    ids, segments, mask = batch(length=256)
+    positions = torch.arange(0, 240, 8).repeat(2, 1)
+    labels = torch.gather(ids, 1, positions)
+    masked = ids.clone().scatter_(1, positions, 4)  # [MASK]
+    nsp = torch.tensor([1, 0])
+    optimiser = torch.optim.Adam(model.parameters(), lr=2e-3)
+    first = None
+    for _ in range(120):
+        loss = model(masked, segments, mask, positions, labels, nsp).loss
+        first = first if first is not None else loss.item()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    assert loss.item() < 0.05 * first
+
+
+# --------------------------------------------------------------------------- model directories
+def test_save_and_load_round_trip_keeps_function_and_tying(tmp_path):
+    torch.manual_seed(0)
+    model = BigBirdForSequenceClassification(tiny_config(), 4, "multi_label", 8.0).eval()
+    save_pretrained(model, tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    assert isinstance(loaded, BigBirdForSequenceClassification)
+    assert (loaded.num_labels, loaded.problem, loaded.pos_weight) == (4, "multi_label", 8.0)
+    ids, segments, mask = batch()
+    torch.testing.assert_close(
+        loaded(ids, segments, mask).logits, model(ids, segments, mask).logits
+    )
+    pretrain = BigBirdForPretraining(tiny_config())
+    save_pretrained(pretrain, tmp_path / "p")
+    reloaded = from_pretrained(tmp_path / "p")
+    assert reloaded.mlm.token_embedding.weight is reloaded.encoder.embeddings.tokens.weight
+
+
+def test_mismatched_configuration_names_the_mismatch(tmp_path):
+    save_pretrained(BigBirdForPretraining(tiny_config()), tmp_path / "m")
+    description = json.loads((tmp_path / "m" / "config.json").read_text())
+    description["config"]["intermediate_size"] = 128
+    (tmp_path / "m" / "config.json").write_text(json.dumps(description))
+    with pytest.raises(
+        CheckpointError,
+        match=r"shape mismatch: .*feed_forward.up.weight \[64, 32\] vs model \[128, 32\]",
+    ):
+        from_pretrained(tmp_path / "m")
+
+
+def test_truncated_weights_are_detected(tmp_path):
+    save_pretrained(BigBirdForPretraining(tiny_config()), tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupted"):
+        from_pretrained(tmp_path / "m")
+
+
+def test_not_a_model_directory(tmp_path):
+    with pytest.raises(CheckpointError, match="config.json is missing"):
+        from_pretrained(tmp_path)
