@@ -269,5 +269,5 @@ def test_truncated_weights_are_detected(tmp_path):
 
 
 def test_not_a_model_directory(tmp_path):
-    with pytest.raises(CheckpointError, match="config.json is missing"):
+    with pytest.raises(CheckpointError, match=r"config\.json is missing"):
         from_pretrained(tmp_path)
