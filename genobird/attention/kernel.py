@@ -8,8 +8,9 @@ query positions, and never produce NaN: a query with no key to attend gets zeros
 (query, key) pairs, computed densely. `block_sparse_attention` must equal it for any
 BlockLayout, in outputs and gradients (tests check both in fp64).
 
-Under bf16/fp16 the products run in the input dtype but softmax statistics (max, sum)
-are taken in fp32, and the probabilities are cast back for the product with V.
+Under bf16/fp16 the products run in the input dtype while softmax statistics (max,
+sum) are kept in fp32: inside PyTorch's fused SDPA kernel for the block-sparse path,
+explicitly in the oracle.
 """
 
 from __future__ import annotations
@@ -133,29 +134,56 @@ def _sparse_rows(q_blocks, k, v, key_valid, layout: BlockLayout, dropout_p: floa
     rows = layout.sparse_rows.to(device)
     index, valid = (t.to(device) for t in layout.sparse_plan)  # [H, R, K]
     width = index.shape[-1]
-    head = torch.arange(heads, device=device)[:, None, None]
-    k_blocks = k.view(batch, heads, blocks, size, dim)
-    v_blocks = v.view(batch, heads, blocks, size, dim)
-    # Gather: [B, H, R, K, b, D] -> [B, H, R, K*b, D]; autograd scatters gradients back
-    # (accumulating) into every key block that several query blocks used.
-    k_gathered = k_blocks[:, head, index].reshape(batch, heads, -1, width * size, dim)
-    v_gathered = v_blocks[:, head, index].reshape(batch, heads, -1, width * size, dim)
-    queries = q_blocks[:, :, rows]  # [B, H, R, b, D]
-    scores = (queries @ k_gathered.transpose(-1, -2)) * dim**-0.5  # [B, H, R, b, K*b]
+    # Gather whole blocks as rows of a [B*H*NB, b*D] matrix: [B*H*R*K, b*D] ->
+    # [B*H*R, K*b, D]. index_select on dim 0 copies contiguous rows (PyTorch's fast
+    # path), and its backward, index_add_, accumulates the gradient of a key block from
+    # every query block that used it.
+    first_block = torch.arange(batch * heads, device=device).view(batch, heads, 1, 1) * blocks
+    flat_index = (index[None] + first_block).flatten()
+    k_gathered = k.reshape(-1, size * dim).index_select(0, flat_index)
+    v_gathered = v.reshape(-1, size * dim).index_select(0, flat_index)
+    k_gathered = k_gathered.view(-1, width * size, dim)  # [B*H*R, K*b, D]
+    v_gathered = v_gathered.view(-1, width * size, dim)
+    queries = q_blocks[:, :, rows].reshape(-1, size, dim)  # [B*H*R, b, D]
     key_ok = key_valid.view(batch, blocks, size)[:, index]  # [B, H, R, K, b]
-    allowed = (key_ok & valid[None, ..., None]).reshape(batch, heads, -1, 1, width * size)
-    probs = _masked_softmax(scores, allowed)
-    if dropout_p > 0:
-        probs = F.dropout(probs, p=dropout_p)
-    return probs.to(v.dtype) @ v_gathered  # [B, H, R, b, D]
+    allowed = (key_ok & valid[None, ..., None]).reshape(-1, 1, width * size)
+    out = _fused_attention(queries, k_gathered, v_gathered, allowed, dropout_p)
+    return out.view(batch, heads, -1, size, dim)
+
+
+def _fused_attention(queries, keys, values, allowed, dropout_p: float) -> torch.Tensor:
+    """Attention of q [M, b, D] over k, v [M, K, D] restricted to `allowed` [M, 1, K],
+    through PyTorch's fused SDPA kernel (fp32 softmax statistics inside, no score
+    tensor kept for backward). Masked keys get the dtype's lowest finite bias rather
+    than -inf, so a row with no allowed key is finite, and is zeroed afterwards."""
+    bias = torch.zeros(allowed.shape, dtype=queries.dtype, device=queries.device)
+    bias.masked_fill_(~allowed, torch.finfo(queries.dtype).min)
+    # Blocks go in SDPA's batch dimension with one head: the CPU kernel works in a
+    # [batch, length, heads, D] layout, identical to ours when heads == 1, so its
+    # backward neither transposes nor zero-fills extra score-sized gradient buffers.
+    out = F.scaled_dot_product_attention(
+        queries[:, None],
+        keys[:, None],
+        values[:, None],
+        attn_mask=bias[:, None],
+        dropout_p=dropout_p,
+    )[:, 0]
+    has_key = allowed.any(dim=-1, keepdim=True)
+    if not bool(has_key.all()):
+        out = out * has_key
+    return out
 
 
 def _global_rows(q_blocks, k, v, key_valid, layout: BlockLayout, dropout_p: float):
     batch, heads, _, size, dim = q_blocks.shape
     rows = layout.global_rows.to(q_blocks.device)
-    queries = q_blocks[:, :, rows].reshape(batch, heads, -1, dim)  # [B, H, G*b, D]
-    scores = (queries @ k.transpose(-1, -2)) * dim**-0.5  # [B, H, G*b, NB*b]
-    probs = _masked_softmax(scores, key_valid[:, None, None, :])
-    if dropout_p > 0:
-        probs = F.dropout(probs, p=dropout_p)
-    return (probs.to(v.dtype) @ v).view(batch, heads, len(rows), size, dim)
+    queries = q_blocks[:, :, rows].reshape(batch * heads, -1, dim)  # [B*H, G*b, D]
+    allowed = key_valid[:, None, None, :].expand(-1, heads, -1, -1).reshape(batch * heads, 1, -1)
+    out = _fused_attention(
+        queries,
+        k.reshape(batch * heads, -1, dim),  # [B*H, NB*b, D]
+        v.reshape(batch * heads, -1, dim),
+        allowed,
+        dropout_p,
+    )
+    return out.view(batch, heads, len(rows), size, dim)
