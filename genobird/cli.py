@@ -71,6 +71,110 @@ def cmd_reference_fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_corpus_documents(args: argparse.Namespace) -> int:
+    from genobird.corpus import DocumentSpec, write_documents
+
+    spec = DocumentSpec(
+        passes=args.passes,
+        min_sentence_bp=args.min_sentence_bp,
+        max_sentence_bp=args.max_sentence_bp,
+        max_n_fraction=args.max_n_fraction,
+        seed=args.seed,
+    )
+    summary = write_documents(
+        args.reference, args.out, spec, args.chromosomes, args.threads, progress=not args.quiet
+    )
+    print(
+        f"wrote {args.out}: {summary.documents:,} documents, {summary.sentences:,} sentences, "
+        f"{summary.bp / 1e6:,.1f} Mbp from {summary.chromosomes} chromosomes in "
+        f"{summary.seconds:.1f} s ({summary.mbp_per_second:.1f} Mbp/s)"
+    )
+    return EXIT_OK
+
+
+def cmd_vocab_train(args: argparse.Namespace) -> int:
+    from genobird.corpus import VocabSpec, read_documents, train_vocabulary
+
+    spec = VocabSpec(
+        vocab_size=args.vocab_size,
+        sample_sentences=args.sample_sentences,
+        seed=args.seed,
+        threads=args.threads,
+    )
+    tokenizer = train_vocabulary(args.documents, args.out, spec)
+    message = f"wrote {args.out}: {tokenizer.vocab_size:,} pieces"
+    if args.heldout:
+        sentences = [s for document in read_documents(args.heldout) for s in document]
+        bp_per_token = tokenizer.bp_per_token(sentences, threads=args.threads)
+        message += f"; {bp_per_token:.2f} bp/token on {len(sentences):,} held-out sentences"
+    print(message)
+    return EXIT_OK
+
+
+def cmd_corpus_instances(args: argparse.Namespace) -> int:
+    from genobird.corpus import InstanceSpec, write_instances
+
+    spec = InstanceSpec(
+        max_seq_length=args.max_seq_length,
+        max_predictions=args.max_predictions,
+        masked_lm_prob=args.masked_lm_prob,
+        dupe_factor=args.dupe_factor,
+        short_seq_prob=args.short_seq_prob,
+        documents_per_chunk=args.documents_per_chunk,
+        dynamic_masking=args.dynamic_masking,
+        seed=args.seed,
+    )
+    manifest = write_instances(
+        args.documents, args.tokenizer, args.out, spec, args.threads, progress=not args.quiet
+    )
+    print(
+        f"wrote {args.out}: {manifest['instances']:,} instances in {len(manifest['shards'])} "
+        f"shards from {manifest['bp'] / 1e6:,.1f} Mbp in {manifest['seconds']:.1f} s"
+    )
+    return EXIT_OK
+
+
+LAYOUT_PATTERNS = ("bigbird", "etc", "strided", "fixed", "star", "random", "window-global")
+
+
+def cmd_layout(args: argparse.Namespace) -> int:
+    from genobird.attention import analyse_layout
+    from genobird.attention import layouts as patterns
+
+    size, length = args.block_size, args.seq_len
+    build = {
+        "bigbird": lambda: patterns.bigbird_layout(
+            length, size, args.global_blocks, args.window_blocks, args.random_blocks,
+            args.heads, args.seed, args.layer,
+        ),
+        "etc": lambda: patterns.bigbird_etc_layout(
+            length, args.global_tokens, size, args.window_blocks, args.random_blocks,
+            args.heads, args.seed, args.layer,
+        ),
+        "strided": lambda: patterns.strided_layout(
+            length, size, args.window, args.stride, args.heads
+        ),
+        "fixed": lambda: patterns.fixed_layout(length, size, args.stride, 1, args.heads),
+        "star": lambda: patterns.star_layout(length, size, args.heads),
+        "random": lambda: patterns.random_layout(
+            length, size, args.random_blocks, args.heads, args.seed, args.layer
+        ),
+        "window-global": lambda: patterns.window_global_layout(
+            length, size, args.window_blocks, (0,), args.heads
+        ),
+    }  # fmt: skip
+    layout = build[args.pattern]()
+    per_row = layout.block_mask.sum(dim=2).float()
+    print(
+        f"{layout.name}: {layout.seq_len} tokens in {layout.num_blocks} blocks of {size}, "
+        f"{layout.num_heads} heads; density {layout.density():.3f}; key blocks per query block "
+        f"min {per_row.min():.0f} / mean {per_row.mean():.1f} / max {per_row.max():.0f}; "
+        f"{len(layout.global_rows)} global rows"
+    )
+    print(analyse_layout(layout).summary())
+    return EXIT_OK
+
+
 # =========================================================================== parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -86,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_demo_reference(commands)
     _add_reference(commands)
+    _add_corpus(commands)
+    _add_vocab(commands)
+    _add_layout(commands)
     return parser
 
 
@@ -134,6 +241,91 @@ def _add_reference(commands) -> None:
     fetch.add_argument("region", help="chrom:start-end, 1-based inclusive")
     fetch.add_argument("--strand", choices=["+", "-"], default="+", help="'-': reverse complement")
     fetch.add_argument("--pad", action="store_true", help="fill with N past the contig ends")
+
+
+def _add_corpus(commands) -> None:
+    corpus = commands.add_parser("corpus", help="Build pretraining documents and instances.")
+    actions = corpus.add_subparsers(dest="action", metavar="ACTION", required=True)
+    docs = _subparser(
+        actions,
+        "documents",
+        "Cut a genome into documents of consecutive sentences (paper appendix F.1).",
+        cmd_corpus_documents,
+    )
+    docs.add_argument("--reference", type=Path, required=True, help="genome FASTA")
+    docs.add_argument("--out", type=Path, required=True, help="documents text file")
+    docs.add_argument(
+        "--chromosomes", nargs="+", help="contigs to use (default: 1-22, X, Y; aliases ok)"
+    )
+    docs.add_argument("--passes", type=int, default=10, help="passes over each chromosome")
+    docs.add_argument("--min-sentence-bp", type=int, default=500)
+    docs.add_argument("--max-sentence-bp", type=int, default=1000)
+    docs.add_argument(
+        "--max-n-fraction", type=float, default=0.5, help="drop sentences with more N"
+    )
+    docs.add_argument("--seed", type=int, default=0)
+    docs.add_argument("--threads", type=int, default=1, help="chromosomes in parallel")
+    inst = _subparser(
+        actions,
+        "instances",
+        "Write MLM+NSP pretraining instances as HDF5 shards.",
+        cmd_corpus_instances,
+    )
+    inst.add_argument("--documents", type=Path, required=True, help="documents text file")
+    inst.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.model")
+    inst.add_argument("--out", type=Path, required=True, help="output folder")
+    inst.add_argument("--max-seq-length", type=int, default=4096)
+    inst.add_argument("--max-predictions", type=int, help="default: 15%% of max-seq-length")
+    inst.add_argument("--masked-lm-prob", type=float, default=0.15)
+    inst.add_argument("--dupe-factor", type=int, default=1)
+    inst.add_argument("--short-seq-prob", type=float, default=0.1)
+    inst.add_argument("--documents-per-chunk", type=int, default=2000)
+    inst.add_argument(
+        "--dynamic-masking", action="store_true", help="store no masks; mask when loading"
+    )
+    inst.add_argument("--seed", type=int, default=0)
+    inst.add_argument("--threads", type=int, default=1, help="chunks in parallel")
+
+
+def _add_vocab(commands) -> None:
+    vocab = commands.add_parser("vocab", help="Train the sentencepiece BPE vocabulary.")
+    actions = vocab.add_subparsers(dest="action", metavar="ACTION", required=True)
+    train = _subparser(
+        actions,
+        "train",
+        "Train a BPE vocabulary on a seeded sample of document sentences.",
+        cmd_vocab_train,
+    )
+    train.add_argument("--documents", type=Path, required=True, help="documents text file")
+    train.add_argument("--out", type=Path, required=True, help="tokenizer.model to write")
+    train.add_argument("--vocab-size", type=int, default=32_000)
+    train.add_argument("--sample-sentences", type=int, default=1_000_000)
+    train.add_argument("--heldout", type=Path, help="documents to report bp/token on")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--threads", type=int, default=1)
+
+
+def _add_layout(commands) -> None:
+    sub = _subparser(
+        commands,
+        "layout",
+        "Describe an attention sparsity pattern: density, blocks per row, and whether it "
+        "satisfies Yun et al.'s Assumption 1 and contains a star graph (BigBird Theorem 1).",
+        cmd_layout,
+    )
+    sub.add_argument("pattern", choices=LAYOUT_PATTERNS)
+    sub.add_argument("--seq-len", type=int, default=4096, help="tokens")
+    sub.add_argument("--block-size", type=int, default=64)
+    sub.add_argument("--heads", type=int, default=1)
+    shape = sub.add_argument_group("pattern parameters")
+    shape.add_argument("--global-blocks", type=int, default=2, help="bigbird")
+    shape.add_argument("--global-tokens", type=int, default=64, help="etc")
+    shape.add_argument("--window-blocks", type=int, default=3, help="bigbird, etc, window-global")
+    shape.add_argument("--random-blocks", type=int, default=3, help="bigbird, etc, random")
+    shape.add_argument("--window", type=int, default=1, help="strided: neighbours each side")
+    shape.add_argument("--stride", type=int, default=4, help="strided stride; fixed group size")
+    shape.add_argument("--seed", type=int, default=0)
+    shape.add_argument("--layer", type=int, default=0)
 
 
 # =========================================================================== entry point

@@ -70,3 +70,12 @@ def test_internal_errors_are_one_line_without_debug(monkeypatch, capsys):
 def test_every_subcommand_has_help():
     parser = build_parser()
     assert parser.prog == "genobird"
+
+
+def test_layout_reports_density_and_graph_properties(capsys):
+    assert main(["layout", "bigbird", "--seq-len", "2048", "--heads", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "32 blocks of 64" in out and "2 global rows" in out
+    assert "star graph True" in out and "Assumption 1 True" in out
+    assert main(["layout", "strided", "--seq-len", "1024"]) == 0
+    assert "star graph False" in capsys.readouterr().out

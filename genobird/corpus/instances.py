@@ -1,0 +1,423 @@
+"""MLM + NSP pretraining instances written as HDF5 shards (BERT's procedure, for DNA).
+
+Each instance is `[CLS] A [SEP] B [SEP]` of at most `max_seq_length` tokens. A is one
+or more consecutive sentences of a document; half the time B is the sentences that
+follow A, otherwise B comes from another document. 15% of the non-special tokens are
+selected for prediction (at most `max_predictions`): 80% become [MASK], 10% a random
+regular token, 10% stay. With probability `short_seq_prob` an instance is shorter.
+
+Genomic detail: documents of different passes over one chromosome overlap, so a
+"random" document could hold the true continuation of A. A random B is therefore only
+taken from a document that neither overlaps nor touches A's document on the genome.
+
+Work is split into chunks of documents; each chunk has its own generator seeded by
+(seed, chunk index) and draws its random B documents from within the chunk, so the
+output is the same for any number of worker processes and memory is bounded by the
+chunk size. Each instance records the corpus index of its A and B documents.
+
+Shard layout (one HDF5 file per chunk; row-chunked for fast random reads):
+    input_ids uint16 [n, L]   segment_ids uint8 [n, L]   lengths int32 [n]
+    is_next uint8 [n] (1: B follows A)   a_document, b_document int32 [n]
+    masked_positions uint16 [n, P]   masked_labels uint16 [n, P]   num_masked int16 [n]
+    (the masked_* datasets are absent with dynamic masking: the loader masks instead)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from genobird.corpus.documents import read_documents, read_index
+from genobird.corpus.tokenizer import CLS_ID, MASK_ID, SEP_ID, SPECIAL_TOKENS, Tokenizer
+from genobird.errors import ConfigError, InputError
+from genobird.fileio import atomic_path, atomic_write, file_digest
+
+log = logging.getLogger(__name__)
+
+FORMAT = "genobird-instances/1"
+ROW_CHUNK = 16  # rows per HDF5 chunk: a random read touches one small chunk
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    max_seq_length: int = 4096
+    max_predictions: int | None = None  # default: ceil(masked_lm_prob * max_seq_length)
+    masked_lm_prob: float = 0.15
+    dupe_factor: int = 1  # the 10 document passes already give 10 views of each base
+    short_seq_prob: float = 0.1
+    random_next_prob: float = 0.5
+    documents_per_chunk: int = 2000
+    dynamic_masking: bool = False
+    seed: int = 0
+
+    @property
+    def predictions(self) -> int:
+        if self.max_predictions is not None:
+            return self.max_predictions
+        return int(np.ceil(self.masked_lm_prob * self.max_seq_length))
+
+    def validate(self) -> None:
+        if self.max_seq_length < 8:
+            raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
+        if self.max_seq_length > 65535:
+            raise ConfigError("max_seq_length above 65535 does not fit the uint16 positions")
+        if not 0 < self.masked_lm_prob < 1:
+            raise ConfigError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        if self.dupe_factor < 1 or self.documents_per_chunk < 2:
+            raise ConfigError("dupe_factor must be >= 1 and documents_per_chunk >= 2")
+
+
+@dataclass
+class Instance:
+    tokens: np.ndarray  # int [T]
+    segments: np.ndarray  # uint8 [T]
+    is_next: bool
+    a_document: int
+    b_document: int
+    masked_positions: np.ndarray | None = None
+    masked_labels: np.ndarray | None = None
+
+
+# =========================================================================== masking
+def mask_tokens(tokens: np.ndarray, rng, vocab_size: int, spec: InstanceSpec):
+    """BERT masking: returns (masked tokens, sorted positions, original labels)."""
+    candidates = np.nonzero(tokens >= len(SPECIAL_TOKENS))[0]
+    count = min(spec.predictions, max(1, round(len(tokens) * spec.masked_lm_prob)))
+    count = min(count, len(candidates))
+    positions = np.sort(rng.permutation(candidates)[:count])
+    labels = tokens[positions].copy()
+    masked = tokens.copy()
+    roll = rng.random(count)
+    masked[positions[roll < 0.8]] = MASK_ID
+    random_slots = positions[roll >= 0.9]
+    masked[random_slots] = rng.integers(len(SPECIAL_TOKENS), vocab_size, size=len(random_slots))
+    return masked, positions, labels
+
+
+# =========================================================================== instances
+def _touches(a: tuple, b: tuple) -> bool:
+    """Whether two (chrom, start, end) spans overlap or are adjacent on the genome."""
+    return a[0] == b[0] and a[1] <= b[2] and b[1] <= a[2]
+
+
+def _random_document(rng, documents, spans, current: int, tries: int = 20) -> int | None:
+    for _ in range(tries):
+        other = int(rng.integers(0, len(documents)))
+        if other != current and not _touches(spans[other], spans[current]):
+            return other
+    return None
+
+
+def _truncate_pair(a: list, b: list, max_tokens: int, rng) -> None:
+    """BERT: trim the longer side, from the front or the back at random, until they fit."""
+    while len(a) + len(b) > max_tokens:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def document_instances(documents, spans, index: int, rng, spec: InstanceSpec, vocab_size: int):
+    """Instances of one document (lists of sentence token ids), BERT's procedure."""
+    document = documents[index]
+    max_tokens = spec.max_seq_length - 3
+    target = max_tokens
+    if rng.random() < spec.short_seq_prob:
+        target = int(rng.integers(2, max_tokens + 1))
+    chunk, length, i = [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        length += len(document[i])
+        if i == len(document) - 1 or length >= target:
+            a_end = 1 if len(chunk) < 2 else int(rng.integers(1, len(chunk)))
+            tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
+            random_next = len(chunk) == 1 or rng.random() < spec.random_next_prob
+            b_document = index
+            other = _random_document(rng, documents, spans, index) if random_next else None
+            if other is not None:
+                tokens_b = _random_segment(rng, documents[other], target - len(tokens_a))
+                b_document = other
+                i -= len(chunk) - a_end  # the unused sentences start the next instance
+            else:
+                random_next = False
+                tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
+            if tokens_a and tokens_b:
+                _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
+                yield _assemble(
+                    tokens_a, tokens_b, not random_next, index, b_document, rng, spec, vocab_size
+                )
+            chunk, length = [], 0
+        i += 1
+
+
+def _random_segment(rng, document, wanted: int) -> list[int]:
+    start = int(rng.integers(0, len(document)))
+    tokens: list[int] = []
+    for sentence in document[start:]:
+        tokens.extend(sentence)
+        if len(tokens) >= wanted:
+            break
+    return tokens
+
+
+def _assemble(a, b, is_next, a_doc, b_doc, rng, spec, vocab_size) -> Instance:
+    tokens = np.array([CLS_ID, *a, SEP_ID, *b, SEP_ID], dtype=np.int64)
+    segments = np.zeros(len(tokens), dtype=np.uint8)
+    segments[len(a) + 2 :] = 1
+    instance = Instance(tokens, segments, is_next, a_doc, b_doc)
+    if not spec.dynamic_masking:
+        instance.tokens, instance.masked_positions, instance.masked_labels = mask_tokens(
+            tokens, rng, vocab_size, spec
+        )
+    return instance
+
+
+# =========================================================================== shards
+def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab_size: int) -> None:
+    """One HDF5 shard, written atomically."""
+    n, width, predictions = len(instances), spec.max_seq_length, spec.predictions
+    ids = np.zeros((n, width), dtype=np.uint16)
+    segments = np.zeros((n, width), dtype=np.uint8)
+    for row, instance in enumerate(instances):
+        ids[row, : len(instance.tokens)] = instance.tokens
+        segments[row, : len(instance.segments)] = instance.segments
+    columns = {
+        "input_ids": ids,
+        "segment_ids": segments,
+        "lengths": np.array([len(i.tokens) for i in instances], dtype=np.int32),
+        "is_next": np.array([i.is_next for i in instances], dtype=np.uint8),
+        "a_document": np.array([i.a_document for i in instances], dtype=np.int32),
+        "b_document": np.array([i.b_document for i in instances], dtype=np.int32),
+    }
+    if not spec.dynamic_masking:
+        positions = np.zeros((n, predictions), dtype=np.uint16)
+        labels = np.zeros((n, predictions), dtype=np.uint16)
+        for row, instance in enumerate(instances):
+            positions[row, : len(instance.masked_positions)] = instance.masked_positions
+            labels[row, : len(instance.masked_labels)] = instance.masked_labels
+        columns["masked_positions"] = positions
+        columns["masked_labels"] = labels
+        columns["num_masked"] = np.array([len(i.masked_positions) for i in instances], np.int16)
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as handle:
+        for name, values in columns.items():
+            chunks = (min(max(n, 1), ROW_CHUNK), *values.shape[1:]) if n else None
+            handle.create_dataset(
+                name, data=values, chunks=chunks, compression="lzf" if n else None
+            )
+        handle.attrs.update(
+            format=FORMAT, max_seq_length=width, max_predictions=predictions,
+            vocab_size=vocab_size, dynamic_masking=spec.dynamic_masking, instances=n,
+        )  # fmt: skip
+
+
+def _chunk_job(job):
+    chunk_index, sentences_per_doc, spans, first_document, tokenizer_path, spec, out_path = job
+    tokenizer = Tokenizer(tokenizer_path)
+    flat = [s for document in sentences_per_doc for s in document]
+    encoded = tokenizer.encode_batch(flat)
+    documents, cursor = [], 0
+    for document in sentences_per_doc:
+        documents.append(encoded[cursor : cursor + len(document)])
+        cursor += len(document)
+    rng = np.random.default_rng([spec.seed, chunk_index])
+    instances = []
+    for _ in range(spec.dupe_factor):
+        for index in range(len(documents)):
+            for instance in document_instances(
+                documents, spans, index, rng, spec, tokenizer.vocab_size
+            ):
+                instance.a_document += first_document
+                instance.b_document += first_document
+                instances.append(instance)
+    write_shard(Path(out_path), instances, spec, tokenizer.vocab_size)
+    bp = sum(len(s) for s in flat)
+    return out_path, len(instances), bp
+
+
+def _chunks(documents_text, spans_all, spec: InstanceSpec):
+    batch, spans, first = [], [], 0
+    for number, document in enumerate(read_documents(documents_text)):
+        batch.append(document)
+        spans.append(tuple(spans_all[number][:3]))
+        if len(batch) == spec.documents_per_chunk:
+            yield batch, spans, first
+            first += len(batch)
+            batch, spans = [], []
+    if batch:
+        yield batch, spans, first
+
+
+def write_instances(
+    documents_text: str | Path,
+    tokenizer_path: str | Path,
+    outdir: str | Path,
+    spec: InstanceSpec = InstanceSpec(),
+    threads: int = 1,
+    progress: bool = True,
+) -> dict:
+    """Build the shards of a documents file into `outdir`; returns the manifest."""
+    from tqdm import tqdm
+
+    spec.validate()
+    tokenizer = Tokenizer(tokenizer_path)
+    if tokenizer.vocab_size > 65535:
+        raise ConfigError("vocabularies above 65535 pieces do not fit the uint16 shards")
+    index = read_index(documents_text)
+    spans_all = index["documents"]
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    jobs = (
+        (
+            number,
+            batch,
+            spans,
+            first,
+            str(tokenizer.path),
+            spec,
+            str(outdir / f"shard-{number:05d}.h5"),
+        )
+        for number, (batch, spans, first) in enumerate(_chunks(documents_text, spans_all, spec))
+    )
+    results = []
+    bar = tqdm(unit="chunk", disable=not progress, desc="instances")
+    if threads <= 1:
+        for job in jobs:
+            results.append(_chunk_job(job))
+            bar.update()
+    else:
+        with multiprocessing.get_context("spawn").Pool(threads) as pool:
+            for result in pool.imap(_chunk_job, jobs):
+                results.append(result)
+                bar.update()
+    bar.close()
+    if not results:
+        raise InputError(f"{documents_text}: no documents, so no instances")
+    seconds = time.perf_counter() - started
+    bp = sum(r[2] for r in results)
+    manifest = {
+        "format": FORMAT,
+        "spec": asdict(spec) | {"max_predictions": spec.predictions},
+        "tokenizer": str(tokenizer.path),
+        "vocab_size": tokenizer.vocab_size,
+        "documents": str(documents_text),
+        "shards": [
+            {"file": Path(path).name, "instances": count, "sha256": file_digest(path)}
+            for path, count, _ in results
+        ],
+        "instances": sum(r[1] for r in results),
+        "bp": bp,
+        "seconds": round(seconds, 3),
+    }
+    with atomic_write(outdir / "manifest.json") as handle:
+        json.dump(manifest, handle, indent=2)
+    log.info(
+        "instances: %d in %d shards from %.1f Mbp in %.1f s (%.2f Mbp/s)",
+        manifest["instances"], len(results), bp / 1e6, seconds, bp / 1e6 / seconds,
+    )  # fmt: skip
+    return manifest
+
+
+# =========================================================================== loading
+class PretrainingDataset(torch.utils.data.Dataset):
+    """Instances of one or more shards as model inputs. Files open lazily in each worker.
+
+    With dynamic masking (shards written without masks, or `dynamic_masking=True`),
+    masks are drawn per access from a generator seeded by (seed, epoch, index): a new
+    mask each epoch, reproducible, and the same on every rank. Call set_epoch(e).
+    """
+
+    def __init__(self, shard_paths, dynamic_masking: bool | None = None, seed: int = 0,
+                 masked_lm_prob: float = 0.15):  # fmt: skip
+        self.paths = [Path(p) for p in shard_paths]
+        if not self.paths:
+            raise InputError("no instance shards given")
+        self.counts, attrs = [], None
+        for path in self.paths:
+            with h5py.File(path, "r") as handle:
+                if handle.attrs.get("format") != FORMAT:
+                    raise InputError(f"{path}: not a genobird instance shard")
+                self.counts.append(int(handle.attrs["instances"]))
+                attrs = dict(handle.attrs)
+        self.offsets = np.cumsum([0, *self.counts])
+        self.stored_masks = not attrs["dynamic_masking"]
+        self.dynamic = (not self.stored_masks) if dynamic_masking is None else dynamic_masking
+        self.spec = InstanceSpec(
+            max_seq_length=int(attrs["max_seq_length"]),
+            max_predictions=int(attrs["max_predictions"]),
+            masked_lm_prob=masked_lm_prob,
+            seed=seed,
+        )
+        self.vocab_size = int(attrs["vocab_size"])
+        self.epoch = 0
+        self._handles: dict[int, h5py.File] = {}
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_handles"] = {}
+        return state
+
+    def _row(self, index: int):
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        shard = int(np.searchsorted(self.offsets, index, side="right") - 1)
+        if shard not in self._handles:
+            self._handles[shard] = h5py.File(self.paths[shard], "r")
+        return self._handles[shard], index - int(self.offsets[shard])
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        handle, row = self._row(index)
+        length = int(handle["lengths"][row])
+        tokens = handle["input_ids"][row].astype(np.int64)
+        predictions = self.spec.predictions
+        positions = np.zeros(predictions, dtype=np.int64)
+        labels = np.full(predictions, -100, dtype=np.int64)
+        if self.dynamic:
+            if self.stored_masks:  # undo the stored masks to get the original tokens
+                count = int(handle["num_masked"][row])
+                stored = handle["masked_positions"][row][:count].astype(np.int64)
+                tokens[stored] = handle["masked_labels"][row][:count]
+            rng = np.random.default_rng([self.spec.seed, self.epoch, index])
+            masked, chosen, original = mask_tokens(tokens[:length], rng, self.vocab_size, self.spec)
+            tokens[:length] = masked
+            positions[: len(chosen)], labels[: len(chosen)] = chosen, original
+        else:
+            count = int(handle["num_masked"][row])
+            positions[:count] = handle["masked_positions"][row][:count]
+            labels[:count] = handle["masked_labels"][row][:count]
+        attention = np.zeros(len(tokens), dtype=bool)
+        attention[:length] = True
+        return {
+            "input_ids": torch.from_numpy(tokens),
+            "segment_ids": torch.from_numpy(handle["segment_ids"][row].astype(np.int64)),
+            "attention_mask": torch.from_numpy(attention),
+            "masked_positions": torch.from_numpy(positions),
+            "masked_labels": torch.from_numpy(labels),
+            "nsp_labels": torch.tensor(int(handle["is_next"][row]), dtype=torch.long),
+        }
+
+
+def shard_paths(instances_dir: str | Path) -> list[Path]:
+    """The shards listed in an instances folder's manifest, in order."""
+    manifest_path = Path(instances_dir) / "manifest.json"
+    if not manifest_path.is_file():
+        raise InputError(
+            f"{instances_dir}: no manifest.json; build with `genobird corpus instances`"
+        )
+    manifest = json.loads(manifest_path.read_text())
+    return [Path(instances_dir) / shard["file"] for shard in manifest["shards"]]
