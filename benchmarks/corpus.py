@@ -72,7 +72,8 @@ def peak_memory_mib(fasta: Path, passes: int) -> float:
         "from genobird.genome import Reference;"
         f"f = pathlib.Path({str(fasta)!r});"
         "out = pathlib.Path(tempfile.mkdtemp()) / 'd.txt';"
-        f"write_documents(f, out, DocumentSpec(passes={passes}), Reference(f).contigs, progress=False);"
+        f"write_documents(f, out, DocumentSpec(passes={passes}), Reference(f).contigs,"
+        " progress=False);"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
     )
     root = Path(__file__).resolve().parents[1]
@@ -80,7 +81,7 @@ def peak_memory_mib(fasta: Path, passes: int) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str, fasta: Path, tokenizer, workdir: Path, passes: int, length: int) -> dict:
+def measure(name: str, fasta: Path, workdir: Path, tokenizer, passes: int, length: int) -> dict:
     docs_rate, documents = documents_rate(fasta, workdir, passes)
     row = {
         "input": name,
@@ -125,10 +126,11 @@ def main(argv=None) -> int:
         f"vocabulary: {args.vocab_size} pieces trained on the demo genome in "
         f"{time.perf_counter() - started:.1f} s"
     )
-    rows = [measure("demo 4.2 Mb", demo / "genome.fa", tokenizer, workdir / "d", args.passes, args.max_seq_length)]  # fmt: skip
+    settings = (tokenizer, args.passes, args.max_seq_length)
+    rows = [measure("demo 4.2 Mb", demo / "genome.fa", workdir / "d", *settings)]
     real = args.shared / "genome" / "hg19_chr20_0-2Mb.fa"
     if real.is_file():
-        rows.append(measure("hg19 chr20 0-2Mb", real, tokenizer, workdir / "r", args.passes, args.max_seq_length))  # fmt: skip
+        rows.append(measure("hg19 chr20 0-2Mb", real, workdir / "r", *settings))
     else:
         print(f"real genome piece not found at {real}: skipped")
     small = workdir / "small"
