@@ -18,11 +18,15 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+if "--no-thp" not in sys.argv:  # as the genobird command does (genobird/cli.py)
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import torch
 import torch.nn.functional as F
@@ -136,6 +140,7 @@ def measure_memory(args, length, name) -> float | None:
         "--device", args.device, "--dtype", args.dtype, "--heads", str(args.heads),
         "--dim", str(args.dim), "--batch", str(args.batch), "--block-size", str(args.block_size),
         "--random-blocks", str(args.random_blocks), "--impl", args.impl,
+        *(["--no-thp"] if args.no_thp else []),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -207,6 +212,9 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory probes")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    parser.add_argument(
+        "--no-thp", action="store_true", help="plain 4 KiB pages (THP_MEM_ALLOC_ENABLE unset)"
+    )
     parser.add_argument("--memory-probe", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_probe:
@@ -223,7 +231,8 @@ def main(argv=None) -> int:
     print(
         f"device {args.device}, {args.dtype}, B={args.batch} H={args.heads} D={args.dim} "
         f"block {args.block_size}, random blocks {args.random_blocks}, median of {args.repeats}, "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}"
     )
     rows = []
     for length in args.lengths:

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
+
+# Long-sequence attention allocates GBs of short-lived CPU tensors; backing them with
+# transparent huge pages removes the first-touch page faults that made time grow
+# super-linearly with length (benchmarks/README.md: 32k tokens 1.8x faster). torch
+# reads this at its first allocation, so it is set here, before torch is imported.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from genobird import __version__
 from genobird.errors import GenobirdError
@@ -87,7 +94,7 @@ def cmd_corpus_documents(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out}: {summary.documents:,} documents, {summary.sentences:,} sentences, "
         f"{summary.bp / 1e6:,.1f} Mbp from {summary.chromosomes} chromosomes in "
-        f"{summary.seconds:.1f} s ({summary.mbp_per_second:.1f} Mbp/s)"
+        f"{summary.seconds:.1f} s ({summary.mbp_per_second:.1f} Mbp/s scanned)"
     )
     return EXIT_OK
 

@@ -146,13 +146,15 @@ def select_chromosomes(
 class CorpusSummary:
     documents: int = 0
     sentences: int = 0
-    bp: int = 0
+    bp: int = 0  # in documents
+    bp_scanned: int = 0  # read, including N runs that were dropped
     seconds: float = 0.0
     chromosomes: int = 0
 
     @property
     def mbp_per_second(self) -> float:
-        return self.bp / 1e6 / self.seconds if self.seconds else 0.0
+        """Processing rate: bp scanned (passes x chromosome length) per second."""
+        return self.bp_scanned / 1e6 / self.seconds if self.seconds else 0.0
 
 
 def _write_chromosome(job) -> tuple[str, list, int, int]:
@@ -202,6 +204,7 @@ def write_documents(
             index_rows.append((part_path, rows))
             summary.sentences += sentences
             summary.bp += bp
+        summary.bp_scanned = spec.passes * sum(reference.length(name) for name in names)
         index_rows.sort()
         if not any(rows for _, rows in index_rows):  # fail before writing anything
             raise InputError(
