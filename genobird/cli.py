@@ -141,6 +141,40 @@ def cmd_corpus_instances(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from genobird.training.pretraining import load_run_config, run_pretraining
+
+    overrides = {
+        f"training.{name}": value
+        for name, value in (
+            ("max_steps", args.max_steps),
+            ("batch_size", args.batch_size),
+            ("effective_batch_size", args.effective_batch_size),
+            ("learning_rate", args.learning_rate),
+        )
+        if value is not None
+    }
+    config = load_run_config(args.config, overrides)
+    if args.output:
+        config["output"] = str(args.output)
+    if args.context_lengths:
+        config["context_lengths"] = args.context_lengths
+    config["no_resume"] = args.no_resume
+    config.setdefault("training", {})["progress"] = not args.quiet
+    summary = run_pretraining(config)
+    evaluation = summary.get("eval") or {}
+    message = f"pretrained {summary['steps']} steps; model in {config['output']}/model"
+    if evaluation:
+        message += (
+            f"; held-out MLM accuracy {evaluation['mlm_accuracy']:.3f}, "
+            f"BPC {evaluation['bits_per_character']:.3f}"
+        )
+        if "nsp_accuracy" in evaluation:
+            message += f", NSP accuracy {evaluation['nsp_accuracy']:.3f}"
+    print(message)
+    return EXIT_OK
+
+
 LAYOUT_PATTERNS = ("bigbird", "etc", "strided", "fixed", "star", "random", "window-global")
 
 
@@ -199,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reference(commands)
     _add_corpus(commands)
     _add_vocab(commands)
+    _add_pretrain(commands)
     _add_layout(commands)
     return parser
 
@@ -310,6 +345,28 @@ def _add_vocab(commands) -> None:
     train.add_argument("--heldout", type=Path, help="documents to report bp/token on")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=int, default=1)
+
+
+def _add_pretrain(commands) -> None:
+    sub = _subparser(
+        commands,
+        "pretrain",
+        "Pretrain BigBird with MLM + NSP on instance shards; resumes from the latest "
+        "checkpoint in the output folder. Multi-GPU: torchrun --nproc_per_node N "
+        "-m genobird.cli pretrain ...",
+        cmd_pretrain,
+    )
+    sub.add_argument("--config", type=Path, required=True, help="YAML: model, training, data")
+    sub.add_argument("--output", type=Path, help="output folder (overrides the config)")
+    overrides = sub.add_argument_group("training overrides")
+    overrides.add_argument("--max-steps", type=int)
+    overrides.add_argument("--batch-size", type=int, help="per process")
+    overrides.add_argument("--effective-batch-size", type=int)
+    overrides.add_argument("--learning-rate", type=float)
+    sub.add_argument(
+        "--context-lengths", type=int, nargs="+", help="also run the context-length ablation"
+    )
+    sub.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
 
 
 def _add_layout(commands) -> None:

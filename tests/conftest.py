@@ -34,3 +34,34 @@ def write(path: Path, text: str, mode: str = "w") -> Path:
     with open(path, mode, newline="") as handle:
         handle.write(text)
     return path
+
+
+@pytest.fixture(scope="session")
+def pretraining_data(demo_reference, tmp_path_factory) -> dict:
+    """Demo-genome instances of 256 tokens (train: chr1+chr2, eval: chr3), 500 pieces."""
+    from genobird.corpus import (
+        DocumentSpec,
+        InstanceSpec,
+        VocabSpec,
+        train_vocabulary,
+        write_documents,
+        write_instances,
+    )
+
+    folder = tmp_path_factory.mktemp("pretraining")
+    fasta = demo_reference / "genome.fa"
+    spec = DocumentSpec(passes=1, seed=3)
+    write_documents(fasta, folder / "train.txt", spec, ["chr1", "chr2"], progress=False)
+    write_documents(fasta, folder / "eval.txt", spec, ["chr3"], progress=False)
+    tokenizer = train_vocabulary(folder / "train.txt", folder / "tokenizer.model", VocabSpec(500))
+    instances = InstanceSpec(max_seq_length=256, documents_per_chunk=50, seed=1)
+    write_instances(
+        folder / "train.txt", tokenizer.path, folder / "train", instances, progress=False
+    )
+    write_instances(folder / "eval.txt", tokenizer.path, folder / "eval", instances, progress=False)
+    return {
+        "folder": folder,
+        "tokenizer": tokenizer.path,
+        "train": folder / "train",
+        "eval": folder / "eval",
+    }

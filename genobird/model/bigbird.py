@@ -292,13 +292,18 @@ class BigBirdForPretraining(nn.Module):
         keep = masked_labels.reshape(-1) != -100 if masked_labels is not None else slice(None)
         mlm_logits = self.mlm(picked.reshape(-1, picked.shape[-1])[keep])  # [M, V]
         nsp_logits = self.nsp(encoded.pooled)
-        mlm_loss = nsp_loss = loss = None
+        mlm_loss = nsp_loss = None
         if masked_labels is not None:
-            mlm_loss = F.cross_entropy(mlm_logits.float(), masked_labels.reshape(-1)[keep])
-            loss = mlm_loss
-        if nsp_labels is not None:
-            nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
-            loss = nsp_loss if loss is None else loss + nsp_loss
+            # 0 (not NaN) for a batch without predictions; still connected to the graph
+            targets = masked_labels.reshape(-1)[keep]
+            mlm_loss = F.cross_entropy(mlm_logits.float(), targets, reduction="sum") / max(
+                1, len(targets)
+            )
+        if nsp_labels is not None and bool((nsp_labels != -100).any()):
+            # -100 leaves a sequence out of NSP (the context ablation truncates B away)
+            nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels, ignore_index=-100)
+        parts = [part for part in (mlm_loss, nsp_loss) if part is not None]
+        loss = sum(parts) if parts else None
         return PretrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits)
 
 

@@ -1,0 +1,304 @@
+"""The trainer: learning, exact resume, checkpoints, NaN handling, DDP, and `pretrain`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+import yaml
+
+from genobird.cli import main
+from genobird.corpus import PretrainingDataset, Tokenizer, shard_paths
+from genobird.errors import CheckpointError
+from genobird.model import BigBirdConfig, BigBirdForPretraining, from_pretrained
+from genobird.training import EpochSampler, Trainer, TrainingConfig, TrainingError, linear_schedule
+from genobird.training.checkpoint import complete_checkpoints, latest_checkpoint, load_checkpoint
+from genobird.training.pretraining import (
+    TruncatedDataset,
+    evaluate_pretraining,
+    load_run_config,
+    pretraining_step,
+)
+
+MODEL = dict(
+    hidden_size=32,
+    num_layers=2,
+    num_heads=2,
+    intermediate_size=64,
+    max_position=256,
+    block_size=32,
+    num_random_blocks=1,
+)
+
+
+def make_model(vocab_size=500, seed=0, **changes) -> BigBirdForPretraining:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return BigBirdForPretraining(BigBirdConfig(vocab_size=vocab_size, **{**MODEL, **changes}))
+
+
+def training_config(**changes) -> TrainingConfig:
+    values = dict(
+        learning_rate=2e-3,
+        warmup_steps=2,
+        max_steps=6,
+        batch_size=2,
+        effective_batch_size=4,
+        checkpoint_every=3,
+        log_every=1,
+        eval_every=0,
+        progress=False,
+    )
+    values.update(changes)
+    return TrainingConfig(**values)
+
+
+def run(trainer: Trainer, seed=0, resume=False):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if resume:
+            assert trainer.resume()
+        return trainer.train()
+
+
+@pytest.fixture(scope="module")
+def datasets(pretraining_data):
+    return (
+        PretrainingDataset(shard_paths(pretraining_data["train"])),
+        PretrainingDataset(shard_paths(pretraining_data["eval"])),
+    )
+
+
+# --------------------------------------------------------------------------- learning
+def test_loss_falls_on_the_demo_corpus(datasets, pretraining_data, tmp_path):
+    train, held_out = datasets
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    model = make_model()
+    config = training_config(max_steps=60, checkpoint_every=1000, warmup_steps=5)
+    trainer = Trainer(model, train, config, tmp_path, pretraining_step)
+    before = evaluate_pretraining(
+        model, torch.utils.data.DataLoader(held_out, 8), "cpu", tokenizer.piece_lengths
+    )
+    run(trainer)
+    after = evaluate_pretraining(
+        model, torch.utils.data.DataLoader(held_out, 8), "cpu", tokenizer.piece_lengths
+    )
+    assert after["mlm_loss"] < before["mlm_loss"] - 0.5
+    assert after["bits_per_character"] < before["bits_per_character"]
+    first = [r["mlm_loss"] for r in trainer.state.history[:5]]
+    last = [r["mlm_loss"] for r in trainer.state.history[-5:]]
+    assert sum(last) < sum(first)
+
+
+def test_bits_per_character_follows_its_definition(datasets, pretraining_data):
+    _, held_out = datasets
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    model = make_model().eval()
+    loader = torch.utils.data.DataLoader(held_out, 8)
+    metrics = evaluate_pretraining(model, loader, "cpu", tokenizer.piece_lengths)
+    expected = metrics["mlm_loss"] / math.log(2) / metrics["bp_per_masked_token"]
+    assert metrics["bits_per_character"] == pytest.approx(expected)
+    assert metrics["mlm_loss"] == pytest.approx(math.log(500), rel=0.1)  # untrained: ~uniform
+    assert 0.3 < metrics["nsp_accuracy"] < 0.7
+
+
+# --------------------------------------------------------------------------- resume
+class Interrupt(Exception):
+    pass
+
+
+def test_interrupted_and_resumed_run_equals_uninterrupted_bitwise(datasets, tmp_path):
+    train, _ = datasets
+    small = torch.utils.data.Subset(train, range(10))  # 2.5 steps per epoch: crosses epochs
+    config = training_config(max_steps=8, checkpoint_every=3)
+    straight = make_model(hidden_dropout=0.1, attention_dropout=0.1)
+    run(Trainer(straight, small, config, tmp_path / "a", pretraining_step))
+
+    calls = {"n": 0}
+
+    def failing_step(model, batch):
+        calls["n"] += 1
+        if calls["n"] > 4 * 2:  # after 4 optimiser steps (2 micro-batches each)
+            raise Interrupt
+        return pretraining_step(model, batch)
+
+    interrupted = make_model(hidden_dropout=0.1, attention_dropout=0.1)
+    with pytest.raises(Interrupt):
+        run(Trainer(interrupted, small, config, tmp_path / "b", failing_step))
+    assert latest_checkpoint(tmp_path / "b" / "checkpoints").name == "step-00000003"
+    resumed = make_model(seed=99, hidden_dropout=0.1, attention_dropout=0.1)  # other init
+    trainer = Trainer(resumed, small, config, tmp_path / "b", pretraining_step)
+    run(trainer, seed=1234, resume=True)  # another seed too: the checkpoint's RNG must win
+    for (name, a), (_, b) in zip(
+        straight.state_dict().items(), resumed.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    steps = [
+        json.loads(line)["step"]
+        for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps == list(range(1, 9))  # the steps after the checkpoint were not logged twice
+
+
+def test_keeps_the_last_k_checkpoints(datasets, tmp_path):
+    train, _ = datasets
+    config = training_config(max_steps=5, checkpoint_every=1, keep_checkpoints=2)
+    run(Trainer(make_model(), train, config, tmp_path, pretraining_step))
+    names = [p.name for p in complete_checkpoints(tmp_path / "checkpoints")]
+    assert names == ["step-00000004", "step-00000005"]
+
+
+def test_corrupted_or_truncated_checkpoint_is_refused(datasets, tmp_path):
+    train, _ = datasets
+    run(Trainer(make_model(), train, training_config(max_steps=3), tmp_path, pretraining_step))
+    folder = latest_checkpoint(tmp_path / "checkpoints")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match="truncated or corrupted"):
+        Trainer(
+            make_model(), train, training_config(max_steps=6), tmp_path, pretraining_step
+        ).resume()
+
+
+def test_incomplete_checkpoint_folder_is_not_used(datasets, tmp_path):
+    train, _ = datasets
+    run(Trainer(make_model(), train, training_config(max_steps=3), tmp_path, pretraining_step))
+    partial = tmp_path / "checkpoints" / "step-00000009"
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"half")  # no checkpoint.json: never finished
+    assert latest_checkpoint(tmp_path / "checkpoints").name == "step-00000003"
+
+
+def test_checkpoint_into_mismatched_configuration_names_the_mismatch(datasets, tmp_path):
+    train, _ = datasets
+    run(Trainer(make_model(), train, training_config(max_steps=3), tmp_path, pretraining_step))
+    other = make_model(intermediate_size=128)
+    with pytest.raises(CheckpointError, match=r"shape mismatch: .*feed_forward"):
+        load_checkpoint(latest_checkpoint(tmp_path / "checkpoints"), other)
+
+
+def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(datasets, tmp_path):
+    train, _ = datasets
+    calls = {"n": 0}
+
+    def poisoned(model, batch):
+        calls["n"] += 1
+        loss, metrics = pretraining_step(model, batch)
+        return (loss * float("nan") if calls["n"] > 8 else loss), metrics
+
+    config = training_config(max_steps=10, checkpoint_every=2)
+    with pytest.raises(TrainingError, match=r"became nan .* step 5.*step-00000004"):
+        run(Trainer(make_model(), train, config, tmp_path, poisoned))
+    assert latest_checkpoint(tmp_path / "checkpoints").name == "step-00000004"
+
+
+# --------------------------------------------------------------------------- pieces
+def test_schedule_warms_up_then_decays_to_zero():
+    factor = linear_schedule(warmup=4, total=12)
+    assert [round(factor(s), 3) for s in (0, 1, 3, 4, 8, 12)] == [0.25, 0.5, 1.0, 1.0, 0.5, 0.0]
+
+
+def test_sampler_resumes_mid_epoch_and_splits_ranks():
+    full = list(EpochSampler(10, seed=3))
+    sampler = EpochSampler(10, seed=3)
+    sampler.set_position(0, 4)
+    assert list(sampler) == full[4:]
+    ranks = [list(EpochSampler(10, seed=3, rank=r, world=2)) for r in range(2)]
+    assert sorted(ranks[0] + ranks[1]) == sorted(full)
+    other_epoch = EpochSampler(10, seed=3)
+    other_epoch.set_position(1, 0)
+    assert list(other_epoch) != full
+
+
+def test_truncated_dataset_drops_masks_past_the_cut_and_nsp(datasets):
+    train, _ = datasets
+    item = TruncatedDataset(train, 64)[0]
+    assert item["input_ids"].shape == (64,)
+    kept = item["masked_labels"] != -100
+    assert (item["masked_positions"][kept] < 64).all()
+    assert int(item["nsp_labels"]) == -100
+
+
+def test_effective_batch_must_divide():
+    with pytest.raises(Exception, match="not a multiple"):
+        TrainingConfig(batch_size=3, effective_batch_size=8).accumulation_steps(1)
+
+
+# --------------------------------------------------------------------------- DDP
+def _ddp_worker(rank, world, init_file, shards, out_dir):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+    )
+    try:
+        dataset = PretrainingDataset(shards)
+        model = make_model()
+        config = training_config(
+            max_steps=3, batch_size=2, effective_batch_size=4, checkpoint_every=100
+        )
+        trainer = Trainer(model, dataset, config, out_dir, pretraining_step, device="cpu")
+        run(trainer)
+        layouts = [
+            layer.attention.layout_for(256, torch.device("cpu")).block_mask
+            for layer in model.encoder.layers
+        ]
+        torch.save({"state": model.state_dict(), "layouts": layouts}, f"{out_dir}/rank{rank}.pt")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_process_ddp_gives_identical_weights_on_both_ranks(pretraining_data, tmp_path):
+    shards = [str(p) for p in shard_paths(pretraining_data["train"])]
+    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "init"), shards, str(tmp_path)), nprocs=2)
+    first, second = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2))
+    for name, tensor in first["state"].items():
+        assert torch.equal(tensor, second["state"][name]), name
+    for a, b in zip(first["layouts"], second["layouts"], strict=True):
+        assert torch.equal(a, b)  # the same random attention plan on every rank
+    untrained = make_model().state_dict()
+    assert not torch.equal(
+        untrained["encoder.pooler.weight"], first["state"]["encoder.pooler.weight"]
+    )
+
+
+# --------------------------------------------------------------------------- command line
+def test_pretrain_command_writes_a_model_directory_and_the_context_ablation(
+    pretraining_data, tmp_path, capsys
+):
+    config = {
+        "model": MODEL,
+        "training": {**training_config(max_steps=4).__dict__, "progress": False},
+        "data": {k: str(pretraining_data[k]) for k in ("train", "eval", "tokenizer")},
+        "output": str(tmp_path / "run"),
+    }
+    path = tmp_path / "pretrain.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["-q", "pretrain", "--config", str(path), "--context-lengths", "64", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "pretrained 4 steps" in out and "BPC" in out
+    model_dir = tmp_path / "run" / "model"
+    assert {"config.json", "model.safetensors", "tokenizer.model", "training_summary.json"} <= {
+        p.name for p in model_dir.iterdir()
+    }
+    assert isinstance(from_pretrained(model_dir), BigBirdForPretraining)
+    ablation = json.loads((tmp_path / "run" / "context_ablation.json").read_text())
+    assert [row["context_length"] for row in ablation] == [64, 128]
+    assert (tmp_path / "run" / "mlm_accuracy_vs_context.png").read_bytes()[:4] == b"\x89PNG"
+    # a second run resumes from the final checkpoint: no step is taken again
+    assert main(["-q", "pretrain", "--config", str(path)]) == 0
+    assert "pretrained 4 steps" in capsys.readouterr().out
+
+
+def test_pretrain_config_typos_fail_before_training(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: {hiden_size: 3}\ndata: {train: x, tokenizer: y}\n")
+    assert main(["pretrain", "--config", str(path)]) == 1
+    assert "unknown model keys ['hiden_size']" in capsys.readouterr().err
+    with pytest.raises(Exception, match="data.train is required"):
+        path.write_text("data: {tokenizer: y}\n")
+        load_run_config(path)
