@@ -299,6 +299,6 @@ def test_pretrain_config_typos_fail_before_training(tmp_path, capsys):
     path.write_text("model: {hiden_size: 3}\ndata: {train: x, tokenizer: y}\n")
     assert main(["pretrain", "--config", str(path)]) == 1
     assert "unknown model keys ['hiden_size']" in capsys.readouterr().err
-    with pytest.raises(Exception, match="data.train is required"):
+    with pytest.raises(Exception, match=r"data\.train is required"):
         path.write_text("data: {tokenizer: y}\n")
         load_run_config(path)
