@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default, as far as the project goes today: demo genome ->
-# documents -> BPE vocabulary -> MLM+NSP pretraining instances, and the attention
-# pattern the model will use. Usage: scripts/demo.sh [VENV_BIN]  (make demo passes .venv/bin)
+# documents -> BPE vocabulary -> MLM+NSP pretraining instances -> a tiny block-sparse
+# BigBird pretrained on them (model directory in results/demo/pretrain/model). Usage: scripts/demo.sh [VENV_BIN]  (make demo passes .venv/bin)
 set -euo pipefail
 bin="${1:-.venv/bin}"
 out="results/demo"
@@ -18,6 +18,10 @@ genobird -q vocab train --documents "$out/corpus/train.txt" --out "$out/corpus/t
 genobird -q corpus instances --documents "$out/corpus/train.txt" \
     --tokenizer "$out/corpus/tokenizer.model" --out "$out/corpus/instances" \
     --max-seq-length 1024 --threads 2
+genobird -q corpus instances --documents "$out/corpus/heldout.txt" \
+    --tokenizer "$out/corpus/tokenizer.model" --out "$out/corpus/instances-heldout" \
+    --max-seq-length 1024
 genobird layout bigbird --seq-len 1024 --block-size 64 --heads 4
+genobird -q pretrain --config pipelines/pretrain/demo.yaml
 
 echo "demo finished in $(( $(date +%s) - start )) s; outputs in $out/"

@@ -1,0 +1,125 @@
+"""Training throughput: tokens per second of MLM+NSP steps, and model FLOPs utilisation.
+
+    python benchmarks/train.py                         # CPU: tiny and base at 4096 tokens
+    python benchmarks/train.py --device cuda --configs base --batch-size 8   # bf16 on GPU
+
+Random token ids (throughput does not depend on content), 15% of positions predicted.
+Each configuration runs `--warmup` untimed steps, then `--steps` timed ones; the figure
+is the median step. MFU = 3 x forward FLOPs (genobird.model.model_flops_per_token, which
+counts the block-sparse attention actually computed) / step time / `--peak-tflops`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as the genobird command does
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from genobird.model import BigBirdConfig, BigBirdForPretraining, count_parameters
+from genobird.model.bigbird import model_flops_per_token
+
+CONFIGS = {
+    "tiny": dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512),
+    "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+}
+
+
+def batch(config: BigBirdConfig, size: int, length: int, device):
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, config.vocab_size, (size, length), generator=generator)
+    predictions = int(0.15 * length)
+    positions = torch.stack(
+        [torch.randperm(length, generator=generator)[:predictions] for _ in range(size)]
+    )
+    return {
+        "input_ids": ids.to(device),
+        "segment_ids": (torch.arange(length) >= length // 2).long().expand(size, -1).to(device),
+        "attention_mask": torch.ones(size, length, dtype=torch.bool, device=device),
+        "masked_positions": positions.to(device),
+        "masked_labels": torch.gather(ids, 1, positions).to(device),
+        "nsp_labels": torch.randint(0, 2, (size,), generator=generator).to(device),
+    }
+
+
+def measure(name: str, args) -> dict:
+    config = BigBirdConfig(
+        vocab_size=32_000, max_position=args.length, **CONFIGS[name],
+        gradient_checkpointing=args.checkpointing,
+    )  # fmt: skip
+    model = BigBirdForPretraining(config).to(args.device).train()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    inputs = batch(config, args.batch_size, args.length, args.device)
+    dtype = torch.bfloat16 if args.device == "cuda" else None
+    times = []
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    for step in range(args.warmup + args.steps):
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        with torch.autocast(args.device, dtype=dtype, enabled=dtype is not None):
+            loss = model(**inputs).loss
+        loss.backward()
+        optimiser.step()
+        optimiser.zero_grad(set_to_none=True)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - started)
+    step_time = statistics.median(times)
+    tokens = args.batch_size * args.length
+    flops = 3 * model_flops_per_token(config, args.length) * tokens
+    row = {
+        "config": name,
+        "parameters_m": count_parameters(model) / 1e6,
+        "step_s": step_time,
+        "tokens_per_s": tokens / step_time,
+        "tflops": flops / step_time / 1e12,
+    }
+    if args.device == "cuda":
+        row["peak_gib_per_sample"] = torch.cuda.max_memory_allocated() / 2**30 / args.batch_size
+    if args.peak_tflops:
+        row["mfu"] = row["tflops"] / args.peak_tflops
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--peak-tflops", type=float, help="device peak, for MFU (H100 bf16: 989)")
+    args = parser.parse_args(argv)
+    print(
+        f"device {args.device}, {args.length} tokens, batch {args.batch_size}, median of "
+        f"{args.steps} steps, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
+    for name in args.configs:
+        row = measure(name, args)
+        text = (
+            f"{name}: {row['parameters_m']:.1f} M parameters, {row['step_s']:.2f} s/step, "
+            f"{row['tokens_per_s']:,.0f} tokens/s, {row['tflops'] * 1000:.1f} GFLOP/s"
+        )
+        if "peak_gib_per_sample" in row:
+            text += f", peak {row['peak_gib_per_sample']:.2f} GiB/sample"
+        if "mfu" in row:
+            text += f", MFU {100 * row['mfu']:.1f}%"
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
