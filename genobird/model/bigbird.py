@@ -386,15 +386,3 @@ def model_flops_per_token(config: BigBirdConfig, seq_len: int) -> float:
         blocks = c.num_global_blocks + c.num_window_blocks + c.num_random_blocks
         attended = min(seq_len, blocks * c.block_size)
     return c.num_layers * (dense_part + 4 * c.hidden_size * attended)
-
-
-__all__ = [
-    "BigBirdEncoder",
-    "BigBirdForPretraining",
-    "BigBirdForSequenceClassification",
-    "ClassificationOutput",
-    "EncoderOutput",
-    "PretrainingOutput",
-    "count_parameters",
-    "model_flops_per_token",
-]

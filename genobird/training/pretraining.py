@@ -33,15 +33,19 @@ PAPER_BPC = {"SRILM": 1.57, "BERT (512 tokens)": 1.23, "BigBird (4096 tokens)": 
 
 
 # =========================================================================== task
-def pretraining_step(model, batch) -> tuple[torch.Tensor, dict]:
-    out = model(
+def _forward(model, batch, with_nsp_loss: bool = True):
+    return model(
         batch["input_ids"],
         batch["segment_ids"],
         batch["attention_mask"],
         batch["masked_positions"],
         batch["masked_labels"],
-        batch["nsp_labels"],
+        batch["nsp_labels"] if with_nsp_loss else None,
     )
+
+
+def pretraining_step(model, batch) -> tuple[torch.Tensor, dict]:
+    out = _forward(model, batch)
     metrics = {"mlm_loss": float(out.mlm_loss.detach())}
     if out.nsp_loss is not None:
         metrics["nsp_loss"] = float(out.nsp_loss.detach())
@@ -55,13 +59,7 @@ def evaluate_pretraining(model, loader, device, piece_lengths: np.ndarray) -> di
     loss_nats = correct = masked = bp = nsp_correct = nsp_total = 0.0
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
-        out = model(
-            batch["input_ids"],
-            batch["segment_ids"],
-            batch["attention_mask"],
-            batch["masked_positions"],
-            batch["masked_labels"],
-        )
+        out = _forward(model, batch, with_nsp_loss=False)
         labels = batch["masked_labels"].reshape(-1)
         labels = labels[labels != -100]
         logits = out.mlm_logits.float()
