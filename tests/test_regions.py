@@ -160,3 +160,14 @@ def test_parse_region_converts_one_based_inclusive():
     assert parse_region("chr2:1,001-2,000") == Interval("chr2", 1000, 2000)
     with pytest.raises(RegionError, match="chrom:start-end"):
         parse_region("chr2:5")
+
+
+def test_intervals_go_through_pybedtools_for_interval_arithmetic(tmp_path):
+    from genobird.genome.regions import to_bedtool
+
+    path = write(tmp_path / "a.bed", "chr1\t0\t100\tx\t0\t+\nchr1\t50\t150\ty\t0\t-\nchr2\t0\t10\n")
+    intervals = list(read_bed(path))
+    merged = to_bedtool(intervals).sort().merge()
+    assert [(iv.chrom, iv.start, iv.end) for iv in merged] == [("chr1", 0, 150), ("chr2", 0, 10)]
+    overlap = to_bedtool(intervals[:1]).intersect(to_bedtool(intervals[1:2]))
+    assert [(iv.start, iv.end, iv.strand) for iv in overlap] == [(50, 100, "+")]
