@@ -38,6 +38,8 @@ class Interval:
     end: int
     name: str = ""
     strand: str = "."
+    thick_start: int | None = None  # BED columns 7-8, when present (EPDnew: the TSS)
+    thick_end: int | None = None
 
     @property
     def width(self) -> int:
@@ -148,11 +150,19 @@ def _parse_bed_line(text: str, contigs: Mapping[str, int] | None) -> Interval:
     strand = fields[5] if len(fields) > 5 else "."
     if strand not in _STRANDS:
         raise FormatError(f"strand must be +, - or ., got {strand!r}")
+    thick = (None, None)
+    if len(fields) > 7:
+        try:
+            thick = (int(fields[6]), int(fields[7]))
+        except ValueError:
+            raise FormatError(
+                f"thickStart and thickEnd must be integers, got {fields[6]!r}, {fields[7]!r}"
+            ) from None
     if contigs is not None:
         chrom = resolve_contig(chrom, contigs)
         if end > contigs[chrom]:
             raise RegionError(f"end {end} is past the end of {chrom} (length {contigs[chrom]})")
-    return Interval(chrom, start, end, name, strand)
+    return Interval(chrom, start, end, name, strand, *thick)
 
 
 def resolve_contig(chrom: str, contigs: Mapping[str, int]) -> str:

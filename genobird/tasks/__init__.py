@@ -1,0 +1,1 @@
+"""Genomics tasks: promoter and chromatin-profile data sets, and fine-tuning."""

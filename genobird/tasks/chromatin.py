@@ -1,0 +1,201 @@
+"""Chromatin-profile prediction (paper section 5, appendix F.3): the data sets.
+
+DeepSEA's bundle: train.mat is HDF5 (MATLAB v7.3) with `trainxdata` (1000, 4, N) and
+`traindata` (919, N); valid.mat and test.mat are MATLAB v5 with `validxdata` /
+`testxdata` (N, 4, 1000) and `validdata` / `testdata` (N, 919). One-hot channels are
+A, G, C, T (N is all zero); each split holds its forward samples first, then their
+reverse complements. The paper feeds BigBird 8 kb of context: the 200 bp bin's centre
++/- 4000 bp from the reference, taken from the published 0-based hg19 bin coordinates.
+Split as the paper: test = chr8 and chr9; validation = chr7:30,508,751-35,296,850;
+the other autosomes train.
+
+For users' own features (and the demo), `build_chromatin_dataset` labels genome bins
+(200 bp by default) from peak BED files through pybedtools: a bin is positive for a
+feature when peaks of that feature cover at least `min_overlap` of it (default half,
+as DeepSEA's rule). Bins with at least one positive are kept, plus
+`negative_ratio` times as many all-negative bins drawn at random.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from genobird.errors import ConfigError, InputError
+from genobird.genome import Reference, one_hot_to_sequence, point_window
+from genobird.genome.alphabet import DEEPSEA_ORDER
+from genobird.tasks.data import WindowSet, chromosome_split
+
+log = logging.getLogger(__name__)
+
+DEEPSEA_VALID_REGION = ("chr7", 30_508_750, 35_296_850)  # chr7:30,508,751-35,296,850, 1-based
+DEEPSEA_TEST_CHROMOSOMES = ("chr8", "chr9")
+
+
+# =========================================================================== DeepSEA
+def read_deepsea_split(path: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """(one-hot uint8 [N, 4, 1000] in DeepSEA's A,G,C,T order, labels uint8 [N, 919])."""
+    path = Path(path)
+    if split not in ("train", "valid", "test"):
+        raise ConfigError(f"split must be train, valid or test, got {split!r}")
+    x_key, y_key = f"{split}xdata", f"{split}data"
+    if h5py.is_hdf5(path):  # MATLAB v7.3 (train.mat): stored transposed
+        with h5py.File(path, "r") as handle:
+            _require(handle, (x_key, y_key), path)
+            x = np.transpose(handle[x_key][:], (2, 1, 0))  # (L, 4, N) -> (N, 4, L)
+            y = np.transpose(handle[y_key][:], (1, 0))  # (F, N) -> (N, F)
+    else:  # MATLAB v5 (valid.mat, test.mat)
+        from scipy.io import loadmat
+
+        contents = loadmat(path)
+        _require(contents, (x_key, y_key), path)
+        x, y = contents[x_key], contents[y_key]
+    if x.ndim != 3 or x.shape[1] != 4 or x.shape[0] != y.shape[0]:
+        raise InputError(f"{path}: unexpected shapes {x.shape} and {y.shape} for DeepSEA {split}")
+    return x.astype(np.uint8), y.astype(np.uint8)
+
+
+def _require(container, keys, path) -> None:
+    missing = [key for key in keys if key not in container]
+    if missing:
+        raise InputError(f"{path}: missing {missing}; is this DeepSEA's file for that split?")
+
+
+def deepsea_sequences(x: np.ndarray, forward_only: bool = True) -> list[str]:
+    """DNA of DeepSEA one-hot samples; by default only the forward first half."""
+    count = len(x) // 2 if forward_only else len(x)
+    return [one_hot_to_sequence(x[i].T, order=DEEPSEA_ORDER) for i in range(count)]
+
+
+def deepsea_split_of(chrom: str, start: int, end: int) -> str | None:
+    """The paper's split of a bin; None for sex chromosomes and others left out."""
+    name = "chr" + chrom.removeprefix("chr")
+    if name in DEEPSEA_TEST_CHROMOSOMES:
+        return "test"
+    valid_chrom, valid_start, valid_end = DEEPSEA_VALID_REGION
+    if name == valid_chrom and start < valid_end and valid_start < end:
+        return "valid"
+    autosome = name.removeprefix("chr").isdigit() and 1 <= int(name.removeprefix("chr")) <= 22
+    return "train" if autosome else None
+
+
+def check_label_width(labels: np.ndarray, feature_names: list[str], source: str) -> None:
+    if labels.shape[1] != len(feature_names):
+        raise InputError(
+            f"{source}: the label matrix has {labels.shape[1]} columns but the feature list "
+            f"has {len(feature_names)} names; they must match one to one, in order"
+        )
+
+
+def deepsea_context_dataset(
+    coordinates, labels: np.ndarray, fasta, feature_names, categories, out_path, context=8000
+) -> WindowSet:
+    """8 kb windows around DeepSEA's bins (bin centre +/- context/2), with their labels."""
+    from genobird.genome import read_bed
+
+    check_label_width(labels, feature_names, str(coordinates))
+    reference = Reference(fasta)
+    windows = WindowSet("chromatin", list(feature_names), list(categories))
+    for row, interval in enumerate(read_bed(coordinates)):
+        if row >= len(labels):
+            raise InputError(f"{coordinates}: more bins than label rows ({len(labels)})")
+        split = deepsea_split_of(interval.chrom, interval.start, interval.end)
+        if split is None:
+            continue
+        window = point_window(interval.chrom, interval.start + interval.width // 2, context)
+        sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)
+        windows.add(sequence, labels[row], window.chrom, window.start, window.end, "+", split)
+    windows.write(out_path)
+    return windows
+
+
+# =========================================================================== own features
+@dataclass(frozen=True)
+class ChromatinSpec:
+    bin_size: int = 200
+    context: int = 8000
+    min_overlap: float = 0.5
+    negative_ratio: float = 1.0
+    max_bins: int | None = None  # random subsample of the labelled bins (small runs)
+    chromosomes: tuple[str, ...] | None = None
+    valid_chromosomes: tuple[str, ...] = ("chr7",)
+    test_chromosomes: tuple[str, ...] = ("chr8", "chr9")
+    seed: int = 0
+
+
+def read_feature_table(path: str | Path) -> list[dict]:
+    """A TSV with columns name, category, peak_file (relative to the table)."""
+    path = Path(path)
+    lines = path.read_text().splitlines()
+    header = lines[0].split("\t") if lines else []
+    if not {"name", "category", "peak_file"} <= set(header):
+        raise InputError(f"{path}: needs columns name, category, peak_file; has {header}")
+    rows = [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:] if line]
+    for row in rows:
+        row["peak_path"] = (path.parent / row["peak_file"]).resolve()
+    return rows
+
+
+def bin_labels(bins: list[tuple[str, int, int]], peak_files: list[Path], min_overlap: float):
+    """uint8 [bins, features]: 1 where a feature's merged peaks cover >= min_overlap of the bin."""
+    import pybedtools
+
+    labels = np.zeros((len(bins), len(peak_files)), dtype=np.uint8)
+    bin_tool = pybedtools.BedTool([(c, s, e, str(i)) for i, (c, s, e) in enumerate(bins)]).sort()
+    for column, peaks in enumerate(peak_files):
+        merged = pybedtools.BedTool(str(peaks)).sort().merge()
+        for row in bin_tool.coverage(merged):
+            # bedtools coverage appends: overlapping features, covered bp, bin bp, fraction
+            if float(row.fields[-1]) >= min_overlap:
+                labels[int(row.fields[3]), column] = 1
+    pybedtools.cleanup()
+    return labels
+
+
+def genome_bins(lengths: dict[str, int], chromosomes, bin_size: int):
+    return [
+        (chrom, start, start + bin_size)
+        for chrom in chromosomes
+        for start in range(0, lengths[chrom] - bin_size + 1, bin_size)
+    ]
+
+
+def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec = ChromatinSpec()):
+    """Label genome bins from peak BEDs and write their context windows to HDF5."""
+    if not 0 < spec.min_overlap <= 1:
+        raise ConfigError(f"min_overlap must be in (0, 1], got {spec.min_overlap}")
+    features = read_feature_table(feature_table)
+    reference = Reference(fasta)
+    chromosomes = (
+        [reference.resolve(c) for c in spec.chromosomes] if spec.chromosomes else reference.contigs
+    )
+    bins = genome_bins(reference.lengths, chromosomes, spec.bin_size)
+    labels = bin_labels(bins, [f["peak_path"] for f in features], spec.min_overlap)
+    rng = np.random.default_rng(spec.seed)
+    positive = np.nonzero(labels.any(axis=1))[0]
+    negative = np.nonzero(~labels.any(axis=1))[0]
+    wanted = min(len(negative), round(spec.negative_ratio * len(positive)))
+    chosen = np.concatenate([positive, rng.choice(negative, wanted, replace=False)])
+    if spec.max_bins is not None and len(chosen) > spec.max_bins:
+        chosen = rng.choice(chosen, spec.max_bins, replace=False)
+    chosen = np.sort(chosen)
+    windows = WindowSet(
+        "chromatin", [f["name"] for f in features], [f["category"] for f in features]
+    )
+    for index in chosen:
+        chrom, start, _end = bins[index]
+        window = point_window(chrom, start + spec.bin_size // 2, spec.context)
+        sequence = reference.fetch(chrom, window.start, window.end, pad=True)
+        if sequence.count("N") > 0.5 * len(sequence):
+            continue
+        split = chromosome_split(chrom, spec.valid_chromosomes, spec.test_chromosomes)
+        windows.add(sequence, labels[index], chrom, window.start, window.end, "+", split)
+    windows.write(out_path)
+    log.info(
+        "chromatin data: %d bins (%d with a peak) of %d", len(windows), len(positive), len(bins)
+    )
+    return windows

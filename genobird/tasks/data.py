@@ -1,0 +1,163 @@
+"""Labelled sequence windows for fine-tuning, stored as HDF5, and their torch Dataset.
+
+One format serves the promoter, chromatin and generic classification tasks:
+
+    sequences  S{L} [N]     the window, 5'->3' on its strand (A/C/G/T/N)
+    labels     uint8 [N, F] one column per feature (F = 1 for promoters)
+    chrom S, start int64, end int64, strand S1 [N]   0-based half-open window
+    split      S5 [N]       "train", "valid" or "test"
+    attrs: format, task, feature_names (JSON), categories (JSON), window_bp
+
+Windows are tokenised when read. A window longer than the model's input keeps its
+central tokens, so the TSS or bin centre stays in the middle of what the model sees.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from genobird.corpus.tokenizer import CLS_ID, PAD_ID, SEP_ID, Tokenizer
+from genobird.errors import InputError
+from genobird.fileio import atomic_path
+from genobird.genome.alphabet import reverse_complement
+
+FORMAT = "genobird-sequences/1"
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class WindowSet:
+    """Windows being collected for one HDF5 file."""
+
+    task: str
+    feature_names: list[str]
+    categories: list[str] = field(default_factory=list)
+    sequences: list[str] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+    chroms: list[str] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    strands: list[str] = field(default_factory=list)
+    splits: list[str] = field(default_factory=list)
+
+    def add(self, sequence, labels, chrom, start, end, strand, split) -> None:
+        labels = np.asarray(labels, dtype=np.uint8).reshape(-1)
+        if len(labels) != len(self.feature_names):
+            raise InputError(
+                f"{chrom}:{start}-{end}: {len(labels)} labels for {len(self.feature_names)} "
+                "features; the label matrix must have one column per feature name"
+            )
+        self.sequences.append(sequence)
+        self.labels.append(labels)
+        self.chroms.append(chrom)
+        self.starts.append(start)
+        self.ends.append(end)
+        self.strands.append(strand)
+        self.splits.append(split)
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def write(self, path: str | Path) -> Path:
+        if not self.sequences:
+            raise InputError(f"no windows to write to {path}")
+        width = max(len(s) for s in self.sequences)
+        with atomic_path(path) as tmp, h5py.File(tmp, "w") as handle:
+            handle.create_dataset(
+                "sequences", data=np.array(self.sequences, dtype=f"S{width}"), compression="lzf"
+            )
+            handle.create_dataset("labels", data=np.stack(self.labels), compression="lzf")
+            handle.create_dataset("chrom", data=np.array(self.chroms, dtype="S"))
+            handle.create_dataset("start", data=np.array(self.starts, dtype=np.int64))
+            handle.create_dataset("end", data=np.array(self.ends, dtype=np.int64))
+            handle.create_dataset("strand", data=np.array(self.strands, dtype="S1"))
+            handle.create_dataset("split", data=np.array(self.splits, dtype="S5"))
+            handle.attrs.update(
+                format=FORMAT,
+                task=self.task,
+                feature_names=json.dumps(self.feature_names),
+                categories=json.dumps(self.categories),
+                window_bp=width,
+            )
+        return Path(path)
+
+
+def read_metadata(path: str | Path) -> dict:
+    with h5py.File(path, "r") as handle:
+        if handle.attrs.get("format") != FORMAT:
+            raise InputError(f"{path}: not a genobird sequence data set")
+        splits = handle["split"][:].astype(str)
+        return {
+            "task": str(handle.attrs["task"]),
+            "feature_names": json.loads(handle.attrs["feature_names"]),
+            "categories": json.loads(handle.attrs["categories"]),
+            "window_bp": int(handle.attrs["window_bp"]),
+            "counts": {split: int((splits == split).sum()) for split in SPLITS},
+            "positives": handle["labels"][:].sum(axis=0).tolist(),
+        }
+
+
+def encode_window(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarray:
+    """[CLS] + the window's central tokens + [SEP], padded to `max_tokens`."""
+    ids = tokenizer.encode(sequence, normalise=False)
+    room = max_tokens - 2
+    if len(ids) > room:
+        first = (len(ids) - room) // 2
+        ids = ids[first : first + room]
+    out = np.full(max_tokens, PAD_ID, dtype=np.int64)
+    out[0] = CLS_ID
+    out[1 : len(ids) + 1] = ids
+    out[len(ids) + 1] = SEP_ID
+    return out
+
+
+class WindowDataset(torch.utils.data.Dataset):
+    """One split of a sequence data set as model inputs. With `reverse_complement`, every
+    window is read on the other strand (for strand averaging at evaluation)."""
+
+    def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
+                 reverse_complement: bool = False):  # fmt: skip
+        if split not in SPLITS:
+            raise InputError(f"split must be one of {SPLITS}, got {split!r}")
+        self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
+        self.reverse = reverse_complement
+        with h5py.File(self.path, "r") as handle:
+            if handle.attrs.get("format") != FORMAT:
+                raise InputError(f"{path}: not a genobird sequence data set")
+            self.rows = np.nonzero(handle["split"][:].astype(str) == split)[0]
+        self._handle = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_handle": None}
+
+    def __getitem__(self, index: int) -> dict:
+        if self._handle is None:
+            self._handle = h5py.File(self.path, "r")
+        row = int(self.rows[index])
+        sequence = self._handle["sequences"][row].decode("ascii")
+        if self.reverse:
+            sequence = reverse_complement(sequence)
+        ids = encode_window(self.tokenizer, sequence, self.max_tokens)
+        return {
+            "input_ids": torch.from_numpy(ids),
+            "segment_ids": torch.zeros(self.max_tokens, dtype=torch.long),
+            "attention_mask": torch.from_numpy(ids != PAD_ID),
+            "labels": torch.from_numpy(self._handle["labels"][row].astype(np.float32)),
+        }
+
+
+def chromosome_split(chrom: str, valid: tuple[str, ...], test: tuple[str, ...]) -> str:
+    """'test', 'valid' or 'train' by chromosome name (chr1 and 1 are the same)."""
+    names = {chrom, chrom.removeprefix("chr"), "chr" + chrom.removeprefix("chr")}
+    if names & set(test):
+        return "test"
+    return "valid" if names & set(valid) else "train"

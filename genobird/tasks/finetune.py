@@ -1,0 +1,176 @@
+"""Fine-tuning a pretrained encoder on a sequence data set, through the shared Trainer.
+
+The model is BigBirdForSequenceClassification with one output per feature and BCE
+(promoter: 1 output; chromatin: F outputs, positive weight 8 as the paper). Encoder
+weights come from a pretraining model directory (`--pretrained`); the head starts
+fresh. Evaluation averages the forward and reverse-complement predictions when asked.
+The model directory records the task, feature names and categories, window and input
+length, so predictors can be rebuilt from it alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import safetensors.torch
+import torch
+from torch.utils.data import DataLoader
+
+from genobird.corpus import Tokenizer
+from genobird.errors import CheckpointError, ConfigError
+from genobird.fileio import atomic_write
+from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
+from genobird.model.io import read_model_description
+from genobird.tasks.data import WindowDataset, read_metadata
+from genobird.tasks.metrics import (
+    binary_metrics,
+    multilabel_metrics,
+    plot_auroc_by_category,
+    plot_roc_pr,
+)
+from genobird.training import Trainer, TrainingConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FinetuneSpec:
+    max_tokens: int = 1024
+    pos_weight: float | None = None  # default: 8 for chromatin (paper), 1 otherwise
+    # Average forward and reverse-complement predictions; default: for chromatin only,
+    # since promoter windows are oriented by strand (their reverse complement is not).
+    rc_average: bool | None = None
+    training: dict = field(default_factory=dict)
+    model: dict = field(default_factory=dict)  # for --from-scratch: BigBirdConfig fields
+    seed: int = 0
+
+
+def classification_step(model, batch):
+    out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"], batch["labels"])
+    return out.loss, {}
+
+
+@torch.no_grad()
+def predict_probabilities(
+    model, dataset, device, batch_size: int = 16
+) -> tuple[np.ndarray, np.ndarray]:
+    model.eval()
+    probabilities, labels = [], []
+    for batch in DataLoader(dataset, batch_size=batch_size):
+        logits = model(
+            batch["input_ids"].to(device), None, batch["attention_mask"].to(device)
+        ).logits
+        probabilities.append(torch.sigmoid(logits.float()).cpu().numpy())
+        labels.append(batch["labels"].numpy())
+    return np.concatenate(labels), np.concatenate(probabilities)
+
+
+def load_encoder(model: BigBirdForSequenceClassification, pretrained_dir: Path) -> None:
+    """Copy every encoder tensor of a pretraining model directory into `model`."""
+    state = safetensors.torch.load_file(str(pretrained_dir / "model.safetensors"))
+    encoder = {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
+    expected = model.encoder.state_dict()
+    missing = sorted(set(expected) - set(encoder))
+    wrong = [k for k in expected if k in encoder and encoder[k].shape != expected[k].shape]
+    if missing or wrong:
+        raise CheckpointError(
+            f"{pretrained_dir}: encoder does not fit (missing {missing[:3]}, shapes differ "
+            f"for {wrong[:3]}); fine-tune with the config.json of that directory"
+        )
+    model.encoder.load_state_dict(encoder)
+
+
+def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, vocab_size: int):
+    pos_weight = spec.pos_weight
+    if pos_weight is None:
+        pos_weight = 8.0 if task_meta["task"] == "chromatin" else 1.0
+    if pretrained is not None:
+        config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
+    else:
+        config = BigBirdConfig(vocab_size=vocab_size, **spec.model)
+    if config.vocab_size != vocab_size:
+        raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
+    if spec.max_tokens > config.max_position:
+        raise ConfigError(
+            f"max_tokens {spec.max_tokens} exceeds the model's max_position {config.max_position}"
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = BigBirdForSequenceClassification(
+            config, len(task_meta["feature_names"]), "multi_label", pos_weight
+        )
+    if pretrained is not None:
+        load_encoder(model, pretrained)
+    return model
+
+
+def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_path=None) -> dict:
+    """Fine-tune, evaluate on the test split, write the model directory and the report."""
+    data_path, output = Path(data_path), Path(output)
+    pretrained = Path(pretrained) if pretrained else None
+    if pretrained is None and tokenizer_path is None:
+        raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer")
+    tokenizer = Tokenizer.load(pretrained if pretrained else tokenizer_path)
+    meta = read_metadata(data_path)
+    model = build_model(meta, pretrained, spec, tokenizer.vocab_size)
+    datasets = {
+        split: WindowDataset(data_path, split, tokenizer, spec.max_tokens)
+        for split in ("train", "valid", "test")
+    }
+    if not len(datasets["train"]) or not len(datasets["test"]):
+        raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
+    training = TrainingConfig(**{"seed": spec.seed, **spec.training})
+    trainer = Trainer(model, datasets["train"], training, output, classification_step)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(training.seed)
+        trainer.resume()
+        trainer.train()
+    report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output)
+    if trainer.is_main:
+        save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
+    return report
+
+
+def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path) -> dict:
+    test = WindowDataset(data_path, "test", tokenizer, spec.max_tokens)
+    labels, forward = predict_probabilities(model, test, device)
+    probabilities = forward
+    rc_average = spec.rc_average if spec.rc_average is not None else meta["task"] == "chromatin"
+    if rc_average:
+        reverse = WindowDataset(
+            data_path, "test", tokenizer, spec.max_tokens, reverse_complement=True
+        )
+        probabilities = (forward + predict_probabilities(model, reverse, device)[1]) / 2
+    names, categories = meta["feature_names"], meta["categories"]
+    if meta["task"] == "chromatin" or len(names) > 1:
+        metrics = multilabel_metrics(labels, probabilities, names, categories)
+        plot_auroc_by_category(
+            metrics,
+            dict(zip(names, categories, strict=True)),
+            output / "report" / "auroc_by_category.png",
+        )
+    else:
+        metrics = binary_metrics(labels[:, 0], probabilities[:, 0])
+    plot_roc_pr(labels, probabilities, names, output / "report" / "roc_pr.png")
+    report = {"task": meta["task"], "split": "test", "rc_average": rc_average, **metrics}
+    with atomic_write(output / "report" / "metrics.json") as handle:
+        json.dump(report, handle, indent=2)
+    return report
+
+
+def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict) -> None:
+    task = {
+        "task": meta["task"],
+        "feature_names": meta["feature_names"],
+        "categories": meta["categories"],
+        "window_bp": meta["window_bp"],
+        "max_tokens": spec.max_tokens,
+    }
+    save_pretrained(model, directory, extra={"task_info": task})
+    tokenizer.save(directory)
+    with atomic_write(directory / "evaluation.json") as handle:
+        json.dump(report, handle, indent=2)

@@ -1,0 +1,122 @@
+"""Evaluation metrics (scikit-learn) and the report plots of fine-tuned predictors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from sklearn import metrics as skm
+
+from genobird.fileio import atomic_path
+
+
+def binary_metrics(labels: np.ndarray, probabilities: np.ndarray, threshold: float = 0.5) -> dict:
+    """F1, precision, recall, MCC, accuracy at `threshold`; AUROC and AUPRC (paper Table 6)."""
+    labels = np.asarray(labels).astype(int).reshape(-1)
+    probabilities = np.asarray(probabilities, dtype=float).reshape(-1)
+    predicted = (probabilities >= threshold).astype(int)
+    result = {
+        "f1": skm.f1_score(labels, predicted, zero_division=0),
+        "precision": skm.precision_score(labels, predicted, zero_division=0),
+        "recall": skm.recall_score(labels, predicted, zero_division=0),
+        "mcc": skm.matthews_corrcoef(labels, predicted),
+        "accuracy": skm.accuracy_score(labels, predicted),
+        "examples": len(labels),
+        "positives": int(labels.sum()),
+    }
+    if 0 < labels.sum() < len(labels):
+        result["auroc"] = skm.roc_auc_score(labels, probabilities)
+        result["auprc"] = skm.average_precision_score(labels, probabilities)
+    return {k: float(v) if isinstance(v, (float, np.floating)) else v for k, v in result.items()}
+
+
+def multilabel_metrics(
+    labels: np.ndarray, probabilities: np.ndarray, feature_names: list[str], categories: list[str]
+) -> dict:
+    """Per-feature AUROC and AUPRC, and the median AUROC per category (paper Table 7).
+    Features without both classes in `labels` have no AUROC and are listed as skipped."""
+    per_feature, skipped = {}, []
+    for index, name in enumerate(feature_names):
+        column = labels[:, index].astype(int)
+        if 0 < column.sum() < len(column):
+            per_feature[name] = {
+                "auroc": float(skm.roc_auc_score(column, probabilities[:, index])),
+                "auprc": float(skm.average_precision_score(column, probabilities[:, index])),
+                "positives": int(column.sum()),
+            }
+        else:
+            skipped.append(name)
+    by_category: dict[str, list[float]] = {}
+    for name, category in zip(
+        feature_names, categories or ["all"] * len(feature_names), strict=True
+    ):
+        if name in per_feature:
+            by_category.setdefault(category, []).append(per_feature[name]["auroc"])
+    aurocs = [value["auroc"] for value in per_feature.values()]
+    return {
+        "median_auroc": float(np.median(aurocs)) if aurocs else float("nan"),
+        "median_auroc_by_category": {c: float(np.median(v)) for c, v in by_category.items()},
+        "median_auprc": float(np.median([v["auprc"] for v in per_feature.values()]))
+        if aurocs
+        else float("nan"),
+        "per_feature": per_feature,
+        "skipped_features": skipped,
+        "examples": len(labels),
+    }
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110)
+
+
+def plot_roc_pr(
+    labels: np.ndarray, probabilities: np.ndarray, names: list[str], path: Path
+) -> None:
+    """ROC and precision-recall curves; one line per column (at most 12 drawn)."""
+    plt = _figure()
+    figure, (roc, pr) = plt.subplots(1, 2, figsize=(9, 4))
+    labels, probabilities = np.atleast_2d(labels.T).T, np.atleast_2d(probabilities.T).T
+    for index, name in list(enumerate(names))[:12]:
+        column = labels[:, index].astype(int)
+        if not 0 < column.sum() < len(column):
+            continue
+        fpr, tpr, _ = skm.roc_curve(column, probabilities[:, index])
+        precision, recall, _ = skm.precision_recall_curve(column, probabilities[:, index])
+        roc.plot(fpr, tpr, label=f"{name} ({skm.auc(fpr, tpr):.3f})")
+        pr.plot(recall, precision, label=name)
+    roc.plot([0, 1], [0, 1], color="grey", linestyle=":")
+    roc.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC")
+    pr.set(xlabel="recall", ylabel="precision", title="precision-recall")
+    roc.legend(fontsize=7)
+    figure.tight_layout()
+    _save(figure, path)
+    plt.close(figure)
+
+
+def plot_auroc_by_category(result: dict, categories: dict[str, str], path: Path) -> None:
+    """Distribution of per-feature AUROC by category (DNase, TF, Histone)."""
+    plt = _figure()
+    groups: dict[str, list[float]] = {}
+    for name, values in result["per_feature"].items():
+        groups.setdefault(categories.get(name, "all"), []).append(values["auroc"])
+    figure, axis = plt.subplots(figsize=(5, 3.5))
+    names = sorted(groups)
+    axis.boxplot([groups[n] for n in names])
+    axis.set_xticks(range(1, len(names) + 1), names)
+    axis.set_ylabel("AUROC per feature")
+    axis.set_title("chromatin-profile AUROC by category")
+    axis.axhline(0.5, color="grey", linestyle=":")
+    figure.tight_layout()
+    _save(figure, path)
+    plt.close(figure)
