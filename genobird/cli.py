@@ -175,6 +175,92 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report_rejected(problems, limit: int = 5) -> None:
+    for problem in problems[:limit]:
+        log.warning("skipped: %s", problem)
+    if len(problems) > limit:
+        log.warning("... and %d more skipped records", len(problems) - limit)
+
+
+def cmd_dataset_promoter(args: argparse.Namespace) -> int:
+    from genobird.tasks.promoter import PromoterSpec, build_promoter_dataset
+
+    spec = PromoterSpec(
+        upstream=args.upstream,
+        downstream=args.downstream,
+        hard_negatives=args.hard_negatives,
+        min_distance=args.min_distance,
+        off_end=args.off_end,
+        valid_chromosomes=tuple(args.valid_chromosomes),
+        test_chromosomes=tuple(args.test_chromosomes),
+        seed=args.seed,
+    )
+    windows, problems = build_promoter_dataset(
+        args.tss, args.reference, args.out, spec, liftover_chain=args.liftover
+    )
+    _report_rejected(problems)
+    print(f"wrote {args.out}: {len(windows):,} windows; {len(problems)} TSS rows skipped")
+    return EXIT_OK
+
+
+def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
+    from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
+
+    spec = ChromatinSpec(
+        bin_size=args.bin_size,
+        context=args.context,
+        min_overlap=args.min_overlap,
+        negative_ratio=args.negative_ratio,
+        max_bins=args.max_bins,
+        chromosomes=tuple(args.chromosomes) if args.chromosomes else None,
+        valid_chromosomes=tuple(args.valid_chromosomes),
+        test_chromosomes=tuple(args.test_chromosomes),
+        seed=args.seed,
+    )
+    windows = build_chromatin_dataset(args.features, args.reference, args.out, spec)
+    print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
+    return EXIT_OK
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from genobird.tasks.data import read_metadata
+    from genobird.tasks.finetune import FinetuneSpec, finetune
+
+    meta = read_metadata(args.data)
+    if args.task != "classify" and meta["task"] != args.task:
+        raise GenobirdError(f"{args.data} is a {meta['task']} data set, not {args.task}")
+    training = {
+        "learning_rate": args.learning_rate,
+        "warmup_steps": args.warmup_steps,
+        "max_steps": args.max_steps,
+        "batch_size": args.batch_size,
+        "effective_batch_size": args.effective_batch_size or args.batch_size,
+        "checkpoint_every": args.checkpoint_every,
+        "log_every": 20,
+        "eval_every": 0,
+        "progress": not args.quiet,
+        "seed": args.seed,
+    }
+    spec = FinetuneSpec(
+        max_tokens=args.max_tokens,
+        pos_weight=args.pos_weight,
+        rc_average=args.rc_average,
+        training=training,
+        model=dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512,
+                   max_position=max(args.max_tokens, 1024)),
+        seed=args.seed,
+    )  # fmt: skip
+    report = finetune(args.data, args.output, spec, args.pretrained, args.tokenizer)
+    headline = ("f1", "mcc", "auroc", "auprc") if "f1" in report else ("median_auroc",)
+    figures = ", ".join(f"{k} {report[k]:.3f}" for k in headline if k in report)
+    if "median_auroc_by_category" in report:
+        figures += ", by category " + ", ".join(
+            f"{c} {v:.3f}" for c, v in report["median_auroc_by_category"].items()
+        )
+    print(f"fine-tuned {args.task}; test {figures}; model in {args.output}/model")
+    return EXIT_OK
+
+
 LAYOUT_PATTERNS = ("bigbird", "etc", "strided", "fixed", "star", "random", "window-global")
 
 
@@ -234,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_corpus(commands)
     _add_vocab(commands)
     _add_pretrain(commands)
+    _add_dataset(commands)
+    _add_finetune(commands)
     _add_layout(commands)
     return parser
 
@@ -367,6 +455,76 @@ def _add_pretrain(commands) -> None:
         "--context-lengths", type=int, nargs="+", help="also run the context-length ablation"
     )
     sub.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
+
+
+def _add_dataset(commands) -> None:
+    dataset = commands.add_parser("dataset", help="Build fine-tuning data sets (HDF5).")
+    actions = dataset.add_subparsers(dest="action", metavar="ACTION", required=True)
+    promoter = _subparser(
+        actions,
+        "promoter",
+        "Promoter windows around EPDnew-style TSSs, with DeePromoter negatives.",
+        cmd_dataset_promoter,
+    )
+    promoter.add_argument("--tss", type=Path, required=True, help="EPDnew-style TSS BED")
+    promoter.add_argument("--reference", type=Path, required=True, help="genome FASTA")
+    promoter.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    promoter.add_argument("--upstream", type=int, default=5000)
+    promoter.add_argument("--downstream", type=int, default=3000)
+    promoter.add_argument("--liftover", type=Path, help="chain file hg38 -> hg19")
+    promoter.add_argument("--hard-negatives", type=int, default=0, help="per positive")
+    promoter.add_argument("--min-distance", type=int, default=10_000)
+    promoter.add_argument("--off-end", choices=["skip", "pad"], default="skip")
+    _add_split_arguments(promoter)
+    chromatin = _subparser(
+        actions,
+        "chromatin",
+        "Genome bins labelled from peak BEDs (features.tsv: name, category, peak_file).",
+        cmd_dataset_chromatin,
+    )
+    chromatin.add_argument("--features", type=Path, required=True, help="feature table TSV")
+    chromatin.add_argument("--reference", type=Path, required=True, help="genome FASTA")
+    chromatin.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    chromatin.add_argument("--bin-size", type=int, default=200)
+    chromatin.add_argument("--context", type=int, default=8000, help="window around each bin")
+    chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
+    chromatin.add_argument("--negative-ratio", type=float, default=1.0)
+    chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
+    chromatin.add_argument("--chromosomes", nargs="+")
+    _add_split_arguments(chromatin)
+
+
+def _add_split_arguments(parser) -> None:
+    parser.add_argument("--valid-chromosomes", nargs="+", default=["chr7"])
+    parser.add_argument("--test-chromosomes", nargs="+", default=["chr8", "chr9"])
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _add_finetune(commands) -> None:
+    sub = _subparser(
+        commands,
+        "finetune",
+        "Fine-tune a pretrained model (or one from scratch) on a sequence data set; writes "
+        "a model directory and a report (metrics.json, ROC/PR plots).",
+        cmd_finetune,
+    )
+    sub.add_argument("task", choices=["promoter", "chromatin", "classify"])
+    sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
+    sub.add_argument("--output", type=Path, required=True)
+    source = sub.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pretrained", type=Path, help="pretraining model directory")
+    source.add_argument("--from-scratch", action="store_true", help="no pretrained weights")
+    sub.add_argument("--tokenizer", type=Path, help="with --from-scratch")
+    sub.add_argument("--max-tokens", type=int, default=1024)
+    sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")
+    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None)
+    sub.add_argument("--learning-rate", type=float, default=3e-4)
+    sub.add_argument("--warmup-steps", type=int, default=20)
+    sub.add_argument("--max-steps", type=int, default=300)
+    sub.add_argument("--batch-size", type=int, default=8)
+    sub.add_argument("--effective-batch-size", type=int)
+    sub.add_argument("--checkpoint-every", type=int, default=1000)
+    sub.add_argument("--seed", type=int, default=0)
 
 
 def _add_layout(commands) -> None:

@@ -1,0 +1,276 @@
+"""Fine-tuning tasks: promoter and chromatin data sets, DeepSEA readers, metrics, fine-tuning."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+from sklearn import metrics as skm
+
+from genobird.cli import main
+from genobird.errors import InputError
+from genobird.genome import Reference, one_hot, reverse_complement
+from genobird.genome.alphabet import acgt_to_deepsea_order
+from genobird.genome.demo import MOTIFS
+from genobird.genome.regions import BadRecord, Interval
+from genobird.tasks.chromatin import (
+    ChromatinSpec,
+    bin_labels,
+    build_chromatin_dataset,
+    check_label_width,
+    deepsea_sequences,
+    deepsea_split_of,
+    read_deepsea_split,
+)
+from genobird.tasks.data import WindowSet, chromosome_split, read_metadata
+from genobird.tasks.metrics import binary_metrics, multilabel_metrics
+from genobird.tasks.promoter import (
+    PromoterSpec,
+    build_promoter_dataset,
+    read_tss,
+    shuffled_negative,
+    tss_of,
+)
+from tests.conftest import write
+
+
+# --------------------------------------------------------------------------- negatives
+def test_negatives_keep_exactly_8_of_20_segments_and_preserve_length():
+    rng = np.random.default_rng(0)
+    positive = "".join(np.random.default_rng(1).choice(list("ACGT"), 8000))
+    patterns = set()
+    for _ in range(30):
+        negative = shuffled_negative(positive, rng)
+        assert len(negative) == len(positive)
+        pieces = np.array_split(np.arange(8000), 20)
+        same = [negative[p[0] : p[-1] + 1] == positive[p[0] : p[-1] + 1] for p in pieces]
+        assert sum(same) == 8  # 400-bp random pieces never equal the original by chance
+        patterns.add(tuple(same))
+    assert len(patterns) > 20  # a fresh choice for every negative
+
+
+def test_epdnew_tss_is_thick_start_on_plus_and_thick_end_minus_1_on_minus():
+    assert tss_of(Interval("chr1", 951, 1011, "a", "+", 1000, 1001)) == 1000
+    assert tss_of(Interval("chr1", 990, 1050, "b", "-", 1000, 1001)) == 1000
+    assert tss_of(Interval("chr1", 951, 1011, "a", "+")) == 1000  # from the -49..+10 span
+    assert tss_of(Interval("chr1", 990, 1050, "b", "-")) == 1000
+
+
+def test_promoter_windows_are_oriented_and_negatives_paired(demo_reference, tmp_path):
+    out = tmp_path / "p.h5"
+    spec = PromoterSpec(
+        upstream=200, downstream=100, valid_chromosomes=("chr3",), test_chromosomes=("chrX",)
+    )
+    windows, problems = build_promoter_dataset(
+        demo_reference / "tss.bed", demo_reference / "genome.fa", out, spec
+    )
+    meta = read_metadata(out)
+    assert meta["window_bp"] == 300 and meta["positives"] == [len(windows) // 2]
+    assert set(meta["counts"]) == {"train", "valid", "test"} and min(meta["counts"].values()) > 0
+    with h5py.File(out, "r") as handle:
+        sequences = handle["sequences"][:].astype(str)
+        labels, strands = handle["labels"][:, 0], handle["strand"][:].astype(str)
+        splits, chroms = handle["split"][:].astype(str), handle["chrom"][:].astype(str)
+    positives = sequences[labels == 1]
+    with_inr = sum(seq[198:206] == MOTIFS["INR"] for seq in positives)  # TSS at index 200
+    assert with_inr > 0.7 * len(positives) and {"+", "-"} <= set(strands)
+    assert all(
+        chromosome_split(c, ("chr3",), ("chrX",)) == s for c, s in zip(chroms, splits, strict=True)
+    )
+    assert not problems
+
+
+def test_tss_bed_problems_are_reported_skipped_or_padded(demo_reference, tmp_path):
+    bed = write(
+        tmp_path / "t.bed",
+        "chr1\t10\t70\tnear_start\t900\t+\t59\t60\n"
+        "chrZ\t100\t160\tunknown\t900\t+\t149\t150\n"
+        "chr1\t50000\t50060\tfine\t900\t-\t50009\t50010\n",
+    )
+    fasta = demo_reference / "genome.fa"
+    spec = PromoterSpec(upstream=500, downstream=500)
+    windows, problems = build_promoter_dataset(bed, fasta, tmp_path / "a.h5", spec)
+    reasons = " ".join(p.reason for p in problems)
+    assert len(windows) == 2 and "unknown contig 'chrZ'" in reasons and "runs off chr1" in reasons
+    padded, problems = build_promoter_dataset(
+        bed, fasta, tmp_path / "b.h5", PromoterSpec(upstream=500, downstream=500, off_end="pad")
+    )
+    assert len(padded) == 4 and padded.sequences[0].startswith("N" * 400)
+
+
+def test_liftover_moves_tss_to_hg19(tmp_path):
+    chain = tmp_path / "hg38ToHg19.over.chain"
+    chain.write_text("chain 1000 chrA 5000 + 0 1000 chr1 5000 + 100 1100 1\n1000\n\n")
+    bed = write(tmp_path / "hg38.bed", "chrA\t451\t511\tp\t900\t+\t500\t501\n")
+    problems: list[BadRecord] = []
+    rows = read_tss(bed, {"chr1": 5000}, problems, liftover_chain=chain)
+    assert rows == [("chr1", 600, "+", "p")] and not problems
+
+
+# --------------------------------------------------------------------------- DeepSEA
+def _deepsea_arrays(sequences, features=919):
+    forward = np.stack([acgt_to_deepsea_order(one_hot(s, np.uint8)).T for s in sequences])
+    backward = np.stack(
+        [acgt_to_deepsea_order(one_hot(reverse_complement(s), np.uint8)).T for s in sequences]
+    )
+    x = np.concatenate([forward, backward])  # (N, 4, L): forward half, then reverse complements
+    y = np.random.default_rng(0).integers(0, 2, (len(x), features)).astype(np.uint8)
+    return x, y
+
+
+def test_deepsea_readers_both_layouts_channel_order_and_rc_halves(tmp_path):
+    sequences = ["ACGTN" * 200, "GGGCCCAATT" * 100]
+    x, y = _deepsea_arrays(sequences)
+    with h5py.File(tmp_path / "train.mat", "w") as handle:  # MATLAB v7.3: transposed
+        handle["trainxdata"] = np.transpose(x, (2, 1, 0))
+        handle["traindata"] = y.T
+    scipy.io.savemat(tmp_path / "valid.mat", {"validxdata": x, "validdata": y})
+    for name, split in (("train.mat", "train"), ("valid.mat", "valid")):
+        got_x, got_y = read_deepsea_split(tmp_path / name, split)
+        assert np.array_equal(got_x, x) and np.array_equal(got_y, y)
+        assert deepsea_sequences(got_x) == sequences
+        backward = deepsea_sequences(got_x, forward_only=False)[2:]
+        assert backward == [reverse_complement(s) for s in sequences]
+    with pytest.raises(InputError, match="missing"):
+        read_deepsea_split(tmp_path / "valid.mat", "test")
+
+
+def test_deepsea_split_rules():
+    assert deepsea_split_of("chr8", 0, 200) == deepsea_split_of("9", 5, 205) == "test"
+    assert deepsea_split_of("chr7", 30_508_750, 30_508_950) == "valid"  # 30,508,751 (1-based)
+    assert deepsea_split_of("chr7", 30_508_550, 30_508_750) == "train"  # ends just before
+    assert deepsea_split_of("chr7", 35_296_849, 35_297_049) == "valid"
+    assert deepsea_split_of("chr7", 35_296_850, 35_297_050) == "train"
+    assert deepsea_split_of("chr1", 0, 200) == "train"
+    assert deepsea_split_of("chrX", 0, 200) is None
+
+
+def test_label_width_must_match_the_feature_list():
+    with pytest.raises(InputError, match="919 columns but the feature list has 3 names"):
+        check_label_width(np.zeros((2, 919)), ["a", "b", "c"], "labels.mat")
+    with pytest.raises(InputError, match="one column per feature name"):
+        WindowSet("chromatin", ["a", "b"]).add("ACGT", [1, 0, 1], "chr1", 0, 4, "+", "train")
+
+
+# --------------------------------------------------------------------------- label builder
+def test_label_builder_hand_example(tmp_path):
+    bins = [("chr1", 0, 200), ("chr1", 200, 400), ("chr1", 400, 600), ("chr1", 600, 800)]
+    first = write(
+        tmp_path / "f1.bed",
+        "chr1\t100\t200\n"  # covers exactly half of bin 0 -> positive
+        "chr1\t200\t299\n"  # 99 bp of bin 1 -> negative
+        "chr1\t400\t470\nchr1\t450\t520\n",  # overlapping peaks: 120 bp merged -> positive
+    )
+    second = write(tmp_path / "f2.bed", "chr1\t590\t800\n")  # all of bin 3, 10 bp of bin 2
+    labels = bin_labels(bins, [first, second], min_overlap=0.5)
+    assert labels.tolist() == [[1, 0], [0, 0], [1, 0], [0, 1]]
+
+
+@pytest.mark.shared_data
+def test_label_builder_on_real_peaks_matches_a_numpy_oracle(shared_data, tmp_path):
+    region_start, region_end, chrom = 1_000_000, 3_000_000, "10"
+    by_feature: dict[str, list[tuple[int, int]]] = {}
+    with gzip.open(
+        shared_data / "chromatin" / "deepsea_peaks_hg19_chr1_chr10_6features.bed.gz", "rt"
+    ) as h:
+        for line in h:
+            c, s, e, feature = line.split()[:4]
+            if c == chrom and int(e) > region_start and int(s) < region_end:
+                by_feature.setdefault(feature, []).append((int(s), int(e)))
+    names = sorted(by_feature)
+    files = []
+    for name in names:
+        files.append(
+            write(
+                tmp_path / f"{name}.bed",
+                "".join(f"{chrom}\t{s}\t{e}\n" for s, e in by_feature[name]),
+            )
+        )
+    bins = [(chrom, s, s + 200) for s in range(region_start, region_end, 200)]
+    labels = bin_labels(bins, files, min_overlap=0.5)
+    covered = np.zeros((len(names), region_end - region_start + 2000), dtype=bool)
+    for column, name in enumerate(names):
+        for s, e in by_feature[name]:
+            covered[column, max(0, s - region_start) : max(0, e - region_start)] = True
+    fraction = covered[:, : region_end - region_start].reshape(len(names), -1, 200).mean(axis=2)
+    assert np.array_equal(labels, (fraction >= 0.5).T.astype(np.uint8))
+    assert labels.sum() > 100 and len(names) == 6
+
+
+def test_chromatin_dataset_on_demo_peaks(demo_reference, tmp_path):
+    out = tmp_path / "c.h5"
+    spec = ChromatinSpec(
+        context=1000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",), max_bins=300
+    )
+    windows = build_chromatin_dataset(
+        demo_reference / "features.tsv", demo_reference / "genome.fa", out, spec
+    )
+    meta = read_metadata(out)
+    assert len(windows) <= 300 and meta["window_bp"] == 1000 and len(meta["feature_names"]) == 16
+    assert meta["categories"][:3] == ["DNase"] * 3
+    with h5py.File(out, "r") as handle:
+        starts, ends = handle["start"][:], handle["end"][:]
+        chroms = handle["chrom"][:].astype(str)
+        labels = handle["labels"][:]
+    reference = Reference(demo_reference / "genome.fa")
+    ctcf = meta["feature_names"].index("CTCF")
+    for row in np.nonzero(labels[:, ctcf])[0][:10]:  # a CTCF bin has the motif near its centre
+        centre = (starts[row] + ends[row]) // 2
+        near = reference.fetch(chroms[row], centre - 250, centre + 250)
+        assert MOTIFS["CTCF"] in near or reverse_complement(MOTIFS["CTCF"]) in near
+    assert (ends - starts == 1000).all()
+
+
+# --------------------------------------------------------------------------- metrics
+def test_binary_metrics_match_sklearn_and_hand_counts():
+    labels = np.array([1, 1, 1, 0, 0, 0, 0, 1])
+    probabilities = np.array([0.9, 0.8, 0.3, 0.6, 0.1, 0.2, 0.4, 0.7])
+    result = binary_metrics(labels, probabilities)
+    assert result["precision"] == pytest.approx(3 / 4) and result["recall"] == pytest.approx(3 / 4)
+    assert result["f1"] == pytest.approx(0.75)
+    assert result["auroc"] == pytest.approx(skm.roc_auc_score(labels, probabilities))
+
+
+def test_multilabel_medians_by_category_and_skipped_features():
+    labels = np.array([[1, 0, 1, 0], [0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]])
+    probabilities = np.array(
+        [[0.9, 0.2, 0.6, 0.1], [0.1, 0.8, 0.7, 0.1], [0.8, 0.7, 0.2, 0.2], [0.2, 0.1, 0.1, 0.3]]
+    )
+    result = multilabel_metrics(
+        labels, probabilities, ["a", "b", "c", "d"], ["DNase", "TF", "TF", "TF"]
+    )
+    assert result["skipped_features"] == ["d"]  # no positive: AUROC undefined
+    tf = np.median([skm.roc_auc_score(labels[:, i], probabilities[:, i]) for i in (1, 2)])
+    assert result["median_auroc_by_category"]["TF"] == pytest.approx(tf)
+    assert result["median_auroc_by_category"]["DNase"] == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------- fine-tuning
+@pytest.mark.slow
+def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, tmp_path, capsys):
+    from genobird.genome.demo import DemoSpec, generate_demo_reference
+
+    genome = tmp_path / "genome"  # 2 Mb: about 200 promoters, 400 windows
+    generate_demo_reference(genome, DemoSpec(seed=11, size_mb=2.0))
+    data = tmp_path / "promoter.h5"
+    assert main([
+        "-q", "dataset", "promoter", "--tss", str(genome / "tss.bed"),
+        "--reference", str(genome / "genome.fa"), "--out", str(data),
+        "--upstream", "300", "--downstream", "200",
+        "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
+    ]) == 0  # fmt: skip
+    assert main([
+        "-q", "finetune", "promoter", "--data", str(data), "--output", str(tmp_path / "run"),
+        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
+        "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
+    ]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    assert report["auroc"] >= 0.75, report  # measured: see the closing notes
+    assert (tmp_path / "run" / "report" / "roc_pr.png").read_bytes()[:4] == b"\x89PNG"
+    description = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
+    assert description["task_info"]["feature_names"] == ["promoter"]
+    assert "fine-tuned promoter; test f1" in capsys.readouterr().out
