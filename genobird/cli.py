@@ -222,12 +222,27 @@ def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dataset_classify(args: argparse.Namespace) -> int:
+    from genobird.tasks.classify import build_classify_dataset
+
+    windows, problems = build_classify_dataset(
+        args.input, args.out, args.label_columns, args.valid_fraction, args.test_fraction,
+        args.seed,
+    )  # fmt: skip
+    _report_rejected(problems)
+    print(
+        f"wrote {args.out}: {len(windows):,} sequences, labels {', '.join(windows.feature_names)}; "
+        f"{len(problems)} records skipped"
+    )
+    return EXIT_OK
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     from genobird.tasks.data import read_metadata
     from genobird.tasks.finetune import FinetuneSpec, finetune
 
     meta = read_metadata(args.data)
-    if args.task != "classify" and meta["task"] != args.task:
+    if meta["task"] != args.task:
         raise GenobirdError(f"{args.data} is a {meta['task']} data set, not {args.task}")
     training = {
         "learning_rate": args.learning_rate,
@@ -492,6 +507,19 @@ def _add_dataset(commands) -> None:
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
     chromatin.add_argument("--chromosomes", nargs="+")
     _add_split_arguments(chromatin)
+    classify = _subparser(
+        actions,
+        "classify",
+        "Your own labelled sequences: CSV/TSV (sequence column + label columns) or FASTA "
+        "(labels as key=value in the header).",
+        cmd_dataset_classify,
+    )
+    classify.add_argument("--input", type=Path, required=True, help="CSV, TSV or FASTA")
+    classify.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
+    classify.add_argument("--valid-fraction", type=float, default=0.1)
+    classify.add_argument("--test-fraction", type=float, default=0.1)
+    classify.add_argument("--seed", type=int, default=0)
 
 
 def _add_split_arguments(parser) -> None:

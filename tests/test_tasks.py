@@ -274,3 +274,39 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
     description = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
     assert description["task_info"]["feature_names"] == ["promoter"]
     assert "fine-tuned promoter; test f1" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- classify
+def test_classify_dataset_from_csv_with_bad_records_reported(tmp_path, capsys):
+    table = write(
+        tmp_path / "data.csv",
+        "name,sequence,enhancer,promoter,split\n"
+        "a,ACGTACGTAA,1,0,train\n"
+        "b,acgunnRR,0,1,test\n"
+        "c,ACGT-ACGT,1,1,train\n"  # bad DNA
+        "d,ACGTTT,2,0,train\n"  # not binary
+        "e,GGGCCC,0,0,valid\n",
+    )
+    out = tmp_path / "c.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out)]) == 0
+    assert "3 sequences" in capsys.readouterr().out
+    meta = read_metadata(out)
+    assert meta["feature_names"] == ["enhancer", "promoter"] and meta["positives"] == [1, 1]
+    with h5py.File(out, "r") as handle:
+        assert handle["sequences"][1].decode() == "ACGTNNNN"
+        assert handle["split"][:].astype(str).tolist() == ["train", "test", "valid"]
+
+
+def test_classify_dataset_from_fasta_with_class_names(tmp_path):
+    from genobird.tasks.classify import build_classify_dataset
+
+    fasta = write(
+        tmp_path / "x.fa",
+        ">s1 kind=enhancer\nACGT\n>s2 kind=promoter split=test\nGGCC\n"
+        ">s3\nAAAA\n>s4 kind=silencer\nTTTT\n",
+    )
+    windows, problems = build_classify_dataset(fasta, tmp_path / "x.h5", seed=1)
+    assert windows.feature_names == ["enhancer", "promoter", "silencer"]
+    assert [list(v) for v in windows.labels] == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    assert windows.splits[1] == "test"
+    assert len(problems) == 1 and "missing label 'kind'" in problems[0].reason

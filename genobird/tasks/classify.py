@@ -1,0 +1,127 @@
+"""Users' own labelled sequences as a fine-tuning data set (`genobird dataset classify`).
+
+CSV or TSV: a `sequence` column, optional `name` and `split` (train/valid/test)
+columns, and label columns: several 0/1 columns (multi-label), or one column of class
+names (one output per class). FASTA: labels as key=value pairs in the header, e.g.
+`>seq7 enhancer=1 promoter=0 split=test`. Records that cannot be used (bad DNA, a
+missing or non-binary label, an unknown split) are reported and skipped. Without a
+split column, a seeded split of `valid_fraction` / `test_fraction` is drawn.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from genobird.errors import GenobirdError, InputError
+from genobird.fileio import open_text
+from genobird.genome import normalise_dna, read_fasta
+from genobird.genome.regions import BadRecord
+from genobird.tasks.data import SPLITS, WindowSet
+
+RESERVED = {"sequence", "name", "split", "id"}
+
+
+def _records_from_table(path: Path, label_columns, problems):
+    with open_text(path) as handle:
+        sample = handle.readline()
+        delimiter = "\t" if "\t" in sample else ","
+        handle.seek(0)
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        if not reader.fieldnames or "sequence" not in reader.fieldnames:
+            raise InputError(f"{path}: needs a 'sequence' column; has {reader.fieldnames}")
+        columns = label_columns or [c for c in reader.fieldnames if c not in RESERVED]
+        if not columns:
+            raise InputError(f"{path}: no label columns (all of {reader.fieldnames} are reserved)")
+        for line, row in enumerate(reader, 2):
+            name = row.get("name") or row.get("id") or f"row{line}"
+            yield (
+                line,
+                name,
+                row.get("sequence", ""),
+                {c: row.get(c) for c in columns},
+                row.get("split"),
+            )
+
+
+def _records_from_fasta(path: Path, label_columns, problems):
+    for number, record in enumerate(read_fasta(path, problems=problems), 1):
+        pairs = dict(item.split("=", 1) for item in record.description.split() if "=" in item)
+        split = pairs.pop("split", None)
+        columns = label_columns or sorted(pairs)
+        yield number, record.name, record.sequence, {c: pairs.get(c) for c in columns}, split
+
+
+def build_classify_dataset(
+    path, out_path, label_columns=None, valid_fraction=0.1, test_fraction=0.1, seed=0
+) -> tuple[WindowSet, list[BadRecord]]:
+    path = Path(path)
+    problems: list[BadRecord] = []
+    reader = (
+        _records_from_fasta
+        if path.name.endswith((".fa", ".fasta", ".fa.gz", ".fasta.gz"))
+        else _records_from_table
+    )
+    records = list(reader(path, label_columns, problems))
+    if not records:
+        raise InputError(f"{path}: no records")
+    names, encode = _label_encoding(records)
+    rng = np.random.default_rng(seed)
+    windows = WindowSet("classify", names, ["label"] * len(names))
+    for line, name, raw, labels, split in records:
+        try:
+            sequence = normalise_dna(raw.strip(), record=name)
+            if not sequence:
+                raise InputError("empty sequence")
+            vector = encode(labels)
+            split = split or _draw_split(rng, valid_fraction, test_fraction)
+            if split not in SPLITS:
+                raise InputError(f"split must be one of {SPLITS}, got {split!r}")
+        except GenobirdError as exc:
+            problems.append(BadRecord(str(path), line, f"{name}: {exc}"))
+            continue
+        windows.add(sequence, vector, name, 0, len(sequence), "+", split)
+    if not len(windows):
+        raise InputError(f"{path}: no usable record ({len(problems)} rejected)")
+    windows.write(out_path)
+    return windows, problems
+
+
+def _draw_split(rng, valid_fraction: float, test_fraction: float) -> str:
+    roll = rng.random()
+    return (
+        "test"
+        if roll < test_fraction
+        else "valid"
+        if roll < test_fraction + valid_fraction
+        else "train"
+    )
+
+
+def _label_encoding(records):
+    """0/1 columns as they are; a single column of class names as one output per class."""
+    columns = list(records[0][3])
+    values = {str(r[3].get(columns[0])) for r in records} if len(columns) == 1 else set()
+    if len(columns) == 1 and not values <= {"0", "1"}:
+        classes = sorted(v for v in values if v not in ("None", ""))
+
+        def one_hot(labels):
+            value = labels.get(columns[0])
+            if value not in classes:
+                raise InputError(f"missing label {columns[0]!r}")
+            return [int(value == c) for c in classes]
+
+        return classes, one_hot
+
+    def binary(labels):
+        vector = []
+        for column in columns:
+            value = labels.get(column)
+            if value not in ("0", "1"):
+                raise InputError(f"label {column!r} must be 0 or 1, got {value!r}")
+            vector.append(int(value))
+        return vector
+
+    return columns, binary
