@@ -237,6 +237,17 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
+    from genobird.tasks.chromatin import import_deepsea
+
+    windows = import_deepsea(
+        args.mat, args.split, args.coordinates, args.reference, args.features, args.out,
+        args.context,
+    )  # fmt: skip
+    print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
+    return EXIT_OK
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     from genobird.tasks.data import read_metadata
     from genobird.tasks.finetune import FinetuneSpec, finetune
@@ -507,6 +518,20 @@ def _add_dataset(commands) -> None:
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
     chromatin.add_argument("--chromosomes", nargs="+")
     _add_split_arguments(chromatin)
+    deepsea = _subparser(
+        actions,
+        "deepsea",
+        "DeepSEA's labels for one split (train.mat / valid.mat / test.mat) with a wider "
+        "context from the reference around the published 200 bp bins.",
+        cmd_dataset_deepsea,
+    )
+    deepsea.add_argument("--mat", type=Path, required=True, help="train.mat, valid.mat or test.mat")
+    deepsea.add_argument("--split", choices=["train", "valid", "test"], required=True)
+    deepsea.add_argument("--coordinates", type=Path, required=True, help="BED of the split's bins")
+    deepsea.add_argument("--reference", type=Path, required=True, help="hg19 FASTA")
+    deepsea.add_argument("--features", type=Path, required=True, help="919-feature table TSV")
+    deepsea.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    deepsea.add_argument("--context", type=int, default=8000, help="paper: 8 kb")
     classify = _subparser(
         actions,
         "classify",

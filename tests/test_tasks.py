@@ -310,3 +310,34 @@ def test_classify_dataset_from_fasta_with_class_names(tmp_path):
     assert [list(v) for v in windows.labels] == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
     assert windows.splits[1] == "test"
     assert len(problems) == 1 and "missing label 'kind'" in problems[0].reason
+
+
+def test_deepsea_import_takes_labels_with_an_8kb_context(shared_data, tmp_path, capsys):
+    """Three real hg19 bins in chr20:1-2 Mb with DeepSEA-layout labels; 919 real names."""
+    fasta = shared_data / "genome" / "hg19_chr20_0-2Mb.fa"
+    bins = [(1_100_000, 1_100_200), (1_500_000, 1_500_200), (1_996_000, 1_996_200)]
+    coordinates = write(tmp_path / "bins.bed", "".join(f"chr20\t{s}\t{e}\n" for s, e in bins))
+    reference = Reference(fasta)
+    sequences = [reference.fetch("chr20", s - 400, e + 400) for s, e in bins]
+    x, y = _deepsea_arrays(sequences)
+    scipy.io.savemat(tmp_path / "test.mat", {"testxdata": x, "testdata": y})
+    out = tmp_path / "d.h5"
+    argv = [
+        "-q", "dataset", "deepsea", "--mat", str(tmp_path / "test.mat"), "--split", "test",
+        "--coordinates", str(coordinates), "--reference", str(fasta),
+        "--features", str(shared_data / "chromatin" / "deepsea_919_features.tsv"),
+        "--out", str(out), "--context", "8000",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    meta = read_metadata(out)
+    assert len(meta["feature_names"]) == 919 and meta["categories"][0] == "DNase"
+    assert meta["counts"]["train"] == 3  # chr20 is a training chromosome in the paper's split
+    with h5py.File(out, "r") as handle:
+        assert np.array_equal(handle["labels"][:], y[:3])
+        window = handle["sequences"][2].decode()
+    # window [1,992,100, 2,000,100): its last 100 bp lie past the end of the 2 Mb piece
+    assert len(window) == 8000 and window.endswith("N" * 100) and window[-101] != "N"
+    assert window[3500:4500] == sequences[2]  # bin centre +/- 500 sits at the window centre
+    write(coordinates, "chr20\t1100000\t1100200\n")
+    assert main(argv) == 1
+    assert "1 bins but" in capsys.readouterr().err

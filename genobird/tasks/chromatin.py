@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from genobird.errors import ConfigError, InputError
-from genobird.genome import Reference, one_hot_to_sequence, point_window
+from genobird.genome import Reference, one_hot_to_sequence, point_window, read_bed
 from genobird.genome.alphabet import DEEPSEA_ORDER
 from genobird.tasks.data import WindowSet, chromosome_split
 
@@ -95,8 +95,6 @@ def deepsea_context_dataset(
     coordinates, labels: np.ndarray, fasta, feature_names, categories, out_path, context=8000
 ) -> WindowSet:
     """8 kb windows around DeepSEA's bins (bin centre +/- context/2), with their labels."""
-    from genobird.genome import read_bed
-
     check_label_width(labels, feature_names, str(coordinates))
     reference = Reference(fasta)
     windows = WindowSet("chromatin", list(feature_names), list(categories))
@@ -111,6 +109,39 @@ def deepsea_context_dataset(
         windows.add(sequence, labels[row], window.chrom, window.start, window.end, "+", split)
     windows.write(out_path)
     return windows
+
+
+def read_deepsea_features(path: str | Path) -> tuple[list[str], list[str]]:
+    """Names ("cell_type|target|treatment") and categories of DeepSEA's 919 features, in
+    output order, from a table with columns index, category, cell_type, target, treatment."""
+    lines = Path(path).read_text().splitlines()
+    header = lines[0].split("\t")
+    needed = {"index", "category", "cell_type", "target", "treatment"}
+    if not needed <= set(header):
+        raise InputError(f"{path}: needs columns {sorted(needed)}; has {header}")
+    rows = [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:] if line]
+    rows.sort(key=lambda row: int(row["index"]))
+    names = [f"{r['cell_type']}|{r['target']}|{r['treatment']}" for r in rows]
+    return names, [r["category"] for r in rows]
+
+
+def import_deepsea(mat_path, split, coordinates, fasta, features_table, out_path, context=8000):
+    """DeepSEA's labels for one split with BigBird's longer context from the reference.
+
+    The coordinate BED must list the split's forward samples in the .mat file's order
+    (one 200 bp bin per row); a different row count is an error, not a guess."""
+    _, labels = read_deepsea_split(mat_path, split)
+    forward = labels[: len(labels) // 2]  # the second half repeats them reverse-complemented
+    rows = sum(1 for _ in read_bed(coordinates))
+    if rows != len(forward):
+        raise InputError(
+            f"{coordinates} has {rows} bins but {mat_path} holds {len(forward)} forward "
+            f"{split} samples; give the coordinate file of that split, in the same order"
+        )
+    names, categories = read_deepsea_features(features_table)
+    return deepsea_context_dataset(
+        coordinates, forward, fasta, names, categories, out_path, context
+    )
 
 
 # =========================================================================== own features
