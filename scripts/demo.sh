@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default, as far as the project goes today: demo genome ->
 # documents -> BPE vocabulary -> MLM+NSP pretraining instances -> a tiny block-sparse
-# BigBird pretrained on them (model directory in results/demo/pretrain/model). Usage: scripts/demo.sh [VENV_BIN]  (make demo passes .venv/bin)
+# BigBird pretrained on them -> promoter and chromatin fine-tuning with their reports. Usage: scripts/demo.sh [VENV_BIN]  (make demo passes .venv/bin)
 set -euo pipefail
 bin="${1:-.venv/bin}"
 out="results/demo"
@@ -23,5 +23,18 @@ genobird -q corpus instances --documents "$out/corpus/heldout.txt" \
     --max-seq-length 1024
 genobird layout bigbird --seq-len 1024 --block-size 64 --heads 4
 genobird -q pretrain --config pipelines/pretrain/demo.yaml
+
+# Fine-tuning (issue in progress): promoter windows of 3 kb and chromatin bins with 2 kb
+# of context, split by chromosome (valid chr3, test chrX).
+genobird -q dataset promoter --tss "$out/reference/tss.bed" --reference "$out/reference/genome.fa" \
+    --out "$out/promoter/data.h5" --upstream 2000 --downstream 1000 \
+    --valid-chromosomes chr3 --test-chromosomes chrX
+genobird -q finetune promoter --data "$out/promoter/data.h5" --output "$out/promoter" \
+    --pretrained "$out/pretrain/model" --max-tokens 640 --max-steps 320
+genobird -q dataset chromatin --features "$out/reference/features.tsv" \
+    --reference "$out/reference/genome.fa" --out "$out/chromatin/data.h5" --context 2000 \
+    --max-bins 3000 --valid-chromosomes chr3 --test-chromosomes chrX
+genobird -q finetune chromatin --data "$out/chromatin/data.h5" --output "$out/chromatin" \
+    --pretrained "$out/pretrain/model" --max-tokens 448 --max-steps 300 --learning-rate 5e-4
 
 echo "demo finished in $(( $(date +%s) - start )) s; outputs in $out/"
