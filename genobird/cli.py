@@ -566,7 +566,11 @@ def _add_finetune(commands) -> None:
     sub.add_argument("--output", type=Path, required=True)
     source = sub.add_mutually_exclusive_group(required=True)
     source.add_argument("--pretrained", type=Path, help="pretraining model directory")
-    source.add_argument("--from-scratch", action="store_true", help="no pretrained weights")
+    source.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="no pretrained weights: a fresh 2-layer, 128-wide model (needs --tokenizer)",
+    )
     sub.add_argument("--tokenizer", type=Path, help="with --from-scratch")
     sub.add_argument("--max-tokens", type=int, default=1024)
     sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")

@@ -345,3 +345,24 @@ def test_instance_spec_validation():
 def test_missing_manifest_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match=r"no manifest\.json"):
         shard_paths(tmp_path)
+
+
+def test_overlapping_documents_leave_no_random_b_and_that_is_reported(corpus, tmp_path, caplog):
+    """One chromosome, many passes, one chunk: every document overlaps every other, so no
+    random B may be drawn; the builder keeps the true next segment and says so."""
+    documents = tmp_path / "overlap.txt"
+    import shutil
+
+    source = corpus["documents"]
+    index = json.loads((source.parent / (source.name + ".index.json")).read_text())
+    index["documents"] = [["chr1", 0, 10**9, 0, row[4]] for row in index["documents"]]
+    shutil.copyfile(source, documents)
+    (tmp_path / "overlap.txt.index.json").write_text(json.dumps(index))
+    spec = InstanceSpec(max_seq_length=256, documents_per_chunk=40)
+    with caplog.at_level("WARNING"):
+        manifest = write_instances(
+            documents, corpus["tokenizer"].path, tmp_path / "i", spec, progress=False
+        )
+    assert manifest["random_b_fallbacks"] > 0 and "NSP is skewed" in caplog.text
+    with h5py.File(shard_paths(tmp_path / "i")[0], "r") as handle:
+        assert handle["is_next"][:].all()

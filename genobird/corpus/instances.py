@@ -126,8 +126,12 @@ def _truncate_pair(a: list, b: list, max_tokens: int, rng) -> None:
             longer.pop()
 
 
-def document_instances(documents, spans, index: int, rng, spec: InstanceSpec, vocab_size: int):
-    """Instances of one document (lists of sentence token ids), BERT's procedure."""
+def document_instances(
+    documents, spans, index: int, rng, spec: InstanceSpec, vocab_size: int, fallbacks=None
+):
+    """Instances of one document (lists of sentence token ids), BERT's procedure.
+    `fallbacks` (a one-element list) counts random-B draws that found no document apart
+    from A's and kept the true next segment instead."""
     document = documents[index]
     max_tokens = spec.max_seq_length - 3
     target = max_tokens
@@ -148,6 +152,8 @@ def document_instances(documents, spans, index: int, rng, spec: InstanceSpec, vo
                 b_document = other
                 i -= len(chunk) - a_end  # the unused sentences start the next instance
             else:
+                if random_next and fallbacks is not None:
+                    fallbacks[0] += 1
                 random_next = False
                 tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
             if tokens_a and tokens_b:
@@ -229,18 +235,18 @@ def _chunk_job(job):
         documents.append(encoded[cursor : cursor + len(document)])
         cursor += len(document)
     rng = np.random.default_rng([spec.seed, chunk_index])
-    instances = []
+    instances, fallbacks = [], [0]
     for _ in range(spec.dupe_factor):
         for index in range(len(documents)):
             for instance in document_instances(
-                documents, spans, index, rng, spec, tokenizer.vocab_size
+                documents, spans, index, rng, spec, tokenizer.vocab_size, fallbacks
             ):
                 instance.a_document += first_document
                 instance.b_document += first_document
                 instances.append(instance)
     write_shard(Path(out_path), instances, spec, tokenizer.vocab_size)
     bp = sum(len(s) for s in flat)
-    return out_path, len(instances), bp
+    return out_path, len(instances), bp, fallbacks[0]
 
 
 def _chunks(documents_text, spans_all, spec: InstanceSpec):
@@ -304,6 +310,13 @@ def write_instances(
         raise InputError(f"{documents_text}: no documents, so no instances")
     seconds = time.perf_counter() - started
     bp = sum(r[2] for r in results)
+    fallbacks = sum(r[3] for r in results)
+    if fallbacks > 0.05 * sum(r[1] for r in results):
+        log.warning(
+            "%d random-B draws found no document apart from A's (documents overlap: few "
+            "chromosomes or large chunks) and used the true next segment: NSP is skewed "
+            "towards is_next; raise --documents-per-chunk or add chromosomes", fallbacks,
+        )  # fmt: skip
     manifest = {
         "format": FORMAT,
         "spec": asdict(spec) | {"max_predictions": spec.predictions},
@@ -312,9 +325,10 @@ def write_instances(
         "documents": str(documents_text),
         "shards": [
             {"file": Path(path).name, "instances": count, "sha256": file_digest(path)}
-            for path, count, _ in results
+            for path, count, _, _ in results
         ],
         "instances": sum(r[1] for r in results),
+        "random_b_fallbacks": fallbacks,
         "bp": bp,
         "seconds": round(seconds, 3),
     }
