@@ -27,6 +27,7 @@ from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save
 from genobird.model.io import read_model_description
 from genobird.tasks.data import WindowDataset, read_metadata
 from genobird.tasks.metrics import (
+    best_f1_threshold,
     binary_metrics,
     multilabel_metrics,
     plot_auroc_by_category,
@@ -135,16 +136,23 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     return report
 
 
-def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path) -> dict:
-    test = WindowDataset(data_path, "test", tokenizer, spec.max_tokens)
-    labels, forward = predict_probabilities(model, test, device)
-    probabilities = forward
-    rc_average = spec.rc_average if spec.rc_average is not None else meta["task"] == "chromatin"
+def split_probabilities(model, data_path, split, tokenizer, spec, device, rc_average: bool):
+    """(labels, probabilities) of one split, averaged over both strands if asked."""
+    dataset = WindowDataset(data_path, split, tokenizer, spec.max_tokens)
+    labels, probabilities = predict_probabilities(model, dataset, device)
     if rc_average:
         reverse = WindowDataset(
-            data_path, "test", tokenizer, spec.max_tokens, reverse_complement=True
+            data_path, split, tokenizer, spec.max_tokens, reverse_complement=True
         )
-        probabilities = (forward + predict_probabilities(model, reverse, device)[1]) / 2
+        probabilities = (probabilities + predict_probabilities(model, reverse, device)[1]) / 2
+    return labels, probabilities
+
+
+def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path) -> dict:
+    rc_average = spec.rc_average if spec.rc_average is not None else meta["task"] == "chromatin"
+    labels, probabilities = split_probabilities(
+        model, data_path, "test", tokenizer, spec, device, rc_average
+    )
     names, categories = meta["feature_names"], meta["categories"]
     if meta["task"] == "chromatin" or len(names) > 1:
         metrics = multilabel_metrics(labels, probabilities, names, categories)
@@ -155,11 +163,30 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path) -> d
         )
     else:
         metrics = binary_metrics(labels[:, 0], probabilities[:, 0])
+        metrics.update(_valid_threshold_metrics(model, data_path, tokenizer, spec, meta, device,
+                                                rc_average, labels, probabilities))  # fmt: skip
     plot_roc_pr(labels, probabilities, names, output / "report" / "roc_pr.png")
     report = {"task": meta["task"], "split": "test", "rc_average": rc_average, **metrics}
     with atomic_write(output / "report" / "metrics.json") as handle:
         json.dump(report, handle, indent=2)
     return report
+
+
+def _valid_threshold_metrics(model, data_path, tokenizer, spec, meta, device, rc_average,
+                             labels, probabilities) -> dict:  # fmt: skip
+    """Test F1 etc. at the threshold that maximises F1 on the validation split."""
+    if not meta["counts"]["valid"]:
+        return {}
+    valid_labels, valid_probabilities = split_probabilities(
+        model, data_path, "valid", tokenizer, spec, device, rc_average
+    )
+    threshold = best_f1_threshold(valid_labels[:, 0], valid_probabilities[:, 0])
+    tuned = binary_metrics(labels[:, 0], probabilities[:, 0], threshold)
+    result = {"threshold_from_valid": threshold}
+    result.update(
+        {f"{k}_at_valid_threshold": tuned[k] for k in ("f1", "precision", "recall", "mcc")}
+    )
+    return result
 
 
 def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict) -> None:

@@ -30,6 +30,14 @@ def binary_metrics(labels: np.ndarray, probabilities: np.ndarray, threshold: flo
     return {k: float(v) if isinstance(v, (float, np.floating)) else v for k, v in result.items()}
 
 
+def best_f1_threshold(labels: np.ndarray, probabilities: np.ndarray) -> float:
+    """The probability threshold that maximises F1 (chosen on validation data, then
+    applied unchanged to the test split)."""
+    precision, recall, thresholds = skm.precision_recall_curve(labels, probabilities)
+    f1 = 2 * precision[:-1] * recall[:-1] / np.maximum(precision[:-1] + recall[:-1], 1e-12)
+    return float(thresholds[int(np.argmax(f1))]) if len(thresholds) else 0.5
+
+
 def multilabel_metrics(
     labels: np.ndarray, probabilities: np.ndarray, feature_names: list[str], categories: list[str]
 ) -> dict:
