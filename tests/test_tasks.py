@@ -269,7 +269,8 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
         "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
     ]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
-    assert report["auroc"] >= 0.75, report  # measured: see the closing notes
+    assert report["auroc"] >= 0.75, report  # measured 0.845
+    assert report["f1"] >= 0.70, report  # measured 0.773
     assert (tmp_path / "run" / "report" / "roc_pr.png").read_bytes()[:4] == b"\x89PNG"
     description = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
     assert description["task_info"]["feature_names"] == ["promoter"]
@@ -374,3 +375,24 @@ def test_finetune_chromatin_beats_chance(pretraining_data, tmp_path, capsys):
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["median_auroc"] >= 0.70, report["median_auroc_by_category"]  # measured 0.787
     assert (tmp_path / "run" / "report" / "auroc_by_category.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_hard_negatives_are_real_windows_far_from_any_tss(demo_reference, tmp_path):
+    spec = PromoterSpec(upstream=300, downstream=200, hard_negatives=1, min_distance=5000)
+    windows, _ = build_promoter_dataset(
+        demo_reference / "tss.bed", demo_reference / "genome.fa", tmp_path / "h.h5", spec
+    )
+    tss = {}
+    for line in (demo_reference / "tss.bed").read_text().splitlines():
+        fields = line.split("\t")
+        tss.setdefault(fields[0], []).append(int(fields[6]))
+    reference = Reference(demo_reference / "genome.fa")
+    positives = sum(len(sites) for sites in tss.values())  # each with its shuffled negative
+    hard = range(2 * positives, len(windows))
+    assert len(hard) > 0.9 * positives
+    for row in hard:
+        chrom, start, end = windows.chroms[row], windows.starts[row], windows.ends[row]
+        assert windows.labels[row][0] == 0
+        assert min(abs(start + 300 - t) for t in tss[chrom]) >= 5000
+        genomic = reference.fetch(chrom, start, end, windows.strands[row])
+        assert windows.sequences[row] == genomic  # real DNA, not shuffled
