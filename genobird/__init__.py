@@ -1,3 +1,14 @@
 """genobird: BigBird block-sparse transformers for long DNA sequences."""
 
 __version__ = "0.1.0"
+
+__all__ = ["ChromatinPredictor", "Predictor", "PromoterPredictor", "__version__", "load_predictor"]
+
+
+def __getattr__(name: str):
+    # Lazy: `import genobird` stays light (no torch) for the command line's start-up.
+    if name in ("load_predictor", "Predictor", "PromoterPredictor", "ChromatinPredictor"):
+        from genobird import predict
+
+        return getattr(predict, name)
+    raise AttributeError(f"module 'genobird' has no attribute {name!r}")

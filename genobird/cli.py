@@ -287,6 +287,32 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_score(args: argparse.Namespace) -> int:
+    from genobird.predict import load_predictor
+    from genobird.scoring import write_scores
+
+    kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
+    if kind != "fasta" and args.reference is None:
+        raise GenobirdError(f"--{kind} needs --reference FASTA to cut the windows from")
+    predictor = load_predictor(
+        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average
+    )
+    summary = write_scores(
+        predictor, kind, source, args.out, args.format, args.features, args.reference, args.tiles
+    )
+    print(
+        f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
+        + ", ".join(str(p) for p in summary.outputs)
+    )
+    if summary.scored == 0:
+        print("genobird: error: nothing could be scored (see the rejected file)", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.strict and summary.rejected:
+        print(f"genobird: error: --strict and {summary.rejected} records rejected", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
 LAYOUT_PATTERNS = ("bigbird", "etc", "strided", "fixed", "star", "random", "window-global")
 
 
@@ -348,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pretrain(commands)
     _add_dataset(commands)
     _add_finetune(commands)
+    _add_score(commands)
     _add_layout(commands)
     return parser
 
@@ -582,6 +609,32 @@ def _add_finetune(commands) -> None:
     sub.add_argument("--effective-batch-size", type=int)
     sub.add_argument("--checkpoint-every", type=int, default=1000)
     sub.add_argument("--seed", type=int, default=0)
+
+
+def _add_score(commands) -> None:
+    sub = _subparser(
+        commands,
+        "score",
+        "Score FASTA records, BED regions or VCF variants with a fine-tuned model; "
+        "unscorable records go to OUT.rejected.tsv. Exit 1 when nothing was scored, or "
+        "with --strict when anything was rejected.",
+        cmd_score,
+    )
+    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--fasta", type=Path, help="sequences to score")
+    inputs.add_argument("--bed", type=Path, help="regions (centred, resized to the window)")
+    inputs.add_argument("--vcf", type=Path, help="variants (ref and alt windows)")
+    sub.add_argument("--reference", type=Path, help="genome FASTA (for --bed and --vcf)")
+    sub.add_argument("--out", type=Path, required=True, help="output file")
+    sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
+    sub.add_argument("--features", nargs="+", help="only these feature columns")
+    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
+                     help="average both strands (default: chromatin yes, promoter no)")  # fmt: skip
+    sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
+    sub.add_argument("--batch-size", type=int, default=16)
+    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
 
 
 def _add_layout(commands) -> None:

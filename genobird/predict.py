@@ -1,0 +1,318 @@
+"""Predictors users import: load a fine-tuned model directory and score DNA.
+
+    from genobird import load_predictor
+    pred = load_predictor("models/chromatin", device="auto")
+    pred.feature_names, pred.input_length_bp
+    scores = pred.predict(["ACGT...", ...])          # np.ndarray [N, F], probabilities
+    table = pred.score_bed("regions.bed", reference="hg19.fa")
+    table = pred.score_fasta("seqs.fa")
+    tables = pred.score_variants("variants.vcf", reference="hg19.fa")
+
+Windows: BED intervals are centred on their midpoint and resized to the model's input
+length; FASTA records shorter than it are N-padded on both sides and longer ones
+centre-cropped (or scored in tiles); windows past a contig end are N-padded and flagged
+by `contains_N`. Variants get a reference and an alternative window centred on the
+variant; per feature the alt - ref difference, its absolute value and the log-odds
+difference are reported, with `ref_match` telling whether REF agrees with the genome.
+
+Everything is processed in chunks (`chunk_size` records), so a BED of millions of
+lines streams through in bounded memory; the `iter_*` methods yield per-chunk tables
+for callers (like `genobird score`) that write as they go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from genobird.corpus.tokenizer import PAD_ID, Tokenizer
+from genobird.errors import CheckpointError, GenobirdError
+from genobird.genome import (
+    Reference,
+    centered_window,
+    normalise_dna,
+    read_bed,
+    read_fasta,
+    read_vcf,
+)
+from genobird.genome.alphabet import reverse_complement
+from genobird.genome.regions import BadRecord
+from genobird.model.io import from_pretrained, read_model_description
+from genobird.tasks.data import encode_window
+
+LOG_ODDS_EPSILON = 1e-6
+VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def fit_window(sequence: str, length: int) -> str:
+    """Centre-crop or N-pad (both sides) to `length`, keeping the centre in the middle."""
+    if len(sequence) >= length:
+        first = (len(sequence) - length) // 2
+        return sequence[first : first + length]
+    left = (length - len(sequence)) // 2
+    return "N" * left + sequence + "N" * (length - len(sequence) - left)
+
+
+@dataclass
+class ScoreResult:
+    """A chunk of scores: the table (id columns, then one column per feature) and the
+    records that could not be scored."""
+
+    table: pd.DataFrame
+    rejected: list[BadRecord]
+
+
+class Predictor:
+    """A fine-tuned genobird model directory, ready to score sequences."""
+
+    def __init__(self, model_dir, device="auto", batch_size: int = 16, rc_average=None,
+                 chunk_size: int = 1024):  # fmt: skip
+        self.model_dir = Path(model_dir)
+        description = read_model_description(self.model_dir)
+        info = description.get("task_info")
+        if not info:
+            raise CheckpointError(
+                f"{self.model_dir} is not a fine-tuned predictor (no task_info in config.json); "
+                "fine-tune it with `genobird finetune` first"
+            )
+        self.task = info["task"]
+        self.feature_names: list[str] = list(info["feature_names"])
+        self.categories: list[str] = list(info.get("categories") or [])
+        self.input_length_bp: int = int(info["window_bp"])
+        self.max_tokens: int = int(info["max_tokens"])
+        self.device = resolve_device(device)
+        self.tokenizer = self._load_tokenizer(description)
+        self.model = from_pretrained(self.model_dir, self.device).eval()
+        self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.rc_average = (self.task == "chromatin") if rc_average is None else rc_average
+
+    def _load_tokenizer(self, description: dict) -> Tokenizer:
+        path = self.model_dir / "tokenizer.model"
+        if not path.is_file():
+            raise CheckpointError(
+                f"{self.model_dir}: tokenizer.model is missing; copy it from the training run"
+            )
+        tokenizer = Tokenizer(path)
+        expected = description["config"]["vocab_size"]
+        if tokenizer.vocab_size != expected:
+            raise CheckpointError(
+                f"{path} has {tokenizer.vocab_size} pieces but the model expects {expected}; "
+                "it is not the tokenizer this model was trained with"
+            )
+        return tokenizer
+
+    # ------------------------------------------------------------------ core
+    @torch.no_grad()
+    def _probabilities(self, windows: list[str]) -> np.ndarray:
+        """Probabilities [N, F] of already normalised, already sized windows."""
+        out = np.zeros((len(windows), len(self.feature_names)), dtype=np.float32)
+        strands = [windows] + (
+            [[reverse_complement(w) for w in windows]] if self.rc_average else []
+        )
+        for sequences in strands:
+            for first in range(0, len(sequences), self.batch_size):
+                batch = sequences[first : first + self.batch_size]
+                ids = np.stack([encode_window(self.tokenizer, s, self.max_tokens) for s in batch])
+                ids_t = torch.from_numpy(ids).to(self.device)
+                logits = self.model(ids_t, None, ids_t != PAD_ID).logits.float()
+                out[first : first + len(batch)] += torch.sigmoid(logits).cpu().numpy()
+        return out / len(strands)
+
+    def predict(self, sequences: list[str]) -> np.ndarray:
+        """Probabilities [N, F] for DNA strings (normalised, then fitted to the window)."""
+        windows = [
+            fit_window(normalise_dna(s, record=f"sequence {i}"), self.input_length_bp)
+            for i, s in enumerate(sequences)
+        ]
+        return self._probabilities(windows)
+
+    def _table(self, ids: dict, probabilities: np.ndarray) -> pd.DataFrame:
+        table = pd.DataFrame(ids)
+        scores = pd.DataFrame(probabilities.astype(np.float64), columns=self.feature_names)
+        return pd.concat([table.reset_index(drop=True), scores], axis=1)
+
+    # ------------------------------------------------------------------ FASTA
+    def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
+        rejected: list[BadRecord] = []
+        rows: list[tuple] = []
+        for record in read_fasta(path, problems=rejected):
+            for name, sequence in self._fasta_windows(record, tiles):
+                rows.append((name, sequence))
+                if len(rows) == self.chunk_size:
+                    yield self._fasta_chunk(rows, rejected)
+                    rows, rejected = [], []
+        if rows or rejected:
+            yield self._fasta_chunk(rows, rejected)
+
+    def _fasta_windows(self, record, tiles: bool):
+        length = self.input_length_bp
+        if not tiles or len(record.sequence) <= length:
+            yield record.name, fit_window(record.sequence, length)
+            return
+        for start in range(0, len(record.sequence), length):
+            tile = record.sequence[start : start + length]
+            yield f"{record.name}/{start}-{start + len(tile)}", fit_window(tile, length)
+
+    def _fasta_chunk(self, rows, rejected) -> ScoreResult:
+        probabilities = (
+            self._probabilities([s for _, s in rows])
+            if rows
+            else np.zeros((0, len(self.feature_names)))
+        )
+        return ScoreResult(self._table({"name": [n for n, _ in rows]}, probabilities), rejected)
+
+    def score_fasta(self, path, tiles: bool = False) -> pd.DataFrame:
+        return _collect(self.iter_fasta(path, tiles))
+
+    # ------------------------------------------------------------------ BED
+    def iter_bed(self, path, reference) -> Iterator[ScoreResult]:
+        reference = reference if isinstance(reference, Reference) else Reference(reference)
+        rejected: list[BadRecord] = []
+        chunk: list = []
+        for interval in read_bed(path, contigs=reference.lengths, problems=rejected):
+            chunk.append(interval)
+            if len(chunk) == self.chunk_size:
+                yield self._bed_chunk(chunk, reference, rejected)
+                chunk, rejected = [], []
+        if chunk or rejected:
+            yield self._bed_chunk(chunk, reference, rejected)
+
+    def _bed_chunk(self, intervals, reference, rejected) -> ScoreResult:
+        windows, ids = [], {k: [] for k in ("chrom", "start", "end", "strand", "contains_N")}
+        for interval in intervals:
+            window = centered_window(interval, self.input_length_bp)
+            strand = interval.strand if interval.strand in ("+", "-") else "+"
+            sequence = reference.fetch(window.chrom, window.start, window.end, strand, pad=True)
+            windows.append(sequence)
+            for key, value in zip(
+                ids,
+                (interval.chrom, interval.start, interval.end, interval.strand, "N" in sequence),
+                strict=True,
+            ):
+                ids[key].append(value)
+        probabilities = (
+            self._probabilities(windows) if windows else np.zeros((0, len(self.feature_names)))
+        )
+        return ScoreResult(self._table(ids, probabilities), rejected)
+
+    def score_bed(self, path, reference) -> pd.DataFrame:
+        return _collect(self.iter_bed(path, reference))
+
+    # ------------------------------------------------------------------ VCF
+    def iter_variants(self, path, reference) -> Iterator[tuple[dict, list[BadRecord]]]:
+        reference = reference if isinstance(reference, Reference) else Reference(reference)
+        rejected: list[BadRecord] = []
+        chunk: list = []
+        for variant in read_vcf(path, problems=rejected):
+            try:
+                reference.resolve(variant.chrom)
+            except GenobirdError as exc:
+                rejected.append(BadRecord(str(path), 0, f"{variant.chrom}:{variant.pos}: {exc}"))
+                continue
+            chunk.append(variant)
+            if len(chunk) == self.chunk_size:
+                yield self._variant_chunk(chunk, reference), rejected
+                chunk, rejected = [], []
+        if chunk or rejected:
+            yield self._variant_chunk(chunk, reference), rejected
+
+    def _variant_windows(self, variant, reference) -> tuple[str, str, bool]:
+        length = self.input_length_bp
+        centre = variant.start + len(variant.ref) // 2
+        start = centre - length // 2
+        ref_window = reference.fetch(variant.chrom, start, start + length, pad=True)
+        ref_match = (
+            reference.fetch(variant.chrom, variant.start, variant.end, pad=True) == variant.ref
+        )
+        left = ref_window[: variant.start - start]
+        right = ref_window[variant.start - start + len(variant.ref) :]
+        alt_window = left + variant.alt + right
+        if len(alt_window) != length:  # indels: re-centre on the variant and refit
+            flank = (length - len(variant.alt)) // 2 + 1
+            left_bp = reference.fetch(variant.chrom, variant.start - flank, variant.start, pad=True)
+            right_bp = reference.fetch(variant.chrom, variant.end, variant.end + flank, pad=True)
+            alt_window = fit_window(left_bp + variant.alt + right_bp, length)
+        return ref_window, alt_window, ref_match
+
+    def _variant_chunk(self, variants, reference) -> dict:
+        ids = {k: [] for k in ("chrom", "pos", "id", "ref", "alt", "ref_match")}
+        ref_windows, alt_windows = [], []
+        for variant in variants:
+            ref_window, alt_window, ref_match = self._variant_windows(variant, reference)
+            ref_windows.append(ref_window)
+            alt_windows.append(alt_window)
+            for key, value in zip(
+                ids,
+                (variant.chrom, variant.pos, variant.id, variant.ref, variant.alt, ref_match),
+                strict=True,
+            ):
+                ids[key].append(value)
+        empty = np.zeros((0, len(self.feature_names)))
+        ref = self._probabilities(ref_windows) if variants else empty
+        alt = self._probabilities(alt_windows) if variants else empty
+        diff = alt.astype(np.float64) - ref
+        log_odds = _logit(alt) - _logit(ref)
+        scores = {
+            "diff": diff,
+            "abs_diff": np.abs(diff),
+            "log_odds_diff": log_odds,
+            "ref": ref,
+            "alt": alt,
+        }
+        return {name: self._table(ids, values) for name, values in scores.items()}
+
+    def score_variants(self, path, reference) -> dict[str, pd.DataFrame]:
+        """{"diff", "abs_diff", "log_odds_diff", "ref", "alt"} -> table, one row per ALT."""
+        parts: dict[str, list] = {}
+        for tables, _ in self.iter_variants(path, reference):
+            for name, table in tables.items():
+                parts.setdefault(name, []).append(table)
+        return {name: pd.concat(tables, ignore_index=True) for name, tables in parts.items()}
+
+
+def _logit(probabilities: np.ndarray) -> np.ndarray:
+    clipped = np.clip(probabilities.astype(np.float64), LOG_ODDS_EPSILON, 1 - LOG_ODDS_EPSILON)
+    return np.log(clipped) - np.log1p(-clipped)
+
+
+def _collect(results: Iterator[ScoreResult]) -> pd.DataFrame:
+    """One table; records that could not be scored are in table.attrs["rejected"]."""
+    tables, rejected = [], []
+    for result in results:
+        tables.append(result.table)
+        rejected.extend(result.rejected)
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    table.insert(0, "index", range(len(table)))
+    table.attrs["rejected"] = [str(problem) for problem in rejected]
+    return table
+
+
+class PromoterPredictor(Predictor):
+    """Probability that a window is a promoter (one output, 'promoter')."""
+
+
+class ChromatinPredictor(Predictor):
+    """Probabilities of the chromatin features (DeepSEA's 919, or your own)."""
+
+
+PREDICTORS = {"promoter": PromoterPredictor, "chromatin": ChromatinPredictor}
+
+
+def load_predictor(model_dir, device="auto", **options) -> Predictor:
+    """The predictor for a fine-tuned model directory, of the class its task calls for."""
+    task = (read_model_description(model_dir).get("task_info") or {}).get("task")
+    return PREDICTORS.get(task, Predictor)(model_dir, device=device, **options)
+
+
+__all__ = ["ChromatinPredictor", "Predictor", "PromoterPredictor", "load_predictor"]

@@ -1,0 +1,187 @@
+"""`genobird score`: stream a predictor's tables to TSV or HDF5, atomically.
+
+Rows are written chunk by chunk to a temporary file beside the output and renamed into
+place at the end, so memory stays bounded for huge inputs and an interrupted run leaves
+no file that looks complete. Records that cannot be scored go to `<out>.rejected.tsv`.
+For VCF input the main table holds alt - ref per feature; `<out>.abs_diff.tsv` and
+`<out>.log_odds_diff.tsv` hold the other scores (HDF5: one dataset each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from genobird.errors import ConfigError
+from genobird.fileio import atomic_path, atomic_write
+
+FLOAT_FORMAT = "%.9g"  # float32 round-trips with 9 significant digits
+
+
+@dataclass
+class ScoreSummary:
+    scored: int = 0
+    rejected: int = 0
+    outputs: list[Path] = field(default_factory=list)
+
+
+class TsvSink:
+    def __init__(self, path: Path):
+        self.path = path
+        self._context = atomic_write(path)
+        self._handle = self._context.__enter__()
+        self._header_written = False
+        self.rows = 0
+
+    def write(self, table: pd.DataFrame) -> None:
+        table = table.copy()
+        if "index" not in table and "ref_match" not in table:  # VCF rows keep their fields
+            table.insert(0, "index", range(self.rows, self.rows + len(table)))
+        table.to_csv(self._handle, sep="\t", index=False, header=not self._header_written,
+                     float_format=FLOAT_FORMAT)  # fmt: skip
+        self._header_written = True
+        self.rows += len(table)
+
+    def close(self, ok: bool) -> None:
+        self._context.__exit__(
+            *((None, None, None) if ok else (RuntimeError, RuntimeError(), None))
+        )
+
+
+class H5Sink:
+    """predictions float32 [N, F] (or one dataset per variant score), feature_names, and
+    the id columns as datasets under `rows/`."""
+
+    def __init__(self, path: Path, feature_names: list[str], score_names: list[str]):
+        self.path, self.features, self.scores = path, feature_names, score_names
+        self._context = atomic_path(path)
+        self._tmp = self._context.__enter__()
+        self._file = h5py.File(self._tmp, "w")
+        self._file.create_dataset("feature_names", data=np.array(feature_names, dtype="S"))
+        self.rows = 0
+
+    def write(self, tables: dict[str, pd.DataFrame]) -> None:
+        first = next(iter(tables.values()))
+        ids = first.drop(columns=self.features)
+        for name in self.scores:
+            self._append(name, tables[name][self.features].to_numpy(np.float32))
+        for column in ids.columns:
+            values = ids[column].to_numpy()
+            values = values.astype("S") if values.dtype == object else values
+            self._append(f"rows/{column}", values)
+        self.rows += len(first)
+
+    def _append(self, name: str, values: np.ndarray) -> None:
+        if name not in self._file:
+            shape = (0, *values.shape[1:])
+            self._file.create_dataset(name, shape=shape, maxshape=(None, *values.shape[1:]),
+                                      dtype=values.dtype, chunks=True)  # fmt: skip
+        dataset = self._file[name]
+        if values.dtype.kind == "S" and dataset.dtype.itemsize < values.dtype.itemsize:
+            values = values.astype(dataset.dtype)  # rare: longer ids than the first chunk
+        dataset.resize(dataset.shape[0] + len(values), axis=0)
+        dataset[-len(values) :] = values
+
+    def close(self, ok: bool) -> None:
+        self._file.close()
+        self._context.__exit__(
+            *((None, None, None) if ok else (RuntimeError, RuntimeError(), None))
+        )
+
+
+def select_features(predictor, names: list[str] | None) -> list[str]:
+    if not names:
+        return predictor.feature_names
+    unknown = [n for n in names if n not in predictor.feature_names]
+    if unknown:
+        raise ConfigError(
+            f"unknown features {unknown}; this model has {len(predictor.feature_names)}, e.g. "
+            f"{', '.join(predictor.feature_names[:5])}"
+        )
+    return names
+
+
+def write_scores(predictor, kind: str, source, out: Path, fmt: str, features, reference=None,
+                 tiles: bool = False) -> ScoreSummary:  # fmt: skip
+    """Score `source` (kind: fasta, bed, vcf) into `out`; returns counts and paths."""
+    summary = ScoreSummary()
+    chosen = select_features(predictor, features)
+    rejected_rows: list = []
+    sinks = _open_sinks(kind, out, fmt, chosen)
+    ok = False
+    try:
+        for tables, rejected in _chunks(predictor, kind, source, reference, tiles):
+            rejected_rows.extend(rejected)
+            summary.rejected += len(rejected)
+            first = next(iter(tables.values()))
+            if not len(first):
+                continue
+            ids = [c for c in first.columns if c not in predictor.feature_names]
+            trimmed = {name: t[ids + chosen] for name, t in tables.items()}
+            _write(sinks, trimmed, fmt)
+            summary.scored += len(first)
+        ok = summary.scored > 0
+    finally:
+        for sink in _unique(sinks):
+            sink.close(ok)
+    if rejected_rows:
+        path = Path(f"{out}.rejected.tsv")
+        with atomic_write(path) as handle:
+            handle.write("source\tline\treason\trecord\n")
+            for bad in rejected_rows:
+                record = bad.record.replace("\t", " ")  # keep the side file's columns
+                handle.write(f"{bad.source}\t{bad.line}\t{bad.reason}\t{record}\n")
+        summary.outputs.append(path)
+    if ok:
+        summary.outputs[:0] = [sink.path for sink in _unique(sinks)]
+    return summary
+
+
+def _unique(sinks: dict) -> list:
+    seen, unique = set(), []
+    for sink in sinks.values():
+        if id(sink) not in seen:
+            seen.add(id(sink))
+            unique.append(sink)
+    return unique
+
+
+def _open_sinks(kind, out: Path, fmt: str, features) -> dict:
+    if fmt == "h5":
+        names = (
+            ["diff", "abs_diff", "log_odds_diff", "ref", "alt"]
+            if kind == "vcf"
+            else ["predictions"]
+        )
+        sink = H5Sink(out, features, names)
+        return {name: sink for name in names}
+    if kind == "vcf":
+        return {
+            "diff": TsvSink(out),
+            "abs_diff": TsvSink(Path(f"{out}.abs_diff.tsv")),
+            "log_odds_diff": TsvSink(Path(f"{out}.log_odds_diff.tsv")),
+        }
+    return {"predictions": TsvSink(out)}
+
+
+def _write(sinks: dict, tables: dict, fmt: str) -> None:
+    if fmt == "h5":
+        next(iter(sinks.values())).write(tables)
+        return
+    for name, sink in sinks.items():
+        sink.write(tables[name])
+
+
+def _chunks(predictor, kind, source, reference, tiles):
+    if kind == "fasta":
+        for result in predictor.iter_fasta(source, tiles):
+            yield {"predictions": result.table}, result.rejected
+    elif kind == "bed":
+        for result in predictor.iter_bed(source, reference):
+            yield {"predictions": result.table}, result.rejected
+    else:
+        yield from predictor.iter_variants(source, reference)
