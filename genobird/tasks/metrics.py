@@ -106,7 +106,8 @@ def plot_roc_pr(
     roc.plot([0, 1], [0, 1], color="grey", linestyle=":")
     roc.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC")
     pr.set(xlabel="recall", ylabel="precision", title="precision-recall")
-    roc.legend(fontsize=7)
+    if roc.get_lines()[:-1]:  # the diagonal is always there; legend only for real curves
+        roc.legend(fontsize=7)
     figure.tight_layout()
     _save(figure, path)
     plt.close(figure)

@@ -1,0 +1,242 @@
+"""Predictors users import, and `genobird score` for FASTA, BED and VCF."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+
+from genobird import ChromatinPredictor, load_predictor
+from genobird.cli import main
+from genobird.errors import CheckpointError
+from genobird.genome import Reference, reverse_complement
+from genobird.predict import fit_window
+from tests.conftest import write
+
+
+@pytest.fixture(scope="module")
+def model_dir(demo_reference, pretraining_data, tmp_path_factory):
+    """A tiny chromatin model (400 bp windows) fine-tuned for 10 steps: plumbing, not skill."""
+    folder = tmp_path_factory.mktemp("predict")
+    data = folder / "c.h5"
+    assert main([
+        "-q", "dataset", "chromatin", "--features", str(demo_reference / "features.tsv"),
+        "--reference", str(demo_reference / "genome.fa"), "--out", str(data), "--context", "400",
+        "--max-bins", "120", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
+    ]) == 0  # fmt: skip
+    assert main([
+        "-q", "finetune", "chromatin", "--data", str(data), "--output", str(folder / "run"),
+        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
+        "--max-tokens", "128", "--max-steps", "10",
+    ]) == 0  # fmt: skip
+    return folder / "run" / "model"
+
+
+@pytest.fixture(scope="module")
+def predictor(model_dir):
+    return load_predictor(model_dir, device="cpu")
+
+
+def test_python_api(predictor):
+    assert isinstance(predictor, ChromatinPredictor)
+    assert len(predictor.feature_names) == 16 and predictor.input_length_bp == 400
+    scores = predictor.predict(["ACGT" * 50, "acgtn" * 200])
+    assert scores.shape == (2, 16) and ((scores > 0) & (scores < 1)).all()
+
+
+def test_rc_averaging_is_the_mean_of_both_strands(model_dir):
+    sequence = "".join(np.random.default_rng(0).choice(list("ACGT"), 400))
+    both = load_predictor(model_dir, device="cpu", rc_average=True).predict([sequence])
+    single = load_predictor(model_dir, device="cpu", rc_average=False)
+    expected = (single.predict([sequence]) + single.predict([reverse_complement(sequence)])) / 2
+    np.testing.assert_allclose(both, expected, rtol=1e-5)
+
+
+def test_windows_are_padded_or_centre_cropped():
+    assert fit_window("ACGT", 8) == "NNACGTNN"
+    assert fit_window("AACCGGTT", 4) == "CCGG"
+
+
+def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
+    short = "ACGTACGTAC"
+    long = "".join(np.random.default_rng(1).choice(list("ACGT"), 1000))
+    fasta = write(tmp_path / "s.fa", f">short\n{short}\n>long\n{long}\n")
+    out = tmp_path / "s.tsv"
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                str(predictor.model_dir),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    table = pd.read_csv(out, sep="\t")
+    assert list(table.columns) == ["index", "name", *predictor.feature_names]
+    expected = predictor.predict([fit_window(short, 400), long[300:700]])
+    np.testing.assert_allclose(table[predictor.feature_names].to_numpy(), expected, rtol=1e-6)
+    assert main(["-q", "score", "--model", str(predictor.model_dir), "--fasta", str(fasta),
+                 "--out", str(tmp_path / "t.tsv"), "--tiles"]) == 0  # fmt: skip
+    tiles = pd.read_csv(tmp_path / "t.tsv", sep="\t")
+    assert tiles["name"].tolist() == ["short", "long/0-400", "long/400-800", "long/800-1000"]
+
+
+def test_bed_end_to_end_naming_padding_rejects_and_strict(
+    predictor, demo_reference, tmp_path, capsys
+):
+    bed = write(
+        tmp_path / "r.bed", "chr1\t100000\t100200\ta\t0\t+\n1\t5\t60\tb\t0\t-\nchrZ\t1\t5\n"
+    )
+    out = tmp_path / "r.tsv"
+    argv = ["score", "--model", str(predictor.model_dir), "--bed", str(bed),
+            "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]  # fmt: skip
+    assert main(["-q", *argv]) == 0
+    table = pd.read_csv(out, sep="\t")
+    assert list(table.columns[:6]) == ["index", "chrom", "start", "end", "strand", "contains_N"]
+    assert table["chrom"].tolist() == ["chr1", "chr1"]  # '1' resolved to the FASTA's chr1
+    assert table["contains_N"].tolist() == [False, True]  # the second runs off chr1's start
+    reference = Reference(demo_reference / "genome.fa")
+    window = reference.fetch("chr1", 100100 - 200, 100100 + 200)
+    np.testing.assert_allclose(
+        table.loc[0, predictor.feature_names].to_numpy(float),
+        predictor.predict([window])[0],
+        rtol=1e-6,
+    )
+    rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
+    assert rejected["line"].tolist() == [3] and "unknown contig 'chrZ'" in rejected["reason"][0]
+    assert main(["-q", *argv, "--strict"]) == 1
+    assert "--strict and 1 records rejected" in capsys.readouterr().err
+
+
+def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path):
+    reference = Reference(demo_reference / "genome.fa")
+    base = reference.fetch("chr1", 120_000, 120_001)
+    other = "A" if base != "A" else "C"
+    vcf = write(
+        tmp_path / "v.vcf",
+        "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n"
+        f"chr1\t120001\tok\t{base}\t{other}\n"
+        f"1\t120001\tbadref\t{other}\t{base}\n",
+    )
+    out = tmp_path / "v.tsv"
+    assert main(["-q", "score", "--model", str(predictor.model_dir), "--vcf", str(vcf),
+                 "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]) == 0  # fmt: skip
+    diff = pd.read_csv(out, sep="\t")
+    assert list(diff.columns[:6]) == ["chrom", "pos", "id", "ref", "alt", "ref_match"]
+    assert diff["ref_match"].tolist() == [True, False]
+    ref_window = reference.fetch("chr1", 120_000 - 200, 120_000 + 200)
+    alt_window = ref_window[:200] + other + ref_window[201:]
+    ref_p, alt_p = predictor.predict([ref_window, alt_window])
+    np.testing.assert_allclose(
+        diff.loc[0, predictor.feature_names].to_numpy(float), alt_p - ref_p, atol=1e-6
+    )
+    absolute = pd.read_csv(f"{out}.abs_diff.tsv", sep="\t")
+    np.testing.assert_allclose(
+        absolute[predictor.feature_names], diff[predictor.feature_names].abs(), atol=1e-8
+    )
+    log_odds = pd.read_csv(f"{out}.log_odds_diff.tsv", sep="\t")
+    logit = lambda p: np.log(p) - np.log1p(-p)  # noqa: E731
+    np.testing.assert_allclose(
+        log_odds.loc[0, predictor.feature_names].to_numpy(float),
+        logit(alt_p) - logit(ref_p),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_hdf5_output_and_feature_subset(predictor, demo_reference, tmp_path):
+    bed = write(tmp_path / "r.bed", "chr2\t50000\t50100\nchr2\t60000\t60100\n")
+    out = tmp_path / "r.h5"
+    assert main(["-q", "score", "--model", str(predictor.model_dir), "--bed", str(bed),
+                 "--reference", str(demo_reference / "genome.fa"), "--out", str(out),
+                 "--format", "h5", "--features", "CTCF", "H3K9me3"]) == 0  # fmt: skip
+    with h5py.File(out, "r") as handle:
+        assert handle["predictions"].dtype == np.float32 and handle["predictions"].shape == (2, 2)
+        assert handle["feature_names"][:].astype(str).tolist() == ["CTCF", "H3K9me3"]
+        assert handle["rows/start"][:].tolist() == [50000, 60000]
+
+
+def test_unknown_feature_and_empty_input_fail_clearly(predictor, tmp_path, capsys):
+    fasta = write(tmp_path / "s.fa", ">a\nACGT\n")
+    base = ["score", "--model", str(predictor.model_dir), "--out", str(tmp_path / "o.tsv")]
+    assert main([*base, "--fasta", str(fasta), "--features", "CTFC"]) == 1
+    assert "unknown features ['CTFC']" in capsys.readouterr().err
+    empty = write(tmp_path / "e.fa", "")
+    assert main([*base, "--fasta", str(empty)]) == 1
+    assert "nothing could be scored" in capsys.readouterr().err
+    assert not (tmp_path / "o.tsv").exists()
+
+
+def test_model_directory_without_or_with_a_wrong_tokenizer(model_dir, pretraining_data, tmp_path):
+    broken = tmp_path / "m"
+    shutil.copytree(model_dir, broken)
+    (broken / "tokenizer.model").unlink()
+    with pytest.raises(CheckpointError, match="tokenizer.model is missing"):
+        load_predictor(broken)
+    description = json.loads((broken / "config.json").read_text())
+    description["config"]["vocab_size"] += 1
+    (broken / "config.json").write_text(json.dumps(description))
+    shutil.copyfile(pretraining_data["tokenizer"], broken / "tokenizer.model")
+    with pytest.raises(CheckpointError, match="not the tokenizer this model was trained with"):
+        load_predictor(broken)
+
+
+def test_unwritable_output_is_a_one_line_error(predictor, tmp_path, capsys):
+    fasta = write(tmp_path / "s.fa", ">a\nACGT\n")
+    blocker = write(tmp_path / "file", "x")
+    assert main(["score", "--model", str(predictor.model_dir), "--fasta", str(fasta),
+                 "--out", str(blocker / "out.tsv")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_interrupted_run_leaves_no_file_that_looks_complete(predictor, tmp_path, monkeypatch):
+    from genobird.scoring import write_scores
+
+    fasta = write(tmp_path / "s.fa", "".join(f">r{i}\nACGTACGT\n" for i in range(10)))
+    predictor.chunk_size = 3
+    calls = {"n": 0}
+    original = predictor._probabilities
+
+    def interrupted(windows):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return original(windows)
+
+    monkeypatch.setattr(predictor, "_probabilities", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_scores(predictor, "fasta", fasta, tmp_path / "o.tsv", "tsv", None)
+    predictor.chunk_size = 1024
+    assert list(tmp_path.glob("o.tsv*")) == [] and not list(tmp_path.glob(".o.tsv*"))
+
+
+def test_example_script_ranks_variants(predictor, demo_reference, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "rank_variants.py"
+    spec = importlib.util.spec_from_file_location("rank_variants", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    reference = Reference(demo_reference / "genome.fa")
+    lines = ["##fileformat=VCFv4.2", "#CHROM\tPOS\tID\tREF\tALT"]
+    for i, position in enumerate(range(100_001, 100_401, 40)):
+        ref = reference.fetch("chr1", position - 1, position)
+        lines.append(f"chr1\t{position}\tv{i}\t{ref}\t{'G' if ref != 'G' else 'T'}")
+    vcf = write(tmp_path / "v.vcf", "\n".join(lines) + "\n")
+    ranked = module.rank_variants(
+        str(predictor.model_dir), str(vcf), str(demo_reference / "genome.fa"), top=5
+    )
+    assert len(ranked) == 5 and ranked["abs_effect"].is_monotonic_decreasing
+    assert set(ranked["top_feature"]) <= set(predictor.feature_names)
