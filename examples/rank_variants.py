@@ -20,9 +20,8 @@ def rank_variants(model_dir: str, vcf: str, reference: str, top: int = 10):
     diff, features = tables["diff"], predictor.feature_names
     mismatched = diff[~diff["ref_match"]]
     for _, row in mismatched.iterrows():
-        print(
-            f"skipped {row['chrom']}:{row['pos']} {row['ref']}>{row['alt']}: REF differs from the genome"
-        )
+        variant = f"{row['chrom']}:{row['pos']} {row['ref']}>{row['alt']}"
+        print(f"skipped {variant}: REF differs from the genome")
     usable = diff[diff["ref_match"]].copy()
     magnitude = usable[features].abs()
     usable["top_feature"] = magnitude.idxmax(axis=1)

@@ -129,8 +129,9 @@ def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path):
         f"1\t120001\tbadref\t{other}\t{base}\n",
     )
     out = tmp_path / "v.tsv"
-    assert main(["-q", "score", "--model", str(predictor.model_dir), "--vcf", str(vcf),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]) == 0  # fmt: skip
+    fasta = str(demo_reference / "genome.fa")
+    argv = ["score", "--model", str(predictor.model_dir), "--vcf", str(vcf), "--reference", fasta]
+    assert main(["-q", *argv, "--out", str(out)]) == 0
     diff = pd.read_csv(out, sep="\t")
     assert list(diff.columns[:6]) == ["chrom", "pos", "id", "ref", "alt", "ref_match"]
     assert diff["ref_match"].tolist() == [True, False]
@@ -181,7 +182,7 @@ def test_model_directory_without_or_with_a_wrong_tokenizer(model_dir, pretrainin
     broken = tmp_path / "m"
     shutil.copytree(model_dir, broken)
     (broken / "tokenizer.model").unlink()
-    with pytest.raises(CheckpointError, match="tokenizer.model is missing"):
+    with pytest.raises(CheckpointError, match=r"tokenizer\.model is missing"):
         load_predictor(broken)
     description = json.loads((broken / "config.json").read_text())
     description["config"]["vocab_size"] += 1
