@@ -16,8 +16,8 @@ from genobird import load_predictor
 
 def rank_variants(model_dir: str, vcf: str, reference: str, top: int = 10):
     predictor = load_predictor(model_dir, device="auto")
-    tables = predictor.score_variants(vcf, reference=reference)
-    diff, features = tables["diff"], predictor.feature_names
+    diff = predictor.score_variants(vcf, reference=reference)  # alt - ref per feature
+    features = predictor.feature_names
     mismatched = diff[~diff["ref_match"]]
     for _, row in mismatched.iterrows():
         variant = f"{row['chrom']}:{row['pos']} {row['ref']}>{row['alt']}"

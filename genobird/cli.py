@@ -298,8 +298,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average
     )
     summary = write_scores(
-        predictor, kind, source, args.out, args.format, args.features, args.reference, args.tiles
-    )
+        predictor, kind, source, args.out, args.format, args.features, args.reference,
+        args.tiles, progress=not args.quiet,
+    )  # fmt: skip
     print(
         f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
         + ", ".join(str(p) for p in summary.outputs)

@@ -272,13 +272,28 @@ class Predictor:
         }
         return {name: self._table(ids, values) for name, values in scores.items()}
 
-    def score_variants(self, path, reference) -> dict[str, pd.DataFrame]:
-        """{"diff", "abs_diff", "log_odds_diff", "ref", "alt"} -> table, one row per ALT."""
+    def score_variants(self, path, reference, score: str = "diff") -> pd.DataFrame:
+        """One row per ALT: chrom, pos, id, ref, alt, ref_match, then one column per feature
+        holding `score`: "diff" (alt - ref), "abs_diff", "log_odds_diff", "ref" or "alt"."""
+        if score not in (*VARIANT_SCORES, "ref", "alt"):
+            raise GenobirdError(
+                f"score must be one of {(*VARIANT_SCORES, 'ref', 'alt')}, got {score!r}"
+            )
+        return self.score_variant_tables(path, reference)[score]
+
+    def score_variant_tables(self, path, reference) -> dict[str, pd.DataFrame]:
+        """All five variant tables at once ({"diff", "abs_diff", "log_odds_diff", "ref",
+        "alt"}), from one pass over the VCF; rejected records in each table's attrs."""
         parts: dict[str, list] = {}
-        for tables, _ in self.iter_variants(path, reference):
+        rejected: list[str] = []
+        for tables, problems in self.iter_variants(path, reference):
+            rejected += [str(problem) for problem in problems]
             for name, table in tables.items():
                 parts.setdefault(name, []).append(table)
-        return {name: pd.concat(tables, ignore_index=True) for name, tables in parts.items()}
+        result = {name: pd.concat(tables, ignore_index=True) for name, tables in parts.items()}
+        for table in result.values():
+            table.attrs["rejected"] = rejected
+        return result
 
 
 def _logit(probabilities: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_path, atomic_write
@@ -106,15 +107,17 @@ def select_features(predictor, names: list[str] | None) -> list[str]:
 
 
 def write_scores(predictor, kind: str, source, out: Path, fmt: str, features, reference=None,
-                 tiles: bool = False) -> ScoreSummary:  # fmt: skip
+                 tiles: bool = False, progress: bool = False) -> ScoreSummary:  # fmt: skip
     """Score `source` (kind: fasta, bed, vcf) into `out`; returns counts and paths."""
     summary = ScoreSummary()
     chosen = select_features(predictor, features)
     rejected_rows: list = []
     sinks = _open_sinks(kind, out, fmt, chosen)
     ok = False
+    bar = tqdm(unit="records", desc="score", disable=not progress)
     try:
         for tables, rejected in _chunks(predictor, kind, source, reference, tiles):
+            bar.update(len(next(iter(tables.values()))) + len(rejected))
             rejected_rows.extend(rejected)
             summary.rejected += len(rejected)
             first = next(iter(tables.values()))
@@ -126,6 +129,7 @@ def write_scores(predictor, kind: str, source, out: Path, fmt: str, features, re
             summary.scored += len(first)
         ok = summary.scored > 0
     finally:
+        bar.close()
         for sink in _unique(sinks):
             sink.close(ok)
     if rejected_rows:

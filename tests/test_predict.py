@@ -241,3 +241,18 @@ def test_example_script_ranks_variants(predictor, demo_reference, tmp_path):
     )
     assert len(ranked) == 5 and ranked["abs_effect"].is_monotonic_decreasing
     assert set(ranked["top_feature"]) <= set(predictor.feature_names)
+
+
+def test_api_tables_carry_their_rejected_records(predictor, demo_reference, tmp_path):
+    bed = write(tmp_path / "r.bed", "chr1\t1000\t1200\nchrQ\t1\t2\n")
+    table = predictor.score_bed(bed, reference=demo_reference / "genome.fa")
+    assert len(table) == 1 and "unknown contig 'chrQ'" in table.attrs["rejected"][0]
+    ref = Reference(demo_reference / "genome.fa").fetch("chr1", 1999, 2000)
+    vcf = write(tmp_path / "v.vcf", f"#CHROM\tPOS\tID\tREF\tALT\nchr1\t2000\tx\t{ref}\tN\n")
+    diff = predictor.score_variants(vcf, reference=demo_reference / "genome.fa")
+    alt = predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="alt")
+    ref_table = predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="ref")
+    features = predictor.feature_names
+    np.testing.assert_allclose(diff[features], alt[features] - ref_table[features], atol=1e-7)
+    with pytest.raises(Exception, match="score must be one of"):
+        predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="odds")

@@ -1,0 +1,132 @@
+"""Scoring throughput (regions per second at 8 kb) and memory on a 1,000,000-line BED.
+
+    python benchmarks/score.py                      # CPU: tiny and base models, then memory
+    python benchmarks/score.py --skip-memory --regions 64
+
+Models are built here with random weights (speed does not depend on them): the demo's
+tiny shape (2 x 128) and the paper's base shape (12 x 768), both reading 8 kb windows
+(1,792 tokens at the demo vocabulary's ~5 bp/token), through `genobird.load_predictor`
+and `Predictor.score_bed` on the demo genome. Memory: peak RSS of `genobird score` in a
+fresh process on BED files of 250,000 and 1,000,000 lines (a one-layer model on 200 bp
+windows, so that a million regions finish in minutes on 2 cores): it should be flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from genobird.corpus import DocumentSpec, VocabSpec, train_vocabulary, write_documents
+from genobird.genome.demo import DemoSpec, generate_demo_reference
+from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
+from genobird.predict import load_predictor
+
+SHAPES = {
+    "tiny": dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512),
+    "base": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+    "micro": dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64),
+}
+
+
+def make_model_dir(folder: Path, shape: str, tokenizer, window_bp: int, max_tokens: int) -> Path:
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size, max_position=max_tokens, **SHAPES[shape]
+    )
+    model = BigBirdForSequenceClassification(config, 16, "multi_label")
+    task = {
+        "task": "chromatin",
+        "feature_names": [f"f{i}" for i in range(16)],
+        "categories": ["TF"] * 16,
+        "window_bp": window_bp,
+        "max_tokens": max_tokens,
+    }
+    directory = folder / shape
+    save_pretrained(model, directory, extra={"task_info": task})
+    tokenizer.save(directory)
+    return directory
+
+
+def random_bed(path: Path, lengths: dict[str, int], count: int, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    names = list(lengths)
+    chroms = rng.integers(0, len(names), count)
+    with open(path, "w") as handle:
+        for chrom_index, position in zip(chroms, rng.random(count), strict=True):
+            chrom = names[chrom_index]
+            start = int(position * (lengths[chrom] - 300))
+            handle.write(f"{chrom}\t{start}\t{start + 200}\n")
+    return path
+
+
+def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int) -> float:
+    predictor = load_predictor(model_dir, device="cpu", batch_size=batch_size, rc_average=False)
+    started = time.perf_counter()
+    table = predictor.score_bed(bed, fasta)
+    return len(table) / (time.perf_counter() - started)
+
+
+def peak_memory_mib(model_dir: Path, bed: Path, fasta: Path, out: Path) -> float:
+    command = [
+        sys.executable, "-c",
+        "import resource, sys; from genobird.cli import main; "
+        f"code = main(['-q', 'score', '--model', {str(model_dir)!r}, '--bed', {str(bed)!r}, "
+        f"'--reference', {str(fasta)!r}, '--out', {str(out)!r}, "
+        "'--batch-size', '256', '--no-rc-average']); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-500:])
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--regions", type=int, default=64, help="regions timed per model")
+    parser.add_argument("--shapes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="genobird-score-"))
+    generate_demo_reference(work / "genome", DemoSpec(seed=0, size_mb=4.2))
+    fasta = work / "genome" / "genome.fa"
+    write_documents(fasta, work / "docs.txt", DocumentSpec(passes=1), progress=False)
+    tokenizer = train_vocabulary(work / "docs.txt", work / "tokenizer.model", VocabSpec(4000))
+    from genobird.genome import Reference
+
+    lengths = Reference(fasta).lengths
+    bed = random_bed(work / "timed.bed", lengths, args.regions)
+    print(
+        f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+        "8 kb windows, 1792 tokens"
+    )
+    for shape in args.shapes:
+        model_dir = make_model_dir(work, shape, tokenizer, 8000, 1792)
+        rate = regions_per_second(model_dir, bed, fasta, batch_size=8)
+        print(f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch 8, one strand)")
+    if not args.skip_memory:
+        micro = make_model_dir(work, "micro", tokenizer, 200, 64)
+        for count in (250_000, 1_000_000):
+            big = random_bed(work / f"{count}.bed", lengths, count, seed=1)
+            started = time.perf_counter()
+            peak = peak_memory_mib(micro, big, fasta, work / f"{count}.tsv")
+            print(f"score {count:,} BED lines (micro model, 200 bp): peak RSS {peak:.0f} MiB, "
+                  f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
