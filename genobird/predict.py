@@ -77,7 +77,7 @@ class Predictor:
     """A fine-tuned genobird model directory, ready to score sequences."""
 
     def __init__(self, model_dir, device="auto", batch_size: int = 16, rc_average=None,
-                 chunk_size: int = 1024):  # fmt: skip
+                 chunk_size: int = 1024, num_workers: int = 0):  # fmt: skip
         self.model_dir = Path(model_dir)
         description = read_model_description(self.model_dir)
         info = description.get("task_info")
@@ -94,7 +94,7 @@ class Predictor:
         self.device = resolve_device(device)
         self.tokenizer = self._load_tokenizer(description)
         self.model = from_pretrained(self.model_dir, self.device).eval()
-        self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.batch_size, self.chunk_size, self.num_workers = batch_size, chunk_size, num_workers
         self.rc_average = (self.task == "chromatin") if rc_average is None else rc_average
 
     def _load_tokenizer(self, description: dict) -> Tokenizer:
@@ -113,20 +113,32 @@ class Predictor:
         return tokenizer
 
     # ------------------------------------------------------------------ core
+    def _encode_batch(self, sequences: list[str]) -> torch.Tensor:
+        return torch.from_numpy(
+            np.stack([encode_window(self.tokenizer, s, self.max_tokens) for s in sequences])
+        )
+
     @torch.no_grad()
     def _probabilities(self, windows: list[str]) -> np.ndarray:
-        """Probabilities [N, F] of already normalised, already sized windows."""
+        """Probabilities [N, F] of already normalised, already sized windows, batched by a
+        DataLoader whose collate function tokenises (in workers when num_workers > 0)."""
         out = np.zeros((len(windows), len(self.feature_names)), dtype=np.float32)
         strands = [windows] + (
             [[reverse_complement(w) for w in windows]] if self.rc_average else []
         )
         for sequences in strands:
-            for first in range(0, len(sequences), self.batch_size):
-                batch = sequences[first : first + self.batch_size]
-                ids = np.stack([encode_window(self.tokenizer, s, self.max_tokens) for s in batch])
-                ids_t = torch.from_numpy(ids).to(self.device)
-                logits = self.model(ids_t, None, ids_t != PAD_ID).logits.float()
-                out[first : first + len(batch)] += torch.sigmoid(logits).cpu().numpy()
+            loader = torch.utils.data.DataLoader(
+                sequences,
+                batch_size=self.batch_size,
+                collate_fn=self._encode_batch,
+                num_workers=self.num_workers,
+            )
+            first = 0
+            for ids in loader:
+                ids = ids.to(self.device)
+                logits = self.model(ids, None, ids != PAD_ID).logits.float()
+                out[first : first + len(ids)] += torch.sigmoid(logits).cpu().numpy()
+                first += len(ids)
         return out / len(strands)
 
     def predict(self, sequences: list[str]) -> np.ndarray:
