@@ -272,8 +272,6 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         pos_weight=args.pos_weight,
         rc_average=args.rc_average,
         training=training,
-        model=dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512,
-                   max_position=max(args.max_tokens, 1024)),
         seed=args.seed,
     )  # fmt: skip
     report = finetune(args.data, args.output, spec, args.pretrained, args.tokenizer)

@@ -48,9 +48,7 @@ class TsvSink:
         self.rows += len(table)
 
     def close(self, ok: bool) -> None:
-        self._context.__exit__(
-            *((None, None, None) if ok else (RuntimeError, RuntimeError(), None))
-        )
+        _finish(self._context, ok)
 
 
 class H5Sink:
@@ -89,9 +87,17 @@ class H5Sink:
 
     def close(self, ok: bool) -> None:
         self._file.close()
-        self._context.__exit__(
-            *((None, None, None) if ok else (RuntimeError, RuntimeError(), None))
-        )
+        _finish(self._context, ok)
+
+
+def _finish(context, ok: bool) -> None:
+    """Leave an atomic_write/atomic_path context: keep the file when `ok`; otherwise hand
+    it an exception, which makes it delete the temporary file (nothing half-written)."""
+    if ok:
+        context.__exit__(None, None, None)
+    else:
+        failure = RuntimeError("scoring did not complete")
+        context.__exit__(type(failure), failure, None)
 
 
 def select_features(predictor, names: list[str] | None) -> list[str]:

@@ -39,4 +39,12 @@ genobird -q dataset chromatin --features "$out/reference/features.tsv" \
 genobird -q finetune chromatin --data "$out/chromatin/data.h5" --output "$out/chromatin" \
     --pretrained "$out/pretrain/model" --max-tokens 160 --max-steps 300 --learning-rate 5e-4
 
+# Scoring: the planted TSSs of chrX (held out) as BED regions, with both predictors.
+mkdir -p "$out/score"
+awk -F'\t' '$1 == "chrX"' "$out/reference/tss.bed" > "$out/score/tss_chrX.bed"
+genobird -q score --model "$out/promoter/model" --bed "$out/score/tss_chrX.bed" \
+    --reference "$out/reference/genome.fa" --out "$out/score/promoter_tss_chrX.tsv"
+genobird -q score --model "$out/chromatin/model" --bed "$out/score/tss_chrX.bed" \
+    --reference "$out/reference/genome.fa" --out "$out/score/chromatin_tss_chrX.tsv"
+
 echo "demo finished in $(( $(date +%s) - start )) s; outputs in $out/"

@@ -46,7 +46,13 @@ class FinetuneSpec:
     # since promoter windows are oriented by strand (their reverse complement is not).
     rc_average: bool | None = None
     training: dict = field(default_factory=dict)
-    model: dict = field(default_factory=dict)  # for --from-scratch: BigBirdConfig fields
+    # Without pretrained weights: BigBirdConfig fields of the fresh model (the demo's
+    # tiny shape unless given; max_position grows to max_tokens when needed).
+    model: dict = field(
+        default_factory=lambda: dict(
+            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512, max_position=1024
+        )
+    )
     seed: int = 0
 
 
@@ -92,7 +98,9 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, vo
     if pretrained is not None:
         config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
     else:
-        config = BigBirdConfig(vocab_size=vocab_size, **spec.model)
+        shape = {**spec.model}
+        shape["max_position"] = max(shape.get("max_position", 0), spec.max_tokens)
+        config = BigBirdConfig(vocab_size=vocab_size, **shape)
     if config.vocab_size != vocab_size:
         raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
     if spec.max_tokens > config.max_position:
