@@ -154,6 +154,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
+    data = {"train": args.train, "eval": args.eval, "tokenizer": args.tokenizer}
+    overrides.update({f"data.{k}": str(v) for k, v in data.items() if v is not None})
     config = load_run_config(args.config, overrides)
     if args.output:
         config["output"] = str(args.output)
@@ -498,6 +500,10 @@ def _add_pretrain(commands) -> None:
     )
     sub.add_argument("--config", type=Path, required=True, help="YAML: model, training, data")
     sub.add_argument("--output", type=Path, help="output folder (overrides the config)")
+    data = sub.add_argument_group("data overrides")
+    data.add_argument("--train", type=Path, help="training instances folder")
+    data.add_argument("--eval", type=Path, help="held-out instances folder")
+    data.add_argument("--tokenizer", type=Path, help="tokenizer.model")
     overrides = sub.add_argument_group("training overrides")
     overrides.add_argument("--max-steps", type=int)
     overrides.add_argument("--batch-size", type=int, help="per process")

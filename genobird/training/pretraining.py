@@ -135,12 +135,14 @@ def load_run_config(path: str | Path, overrides: dict | None = None) -> dict:
         bad = set(config.get(section) or {}) - allowed
         if bad:
             raise ConfigError(f"{path}: unknown {section} keys {sorted(bad)}")
-    for key in ("train", "tokenizer"):
-        if key not in (config.get("data") or {}):
-            raise ConfigError(f"{path}: data.{key} is required")
     for dotted, value in (overrides or {}).items():
         section, key = dotted.split(".")
         config.setdefault(section, {})[key] = value
+    for key in ("train", "tokenizer"):
+        if key not in (config.get("data") or {}):
+            raise ConfigError(
+                f"{path}: data.{key} is required (in the file or on the command line)"
+            )
     config.setdefault("output", "results/pretrain")
     return config
 
