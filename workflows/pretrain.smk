@@ -1,0 +1,25 @@
+# MLM + NSP pretraining; resumes from its own checkpoints when rerun after a stop.
+
+PRETRAIN = config["pretrain"]
+
+
+rule pretrain:
+    input:
+        config=PRETRAIN["config"],
+        train=f"{RESULTS}/corpus/instances-train/manifest.json",
+        heldout=f"{RESULTS}/corpus/instances-heldout/manifest.json",
+        tokenizer=f"{RESULTS}/corpus/tokenizer.model",
+    output:
+        model=f"{RESULTS}/pretrain/model/config.json",
+    params:
+        output=f"{RESULTS}/pretrain",
+        steps=PRETRAIN["max_steps"],
+    log:
+        f"{RESULTS}/logs/pretrain.log",
+    threads: 2
+    resources:
+        mem_mb=8000,
+    shell:
+        "genobird -q pretrain --config {input.config} --output {params.output}"
+        " --train $(dirname {input.train}) --eval $(dirname {input.heldout})"
+        " --tokenizer {input.tokenizer} --max-steps {params.steps} > {log} 2>&1"
