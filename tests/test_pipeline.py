@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,3 +45,26 @@ def test_out_of_range_value_fails_naming_the_key(tmp_path):
     done = snakemake("-n", "--cores", "1", "--configfile", str(tmp_path / "bad.yaml"))
     output = done.stderr + done.stdout
     assert done.returncode != 0 and "['corpus']['passes']" in output
+
+
+@pytest.mark.slow
+def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path):
+    """A run stopped after the corpus stage completes when started again; a third run is
+    a no-op. pipelines/ci.yaml: every stage on a 1 Mb genome, about 40 s on 2 cores."""
+    config = yaml.safe_load((REPO / "pipelines" / "ci.yaml").read_text())
+    config["results"] = str(tmp_path / "results")
+    path = tmp_path / "ci.yaml"
+    path.write_text(yaml.safe_dump(config))
+    base = ["--cores", "2", "--configfile", str(path)]
+    stopped = snakemake(*base, "--until", "instances")
+    assert stopped.returncode == 0, stopped.stderr[-2000:]
+    assert not (tmp_path / "results" / "pretrain").exists()
+    finished = snakemake(*base)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    for task in ("promoter", "chromatin"):
+        report = tmp_path / "results" / task / "report" / "metrics.json"
+        assert report.is_file()
+        scores = (tmp_path / "results" / "score" / f"{task}_heldout_tss.tsv").read_text()
+        assert scores.splitlines()[0].startswith("index\tchrom\tstart\tend\tstrand\tcontains_N")
+    again = snakemake(*base, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
