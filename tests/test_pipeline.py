@@ -68,3 +68,13 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
         assert scores.splitlines()[0].startswith("index\tchrom\tstart\tend\tstrand\tcontains_N")
     again = snakemake(*base, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_pretraining_on_gpus_launches_torchrun(tmp_path):
+    config = yaml.safe_load((REPO / "pipelines" / "demo.yaml").read_text())
+    config["results"] = str(tmp_path / "results")
+    config["pretrain"]["gpus"] = 8
+    (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(config))
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", str(tmp_path / "gpu.yaml"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in done.stdout

@@ -1,6 +1,12 @@
 # MLM + NSP pretraining; resumes from its own checkpoints when rerun after a stop.
 
 PRETRAIN = config["pretrain"]
+# One process per GPU through torchrun (DistributedDataParallel); plain genobird on CPU.
+LAUNCH = (
+    f"torchrun --standalone --nproc_per_node {PRETRAIN['gpus']} -m genobird.cli"
+    if PRETRAIN["gpus"] > 0
+    else "genobird"
+)
 
 
 rule pretrain:
@@ -14,12 +20,14 @@ rule pretrain:
     params:
         output=f"{RESULTS}/pretrain",
         steps=PRETRAIN["max_steps"],
+        launch=LAUNCH,
     log:
         f"{RESULTS}/logs/pretrain.log",
     threads: 2
     resources:
         mem_mb=8000,
+        gpu=PRETRAIN["gpus"],
     shell:
-        "genobird -q pretrain --config {input.config} --output {params.output}"
+        "{params.launch} -q pretrain --config {input.config} --output {params.output}"
         " --train $(dirname {input.train}) --eval $(dirname {input.heldout})"
         " --tokenizer {input.tokenizer} --max-steps {params.steps} > {log} 2>&1"
