@@ -67,9 +67,26 @@ def test_internal_errors_are_one_line_without_debug(monkeypatch, capsys):
         main(["--debug", "reference", "list"])
 
 
-def test_every_subcommand_has_help():
-    parser = build_parser()
-    assert parser.prog == "genobird"
+def _leaf_commands(parser, prefix=()):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _leaf_commands(sub, (*prefix, name))
+            return
+    yield prefix
+
+
+def test_every_subcommand_has_help(capsys):
+    commands = list(_leaf_commands(build_parser()))
+    assert ("score",) in commands and ("dataset", "deepsea") in commands and len(commands) == 15
+    for command in commands:
+        with pytest.raises(SystemExit) as info:
+            main([*command, "--help"])
+        assert info.value.code == 0
+        text = capsys.readouterr().out
+        assert f"usage: genobird {' '.join(command)}" in text and len(text) > 200, command
 
 
 def test_layout_reports_density_and_graph_properties(capsys):
