@@ -70,18 +70,18 @@ class H5Sink:
             self._append(name, tables[name][self.features].to_numpy(np.float32))
         for column in ids.columns:
             values = ids[column].to_numpy()
-            values = values.astype("S") if values.dtype == object else values
+            if values.dtype == object:  # text: variable-length, so no chunk truncates another
+                values = values.astype(str).astype(object)
             self._append(f"rows/{column}", values)
         self.rows += len(first)
 
     def _append(self, name: str, values: np.ndarray) -> None:
         if name not in self._file:
+            dtype = h5py.string_dtype() if values.dtype == object else values.dtype
             shape = (0, *values.shape[1:])
             self._file.create_dataset(name, shape=shape, maxshape=(None, *values.shape[1:]),
-                                      dtype=values.dtype, chunks=True)  # fmt: skip
+                                      dtype=dtype, chunks=True)  # fmt: skip
         dataset = self._file[name]
-        if values.dtype.kind == "S" and dataset.dtype.itemsize < values.dtype.itemsize:
-            values = values.astype(dataset.dtype)  # rare: longer ids than the first chunk
         dataset.resize(dataset.shape[0] + len(values), axis=0)
         dataset[-len(values) :] = values
 

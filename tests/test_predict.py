@@ -256,3 +256,18 @@ def test_api_tables_carry_their_rejected_records(predictor, demo_reference, tmp_
     np.testing.assert_allclose(diff[features], alt[features] - ref_table[features], atol=1e-7)
     with pytest.raises(Exception, match="score must be one of"):
         predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="odds")
+
+
+def test_hdf5_ids_are_not_truncated_across_chunks(predictor, tmp_path):
+    from genobird.scoring import write_scores
+
+    names = ["a", "b", "a_much_longer_record_name_in_a_later_chunk"]
+    fasta = write(tmp_path / "s.fa", "".join(f">{n}\nACGTACGT\n" for n in names))
+    predictor.chunk_size = 2
+    try:
+        write_scores(predictor, "fasta", fasta, tmp_path / "o.h5", "h5", None)
+    finally:
+        predictor.chunk_size = 1024
+    with h5py.File(tmp_path / "o.h5", "r") as handle:
+        stored = [n.decode() if isinstance(n, bytes) else n for n in handle["rows/name"][:]]
+    assert stored == names
