@@ -70,8 +70,14 @@ def random_bed(path: Path, lengths: dict[str, int], count: int, seed: int = 0) -
     return path
 
 
-def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int) -> float:
-    predictor = load_predictor(model_dir, device="cpu", batch_size=batch_size, rc_average=False)
+def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args) -> float:
+    predictor = load_predictor(
+        model_dir, device=args.device, batch_size=batch_size, rc_average=False,
+        precision=args.precision,
+    )  # fmt: skip
+    if args.device.startswith("cuda"):  # compile the attention kernel outside the timing
+        predictor.score_bed(bed, fasta)
+        torch.cuda.synchronize()
     started = time.perf_counter()
     table = predictor.score_bed(bed, fasta)
     return len(table) / (time.perf_counter() - started)
@@ -99,6 +105,9 @@ def main(argv=None) -> int:
     parser.add_argument("--regions", type=int, default=64, help="regions timed per model")
     parser.add_argument("--shapes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--precision", default="auto", help="auto: bf16 on CUDA, fp32 on CPU")
+    parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="genobird-score-"))
     generate_demo_reference(work / "genome", DemoSpec(seed=0, size_mb=4.2))
@@ -109,14 +118,18 @@ def main(argv=None) -> int:
 
     lengths = Reference(fasta).lengths
     bed = random_bed(work / "timed.bed", lengths, args.regions)
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
     print(
-        f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-        "8 kb windows, 1792 tokens"
+        f"{device}, precision {args.precision}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}; 8 kb windows, 1792 tokens"
     )
     for shape in args.shapes:
         model_dir = make_model_dir(work, shape, tokenizer, 8000, 1792)
-        rate = regions_per_second(model_dir, bed, fasta, batch_size=8)
-        print(f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch 8, one strand)")
+        rate = regions_per_second(model_dir, bed, fasta, args.batch_size, args)
+        print(
+            f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch {args.batch_size}, "
+            "one strand)"
+        )
     if not args.skip_memory:
         micro = make_model_dir(work, "micro", tokenizer, 200, 64)
         for count in (250_000, 1_000_000):

@@ -53,7 +53,8 @@ def batch(config: BigBirdConfig, size: int, length: int, device):
 def measure(name: str, args) -> dict:
     config = BigBirdConfig(
         vocab_size=32_000, max_position=args.length, **CONFIGS[name],
-        gradient_checkpointing=args.checkpointing,
+        gradient_checkpointing=args.checkpointing, attention_impl=args.impl,
+        attention_dropout=args.attention_dropout,
     )  # fmt: skip
     model = BigBirdForPretraining(config).to(args.device).train()
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -101,11 +102,19 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--impl", default="auto", help="attention_impl (auto: flex on CUDA without dropout)"
+    )
+    parser.add_argument(
+        "--attention-dropout", type=float, default=0.1, help="0 lets CUDA use FlexAttention"
+    )
     parser.add_argument("--peak-tflops", type=float, help="device peak, for MFU (H100 bf16: 989)")
     args = parser.parse_args(argv)
     print(
         f"device {args.device}, {args.length} tokens, batch {args.batch_size}, median of "
-        f"{args.steps} steps, torch {torch.__version__}, {torch.get_num_threads()} threads"
+        f"{args.steps} steps, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"attention_impl {args.impl}, attention dropout {args.attention_dropout}"
+        + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else "")
     )
     for name in args.configs:
         row = measure(name, args)

@@ -295,8 +295,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     if kind != "fasta" and args.reference is None:
         raise GenobirdError(f"--{kind} needs --reference FASTA to cut the windows from")
     predictor = load_predictor(
-        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average
-    )
+        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
+        precision=args.precision,
+    )  # fmt: skip
     summary = write_scores(
         predictor, kind, source, args.out, args.format, args.features, args.reference,
         args.tiles, progress=not args.quiet,
@@ -639,6 +640,8 @@ def _add_score(commands) -> None:
     sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
     sub.add_argument("--batch-size", type=int, default=16)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
+                     help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
 
 

@@ -43,6 +43,7 @@ from genobird.genome import (
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.model.io import from_pretrained, read_model_description
+from genobird.model.precision import autocast, autocast_dtype
 from genobird.tasks.data import encode_window
 
 LOG_ODDS_EPSILON = 1e-6
@@ -76,8 +77,16 @@ class ScoreResult:
 class Predictor:
     """A fine-tuned genobird model directory, ready to score sequences."""
 
-    def __init__(self, model_dir, device="auto", batch_size: int = 16, rc_average=None,
-                 chunk_size: int = 1024, num_workers: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        model_dir,
+        device="auto",
+        batch_size: int = 16,
+        rc_average=None,
+        chunk_size: int = 1024,
+        num_workers: int = 0,
+        precision: str = "auto",
+    ):
         self.model_dir = Path(model_dir)
         description = read_model_description(self.model_dir)
         info = description.get("task_info")
@@ -92,6 +101,8 @@ class Predictor:
         self.input_length_bp: int = int(info["window_bp"])
         self.max_tokens: int = int(info["max_tokens"])
         self.device = resolve_device(device)
+        # bf16 autocast on CUDA by default (as in training); fp32 on CPU.
+        self.autocast_dtype = autocast_dtype(precision, self.device)
         self.tokenizer = self._load_tokenizer(description)
         self.model = from_pretrained(self.model_dir, self.device).eval()
         self.batch_size, self.chunk_size, self.num_workers = batch_size, chunk_size, num_workers
@@ -136,7 +147,8 @@ class Predictor:
             first = 0
             for ids in loader:
                 ids = ids.to(self.device)
-                logits = self.model(ids, None, ids != PAD_ID).logits.float()
+                with autocast(self.device, self.autocast_dtype):
+                    logits = self.model(ids, None, ids != PAD_ID).logits.float()
                 out[first : first + len(ids)] += torch.sigmoid(logits).cpu().numpy()
                 first += len(ids)
         return out / len(strands)

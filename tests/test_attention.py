@@ -345,3 +345,20 @@ def test_checker_detects_missing_self_attention_and_missing_path():
     assert report.hamiltonian_path is False
     assert report.hops_to_all is None
     assert report.satisfies_assumption_1 is False
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the compiled FlexAttention kernel needs CUDA"
+)
+def test_flex_kernel_gradients_on_cuda_match_the_oracle_in_bf16():
+    layout = bigbird_layout(4096, block_size=64, num_heads=4, seed=3).to("cuda")
+    inputs = [t.cuda() for t in qkv(2, 4, 4096, dim=64)]
+    mask = padding_mask(2, 4096, [4096, 3001]).cuda()
+    low = [t.bfloat16().requires_grad_(True) for t in inputs]
+    high = [t.double().requires_grad_(True) for t in inputs]
+    weights = torch.randn(2, 4, 4096, 64, generator=torch.Generator().manual_seed(1)).cuda()
+    (flex_block_sparse_attention(*low, layout, mask).double() * weights).sum().backward()
+    (dense_attention(*high, layout.dense_mask(), mask) * weights).sum().backward()
+    for got, expected in zip(low, high, strict=True):
+        error = (got.grad.double() - expected.grad).abs().max()
+        assert error < 0.05 * expected.grad.abs().max()

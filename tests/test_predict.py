@@ -9,10 +9,11 @@ import h5py
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from genobird import ChromatinPredictor, load_predictor
 from genobird.cli import main
-from genobird.errors import CheckpointError
+from genobird.errors import CheckpointError, ConfigError
 from genobird.genome import Reference, reverse_complement
 from genobird.predict import fit_window
 from tests.conftest import write
@@ -54,6 +55,15 @@ def test_rc_averaging_is_the_mean_of_both_strands(model_dir):
     single = load_predictor(model_dir, device="cpu", rc_average=False)
     expected = (single.predict([sequence]) + single.predict([reverse_complement(sequence)])) / 2
     np.testing.assert_allclose(both, expected, rtol=1e-5)
+
+
+def test_bf16_precision_scores_close_to_fp32_and_bad_precision_is_named(predictor, model_dir):
+    sequences = ["".join(np.random.default_rng(i).choice(list("ACGT"), 400)) for i in range(4)]
+    low = load_predictor(model_dir, device="cpu", precision="bf16")
+    assert low.autocast_dtype == torch.bfloat16 and predictor.autocast_dtype is None
+    np.testing.assert_allclose(low.predict(sequences), predictor.predict(sequences), atol=0.02)
+    with pytest.raises(ConfigError, match="mixed precision must be one of"):
+        load_predictor(model_dir, device="cpu", precision="fp8")
 
 
 def test_windows_are_padded_or_centre_cropped():

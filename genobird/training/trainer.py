@@ -29,6 +29,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from genobird.errors import ConfigError, GenobirdError
+from genobird.model.precision import autocast, autocast_dtype
 from genobird.training import distributed
 from genobird.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
@@ -159,16 +160,9 @@ class Trainer:
             self.optimizer, linear_schedule(config.warmup_steps, config.max_steps)
         )
         self.state = TrainState()
-        self.autocast_dtype = self._autocast_dtype()
+        self.autocast_dtype = autocast_dtype(config.mixed_precision, self.device)
 
     # ------------------------------------------------------------------ set-up
-    def _autocast_dtype(self):
-        choice = self.config.mixed_precision
-        if choice not in ("auto", "bf16", "no"):
-            raise ConfigError(f"mixed_precision must be auto, bf16 or no, got {choice!r}")
-        if choice == "bf16" or (choice == "auto" and self.device.type == "cuda"):
-            return torch.bfloat16
-        return None
 
     @property
     def checkpoint_root(self) -> Path:
@@ -327,9 +321,7 @@ class Trainer:
         return totals, tokens
 
     def _autocast(self):
-        if self.autocast_dtype is None:
-            return torch.autocast(self.device.type, enabled=False)
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        return autocast(self.device, self.autocast_dtype)
 
     @torch.no_grad()
     def evaluate(self) -> dict:
