@@ -26,7 +26,7 @@ from genobird.attention import (
     window_global_layout,
 )
 from genobird.attention.dispatch import resolve_impl
-from genobird.attention.flex import flex_block_mask, flex_block_sparse_attention
+from genobird.attention.flex import flex_block_mask, flex_block_sparse_attention, kernel_tiles
 from genobird.errors import ConfigError
 
 F64 = torch.float64
@@ -253,10 +253,23 @@ def test_dispatch_choices():
     assert resolve_impl("auto", cpu, 0.0) == "block_sparse"
     assert resolve_impl("auto", cuda, 0.0) == "flex"
     assert resolve_impl("auto", cuda, 0.1) == "block_sparse"
+    assert resolve_impl("auto", cuda, 0.0, block_size=24) == "block_sparse"  # no Triton tile
     with pytest.raises(ConfigError, match="no attention dropout"):
         resolve_impl("flex", cuda, 0.1)
     with pytest.raises(ConfigError, match="must be one of"):
         resolve_impl("sparse", cpu, 0.0)
+
+
+@pytest.mark.parametrize("block_size", [16, 32, 48, 64, 96, 128, 192, 256])
+def test_flex_tiles_divide_the_block_as_the_fused_kernels_require(block_size):
+    tiles = kernel_tiles(block_size)
+    for name in ("fwd_BLOCK_M", "fwd_BLOCK_N", "bwd_BLOCK_N1", "bwd_BLOCK_M2"):
+        assert block_size % tiles[name] == 0 and tiles[name] >= 16, name
+    assert tiles["bwd_BLOCK_N1"] % tiles["bwd_BLOCK_M1"] == 0
+    assert tiles["bwd_BLOCK_M2"] % tiles["bwd_BLOCK_N2"] == 0
+    assert all(tile & (tile - 1) == 0 for tile in tiles.values())  # powers of two
+    with pytest.raises(ConfigError, match="multiple of 16"):
+        kernel_tiles(block_size + 8)
 
 
 @pytest.mark.parametrize("impl", ["block_sparse", "dense", "flex"])

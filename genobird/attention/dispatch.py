@@ -2,7 +2,8 @@
 
 impl: "block_sparse" (pure PyTorch, CPU and CUDA), "flex" (FlexAttention, CUDA),
 "dense" (the masked oracle: slow, for checks), or "auto": flex on CUDA when attention
-dropout is off (FlexAttention has no dropout), block_sparse otherwise.
+dropout is off (FlexAttention has no dropout) and the block size is a multiple of 16 (its
+Triton tiles must divide a block), block_sparse otherwise.
 
 Whatever the impl, a layout that covers every block (a sequence too short for the
 pattern) is computed as full attention with PyTorch's SDPA, for that call only:
@@ -21,11 +22,13 @@ from genobird.errors import ConfigError
 IMPLEMENTATIONS = ("auto", "block_sparse", "flex", "dense")
 
 
-def resolve_impl(impl: str, device: torch.device, dropout_p: float) -> str:
+def resolve_impl(impl: str, device: torch.device, dropout_p: float, block_size: int = 64) -> str:
     if impl not in IMPLEMENTATIONS:
         raise ConfigError(f"attention_impl must be one of {IMPLEMENTATIONS}, got {impl!r}")
     if impl == "auto":
-        return "flex" if device.type == "cuda" and dropout_p == 0 else "block_sparse"
+        # FlexAttention's Triton tiles must divide the block: multiples of 16 only.
+        flex_ok = device.type == "cuda" and dropout_p == 0 and block_size % 16 == 0
+        return "flex" if flex_ok else "block_sparse"
     if impl == "flex" and dropout_p > 0:
         raise ConfigError(
             "attention_impl 'flex' has no attention dropout; set attention dropout to 0 "
@@ -58,7 +61,7 @@ def attention(
     """Attention of q, k, v [B, H, N, D] restricted to `layout` (None: full attention)."""
     if layout is None or layout.is_dense:
         return full_attention(q, k, v, key_padding_mask, dropout_p)
-    chosen = resolve_impl(impl, q.device, dropout_p)
+    chosen = resolve_impl(impl, q.device, dropout_p, layout.block_size)
     if chosen == "flex":
         from genobird.attention.flex import flex_block_sparse_attention
 

@@ -16,6 +16,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from genobird.attention.layouts import BlockLayout
+from genobird.errors import ConfigError
 
 
 def _block_lists(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,6 +69,31 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
+def kernel_tiles(block_size: int) -> dict[str, int]:
+    """Triton tile sizes that divide the layout's block size.
+
+    The fused kernel walks each listed block in tiles, so its tiles must divide the block;
+    the defaults (128 queries per tile on Hopper) do not divide BigBird's 64. The backward
+    kernels also need BLOCK_M1 | BLOCK_N1 and BLOCK_N2 | BLOCK_M2; 16 is Triton's smallest
+    matrix-multiply tile.
+    """
+    if block_size % 16:
+        raise ConfigError(
+            f"FlexAttention needs a block size that is a multiple of 16, got {block_size}; "
+            "use attention_impl 'block_sparse'"
+        )
+    tile = min(block_size & -block_size, 128)  # largest power of two dividing the block
+    half = max(tile // 2, 16)
+    return {
+        "fwd_BLOCK_M": tile,
+        "fwd_BLOCK_N": min(tile, 64),
+        "bwd_BLOCK_M1": half,
+        "bwd_BLOCK_N1": tile,
+        "bwd_BLOCK_M2": tile,
+        "bwd_BLOCK_N2": half,
+    }
+
+
 def flex_block_sparse_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -80,8 +106,13 @@ def flex_block_sparse_attention(
     none, so the dispatcher uses the PyTorch kernel when dropout is on)."""
     if block_mask is None:
         block_mask = flex_block_mask(layout, key_padding_mask, q.shape[0], q.device)
-    kernel = _compiled_flex() if q.is_cuda else flex_attention
-    out = kernel(q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5)
+    if q.is_cuda:
+        out = _compiled_flex()(
+            q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5,
+            kernel_options=kernel_tiles(layout.block_size),
+        )  # fmt: skip
+    else:  # eager: the unfused reference path, for tests on CPU
+        out = flex_attention(q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5)
     if key_padding_mask is not None:
         out = out * key_padding_mask[:, None, :, None].to(out.dtype)
     return out

@@ -92,7 +92,7 @@ class BlockLayout:
         width = int(counts.max()) if rows.numel() else 0
         order = torch.sort((~rows).to(torch.int8), dim=2, stable=True).indices  # True first
         index = order[..., :width].contiguous()
-        valid = torch.arange(width) < counts[..., None]
+        valid = torch.arange(width, device=rows.device) < counts[..., None]
         return index, valid
 
     def dense_mask(self) -> torch.Tensor:
