@@ -1,16 +1,17 @@
 """FlexAttention backend (torch.nn.attention.flex_attention) for CUDA.
 
-The layout is handed to FlexAttention as explicit block lists with the block size set to
-the layout's, so the fused kernel visits exactly the layout's blocks. Blocks whose keys
-are all real go to the "full" lists (no mask evaluated); blocks holding padding go to the
-partial lists, where `mask_mod` masks the padded keys. `mask_mod` also encodes the
-pattern itself, so the function is right even where the block lists are not used.
+The layout is handed to FlexAttention as explicit block lists, so the fused kernel visits
+only the layout's blocks. Blocks wholly inside the pattern whose keys are all real go to
+the "full" lists (no mask evaluated); the others go to the partial lists, where
+`mask_mod` masks padded keys and unattended layout blocks. `mask_mod` encodes the whole
+pattern, so the function is exact whatever the lists' granularity.
 On CPU the same code runs eagerly (unfused, for tests); on CUDA it is compiled once.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
@@ -27,29 +28,62 @@ def _block_lists(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return counts, indices
 
 
-def key_validity(layout: BlockLayout, key_padding_mask, batch: int, device) -> torch.Tensor:
-    """bool [B, NB*b]: real keys True; padding of the last block and masked keys False."""
-    padded = layout.num_blocks * layout.block_size
+# The Triton kernels walk each listed block in tiles that must divide it. PyTorch 2.11
+# picks its backward tiles from a per-GPU heuristic that ignores kernel_options (on Hopper
+# with head dim 64: 128-query and 128-key tiles), so a 64-token block list cannot be
+# differentiated there. The lists are therefore built at a granularity of 128 tokens (or
+# the layout's block, if larger): a listed 128-block holding some unattended 64-blocks
+# is "partial", and mask_mod, which encodes the exact layout, masks them inside it.
+KERNEL_TILE = 128
+
+
+def flex_granularity(block_size: int) -> int:
+    """Tokens per FlexAttention block for a layout of `block_size`: the least common
+    multiple with the kernel tile, so each tile falls inside one layout block's rows."""
+    return math.lcm(block_size, KERNEL_TILE)
+
+
+def key_validity(layout: BlockLayout, key_padding_mask, batch: int, padded: int, device):
+    """bool [B, padded]: real keys True; padding past the sequence and masked keys False."""
     valid = torch.zeros(batch, padded, dtype=torch.bool, device=device)
     valid[:, : layout.seq_len] = True if key_padding_mask is None else key_padding_mask
     return valid
 
 
-def flex_block_mask(layout: BlockLayout, key_padding_mask=None, batch: int = 1, device="cpu"):
-    """The BlockMask that restricts FlexAttention to `layout` (and to real keys)."""
+def _pad_to_groups(pattern: torch.Tensor, factor: int) -> torch.Tensor:
+    """bool [H, NB, NB] -> [H, NBc*f, NBc*f], NBc = ceil(NB / f); added blocks unattended."""
+    heads, blocks, _ = pattern.shape
+    size = -(-blocks // factor) * factor
+    padded = pattern.new_zeros(heads, size, size)
+    padded[:, :blocks, :blocks] = pattern
+    return padded
+
+
+def flex_block_mask(
+    layout: BlockLayout, key_padding_mask=None, batch: int = 1, device="cpu", granularity=None
+) -> BlockMask:
+    """The BlockMask that restricts FlexAttention to `layout` (and to real keys), with
+    block lists at `granularity` tokens (default: the layout's own block size)."""
     size = layout.block_size
-    key_valid = key_validity(layout, key_padding_mask, batch, device)
-    block_has_padding = ~key_valid.view(batch, layout.num_blocks, size).all(dim=-1)  # [B, NB]
-    pattern = layout.block_mask.to(device)[None]  # [1, H, NB, NB]
-    full = pattern & ~block_has_padding[:, None, None, :]
-    partial = pattern & block_has_padding[:, None, None, :]
+    granularity = granularity or size
+    if granularity % size:
+        raise ConfigError(f"granularity {granularity} is not a multiple of the block {size}")
+    factor = granularity // size
+    # Padded to whole coarse blocks, also so that mask_mod can index any position a tile holds.
+    block_pattern = _pad_to_groups(layout.block_mask.to(device), factor)
+    heads, coarse_blocks = block_pattern.shape[0], block_pattern.shape[1] // factor
+    grouped = block_pattern.view(heads, coarse_blocks, factor, coarse_blocks, factor)
+    touched = grouped.any(dim=4).any(dim=2)  # [H, NBc, NBc]: some layout block attended
+    covered = grouped.all(dim=4).all(dim=2)  # all of them attended
+    key_valid = key_validity(layout, key_padding_mask, batch, coarse_blocks * granularity, device)
+    keys_all_real = key_valid.view(batch, coarse_blocks, granularity).all(dim=-1)  # [B, NBc]
+    full = covered[None] & keys_all_real[:, None, None, :]
+    partial = touched[None] & ~full
     counts, indices = _block_lists(partial)
     full_counts, full_indices = _block_lists(full)
 
-    block_pattern = layout.block_mask.to(device)
-
     # The whole pattern, not only the padding: eager (CPU) FlexAttention evaluates
-    # mask_mod everywhere and ignores the block lists; compiled, it skips the full blocks.
+    # mask_mod everywhere; compiled, it evaluates it in partial blocks only.
     def mask_mod(b, h, q_idx, kv_idx):
         return block_pattern[h, q_idx // size, kv_idx // size] & key_valid[b, kv_idx]
 
@@ -58,7 +92,7 @@ def flex_block_mask(layout: BlockLayout, key_padding_mask=None, batch: int = 1, 
         indices,
         full_counts,
         full_indices,
-        BLOCK_SIZE=size,
+        BLOCK_SIZE=granularity,
         mask_mod=mask_mod,
         seq_lengths=(layout.seq_len, layout.seq_len),
     )
@@ -67,31 +101,6 @@ def flex_block_mask(layout: BlockLayout, key_padding_mask=None, batch: int = 1, 
 @functools.cache
 def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
-
-
-def kernel_tiles(block_size: int) -> dict[str, int]:
-    """Triton tile sizes that divide the layout's block size.
-
-    The fused kernel walks each listed block in tiles, so its tiles must divide the block;
-    the defaults (128 queries per tile on Hopper) do not divide BigBird's 64. The backward
-    kernels also need BLOCK_M1 | BLOCK_N1 and BLOCK_N2 | BLOCK_M2; 16 is Triton's smallest
-    matrix-multiply tile.
-    """
-    if block_size % 16:
-        raise ConfigError(
-            f"FlexAttention needs a block size that is a multiple of 16, got {block_size}; "
-            "use attention_impl 'block_sparse'"
-        )
-    tile = min(block_size & -block_size, 128)  # largest power of two dividing the block
-    half = max(tile // 2, 16)
-    return {
-        "fwd_BLOCK_M": tile,
-        "fwd_BLOCK_N": min(tile, 64),
-        "bwd_BLOCK_M1": half,
-        "bwd_BLOCK_N1": tile,
-        "bwd_BLOCK_M2": tile,
-        "bwd_BLOCK_N2": half,
-    }
 
 
 def flex_block_sparse_attention(
@@ -105,14 +114,10 @@ def flex_block_sparse_attention(
     """Same contract as `block_sparse_attention` (no attention dropout: FlexAttention has
     none, so the dispatcher uses the PyTorch kernel when dropout is on)."""
     if block_mask is None:
-        block_mask = flex_block_mask(layout, key_padding_mask, q.shape[0], q.device)
-    if q.is_cuda:
-        out = _compiled_flex()(
-            q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5,
-            kernel_options=kernel_tiles(layout.block_size),
-        )  # fmt: skip
-    else:  # eager: the unfused reference path, for tests on CPU
-        out = flex_attention(q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5)
+        granularity = flex_granularity(layout.block_size) if q.is_cuda else None
+        block_mask = flex_block_mask(layout, key_padding_mask, q.shape[0], q.device, granularity)
+    kernel = _compiled_flex() if q.is_cuda else flex_attention  # eager: unfused, for tests
+    out = kernel(q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5)
     if key_padding_mask is not None:
         out = out * key_padding_mask[:, None, :, None].to(out.dtype)
     return out
