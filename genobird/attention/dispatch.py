@@ -2,8 +2,8 @@
 
 impl: "block_sparse" (pure PyTorch, CPU and CUDA), "flex" (FlexAttention, CUDA),
 "dense" (the masked oracle: slow, for checks), or "auto": flex on CUDA when attention
-dropout is off (FlexAttention has no dropout) and the block size divides 128 or is a
-multiple of it (see flex.py on tiles), block_sparse otherwise.
+dropout is off (FlexAttention has no dropout) and the block size is a multiple of 32
+(its Triton tiles must divide a block), block_sparse otherwise.
 
 Whatever the impl, a layout that covers every block (a sequence too short for the
 pattern) is computed as full attention with PyTorch's SDPA, for that call only:
@@ -26,10 +26,9 @@ def resolve_impl(impl: str, device: torch.device, dropout_p: float, block_size: 
     if impl not in IMPLEMENTATIONS:
         raise ConfigError(f"attention_impl must be one of {IMPLEMENTATIONS}, got {impl!r}")
     if impl == "auto":
-        # Flex's block lists are built at lcm(block, 128) tokens (flex.py): only blocks
-        # that divide 128 or are multiples of it keep them tight.
-        tight = 128 % block_size == 0 or block_size % 128 == 0
-        flex_ok = device.type == "cuda" and dropout_p == 0 and tight
+        # The Triton tiles must divide a block; 32-multiples are what the autotuner's
+        # configurations cover (64, the BigBird default, is the size checked on an H100).
+        flex_ok = device.type == "cuda" and dropout_p == 0 and block_size % 32 == 0
         return "flex" if flex_ok else "block_sparse"
     if impl == "flex" and dropout_p > 0:
         raise ConfigError(
