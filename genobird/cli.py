@@ -242,9 +242,11 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
 def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
     from genobird.tasks.chromatin import import_deepsea
 
+    if len(args.mat) != len(args.split):
+        raise GenobirdError("give one --split name per --mat file, in the same order")
     windows = import_deepsea(
-        args.mat, args.split, args.coordinates, args.reference, args.features, args.out,
-        args.context,
+        dict(zip(args.split, args.mat, strict=True)), args.coordinates, args.reference,
+        args.out, args.features, args.context,
     )  # fmt: skip
     print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
     return EXIT_OK
@@ -558,11 +560,16 @@ def _add_dataset(commands) -> None:
         "context from the reference around the published 200 bp bins.",
         cmd_dataset_deepsea,
     )
-    deepsea.add_argument("--mat", type=Path, required=True, help="train.mat, valid.mat or test.mat")
-    deepsea.add_argument("--split", choices=["train", "valid", "test"], required=True)
-    deepsea.add_argument("--coordinates", type=Path, required=True, help="BED of the split's bins")
+    deepsea.add_argument("--mat", type=Path, nargs="+", required=True,
+                         help="train.mat, valid.mat and/or test.mat")  # fmt: skip
+    deepsea.add_argument("--split", choices=["train", "valid", "test"], nargs="+", required=True,
+                         help="the split of each --mat, in order")  # fmt: skip
+    deepsea.add_argument("--coordinates", type=Path, required=True,
+                         help="BED of the bins: one split's, or genome-wide")  # fmt: skip
     deepsea.add_argument("--reference", type=Path, required=True, help="hg19 FASTA")
-    deepsea.add_argument("--features", type=Path, required=True, help="919-feature table TSV")
+    deepsea.add_argument("--features", type=Path,
+                         help="919-feature table TSV (default: placeholder names, DeepSEA's "
+                         "categories)")  # fmt: skip
     deepsea.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     deepsea.add_argument("--context", type=int, default=8000, help="paper: 8 kb")
     classify = _subparser(

@@ -341,7 +341,53 @@ def test_deepsea_import_takes_labels_with_an_8kb_context(shared_data, tmp_path, 
     assert window[3500:4500] == sequences[2]  # bin centre +/- 500 sits at the window centre
     write(coordinates, "chr20\t1100000\t1100200\n")
     assert main(argv) == 1
-    assert "1 bins but" in capsys.readouterr().err
+    assert "has 1 bins (0 in the paper's test region)" in capsys.readouterr().err
+
+
+def test_deepsea_import_of_several_splits_from_a_genome_wide_bin_list(
+    shared_data, tmp_path, capsys
+):
+    """train.mat and test.mat in one HDF5: each split takes its bins from one genome-wide
+    BED by the paper's split; without a feature table, DeepSEA's category layout."""
+    from genobird.tasks.chromatin import default_deepsea_features, read_deepsea_features
+
+    fasta = shared_data / "genome" / "hg19_chr20_0-2Mb.fa"
+    lengths = Reference(fasta).lengths
+    genome = write(  # chr20 of hg19 plus a short chr8 (a test chromosome in the paper)
+        tmp_path / "g.fa",
+        f">chr20\n{Reference(fasta).fetch('chr20', 0, lengths['chr20'])}\n>chr8\n{'ACGT' * 5000}\n",
+    )
+    bins = [("chr20", 1_100_000), ("chr8", 10_000), ("chr20", 1_500_000)]
+    coordinates = write(tmp_path / "all.bed", "".join(f"{c}\t{s}\t{s + 200}\n" for c, s in bins))
+    reference = Reference(genome)
+    sequences = [reference.fetch(c, s - 400, s + 600) for c, s in bins]
+    train_x, train_y = _deepsea_arrays([sequences[0], sequences[2]])
+    with h5py.File(tmp_path / "train.mat", "w") as handle:  # MATLAB v7.3: transposed
+        handle["trainxdata"] = np.transpose(train_x, (2, 1, 0))
+        handle["traindata"] = train_y.T
+    test_x, test_y = _deepsea_arrays([sequences[1]])
+    scipy.io.savemat(tmp_path / "test.mat", {"testxdata": test_x, "testdata": test_y})
+    out = tmp_path / "d.h5"
+    argv = [
+        "-q", "dataset", "deepsea",
+        "--mat", str(tmp_path / "train.mat"), str(tmp_path / "test.mat"),
+        "--split", "train", "test",
+        "--coordinates", str(coordinates), "--reference", str(genome),
+        "--out", str(out), "--context", "1000",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    meta = read_metadata(out)
+    assert meta["counts"] == {"train": 2, "valid": 0, "test": 1}
+    with h5py.File(out, "r") as handle:
+        assert handle["split"][:].astype(str).tolist() == ["train", "train", "test"]
+        assert np.array_equal(handle["labels"][:], np.concatenate([train_y[:2], test_y[:1]]))
+        assert handle["sequences"][2].decode() == sequences[1]
+    names, categories = default_deepsea_features()
+    real = read_deepsea_features(shared_data / "chromatin" / "deepsea_919_features.tsv")[1]
+    assert meta["feature_names"] == names and categories == real  # 125 DNase, 690 TF, 104 Histone
+    one_split_for_two_files = [*argv[:7], "train", *argv[9:]]
+    assert main(one_split_for_two_files) == 1
+    assert "one --split name per --mat file" in capsys.readouterr().err
 
 
 def test_best_f1_threshold_matches_brute_force():

@@ -91,24 +91,27 @@ def check_label_width(labels: np.ndarray, feature_names: list[str], source: str)
         )
 
 
-def deepsea_context_dataset(
-    coordinates, labels: np.ndarray, fasta, feature_names, categories, out_path, context=8000
-) -> WindowSet:
-    """8 kb windows around DeepSEA's bins (bin centre +/- context/2), with their labels."""
-    check_label_width(labels, feature_names, str(coordinates))
-    reference = Reference(fasta)
-    windows = WindowSet("chromatin", list(feature_names), list(categories))
-    for row, interval in enumerate(read_bed(coordinates)):
-        if row >= len(labels):
-            raise InputError(f"{coordinates}: more bins than label rows ({len(labels)})")
+def add_deepsea_windows(windows: WindowSet, bins, labels: np.ndarray, reference, context):
+    """8 kb windows around DeepSEA's bins (bin centre +/- context/2), with their labels;
+    each window goes to the paper's split of its bin (bins outside it are left out)."""
+    for interval, row in zip(bins, labels, strict=True):
         split = deepsea_split_of(interval.chrom, interval.start, interval.end)
         if split is None:
             continue
         window = point_window(interval.chrom, interval.start + interval.width // 2, context)
         sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)
-        windows.add(sequence, labels[row], window.chrom, window.start, window.end, "+", split)
-    windows.write(out_path)
-    return windows
+        windows.add(sequence, row, window.chrom, window.start, window.end, "+", split)
+
+
+# DeepSEA's output order: 125 DNase, then 690 TF, then 104 histone-mark features.
+DEEPSEA_CATEGORY_COUNTS = (("DNase", 125), ("TF", 690), ("Histone", 104))
+
+
+def default_deepsea_features() -> tuple[list[str], list[str]]:
+    """Placeholder names (deepsea_0 .. deepsea_918) with the categories of DeepSEA's
+    fixed output order, for when the 919-feature table is not at hand."""
+    categories = [name for name, count in DEEPSEA_CATEGORY_COUNTS for _ in range(count)]
+    return [f"deepsea_{i}" for i in range(len(categories))], categories
 
 
 def read_deepsea_features(path: str | Path) -> tuple[list[str], list[str]]:
@@ -125,23 +128,44 @@ def read_deepsea_features(path: str | Path) -> tuple[list[str], list[str]]:
     return names, [r["category"] for r in rows]
 
 
-def import_deepsea(mat_path, split, coordinates, fasta, features_table, out_path, context=8000):
-    """DeepSEA's labels for one split with BigBird's longer context from the reference.
-
-    The coordinate BED must list the split's forward samples in the .mat file's order
-    (one 200 bp bin per row); a different row count is an error, not a guess."""
-    _, labels = read_deepsea_split(mat_path, split)
-    forward = labels[: len(labels) // 2]  # the second half repeats them reverse-complemented
-    rows = sum(1 for _ in read_bed(coordinates))
-    if rows != len(forward):
+def _split_bins(bins: list, split: str, expected: int, coordinates, mat_path) -> list:
+    """The bins of one split: all of them when the BED is that split's own list, else the
+    genome-wide list's bins in the paper's region of that split (in file order)."""
+    if len(bins) == expected:
+        return bins
+    selected = [b for b in bins if deepsea_split_of(b.chrom, b.start, b.end) == split]
+    if len(selected) != expected:
         raise InputError(
-            f"{coordinates} has {rows} bins but {mat_path} holds {len(forward)} forward "
-            f"{split} samples; give the coordinate file of that split, in the same order"
+            f"{coordinates} has {len(bins)} bins ({len(selected)} in the paper's {split} "
+            f"region) but {mat_path} holds "
+            f"{expected} forward samples; give the coordinate file of that split (or the "
+            "genome-wide bin list), in the .mat file's order"
         )
-    names, categories = read_deepsea_features(features_table)
-    return deepsea_context_dataset(
-        coordinates, forward, fasta, names, categories, out_path, context
-    )
+    return selected
+
+
+def import_deepsea(mats: dict, coordinates, fasta, out_path, features_table=None, context=8000):
+    """DeepSEA's labels, {split: .mat path}, with BigBird's longer context from the
+    reference, written to one HDF5 holding every split given.
+
+    `coordinates` lists the bins as 0-based hg19 BED rows in each .mat file's order of
+    forward samples: either exactly one split's bins, or a genome-wide list from which
+    each split's bins are taken by the paper's split; a count mismatch is an error."""
+    if features_table is None:
+        names, categories = default_deepsea_features()
+    else:
+        names, categories = read_deepsea_features(features_table)
+    bins = list(read_bed(coordinates))
+    reference = Reference(fasta)
+    windows = WindowSet("chromatin", list(names), list(categories))
+    for split, mat_path in mats.items():
+        _, labels = read_deepsea_split(mat_path, split)
+        check_label_width(labels, names, str(mat_path))
+        forward = labels[: len(labels) // 2]  # the second half repeats them, reverse-complemented
+        split_bins = _split_bins(bins, split, len(forward), coordinates, mat_path)
+        add_deepsea_windows(windows, split_bins, forward, reference, context)
+    windows.write(out_path)
+    return windows
 
 
 # =========================================================================== own features
