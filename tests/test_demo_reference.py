@@ -180,3 +180,27 @@ def test_some_histone_marks_need_kilobases_of_context(demo_reference):
 def test_size_scales_the_genome(tmp_path, size_mb):
     manifest = generate_demo_reference(tmp_path / "r", DemoSpec(size_mb=size_mb))
     assert sum(manifest["chromosomes"].values()) == pytest.approx(size_mb * 1e6, rel=0.25)
+
+
+def test_scoring_samples_are_genome_slices_and_variants_match_the_reference(demo_reference):
+    """samples.fa records are the genome at their stated coordinates (read back with
+    Biopython and pyfaidx); every variants.vcf REF is the reference base, ALT differs."""
+    from Bio import SeqIO
+
+    reference = Reference(demo_reference / "genome.fa")
+    records = list(SeqIO.parse(demo_reference / "samples.fa", "fasta"))
+    assert len(records) >= 12 and any(r.id.startswith("DEMO_") for r in records)
+    for record in records:
+        chrom, span = record.description.split()[1].split(":")
+        start, end = map(int, span.split("-"))
+        assert str(record.seq).upper() == reference.fetch(chrom, start, end).upper()
+        assert end - start == 2000
+    rows = [
+        line.split("\t")
+        for line in (demo_reference / "variants.vcf").read_text().splitlines()
+        if not line.startswith("#")
+    ]
+    assert len(rows) >= 10
+    for chrom, pos, _name, ref, alt, *_ in rows:
+        assert reference.fetch(chrom, int(pos) - 1, int(pos)).upper() == ref != alt
+        assert alt in "ACGT"

@@ -41,7 +41,7 @@ from genobird.genome.alphabet import reverse_complement
 
 log = logging.getLogger(__name__)
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 FASTA_LINE_WIDTH = 60
 N_CODE = 4
 _UPPER = np.frombuffer(b"ACGTN", dtype=np.uint8)
@@ -494,6 +494,52 @@ def _write_peaks(outdir: Path, spec: DemoSpec, plans, sequences) -> dict[str, in
     return counts
 
 
+SAMPLE_WINDOW = 2000  # bp of each demo FASTA record
+SAMPLES_PER_KIND = 10  # promoter windows, background windows and variants each
+
+
+def _sample_promoters(plans: list[ChromosomePlan], sequences) -> tuple[list[Promoter], str]:
+    """Promoters of the last chromosome (the demo's test chromosome) whose sample window
+    lies inside it, and that chromosome's sequence."""
+    sequence = sequences[-1][1].decode()  # soft-masked ASCII
+    half = SAMPLE_WINDOW // 2
+    inside = [p for p in plans[-1].promoters if half <= p.tss <= len(sequence) - half]
+    return inside[:SAMPLES_PER_KIND], sequence
+
+
+def _write_samples(outdir: Path, spec: DemoSpec, plans, sequences) -> None:
+    """Inputs for the demo's scoring: samples.fa (promoter-centred and background windows
+    of the last chromosome) and variants.vcf (SNVs 30 bp upstream of those TSSs, where
+    TATA boxes sit, and at random background positions), REF read from the genome."""
+    rng = np.random.default_rng(spec.seed + 7919)
+    promoters, sequence = _sample_promoters(plans, sequences)
+    chrom, half = sequences[-1][0], SAMPLE_WINDOW // 2
+    background = sorted(int(x) for x in rng.integers(half, len(sequence) - half, SAMPLES_PER_KIND))
+    with atomic_write(outdir / "samples.fa") as handle:
+        for promoter in promoters:
+            window = sequence[promoter.tss - half : promoter.tss + half]
+            handle.write(f">{promoter.name} {chrom}:{promoter.tss - half}-{promoter.tss + half}\n")
+            handle.write(f"{window}\n")
+        for index, centre in enumerate(background):
+            window = sequence[centre - half : centre + half]
+            handle.write(f">background_{index} {chrom}:{centre - half}-{centre + half}\n")
+            handle.write(f"{window}\n")
+    sites = [(p.tss - 30 if p.strand == "+" else p.tss + 30, p.name) for p in promoters]
+    sites += [(int(x), f"bg_{i}") for i, x in enumerate(rng.integers(0, len(sequence), 10))]
+    rows = []
+    for position, name in sorted(sites):
+        ref = sequence[position].upper()
+        if ref not in "ACGT":
+            continue
+        alt = "ACGT"[("ACGT".index(ref) + 1 + int(rng.integers(0, 3))) % 4]
+        rows.append(f"{chrom}\t{position + 1}\t{name}\t{ref}\t{alt}\t.\tPASS\t.\n")
+    with atomic_write(outdir / "variants.vcf") as handle:
+        handle.write("##fileformat=VCFv4.2\n##source=genobird-demo\n")
+        handle.writelines(f"##contig=<ID={n},length={len(q)}>\n" for n, q in sequences)
+        handle.write("#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n")
+        handle.writelines(rows)
+
+
 def generate_demo_reference(outdir: str | Path, spec: DemoSpec = DemoSpec()) -> dict:
     """Write the demo reference into `outdir` and return its manifest.
 
@@ -518,6 +564,7 @@ def generate_demo_reference(outdir: str | Path, spec: DemoSpec = DemoSpec()) -> 
             handle.writelines(f"{name}\t{len(seq)}\n" for name, seq in sequences)
         _write_annotations(staging, plans)
         peak_counts = _write_peaks(staging, spec, plans, sequences)
+        _write_samples(staging, spec, plans, sequences)
         manifest = _manifest(staging, spec, sequences, plans, peak_counts)
         _move_into(staging, outdir)
     finally:
