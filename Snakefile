@@ -26,11 +26,9 @@ include: "workflows/pretrain.smk"
 include: "workflows/promoter.smk"
 include: "workflows/chromatin.smk"
 include: "workflows/scoring.smk"
+include: "workflows/report.smk"
 
 
 rule all:
     input:
-        f"{RESULTS}/promoter/report/metrics.json",
-        f"{RESULTS}/chromatin/report/metrics.json",
-        f"{RESULTS}/score/promoter_heldout_tss.tsv",
-        f"{RESULTS}/score/chromatin_heldout_tss.tsv",
+        rules.report.output,

@@ -320,6 +320,15 @@ def cmd_score(args: argparse.Namespace) -> int:
 LAYOUT_PATTERNS = ("bigbird", "etc", "strided", "fixed", "star", "random", "window-global")
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from genobird.report import build_report
+
+    out = args.out or args.results / "report.html"
+    build_report(args.results, out, args.context_lengths)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
 def cmd_layout(args: argparse.Namespace) -> int:
     from genobird.attention import analyse_layout
     from genobird.attention import layouts as patterns
@@ -379,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataset(commands)
     _add_finetune(commands)
     _add_score(commands)
+    _add_report(commands)
     _add_layout(commands)
     return parser
 
@@ -650,6 +660,21 @@ def _add_score(commands) -> None:
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
                      help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def _add_report(commands) -> None:
+    sub = _subparser(
+        commands,
+        "report",
+        "Write the HTML report of a pipeline results folder: corpus and vocabulary, "
+        "pretraining curves, MLM accuracy against context length, fine-tuning metrics "
+        "with ROC/PR plots, links to the score tables.",
+        cmd_report,
+    )
+    sub.add_argument("--results", type=Path, required=True, help="the pipeline's results folder")
+    sub.add_argument("--out", type=Path, help="HTML file (default: RESULTS/report.html)")
+    sub.add_argument("--context-lengths", type=int, nargs="+", default=[128, 256, 512, 1024],
+                     help="tokens at which to measure the pretrained MLM accuracy")  # fmt: skip
 
 
 def _add_layout(commands) -> None:

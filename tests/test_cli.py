@@ -80,7 +80,7 @@ def _leaf_commands(parser, prefix=()):
 
 def test_every_subcommand_has_help(capsys):
     commands = list(_leaf_commands(build_parser()))
-    assert ("score",) in commands and ("dataset", "deepsea") in commands and len(commands) == 15
+    assert ("score",) in commands and ("dataset", "deepsea") in commands and len(commands) == 16
     for command in commands:
         with pytest.raises(SystemExit) as info:
             main([*command, "--help"])
@@ -96,3 +96,9 @@ def test_layout_reports_density_and_graph_properties(capsys):
     assert "star graph True" in out and "Assumption 1 True" in out
     assert main(["layout", "strided", "--seq-len", "1024"]) == 0
     assert "star graph False" in capsys.readouterr().out
+
+
+def test_report_on_a_missing_results_folder_is_a_one_line_error(tmp_path, capsys):
+    assert main(["report", "--results", str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err
+    assert "no such results folder; run the pipeline first" in err and len(err.splitlines()) == 1

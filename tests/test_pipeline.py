@@ -24,9 +24,9 @@ def test_demo_dry_run_plans_every_stage(tmp_path):
     done = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "demo.yaml"))
     assert done.returncode == 0, done.stderr[-2000:]
     for rule in ("demo_reference", "documents", "vocabulary", "instances", "pretrain",
-                 "promoter_finetune", "chromatin_finetune", "score"):  # fmt: skip
+                 "promoter_finetune", "chromatin_finetune", "score", "report"):  # fmt: skip
         assert rule in done.stdout
-    assert "total                    15" in done.stdout
+    assert "total                    20" in done.stdout  # 6 score jobs: 2 models x 3 inputs
 
 
 def test_unknown_config_key_fails_before_any_rule_naming_it(tmp_path):
@@ -61,11 +61,19 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
     assert not (tmp_path / "results" / "pretrain").exists()
     finished = snakemake(*base)
     assert finished.returncode == 0, finished.stderr[-3000:]
+    results = tmp_path / "results"
     for task in ("promoter", "chromatin"):
-        report = tmp_path / "results" / task / "report" / "metrics.json"
-        assert report.is_file()
-        scores = (tmp_path / "results" / "score" / f"{task}_heldout_tss.tsv").read_text()
+        assert (results / task / "report" / "metrics.json").is_file()
+        scores = (results / "score" / f"{task}_heldout_tss.tsv").read_text()
         assert scores.splitlines()[0].startswith("index\tchrom\tstart\tend\tstrand\tcontains_N")
+        assert len((results / "score" / f"{task}_samples.tsv").read_text().splitlines()) > 10
+        assert (results / "score" / f"{task}_variants.tsv.log_odds_diff.tsv").is_file()
+    page = (results / "report.html").read_text()
+    for heading in ("Corpus", "Vocabulary", "Pretraining", "context length", "promoter",
+                    "chromatin", "Score tables"):  # fmt: skip
+        assert heading in page, heading
+    assert page.count("data:image/png;base64,") >= 4  # curves, context, ROC/PR plots
+    assert 'href="score/promoter_variants.tsv"' in page
     again = snakemake(*base, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
 

@@ -6,6 +6,8 @@ rule demo_reference:
         fasta=f"{RESULTS}/reference/genome.fa",
         tss=f"{RESULTS}/reference/tss.bed",
         features=f"{RESULTS}/reference/features.tsv",
+        samples=f"{RESULTS}/reference/samples.fa",
+        variants=f"{RESULTS}/reference/variants.vcf",
         manifest=f"{RESULTS}/reference/manifest.json",
     params:
         outdir=f"{RESULTS}/reference",

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from genobird.corpus import PretrainingDataset, Tokenizer, shard_paths
 from genobird.errors import ConfigError
@@ -268,3 +268,20 @@ __all__ = [
     "pretraining_step",
     "run_pretraining",
 ]
+
+
+def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int = 8) -> list[dict]:
+    """Masked-token accuracy of a pretrained model on held-out instances cut to each
+    length (no retraining: how much the trained model gains from seeing more context).
+    Each length scores only the masks inside its cut, as in TruncatedDataset."""
+    from genobird.model.io import from_pretrained
+
+    model = from_pretrained(model_dir, "cpu").eval()
+    piece_lengths = Tokenizer(Path(model_dir) / "tokenizer.model").piece_lengths
+    dataset = PretrainingDataset(shard_paths(instances_dir))
+    rows = []
+    for length in sorted(lengths):
+        loader = DataLoader(TruncatedDataset(dataset, length), batch_size=batch_size)
+        metrics = evaluate_pretraining(model, loader, torch.device("cpu"), piece_lengths)
+        rows.append({"context_length": length, **metrics})
+    return rows

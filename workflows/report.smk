@@ -1,0 +1,19 @@
+# The HTML report over the whole results folder (genobird report).
+
+
+rule report:
+    input:
+        f"{RESULTS}/promoter/report/metrics.json",
+        f"{RESULTS}/chromatin/report/metrics.json",
+        expand(f"{RESULTS}/score/{{task}}_{{source}}.tsv", task=TASKS, source=SCORE_SOURCES),
+    output:
+        f"{RESULTS}/report.html",
+    params:
+        results=RESULTS,
+    log:
+        f"{RESULTS}/logs/report.log",
+    threads: 1
+    resources:
+        mem_mb=4000,
+    shell:
+        "genobird -q report --results {params.results} --out {output} > {log} 2>&1"
