@@ -25,20 +25,18 @@ HELDOUT_SENTENCES = 2000  # held-out sentences for bp/token (enough for two deci
 
 
 # --------------------------------------------------------------------------- html helpers
-def _table(rows: list[tuple], header: tuple | None = None) -> str:
-    def cell(value) -> str:
-        text = (
-            f"{value:,.4g}"
-            if isinstance(value, float)
-            else f"{value:,}"
-            if isinstance(value, int)
-            else str(value)
-        )
-        return html.escape(text)
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return html.escape(str(value))
 
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header) if header else ""
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table>{'<tr>' + head + '</tr>' if head else ''}{body}</table>"
+
+def _table(rows: list[tuple], header: tuple | None = None) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header or ())
+    body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table>{f'<tr>{head}</tr>' if head else ''}{body}</table>"
 
 
 def _image(png: bytes, alt: str) -> str:
