@@ -9,12 +9,19 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "pipelines/demo.yaml"
+# The demo only when no --configfile is given: Snakemake merges a default configfile with
+# the user's, which would mix the demo's keys into every other pipeline.
+if not config:
+
+    configfile: "pipelines/demo.yaml"
 
 
-validate(config, "workflows/schemas/config.schema.yaml")
+# No defaults are filled in: every key is in the pipeline's YAML, where users see it.
+validate(config, "workflows/schemas/config.schema.yaml", set_default=False)
 
 RESULTS = config["results"]
+# Each rule's software, for `--sw-deployment-method conda` (relative to workflows/).
+ENV = "envs/genobird.yaml"
 
 # Rules call the `genobird` command; find it beside the Python running Snakemake.
 shell.prefix(f'export PATH="{os.path.dirname(sys.executable)}:$PATH"; set -euo pipefail; ')

@@ -13,7 +13,7 @@ import pytest
 
 from genobird.errors import ChecksumError, ConfigError, DownloadError
 from genobird.genome import Reference
-from genobird.genome.download import DataSet, bsd_sum, download, load_manifest
+from genobird.genome.download import DataSet, bsd_sum, download, final_path, load_manifest
 
 FASTA = b">chr1\n" + b"ACGTTGCA" * 40 + b"\n>chr2\nGGGGCCCC\n"
 
@@ -84,7 +84,7 @@ def test_md5sum_file_verifies_then_bgzip_and_index(server, tmp_path):
         index=True,
     )
     result = download(data_set, tmp_path / "dest")
-    assert result.name == "genome.fa.bgz.gz"
+    assert result.name == "genome.fa.bgz.gz" == final_path(data_set, tmp_path / "dest").name
     assert Reference(result).fetch("chr2", 0, 4) == "GGGG"
     assert (tmp_path / "dest" / "genome.fa.bgz.gz.fai").exists()
 
@@ -133,6 +133,7 @@ def test_file_url_and_untar(tmp_path):
     data_set = DataSet("d", archive.as_uri(), post="untar")
     result = download(data_set, tmp_path / "dest")
     assert (result / "bundle" / "train.mat").read_bytes() == b"matlab"
+    assert result == final_path(data_set, tmp_path / "dest") == tmp_path / "dest" / "bundle"
     assert download(data_set, tmp_path / "dest") == result  # second run: nothing to do
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import h5py
 import pytest
 import yaml
 
@@ -17,51 +22,123 @@ def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd)
 
 
-def test_demo_dry_run_plans_every_stage(tmp_path):
-    config = yaml.safe_load((REPO / "pipelines" / "demo.yaml").read_text())
+def pipeline(name: str) -> dict:
+    return yaml.safe_load((REPO / "pipelines" / f"{name}.yaml").read_text())
+
+
+def write_config(tmp_path: Path, config: dict, name: str = "config.yaml") -> str:
+    """The config with its outputs under tmp_path; returns its path."""
     config["results"] = str(tmp_path / "results")
-    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(config))
-    done = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "demo.yaml"))
+    if config["reference"]["source"] == "download":
+        config["reference"]["dest"] = str(tmp_path / "downloads")
+    (tmp_path / name).write_text(yaml.safe_dump(config))
+    return str(tmp_path / name)
+
+
+def planned_jobs(plan: str) -> int:
+    """The job count of a dry run's summary table."""
+    return int(re.search(r"^total\s+(\d+)$", plan, re.MULTILINE).group(1))
+
+
+def test_demo_dry_run_plans_every_stage(tmp_path):
+    done = snakemake("-n", "--cores", "2", "--configfile", write_config(tmp_path, pipeline("demo")))
     assert done.returncode == 0, done.stderr[-2000:]
     for rule in ("demo_reference", "documents", "vocabulary", "instances", "pretrain",
                  "promoter_finetune", "chromatin_finetune", "score", "report"):  # fmt: skip
         assert rule in done.stdout
-    assert "total                    20" in done.stdout  # 6 score jobs: 2 models x 3 inputs
+    assert planned_jobs(done.stdout) == 20  # 6 score jobs: 2 models x 3 inputs
+
+
+def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path):
+    path = write_config(tmp_path, pipeline("grch37"))
+    done = snakemake("-n", "-p", "--cores", "16", "--configfile", path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = done.stdout
+    for key, entry in (("genome", "hg19"), ("promoters", "epdnew-hs006-hg19"),
+                       ("deepsea_bundle", "deepsea-bundle")):  # fmt: skip
+        assert f"rule download_{key}:" in plan
+        assert f"genobird reference download {entry} --manifest reference/grch37.yaml" in plan
+    downloads = tmp_path / "downloads"
+    assert f"--reference {downloads}/hg19.fa.bgz.gz" in plan  # the bgzipped, indexed genome
+    assert f"--tss {downloads}/Hs_EPDnew_006_hg19.bed" in plan
+    assert "--upstream 5000 --downstream 3000" in plan
+    assert "--passes 10" in plan and "--vocab-size 32000" in plan
+    assert "--max-seq-length 4096" in plan
+    assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in plan
+    assert "dataset deepsea --mat" in plan and "--split train valid test" in plan
+    assert "--context 8000" in plan
+    assert planned_jobs(plan) == 19  # 4 downloads; BED scoring only
+
+
+@pytest.mark.parametrize("name", ["demo", "grch37"])
+def test_lint_reports_nothing(tmp_path, name):
+    done = snakemake("--lint", "--configfile", write_config(tmp_path, pipeline(name)))
+    assert done.returncode == 0 and "Congratulations" in done.stdout + done.stderr, done.stdout
 
 
 def test_unknown_config_key_fails_before_any_rule_naming_it(tmp_path):
-    config = yaml.safe_load((REPO / "pipelines" / "demo.yaml").read_text())
+    config = pipeline("demo")
     config["corpus"]["pases"] = 2
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
-    done = snakemake("-n", "--cores", "1", "--configfile", str(tmp_path / "bad.yaml"))
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
     assert done.returncode != 0
     assert "'pases' was unexpected" in done.stderr + done.stdout
 
 
 def test_out_of_range_value_fails_naming_the_key(tmp_path):
-    config = yaml.safe_load((REPO / "pipelines" / "demo.yaml").read_text())
+    config = pipeline("demo")
     config["corpus"]["passes"] = 0
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
-    done = snakemake("-n", "--cores", "1", "--configfile", str(tmp_path / "bad.yaml"))
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
     output = done.stderr + done.stdout
     assert done.returncode != 0 and "['corpus']['passes']" in output
 
 
+def test_keys_of_the_other_reference_source_are_refused_by_name(tmp_path):
+    config = pipeline("grch37")
+    config["reference"]["seed"] = 0  # a demo-only key
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "'seed' is not one of ['source', 'manifest'" in output
+    config = pipeline("demo")
+    del config["chromatin"]["max_bins"]  # required with the demo's peak labels
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0 and "'max_bins' is a required property" in done.stdout + done.stderr
+
+
+def test_a_manifest_entry_that_does_not_exist_is_named(tmp_path):
+    config = pipeline("grch37")
+    config["reference"]["genome"] = "hg91"
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0
+    assert "reference.genome: 'hg91' is not in reference/grch37.yaml" in done.stdout + done.stderr
+
+
+def terminate_when(args: list[str], appears: Path, timeout: float = 300) -> None:
+    """Run Snakemake and send SIGTERM to it and its jobs once `appears` exists."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), *args]
+    run = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while not appears.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert run.poll() is None, f"the run ended before {appears} appeared"
+    os.killpg(run.pid, signal.SIGTERM)
+    run.wait(timeout=60)
+
+
 @pytest.mark.slow
 def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path):
-    """A run stopped after the corpus stage completes when started again; a third run is
-    a no-op. pipelines/ci.yaml: every stage on a 1 Mb genome, about 40 s on 2 cores."""
-    config = yaml.safe_load((REPO / "pipelines" / "ci.yaml").read_text())
-    config["results"] = str(tmp_path / "results")
-    path = tmp_path / "ci.yaml"
-    path.write_text(yaml.safe_dump(config))
-    base = ["--cores", "2", "--configfile", str(path)]
-    stopped = snakemake(*base, "--until", "instances")
-    assert stopped.returncode == 0, stopped.stderr[-2000:]
-    assert not (tmp_path / "results" / "pretrain").exists()
+    """A run terminated during pretraining (SIGTERM, as a preempted job gets) completes
+    when started again; a third run is a no-op. pipelines/ci.yaml: every stage on a 1 Mb
+    genome, about 40 s on 2 cores."""
+    base = ["--cores", "2", "--configfile", write_config(tmp_path, pipeline("ci"))]
+    results = tmp_path / "results"
+    terminate_when(base, results / "logs" / "pretrain.log")
+    assert (results / "corpus" / "instances-train" / "manifest.json").is_file()
+    assert not (results / "pretrain" / "model").exists()
     finished = snakemake(*base)
     assert finished.returncode == 0, finished.stderr[-3000:]
-    results = tmp_path / "results"
     for task in ("promoter", "chromatin"):
         assert (results / task / "report" / "metrics.json").is_file()
         scores = (results / "score" / f"{task}_heldout_tss.tsv").read_text()
@@ -79,10 +156,48 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
 
 
 def test_pretraining_on_gpus_launches_torchrun(tmp_path):
-    config = yaml.safe_load((REPO / "pipelines" / "demo.yaml").read_text())
-    config["results"] = str(tmp_path / "results")
+    config = pipeline("demo")
     config["pretrain"]["gpus"] = 8
-    (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(config))
-    done = snakemake("-n", "-p", "--cores", "2", "--configfile", str(tmp_path / "gpu.yaml"))
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in done.stdout
+
+
+@pytest.mark.slow
+def test_download_pipeline_runs_offline_on_a_mini_grch37(tmp_path):
+    """The GRCh37 branch end to end: downloads from file:// URLs (checksums, bgzip, untar,
+    index), EPDnew promoters, DeepSEA's three .mat splits, then every later stage with the
+    CI pipeline's small settings."""
+    from genobird.genome.demo import DemoSpec, generate_demo_reference
+    from genobird.tasks.data import read_metadata
+    from tests.mini_grch37 import build_mini_grch37
+
+    generate_demo_reference(tmp_path / "demo", DemoSpec(seed=1, size_mb=1.0))
+    manifest = build_mini_grch37(tmp_path / "demo", tmp_path / "published")
+    config = pipeline("ci")
+    config["reference"] = {
+        "source": "download", "manifest": str(manifest), "dest": "", "genome": "hg19",
+        "promoters": "epdnew", "deepsea_bundle": "deepsea-bundle",
+        "deepsea_coordinates": "deepsea-coordinates",
+    }  # fmt: skip
+    config["corpus"].update(train_chromosomes=["chr1", "chr2"], heldout_chromosomes=["chr8"])
+    config["split"] = {"valid_chromosomes": ["chr7"], "test_chromosomes": ["chr8"]}
+    del config["chromatin"]["max_bins"]
+    base = ["--cores", "2", "--configfile", write_config(tmp_path, config)]
+    done = snakemake(*base)
+    assert done.returncode == 0, done.stderr[-3000:]
+    downloads, results = tmp_path / "downloads", tmp_path / "results"
+    assert (downloads / "hg19.fa.bgz.gz.fai").is_file()
+    assert "deepsea_train_bundle.v0.9.tar.gz" in (downloads / "checksums.json").read_text()
+    chromatin = read_metadata(results / "chromatin" / "data.h5")
+    assert len(chromatin["feature_names"]) == 919
+    with h5py.File(results / "chromatin" / "data.h5", "r") as handle:
+        splits = set(handle["split"][:].astype(str))
+    assert splits == {"train", "valid", "test"}
+    for task in ("promoter", "chromatin"):
+        assert (results / task / "report" / "metrics.json").is_file()
+        rows = (results / "score" / f"{task}_heldout_tss.tsv").read_text().splitlines()
+        assert len(rows) > 1 and all(row.split("\t")[1] == "chr8" for row in rows[1:])
+    assert "Score tables" in (results / "report.html").read_text()
+    again = snakemake(*base, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr

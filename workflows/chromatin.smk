@@ -1,28 +1,72 @@
-# Chromatin-profile prediction: genome bins labelled from the peak BEDs, fine-tuning.
+# Chromatin-profile prediction. Demo: genome bins labelled from the demo's peak BEDs.
+# Downloaded reference: DeepSEA's 919 labels (train/valid/test .mat) around its published
+# 200 bp bins, with the paper's longer context cut from the genome. Then fine-tuning.
 
 CHROMATIN = config["chromatin"]
+# Where DeepSEA's archives put their files once unpacked.
+DEEPSEA_SPLITS = ("train", "valid", "test")
+DEEPSEA_MAT = "deepsea_train/{split}.mat"
+DEEPSEA_BINS = "allTFs.pos.bed"
 
 
-rule chromatin_data:
-    input:
-        features=rules.demo_reference.output.features,
-        fasta=rules.demo_reference.output.fasta,
-    output:
-        f"{RESULTS}/chromatin/data.h5",
-    params:
-        context=CHROMATIN["context"],
-        bins=CHROMATIN["max_bins"],
-        valid=" ".join(SPLIT["valid_chromosomes"]),
-        test=" ".join(SPLIT["test_chromosomes"]),
-    log:
-        f"{RESULTS}/logs/chromatin_data.log",
-    threads: 1
-    resources:
-        mem_mb=4000,
-    shell:
-        "genobird -q dataset chromatin --features {input.features} --reference {input.fasta}"
-        " --out {output} --context {params.context} --max-bins {params.bins}"
-        " --valid-chromosomes {params.valid} --test-chromosomes {params.test} > {log} 2>&1"
+if DEMO:
+
+    rule chromatin_data:
+        input:
+            features=rules.demo_reference.output.features,
+            fasta=GENOME,
+        output:
+            f"{RESULTS}/chromatin/data.h5",
+        params:
+            context=CHROMATIN["context"],
+            bins=CHROMATIN["max_bins"],
+            valid=" ".join(SPLIT["valid_chromosomes"]),
+            test=" ".join(SPLIT["test_chromosomes"]),
+        log:
+            f"{RESULTS}/logs/chromatin_data.log",
+        threads: 1
+        resources:
+            mem_mb=4000,
+        conda:
+            ENV
+        shell:
+            "genobird -q dataset chromatin --features {input.features} --reference {input.fasta}"
+            " --out {output} --context {params.context} --max-bins {params.bins}"
+            " --valid-chromosomes {params.valid} --test-chromosomes {params.test} > {log} 2>&1"
+
+else:
+
+    rule chromatin_data:
+        input:
+            bundle=DOWNLOADED["deepsea_bundle"],
+            bins=DOWNLOADED["deepsea_coordinates"],
+            fasta=GENOME,
+        output:
+            f"{RESULTS}/chromatin/data.h5",
+        params:
+            mats=lambda wildcards, input: " ".join(
+                os.path.join(input.bundle, DEEPSEA_MAT.format(split=split))
+                for split in DEEPSEA_SPLITS
+            ),
+            splits=" ".join(DEEPSEA_SPLITS),
+            bins=lambda wildcards, input: os.path.join(input.bins, DEEPSEA_BINS),
+            features=(
+                f"--features {CHROMATIN['deepsea_features']}"
+                if "deepsea_features" in CHROMATIN
+                else ""
+            ),
+            context=CHROMATIN["context"],
+        log:
+            f"{RESULTS}/logs/chromatin_data.log",
+        threads: 1
+        resources:
+            mem_mb=32000,  # train.mat's labels and sequences are read whole
+        conda:
+            ENV
+        shell:
+            "genobird -q dataset deepsea --mat {params.mats} --split {params.splits}"
+            " --coordinates {params.bins} --reference {input.fasta} {params.features}"
+            " --context {params.context} --out {output} > {log} 2>&1"
 
 
 rule chromatin_finetune:
@@ -33,15 +77,21 @@ rule chromatin_finetune:
         metrics=f"{RESULTS}/chromatin/report/metrics.json",
         model=f"{RESULTS}/chromatin/model/config.json",
     params:
-        output=f"{RESULTS}/chromatin",
+        output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
         tokens=CHROMATIN["max_tokens"],
         steps=CHROMATIN["max_steps"],
+        rate=CHROMATIN["learning_rate"],
+        batch=CHROMATIN["batch_size"],
     log:
         f"{RESULTS}/logs/chromatin_finetune.log",
     threads: 2
     resources:
         mem_mb=8000,
+        gpu=FINETUNE_GPUS,
+    conda:
+        ENV
     shell:
         "genobird -q finetune chromatin --data {input.data} --output {params.output}"
         " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
-        " --max-steps {params.steps} --learning-rate 5e-4 > {log} 2>&1"
+        " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
+        " > {log} 2>&1"

@@ -5,7 +5,7 @@ CORPUS = config["corpus"]
 
 rule documents:
     input:
-        fasta=rules.demo_reference.output.fasta,
+        fasta=GENOME,
     output:
         f"{RESULTS}/corpus/{{part}}.txt",
     params:
@@ -16,9 +16,11 @@ rule documents:
         part="train|heldout",
     log:
         f"{RESULTS}/logs/documents_{{part}}.log",
-    threads: 2
+    threads: 16  # Snakemake lowers it to --cores
     resources:
         mem_mb=2000,
+    conda:
+        ENV
     shell:
         "genobird -q corpus documents --reference {input.fasta} --out {output}"
         " --chromosomes {params.chromosomes} --passes {params.passes} --seed {params.seed}"
@@ -36,9 +38,11 @@ rule vocabulary:
         seed=CORPUS["seed"],
     log:
         f"{RESULTS}/logs/vocabulary.log",
-    threads: 2
+    threads: 16  # Snakemake lowers it to --cores
     resources:
         mem_mb=4000,
+    conda:
+        ENV
     shell:
         "genobird -q vocab train --documents {input.train} --out {output}"
         " --vocab-size {params.size} --heldout {input.heldout} --seed {params.seed}"
@@ -52,16 +56,18 @@ rule instances:
     output:
         manifest=f"{RESULTS}/corpus/instances-{{part}}/manifest.json",
     params:
-        outdir=f"{RESULTS}/corpus/instances-{{part}}",
+        outdir=lambda wildcards, output: os.path.dirname(output.manifest),
         length=CORPUS["max_seq_length"],
         seed=CORPUS["seed"],
     wildcard_constraints:
         part="train|heldout",
     log:
         f"{RESULTS}/logs/instances_{{part}}.log",
-    threads: 2
+    threads: 16  # Snakemake lowers it to --cores
     resources:
         mem_mb=4000,
+    conda:
+        ENV
     shell:
         "genobird -q corpus instances --documents {input.documents} --tokenizer {input.tokenizer}"
         " --out {params.outdir} --max-seq-length {params.length} --seed {params.seed}"

@@ -7,6 +7,8 @@ LAUNCH = (
     if PRETRAIN["gpus"] > 0
     else "genobird"
 )
+# Fine-tuning and scoring run on one GPU where pretraining had any.
+FINETUNE_GPUS = min(1, PRETRAIN["gpus"])
 
 
 rule pretrain:
@@ -18,7 +20,7 @@ rule pretrain:
     output:
         model=f"{RESULTS}/pretrain/model/config.json",
     params:
-        output=f"{RESULTS}/pretrain",
+        output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
         steps=PRETRAIN["max_steps"],
         launch=LAUNCH,
     log:
@@ -27,6 +29,8 @@ rule pretrain:
     resources:
         mem_mb=8000,
         gpu=PRETRAIN["gpus"],
+    conda:
+        ENV
     shell:
         "{params.launch} -q pretrain --config {input.config} --output {params.output}"
         " --train $(dirname {input.train}) --eval $(dirname {input.heldout})"

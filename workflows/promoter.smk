@@ -6,8 +6,8 @@ SPLIT = config["split"]
 
 rule promoter_data:
     input:
-        tss=rules.demo_reference.output.tss,
-        fasta=rules.demo_reference.output.fasta,
+        tss=TSS,
+        fasta=GENOME,
     output:
         f"{RESULTS}/promoter/data.h5",
     params:
@@ -19,7 +19,9 @@ rule promoter_data:
         f"{RESULTS}/logs/promoter_data.log",
     threads: 1
     resources:
-        mem_mb=2000,
+        mem_mb=4000,
+    conda:
+        ENV
     shell:
         "genobird -q dataset promoter --tss {input.tss} --reference {input.fasta} --out {output}"
         " --upstream {params.upstream} --downstream {params.downstream}"
@@ -34,15 +36,21 @@ rule promoter_finetune:
         metrics=f"{RESULTS}/promoter/report/metrics.json",
         model=f"{RESULTS}/promoter/model/config.json",
     params:
-        output=f"{RESULTS}/promoter",
+        output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
         tokens=PROMOTER["max_tokens"],
         steps=PROMOTER["max_steps"],
+        rate=PROMOTER["learning_rate"],
+        batch=PROMOTER["batch_size"],
     log:
         f"{RESULTS}/logs/promoter_finetune.log",
     threads: 2
     resources:
         mem_mb=8000,
+        gpu=FINETUNE_GPUS,
+    conda:
+        ENV
     shell:
         "genobird -q finetune promoter --data {input.data} --output {params.output}"
         " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
-        " --max-steps {params.steps} > {log} 2>&1"
+        " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
+        " > {log} 2>&1"

@@ -1,23 +1,79 @@
-# The reference genome: the embedded demo genome, generated deterministically.
+# The reference genome and its annotations: either the embedded demo genome, generated
+# deterministically, or the data sets of a download manifest (reference/grch37.yaml)
+# fetched with `genobird reference download` (resumable, checksum-verified).
+#
+# Every later stage reads these names: GENOME (FASTA), TSS (promoter BED).
+
+REFERENCE = config["reference"]
+DEMO = REFERENCE["source"] == "demo"
 
 
-rule demo_reference:
-    output:
-        fasta=f"{RESULTS}/reference/genome.fa",
-        tss=f"{RESULTS}/reference/tss.bed",
-        features=f"{RESULTS}/reference/features.tsv",
-        samples=f"{RESULTS}/reference/samples.fa",
-        variants=f"{RESULTS}/reference/variants.vcf",
-        manifest=f"{RESULTS}/reference/manifest.json",
-    params:
-        outdir=f"{RESULTS}/reference",
-        seed=config["reference"]["seed"],
-        size=config["reference"]["size_mb"],
-    log:
-        f"{RESULTS}/logs/demo_reference.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-    shell:
-        "genobird demo-reference {params.outdir} --seed {params.seed} --size-mb {params.size}"
-        " > {log} 2>&1"
+if DEMO:
+
+    rule demo_reference:
+        output:
+            fasta=f"{RESULTS}/reference/genome.fa",
+            tss=f"{RESULTS}/reference/tss.bed",
+            features=f"{RESULTS}/reference/features.tsv",
+            samples=f"{RESULTS}/reference/samples.fa",
+            variants=f"{RESULTS}/reference/variants.vcf",
+            manifest=f"{RESULTS}/reference/manifest.json",
+        params:
+            outdir=lambda wildcards, output: os.path.dirname(output.manifest),
+            seed=REFERENCE["seed"],
+            size=REFERENCE["size_mb"],
+        log:
+            f"{RESULTS}/logs/demo_reference.log",
+        threads: 1
+        resources:
+            mem_mb=2000,
+        conda:
+            ENV
+        shell:
+            "genobird demo-reference {params.outdir} --seed {params.seed} --size-mb {params.size}"
+            " > {log} 2>&1"
+
+    GENOME = rules.demo_reference.output.fasta
+    TSS = rules.demo_reference.output.tss
+
+else:
+    from genobird.genome.download import final_path, load_manifest
+
+    MANIFEST = load_manifest(REFERENCE["manifest"])
+    DOWNLOADS = REFERENCE["dest"]
+    # config key -> manifest entry; each becomes one rule, download_<key>
+    DOWNLOADED = {}
+    for key in ("genome", "promoters", "deepsea_bundle", "deepsea_coordinates"):
+        entry = REFERENCE[key]
+        if entry not in MANIFEST:
+            raise ValueError(
+                f"reference.{key}: '{entry}' is not in {REFERENCE['manifest']}; "
+                f"its entries: {', '.join(MANIFEST)}"
+            )
+        target = str(final_path(MANIFEST[entry], DOWNLOADS))
+        DOWNLOADED[key] = target
+
+        rule:
+            name:
+                f"download_{key}"
+            output:
+                directory(target) if MANIFEST[entry].post == "untar" else target,
+            params:
+                entry=entry,
+                manifest=REFERENCE["manifest"],
+                dest=lambda wildcards, output: os.path.dirname(output[0]),
+            log:
+                f"{RESULTS}/logs/download_{key}.log",
+            threads: 1
+            resources:
+                mem_mb=2000,
+                downloads=1,  # `--resources downloads=N` caps parallel downloads
+            retries: 2  # a dropped connection resumes where it stopped
+            conda:
+                ENV
+            shell:
+                "genobird reference download {params.entry} --manifest {params.manifest}"
+                " --dest {params.dest} > {log} 2>&1"
+
+    GENOME = DOWNLOADED["genome"]
+    TSS = DOWNLOADED["promoters"]

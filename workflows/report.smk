@@ -9,11 +9,13 @@ rule report:
     output:
         f"{RESULTS}/report.html",
     params:
-        results=RESULTS,
+        results=lambda wildcards, output: os.path.dirname(output[0]),
     log:
         f"{RESULTS}/logs/report.log",
     threads: 1
     resources:
         mem_mb=4000,
+    conda:
+        ENV
     shell:
         "genobird -q report --results {params.results} --out {output} > {log} 2>&1"

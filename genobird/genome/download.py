@@ -243,6 +243,15 @@ POST_PROCESSORS = {
 }
 
 
+def final_path(data_set: DataSet, dest: str | Path) -> Path:
+    """Where `download` leaves a data set once post-processed (a folder for untar)."""
+    downloaded = Path(dest) / data_set.filename
+    if data_set.post == "none":
+        return downloaded
+    target_of, _ = POST_PROCESSORS[data_set.post]
+    return target_of(downloaded)
+
+
 def download(data_set: DataSet, dest: str | Path) -> Path:
     """Download, verify, post-process and index one data set into `dest`; returns the
     final path. Idempotent: a verified file already in `dest` is not downloaded again."""
@@ -261,13 +270,11 @@ def download(data_set: DataSet, dest: str | Path) -> Path:
         partial.replace(final)
     else:
         verify(data_set, final, dest, fix=f"delete {final} and rerun")
-    result = final
-    if data_set.post != "none":
-        target_of, make = POST_PROCESSORS[data_set.post]
-        result = target_of(final)
-        if not result.exists():
-            log.info("%s: %s -> %s", data_set.name, data_set.post, result.name)
-            make(final, result)
+    result = final_path(data_set, dest)
+    if not result.exists():
+        _, make = POST_PROCESSORS[data_set.post]
+        log.info("%s: %s -> %s", data_set.name, data_set.post, result.name)
+        make(final, result)
     if data_set.index:
         from genobird.genome.reference import Reference
 
