@@ -201,3 +201,15 @@ def test_download_pipeline_runs_offline_on_a_mini_grch37(tmp_path):
     assert "Score tables" in (results / "report.html").read_text()
     again = snakemake(*base, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_profiles_name_only_rules_that_exist(tmp_path):
+    done = snakemake("--list-rules", "--configfile", write_config(tmp_path, pipeline("grch37")))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rules = set(done.stdout.split())
+    assert {"download_genome", "pretrain", "chromatin_finetune"} <= rules
+    for profile in ("local", "slurm"):
+        settings = yaml.safe_load(
+            (REPO / "pipelines" / "profiles" / profile / "config.v8+.yaml").read_text()
+        )
+        assert set(settings.get("set-resources", {})) <= rules, profile

@@ -20,6 +20,8 @@ rule heldout_tss:
     log:
         f"{RESULTS}/logs/heldout_tss.log",
     threads: 1
+    resources:
+        mem_mb=500,
     conda:
         ENV
     shell:
