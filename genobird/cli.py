@@ -296,13 +296,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
     if kind != "fasta" and args.reference is None:
         raise GenobirdError(f"--{kind} needs --reference FASTA to cut the windows from")
+    if kind == "fasta" and args.chromosomes:
+        raise GenobirdError("--chromosomes selects BED regions or VCF variants, not FASTA records")
     predictor = load_predictor(
         args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
         precision=args.precision,
     )  # fmt: skip
     summary = write_scores(
         predictor, kind, source, args.out, args.format, args.features, args.reference,
-        args.tiles, progress=not args.quiet,
+        args.tiles, progress=not args.quiet, chromosomes=args.chromosomes,
     )  # fmt: skip
     print(
         f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
@@ -649,6 +651,9 @@ def _add_score(commands) -> None:
     inputs.add_argument("--bed", type=Path, help="regions (centred, resized to the window)")
     inputs.add_argument("--vcf", type=Path, help="variants (ref and alt windows)")
     sub.add_argument("--reference", type=Path, help="genome FASTA (for --bed and --vcf)")
+    sub.add_argument(
+        "--chromosomes", nargs="+", help="only the BED regions or variants on these chromosomes"
+    )
     sub.add_argument("--out", type=Path, required=True, help="output file")
     sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
     sub.add_argument("--features", nargs="+", help="only these feature columns")

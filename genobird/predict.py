@@ -200,11 +200,15 @@ class Predictor:
         return _collect(self.iter_fasta(path, tiles))
 
     # ------------------------------------------------------------------ BED
-    def iter_bed(self, path, reference) -> Iterator[ScoreResult]:
+    def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
+        """Chunks of scores of the BED's regions (only those on `chromosomes` if given)."""
         reference = reference if isinstance(reference, Reference) else Reference(reference)
+        wanted = _wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
         for interval in read_bed(path, contigs=reference.lengths, problems=rejected):
+            if wanted is not None and reference.resolve(interval.chrom) not in wanted:
+                continue
             chunk.append(interval)
             if len(chunk) == self.chunk_size:
                 yield self._bed_chunk(chunk, reference, rejected)
@@ -230,19 +234,25 @@ class Predictor:
         )
         return ScoreResult(self._table(ids, probabilities), rejected)
 
-    def score_bed(self, path, reference) -> pd.DataFrame:
-        return _collect(self.iter_bed(path, reference))
+    def score_bed(self, path, reference, chromosomes=None) -> pd.DataFrame:
+        return _collect(self.iter_bed(path, reference, chromosomes))
 
     # ------------------------------------------------------------------ VCF
-    def iter_variants(self, path, reference) -> Iterator[tuple[dict, list[BadRecord]]]:
+    def iter_variants(
+        self, path, reference, chromosomes=None
+    ) -> Iterator[tuple[dict, list[BadRecord]]]:
+        """Chunks of {score name: table} (only variants on `chromosomes` if given)."""
         reference = reference if isinstance(reference, Reference) else Reference(reference)
+        wanted = _wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
         for variant in read_vcf(path, problems=rejected):
             try:
-                reference.resolve(variant.chrom)
+                contig = reference.resolve(variant.chrom)
             except GenobirdError as exc:
                 rejected.append(BadRecord(str(path), 0, f"{variant.chrom}:{variant.pos}: {exc}"))
+                continue
+            if wanted is not None and contig not in wanted:
                 continue
             chunk.append(variant)
             if len(chunk) == self.chunk_size:
@@ -296,21 +306,23 @@ class Predictor:
         }
         return {name: self._table(ids, values) for name, values in scores.items()}
 
-    def score_variants(self, path, reference, score: str = "diff") -> pd.DataFrame:
+    def score_variants(
+        self, path, reference, score: str = "diff", chromosomes=None
+    ) -> pd.DataFrame:
         """One row per ALT: chrom, pos, id, ref, alt, ref_match, then one column per feature
         holding `score`: "diff" (alt - ref), "abs_diff", "log_odds_diff", "ref" or "alt"."""
         if score not in (*VARIANT_SCORES, "ref", "alt"):
             raise GenobirdError(
                 f"score must be one of {(*VARIANT_SCORES, 'ref', 'alt')}, got {score!r}"
             )
-        return self.score_variant_tables(path, reference)[score]
+        return self.score_variant_tables(path, reference, chromosomes)[score]
 
-    def score_variant_tables(self, path, reference) -> dict[str, pd.DataFrame]:
+    def score_variant_tables(self, path, reference, chromosomes=None) -> dict[str, pd.DataFrame]:
         """All five variant tables at once ({"diff", "abs_diff", "log_odds_diff", "ref",
         "alt"}), from one pass over the VCF; rejected records in each table's attrs."""
         parts: dict[str, list] = {}
         rejected: list[str] = []
-        for tables, problems in self.iter_variants(path, reference):
+        for tables, problems in self.iter_variants(path, reference, chromosomes):
             rejected += [str(problem) for problem in problems]
             for name, table in tables.items():
                 parts.setdefault(name, []).append(table)
@@ -318,6 +330,14 @@ class Predictor:
         for table in result.values():
             table.attrs["rejected"] = rejected
         return result
+
+
+def _wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:
+    """The reference's names for `chromosomes` (aliases resolved; an unknown one is an
+    error naming close names), or None for all."""
+    if chromosomes is None:
+        return None
+    return {reference.resolve(chrom) for chrom in chromosomes}
 
 
 def _logit(probabilities: np.ndarray) -> np.ndarray:

@@ -113,8 +113,10 @@ def select_features(predictor, names: list[str] | None) -> list[str]:
 
 
 def write_scores(predictor, kind: str, source, out: Path, fmt: str, features, reference=None,
-                 tiles: bool = False, progress: bool = False) -> ScoreSummary:  # fmt: skip
-    """Score `source` (kind: fasta, bed, vcf) into `out`; returns counts and paths."""
+                 tiles: bool = False, progress: bool = False,
+                 chromosomes=None) -> ScoreSummary:  # fmt: skip
+    """Score `source` (kind: fasta, bed, vcf) into `out`; returns counts and paths.
+    `chromosomes` keeps only the BED regions or variants on them."""
     summary = ScoreSummary()
     chosen = select_features(predictor, features)
     rejected_rows: list = []
@@ -122,7 +124,7 @@ def write_scores(predictor, kind: str, source, out: Path, fmt: str, features, re
     ok = False
     bar = tqdm(unit="records", desc="score", disable=not progress)
     try:
-        for tables, rejected in _chunks(predictor, kind, source, reference, tiles):
+        for tables, rejected in _chunks(predictor, kind, source, reference, tiles, chromosomes):
             bar.update(len(next(iter(tables.values()))) + len(rejected))
             rejected_rows.extend(rejected)
             summary.rejected += len(rejected)
@@ -186,12 +188,12 @@ def _write(sinks: dict, tables: dict, fmt: str) -> None:
         sink.write(tables[name])
 
 
-def _chunks(predictor, kind, source, reference, tiles):
+def _chunks(predictor, kind, source, reference, tiles, chromosomes):
     if kind == "fasta":
         for result in predictor.iter_fasta(source, tiles):
             yield {"predictions": result.table}, result.rejected
     elif kind == "bed":
-        for result in predictor.iter_bed(source, reference):
+        for result in predictor.iter_bed(source, reference, chromosomes):
             yield {"predictions": result.table}, result.rejected
     else:
-        yield from predictor.iter_variants(source, reference)
+        yield from predictor.iter_variants(source, reference, chromosomes)

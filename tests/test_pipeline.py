@@ -46,7 +46,7 @@ def test_demo_dry_run_plans_every_stage(tmp_path):
     for rule in ("demo_reference", "documents", "vocabulary", "instances", "pretrain",
                  "promoter_finetune", "chromatin_finetune", "score", "report"):  # fmt: skip
         assert rule in done.stdout
-    assert planned_jobs(done.stdout) == 20  # 6 score jobs: 2 models x 3 inputs
+    assert planned_jobs(done.stdout) == 19  # 6 score jobs: 2 models x 3 inputs
 
 
 def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path):
@@ -67,7 +67,7 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in plan
     assert "dataset deepsea --mat" in plan and "--split train valid test" in plan
     assert "--context 8000" in plan
-    assert planned_jobs(plan) == 19  # 4 downloads; BED scoring only
+    assert planned_jobs(plan) == 18  # 4 downloads; BED scoring only
 
 
 @pytest.mark.parametrize("name", ["demo", "grch37"])

@@ -128,6 +128,26 @@ def test_bed_end_to_end_naming_padding_rejects_and_strict(
     assert "--strict and 1 records rejected" in capsys.readouterr().err
 
 
+def test_chromosomes_option_keeps_only_those_regions_and_variants(
+    predictor, demo_reference, tmp_path, capsys
+):
+    bed = write(tmp_path / "r.bed", "chr1\t100000\t100200\nchr2\t5000\t5200\n2\t9000\t9100\n")
+    fasta = str(demo_reference / "genome.fa")
+    base = ["-q", "score", "--model", str(predictor.model_dir), "--reference", fasta]
+    out = tmp_path / "r.tsv"
+    assert main([*base, "--bed", str(bed), "--out", str(out), "--chromosomes", "chr2"]) == 0
+    table = pd.read_csv(out, sep="\t")
+    assert table["chrom"].tolist() == ["chr2", "chr2"] and table["start"].tolist() == [5000, 9000]
+    vcf = write(
+        tmp_path / "v.vcf",
+        "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n1\t10\ta\tA\tC\n2\t10\tb\tA\tC\n",
+    )
+    effects = predictor.score_variants(vcf, fasta, chromosomes=["1"])  # alias of chr1
+    assert effects["id"].tolist() == ["a"]
+    assert main([*base, "--bed", str(bed), "--out", str(out), "--chromosomes", "chr9"]) == 1
+    assert "contig 'chr9' is not in genome.fa" in capsys.readouterr().err
+
+
 def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path):
     reference = Reference(demo_reference / "genome.fa")
     base = reference.fetch("chr1", 120_000, 120_001)
