@@ -392,7 +392,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(commands)
     _add_report(commands)
     _add_layout(commands)
+    _add_nlp(commands)
     return parser
+
+
+def _add_nlp(commands) -> None:
+    from genobird.nlp.cli import add_nlp_commands
+
+    add_nlp_commands(commands, _subparser)
 
 
 def _subparser(commands, name: str, help_text: str, handler) -> argparse.ArgumentParser:

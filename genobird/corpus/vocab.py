@@ -85,22 +85,30 @@ def train_vocabulary(
 
 
 def _train(sample: Path, prefix: Path, spec: VocabSpec, longest: int) -> None:
+    run_sentencepiece_trainer(
+        input=str(sample),
+        model_prefix=str(prefix),
+        model_type="bpe",
+        vocab_size=spec.vocab_size,
+        character_coverage=1.0,
+        required_chars="ACGTN",
+        split_by_whitespace=False,
+        add_dummy_prefix=False,
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        max_sentence_length=max(longest + 1, 4192),
+        max_sentencepiece_length=spec.max_piece_length,
+        input_sentence_size=0,  # our own seeded sample is the whole input
+        shuffle_input_sentence=False,
+        num_threads=spec.threads,
+    )
+
+
+def run_sentencepiece_trainer(**options) -> None:
+    """SentencePieceTrainer.train with BERT's special tokens at fixed ids (as
+    `SPECIAL_TOKENS`), quiet; a vocabulary larger than the data supports is a ConfigError."""
     try:
         spm.SentencePieceTrainer.train(
-            input=str(sample),
-            model_prefix=str(prefix),
-            model_type="bpe",
-            vocab_size=spec.vocab_size,
-            character_coverage=1.0,
-            required_chars="ACGTN",
-            split_by_whitespace=False,
-            add_dummy_prefix=False,
-            remove_extra_whitespaces=False,
-            normalization_rule_name="identity",
-            max_sentence_length=max(longest + 1, 4192),
-            max_sentencepiece_length=spec.max_piece_length,
-            input_sentence_size=0,  # our own seeded sample is the whole input
-            shuffle_input_sentence=False,
             pad_id=0,
             unk_id=1,
             bos_id=-1,
@@ -108,14 +116,15 @@ def _train(sample: Path, prefix: Path, spec: VocabSpec, longest: int) -> None:
             pad_piece=SPECIAL_TOKENS[0],
             unk_piece=SPECIAL_TOKENS[1],
             control_symbols=list(SPECIAL_TOKENS[2:]),
-            num_threads=spec.threads,
             minloglevel=2,
+            **options,
         )
     except RuntimeError as exc:
         limit = re.search(r"<= (\d+)", str(exc))
         if "Vocabulary size too high" in str(exc) and limit:
             raise ConfigError(
-                f"vocab_size {spec.vocab_size} is larger than these sentences support "
-                f"(at most {limit.group(1)}); lower --vocab-size or train on more sentences"
+                f"vocab_size {options.get('vocab_size')} is larger than these sentences "
+                f"support (at most {limit.group(1)}); lower --vocab-size or train on more "
+                "sentences"
             ) from exc
         raise

@@ -27,6 +27,12 @@ MODEL_CLASSES = {
 }
 
 
+def register_model_class(cls: type) -> type:
+    """Make a task model (e.g. genobird.nlp's) loadable by `from_pretrained`."""
+    MODEL_CLASSES[cls.__name__] = cls
+    return cls
+
+
 def save_pretrained(model: nn.Module, directory: str | Path, extra: dict | None = None) -> Path:
     """Write weights, then config.json last: a directory with a config is complete."""
     directory = Path(directory)
@@ -66,6 +72,8 @@ def read_model_description(directory: str | Path) -> dict:
 
 def build_model(description: dict, source: str = "config") -> nn.Module:
     name = description["model_class"]
+    if name not in MODEL_CLASSES:
+        import genobird.nlp.models  # noqa: F401  (registers the NLP task models)
     if name not in MODEL_CLASSES:
         raise CheckpointError(
             f"{source}: unknown model_class {name!r}; known: {list(MODEL_CLASSES)}"

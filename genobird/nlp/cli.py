@@ -1,0 +1,162 @@
+"""`genobird nlp ...`: text tokenizer, fine-tuning and prediction for the NLP heads.
+
+Wired into the main parser by genobird.cli; heavy modules load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from genobird.errors import InputError
+from genobird.fileio import atomic_write
+
+EXIT_OK = 0
+
+
+def iter_texts(paths: list[Path]) -> Iterator[str]:
+    """Text of plain files line by line; of JSON / JSON lines files, every string value
+    longer than one word (SQuAD's contexts and questions, documents, summaries...)."""
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"{path}: file not found")
+        if path.suffix in (".json", ".jsonl"):
+            text = path.read_text(encoding="utf-8")
+            try:
+                documents = [json.loads(text)]
+            except json.JSONDecodeError:
+                documents = [json.loads(line) for line in text.splitlines() if line.strip()]
+            for document in documents:
+                yield from _strings(document)
+        else:
+            with open(path, encoding="utf-8") as handle:
+                yield from handle
+
+
+def _strings(value) -> Iterator[str]:
+    if isinstance(value, str):
+        if " " in value.strip():
+            yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+# =========================================================================== handlers
+def cmd_tokenizer(args: argparse.Namespace) -> int:
+    from genobird.nlp.text import train_text_tokenizer
+
+    tokenizer = train_text_tokenizer(
+        iter_texts(args.input), args.out, args.vocab_size, args.model_type
+    )
+    print(f"wrote {args.out}: {tokenizer.vocab_size:,} pieces ({args.model_type})")
+    return EXIT_OK
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_qa
+
+    training = dict(
+        learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_steps,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        effective_batch_size=args.effective_batch_size or args.batch_size,
+        checkpoint_every=args.checkpoint_every,
+        eval_every=0,
+        progress=not args.quiet,
+    )
+    spec = NLPFinetuneSpec(max_tokens=args.max_tokens, training=training, seed=args.seed)
+    report = finetune_qa(
+        args.train, args.output, spec, args.valid, args.pretrained, args.tokenizer,
+        args.stride, args.max_answer_tokens,
+    )  # fmt: skip
+    figures = (
+        f"exact match {report['exact_match']:.1f}, F1 {report['f1']:.1f} on "
+        f"{report['questions']} questions"
+        if "f1" in report
+        else "no --valid set given"
+    )
+    print(f"fine-tuned qa on {report['train_windows']:,} windows; {figures}; "
+          f"model in {args.output}/model")  # fmt: skip
+    return EXIT_OK
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from genobird.nlp import qa
+    from genobird.nlp.finetune import predict_qa
+
+    answers = predict_qa(args.model, args.input, args.batch_size, args.device)
+    with atomic_write(args.out) as handle:  # SQuAD's prediction format: {id: answer text}
+        json.dump({qid: answer["text"] for qid, answer in answers.items()}, handle, indent=1)
+    with atomic_write(Path(f"{args.out}.details.jsonl")) as handle:
+        for qid, answer in answers.items():
+            handle.write(json.dumps({"id": qid, **answer}) + "\n")
+    message = f"answered {len(answers):,} questions; wrote {args.out}"
+    metrics = qa.squad_metrics(qa.read_squad(args.input), answers)
+    if metrics["questions"]:
+        message += f"; exact match {metrics['exact_match']:.1f}, F1 {metrics['f1']:.1f}"
+    print(message)
+    return EXIT_OK
+
+
+# =========================================================================== parser
+def add_nlp_commands(commands, subparser) -> None:
+    """`subparser(commands, name, help, handler)` is genobird.cli's factory."""
+    nlp = commands.add_parser("nlp", help="NLP task heads on the BigBird encoder.")
+    actions = nlp.add_subparsers(dest="action", metavar="ACTION", required=True)
+    tokenizer = subparser(
+        actions,
+        "tokenizer",
+        "Train a sentencepiece text tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0-4) on "
+        "text files or the strings of JSON / JSON lines files.",
+        cmd_tokenizer,
+    )
+    tokenizer.add_argument("--input", type=Path, nargs="+", required=True)
+    tokenizer.add_argument("--out", type=Path, required=True, help="tokenizer .model to write")
+    tokenizer.add_argument("--vocab-size", type=int, default=8000, help="at most this many")
+    tokenizer.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
+
+    finetune = subparser(
+        actions,
+        "finetune",
+        "Fine-tune an NLP head. qa: extractive question answering on SQuAD-style JSON or "
+        "JSON lines, long contexts in sliding windows.",
+        cmd_finetune,
+    )
+    finetune.add_argument("task", choices=["qa"])
+    finetune.add_argument("--train", type=Path, required=True)
+    finetune.add_argument("--valid", type=Path, help="scored with exact match and F1")
+    finetune.add_argument("--output", type=Path, required=True)
+    source = finetune.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pretrained", type=Path, help="pretraining model directory")
+    source.add_argument("--from-scratch", action="store_true", help="a fresh 2 x 128 model")
+    finetune.add_argument("--tokenizer", type=Path, help="with --from-scratch")
+    finetune.add_argument("--max-tokens", type=int, default=512, help="paper: 4096")
+    finetune.add_argument("--stride", type=int, help="between windows (default max-tokens/2)")
+    finetune.add_argument("--max-answer-tokens", type=int, default=30)
+    finetune.add_argument("--learning-rate", type=float, default=3e-5)
+    finetune.add_argument("--warmup-steps", type=int, default=100)
+    finetune.add_argument("--max-steps", type=int, default=1000)
+    finetune.add_argument("--batch-size", type=int, default=8)
+    finetune.add_argument("--effective-batch-size", type=int)
+    finetune.add_argument("--checkpoint-every", type=int, default=1000)
+    finetune.add_argument("--seed", type=int, default=0)
+
+    predict = subparser(
+        actions,
+        "predict",
+        "Answer questions with a fine-tuned QA model: OUT holds {id: answer text} (SQuAD's "
+        "format), OUT.details.jsonl the character offsets and scores.",
+        cmd_predict,
+    )
+    predict.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    predict.add_argument("--input", type=Path, required=True, help="SQuAD JSON or JSON lines")
+    predict.add_argument("--out", type=Path, required=True)
+    predict.add_argument("--batch-size", type=int, default=8)
+    predict.add_argument("--device", default="cpu")

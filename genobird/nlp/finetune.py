@@ -1,0 +1,199 @@
+"""Fine-tuning and prediction for the NLP heads, through the shared Trainer.
+
+A model comes from a pretraining model directory with a text tokenizer (`--pretrained`),
+or starts fresh from a text tokenizer (`--from-scratch --tokenizer`). The fine-tuned
+model directory is like the genomics ones: config.json, model.safetensors,
+tokenizer.model, plus `task.json` (the task and its settings) so `predict` needs nothing
+else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from genobird.errors import CheckpointError, ConfigError
+from genobird.fileio import atomic_write
+from genobird.model import BigBirdConfig, from_pretrained, save_pretrained
+from genobird.model.io import read_model_description
+from genobird.nlp import qa
+from genobird.nlp.models import BigBirdForQuestionAnswering
+from genobird.nlp.text import TextTokenizer
+from genobird.tasks.finetune import load_encoder
+from genobird.training import Trainer, TrainingConfig
+
+log = logging.getLogger(__name__)
+TASK_FILE = "task.json"
+
+
+@dataclass
+class NLPFinetuneSpec:
+    max_tokens: int = 512
+    training: dict = field(default_factory=dict)  # TrainingConfig fields
+    # Fresh model shape (with --from-scratch); max_position grows to max_tokens.
+    model: dict = field(
+        default_factory=lambda: dict(
+            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512, block_size=16
+        )
+    )
+    seed: int = 0
+
+
+# =========================================================================== model
+def load_tokenizer(pretrained: Path | None, tokenizer_path: Path | None) -> TextTokenizer:
+    if pretrained is not None:
+        return TextTokenizer(Path(pretrained) / "tokenizer.model")
+    if tokenizer_path is None:
+        raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer MODEL")
+    return TextTokenizer(tokenizer_path)
+
+
+def build_model(model_class, pretrained: Path | None, spec: NLPFinetuneSpec, vocab_size: int,
+                **head):  # fmt: skip
+    """The task model: encoder from `pretrained` (head fresh), or all fresh."""
+    if pretrained is not None:
+        config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
+    else:
+        shape = {**spec.model}
+        shape["max_position"] = max(shape.get("max_position", 0), spec.max_tokens)
+        config = BigBirdConfig(vocab_size=vocab_size, seed=spec.seed, **shape)
+    if config.vocab_size != vocab_size:
+        raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
+    if spec.max_tokens > config.max_position:
+        raise ConfigError(
+            f"max_tokens {spec.max_tokens} exceeds the model's max_position {config.max_position}"
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = model_class(config, **head)
+    if pretrained is not None:
+        load_encoder(model, Path(pretrained))
+    return model
+
+
+def train(model, dataset: Dataset, spec: NLPFinetuneSpec, output: Path, step_fn) -> Trainer:
+    training = TrainingConfig(**{"seed": spec.seed, **spec.training})
+    trainer = Trainer(model, dataset, training, output, step_fn)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(training.seed)
+        trainer.resume()  # rerunning an interrupted run continues it
+        trainer.train()
+    return trainer
+
+
+def save_model(model, tokenizer: TextTokenizer, directory: Path, task: dict) -> None:
+    save_pretrained(model, directory)
+    tokenizer.save(directory)
+    with atomic_write(directory / TASK_FILE) as handle:
+        json.dump(task, handle, indent=2)
+
+
+def load_model(directory: str | Path, device: str = "cpu"):
+    """(model, tokenizer, task settings) of a fine-tuned NLP model directory."""
+    directory = Path(directory)
+    task_path = directory / TASK_FILE
+    if not task_path.is_file():
+        raise CheckpointError(f"{directory}: no {TASK_FILE}; not an NLP model directory")
+    model = from_pretrained(directory, device=device).eval()
+    return model, TextTokenizer(directory / "tokenizer.model"), json.loads(task_path.read_text())
+
+
+# =========================================================================== QA
+class QADataset(Dataset):
+    """Windows padded to one length, as tensors (the Trainer's loader stacks them)."""
+
+    def __init__(self, windows: list[qa.QAWindow], length: int, pad_id: int):
+        self.windows, self.length, self.pad_id = windows, length, pad_id
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        batch = qa.collate_windows([self.windows[index]], self.pad_id, self.length)
+        return {key: value[0] for key, value in batch.items()}
+
+
+def qa_step(model, batch):
+    out = model(
+        batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
+        batch["start_positions"], batch["end_positions"],
+    )  # fmt: skip
+    return out.loss, {}
+
+
+@torch.no_grad()
+def qa_logits(model, windows, length: int, pad_id: int, batch_size: int = 8):
+    """Per window: (start logits, end logits) over its own tokens."""
+    device = next(model.parameters()).device
+    model.eval()
+    starts, ends = [], []
+    for first in range(0, len(windows), batch_size):
+        chunk = windows[first : first + batch_size]
+        batch = qa.collate_windows(chunk, pad_id, length)
+        out = model(*(batch[k].to(device) for k in ("input_ids", "segment_ids", "attention_mask")))
+        for row, window in enumerate(chunk):
+            n = len(window.input_ids)
+            starts.append(out.start_logits[row, :n].cpu().numpy())
+            ends.append(out.end_logits[row, :n].cpu().numpy())
+    return starts, ends
+
+
+def answer_questions(model, tokenizer, questions, window: qa.QAWindowSpec,
+                     max_answer_tokens: int, batch_size: int = 8) -> dict[str, dict]:  # fmt: skip
+    windows = qa.make_windows(questions, tokenizer, window)
+    starts, ends = qa_logits(model, windows, window.max_tokens, tokenizer.pad_id, batch_size)
+    return qa.decode_answers(questions, windows, starts, ends, max_answer_tokens)
+
+
+def finetune_qa(train_path, output, spec: NLPFinetuneSpec, valid_path=None, pretrained=None,
+                tokenizer_path=None, stride: int | None = None, max_answer_tokens: int = 30,
+                max_question_tokens: int = 64) -> dict:  # fmt: skip
+    """Fine-tune extractive QA; returns (and writes to OUT/report/metrics.json) exact match
+    and F1 on `valid_path` when given."""
+    output = Path(output)
+    tokenizer = load_tokenizer(pretrained, tokenizer_path)
+    window = qa.QAWindowSpec(spec.max_tokens, stride or spec.max_tokens // 2, max_question_tokens)
+    questions = qa.read_squad(train_path)
+    windows = qa.make_windows(questions, tokenizer, window)
+    log.info("%d questions -> %d windows", len(questions), len(windows))
+    model = build_model(BigBirdForQuestionAnswering, pretrained, spec, tokenizer.vocab_size)
+    trainer = train(
+        model, QADataset(windows, spec.max_tokens, tokenizer.pad_id), spec, output, qa_step
+    )
+    report = {"task": "qa", "train_questions": len(questions), "train_windows": len(windows)}
+    if valid_path is not None:
+        valid = qa.read_squad(valid_path)
+        answers = answer_questions(trainer.module, tokenizer, valid, window, max_answer_tokens)
+        report.update(qa.squad_metrics(valid, answers))
+    if trainer.is_main:
+        task = {"task": "qa", "window": asdict(window), "max_answer_tokens": max_answer_tokens}
+        save_model(trainer.module, tokenizer, output / "model", task)
+        _write_report(output, report)
+    return report
+
+
+def predict_qa(model_dir, input_path, batch_size: int = 8, device: str = "cpu") -> dict:
+    model, tokenizer, task = load_model(model_dir, device)
+    questions = qa.read_squad(input_path)
+    window = qa.QAWindowSpec(**task["window"])
+    return answer_questions(
+        model, tokenizer, questions, window, task["max_answer_tokens"], batch_size
+    )
+
+
+def _write_report(output: Path, report: dict) -> None:
+    (output / "report").mkdir(parents=True, exist_ok=True)
+    with atomic_write(output / "report" / "metrics.json") as handle:
+        json.dump(report, handle, indent=2, default=_json_number)
+
+
+def _json_number(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value)}")

@@ -1,0 +1,247 @@
+"""genobird.nlp: the text tokenizer and the NLP heads, on small synthetic tasks."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from genobird.errors import InputError
+from genobird.nlp import qa
+from genobird.nlp.text import train_text_tokenizer
+
+FILLER = [
+    "river",
+    "stone",
+    "cloud",
+    "maple",
+    "harbor",
+    "violet",
+    "engine",
+    "copper",
+    "lantern",
+    "meadow",
+    "orbit",
+    "pepper",
+    "signal",
+    "timber",
+    "walnut",
+    "yellow",
+    "zephyr",
+    "anchor",
+    "basket",
+    "candle",
+    "desert",
+    "falcon",
+    "garden",
+    "hollow",
+    "island",
+    "jungle",
+    "kettle",
+    "lemon",
+    "marble",
+    "needle",
+]
+
+
+def synthetic_qa(count: int, seed: int, words: tuple[int, int] = (60, 120)) -> list[dict]:
+    """Contexts of filler words with one span marked by brackets, at least 30 words
+    (several 16-token blocks) after the start; the question is always the same."""
+    rng = random.Random(seed)
+    records = []
+    for number in range(count):
+        filler = [rng.choice(FILLER) for _ in range(rng.randint(*words))]
+        answer = " ".join(rng.choice(FILLER) for _ in range(rng.randint(1, 2)))
+        at = rng.randint(30, len(filler))
+        before = " ".join(filler[:at])
+        context = f"{before} [ {answer} ] {' '.join(filler[at:])}".strip()
+        start = len(before) + 3
+        assert context[start : start + len(answer)] == answer
+        records.append(
+            {
+                "id": f"q{seed}-{number}",
+                "question": "which words are marked ?",
+                "context": context,
+                "answers": [{"text": answer, "answer_start": start}],
+            }
+        )
+    return records
+
+
+def write_jsonl(path, records) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def text_tokenizer(tmp_path_factory):
+    texts = [r["context"] + " " + r["question"] for r in synthetic_qa(200, seed=99)]
+    return train_text_tokenizer(texts, tmp_path_factory.mktemp("tok") / "text.model", 200)
+
+
+# --------------------------------------------------------------------------- tokenizer
+def test_text_tokens_map_back_to_their_characters(text_tokenizer):
+    text = "  river  stone, [ maple ]\tyellow harbor "
+    ids, offsets = text_tokenizer.encode_with_offsets(text)
+    assert len(ids) == len(offsets) > 0
+    for token, (start, end) in zip(ids, offsets, strict=True):  # ',' is not in the corpus
+        assert token == text_tokenizer.unk_id if text[start:end] == "," else token >= 5
+    for word in re.finditer(r"\S+", text):  # the tokens of each word rebuild it exactly
+        spans = [(a, b) for a, b in offsets if word.start() <= a and b <= word.end()]
+        assert "".join(text[a:b] for a, b in spans) == word.group()
+    assert all(0 <= a <= b <= len(text) and not text[a:b].isspace() for a, b in offsets)
+    assert text_tokenizer.decode(ids).split() == text.replace(",", "").split()
+    assert text_tokenizer.special_tokens[:4] == ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+
+
+def test_empty_corpus_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="no text"):
+        train_text_tokenizer(["", "  \n "], tmp_path / "t.model", 100)
+
+
+# --------------------------------------------------------------------------- QA input
+def test_squad_answers_are_checked_against_their_context(tmp_path):
+    base = {"id": "a1", "question": "q?", "context": "one two three"}
+    good = {**base, "answers": [{"text": "two", "answer_start": 4}]}
+    squad = {"data": [{"paragraphs": [{"context": base["context"], "qas": [good]}]}]}
+    (tmp_path / "s.json").write_text(json.dumps(squad))
+    [question] = qa.read_squad(tmp_path / "s.json")
+    assert question.answers == ((4, "two"),) and question.context == "one two three"
+    cases = [
+        ({**base, "answers": [{"text": "three", "answer_start": 10}]}, "lies outside its context"),
+        ({**base, "answers": [{"text": "two", "answer_start": 3}]}, "reads ' tw', not the answer"),
+        ({**base, "context": "  "}, "question a1: empty context"),
+    ]
+    for record, message in cases:
+        path = write_jsonl(tmp_path / "bad.jsonl", [record])
+        with pytest.raises(InputError, match=message):
+            qa.read_squad(path)
+
+
+def test_sliding_windows_cover_the_context_and_carry_the_answer(text_tokenizer):
+    [record] = synthetic_qa(1, seed=5, words=(150, 150))
+    question = qa._question(record, "mem")
+    spec = qa.QAWindowSpec(max_tokens=64, stride=24, max_question_tokens=16)
+    windows = qa.make_windows([question], text_tokenizer, spec)
+    context_ids, _ = text_tokenizer.encode_with_offsets(question.context)
+    assert len(windows) > 3 and all(len(w.input_ids) <= 64 for w in windows)
+    covered = set()
+    for window in windows:
+        inside = window.offsets[:, 0] >= 0
+        covered |= {tuple(o) for o in window.offsets[inside]}
+        assert window.input_ids[0] == text_tokenizer.cls_id
+        assert window.input_ids[-1] == text_tokenizer.sep_id
+    assert len(covered) == len(context_ids)  # every context token is in some window
+    holding = [w for w in windows if w.start > 0]
+    assert holding, "the answer fits in at least one window"
+    for window in holding:
+        first, last = window.offsets[window.start][0], window.offsets[window.end][1]
+        assert question.context[first:last] == question.answers[0][1]
+    assert any(w.start == w.end == 0 for w in windows)  # windows without it point at [CLS]
+
+
+def test_best_span_matches_brute_force_under_its_constraints():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 40))
+        start, end = rng.normal(size=n), rng.normal(size=n)
+        allowed = rng.random(n) > 0.3
+        longest = int(rng.integers(1, 8))
+        candidates = [
+            (start[s] + end[e], s, e)
+            for s in range(n)
+            for e in range(s, min(n, s + longest))
+            if allowed[s] and allowed[e]
+        ]
+        found = qa.best_span(start, end, allowed, longest)
+        if not candidates:
+            assert found is None
+            continue
+        score, s, e = max(candidates)
+        assert found[:2] == (s, e) and found[2] == pytest.approx(score)
+        assert found[1] - found[0] < longest
+
+
+def test_squad_metrics_match_hand_computed_values():
+    assert qa.normalize_answer("The  Cat, sat!") == "cat sat"
+    assert qa.exact_match("the cat", ["Cat", "dog"]) == 1.0
+    # prediction "cat sat down" vs "the cat sat": 2 common / 3 predicted, 2 / 2 gold
+    assert qa.token_f1("cat sat down", ["the cat sat"]) == pytest.approx(2 * (2 / 3) / (2 / 3 + 1))
+    assert qa.token_f1("", ["cat"]) == 0.0
+
+
+# --------------------------------------------------------------------------- QA learning
+@pytest.mark.slow
+def test_qa_head_learns_to_find_a_marked_span_far_from_the_question(text_tokenizer, tmp_path):
+    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_qa, predict_qa
+
+    train = write_jsonl(tmp_path / "train.jsonl", synthetic_qa(400, 1, words=(100, 200)))
+    valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_qa(60, 2, words=(100, 200)))
+    # 128 tokens in blocks of 8: 16 blocks, of which each query block sees 8 (2 global, 3
+    # window, 3 random), so attention is really block-sparse
+    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
+    spec = NLPFinetuneSpec(
+        max_tokens=128,
+        model=shape,
+        training=dict(
+            learning_rate=2e-3,
+            warmup_steps=50,
+            max_steps=800,
+            batch_size=16,
+            effective_batch_size=16,
+            log_every=50,
+            checkpoint_every=800,
+            eval_every=0,
+            progress=False,
+        ),
+    )
+    report = finetune_qa(train, tmp_path / "out", spec, valid, tokenizer_path=text_tokenizer.path,
+                         stride=64)  # fmt: skip
+    assert report["train_windows"] > report["train_questions"]  # contexts exceed one window
+    # measured: exact match 48.3, F1 above it, after 800 steps (45 s); a random span of
+    # 1-2 tokens among ~150 would match about 1% of the time
+    assert report["exact_match"] >= 35 and report["f1"] >= report["exact_match"], report
+    answers = predict_qa(tmp_path / "out" / "model", valid)
+    assert set(answers) == {f"q2-{i}" for i in range(60)}
+    record = synthetic_qa(60, 2, words=(100, 200))[0]
+    answer = answers[record["id"]]
+    assert record["context"][answer["start"] : answer["end"]] == answer["text"]
+
+
+# --------------------------------------------------------------------------- CLI
+def test_nlp_commands_tokenizer_finetune_predict_and_a_bad_offset(tmp_path, capsys):
+    from genobird.cli import main
+
+    train = write_jsonl(tmp_path / "train.jsonl", synthetic_qa(40, seed=3))
+    assert main(["-q", "nlp", "tokenizer", "--input", train, "--out", str(tmp_path / "t.model"),
+                 "--vocab-size", "300"]) == 0  # fmt: skip
+    out = tmp_path / "qa"
+    argv = ["-q", "nlp", "finetune", "qa", "--train", train, "--valid", train, "--output",
+            str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
+            "--max-tokens", "128", "--max-steps", "3", "--batch-size", "4"]  # fmt: skip
+    assert main(argv) == 0
+    assert "exact match" in capsys.readouterr().out
+    metrics = json.loads((out / "report" / "metrics.json").read_text())
+    assert metrics["questions"] == 40 and 0 <= metrics["f1"] <= 100
+    predictions = tmp_path / "pred.json"
+    assert main(["-q", "nlp", "predict", "--model", str(out / "model"), "--input", train,
+                 "--out", str(predictions)]) == 0  # fmt: skip
+    answers = json.loads(predictions.read_text())
+    assert set(answers) == {f"q3-{i}" for i in range(40)}
+    lines = Path(f"{predictions}.details.jsonl").read_text().splitlines()
+    details = [json.loads(line) for line in lines]
+    contexts = {r["id"]: r["context"] for r in synthetic_qa(40, seed=3)}
+    for row in details:
+        assert contexts[row["id"]][row["start"] : row["end"]] == answers[row["id"]]
+    bad = synthetic_qa(1, seed=4)
+    bad[0]["answers"][0]["answer_start"] = 10_000
+    path = write_jsonl(tmp_path / "bad.jsonl", bad)
+    assert main(["nlp", "predict", "--model", str(out / "model"), "--input", path,
+                 "--out", str(tmp_path / "p2.json")]) == 1  # fmt: skip
+    error = capsys.readouterr().err.strip()
+    assert "question q4-0: answer_start 10000" in error and len(error.splitlines()) == 1
+    assert not (tmp_path / "p2.json").exists()
