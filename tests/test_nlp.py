@@ -224,7 +224,7 @@ def test_nlp_commands_tokenizer_finetune_predict_and_a_bad_offset(tmp_path, caps
             str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
             "--max-tokens", "128", "--max-steps", "3", "--batch-size", "4"]  # fmt: skip
     assert main(argv) == 0
-    assert "exact match" in capsys.readouterr().out
+    assert "exact_match" in capsys.readouterr().out
     metrics = json.loads((out / "report" / "metrics.json").read_text())
     assert metrics["questions"] == 40 and 0 <= metrics["f1"] <= 100
     predictions = tmp_path / "pred.json"
@@ -245,3 +245,108 @@ def test_nlp_commands_tokenizer_finetune_predict_and_a_bad_offset(tmp_path, caps
     error = capsys.readouterr().err.strip()
     assert "question q4-0: answer_start 10000" in error and len(error.splitlines()) == 1
     assert not (tmp_path / "p2.json").exists()
+
+
+# --------------------------------------------------------------------------- classification
+MARKERS = ("violet", "copper", "meadow")
+
+
+def synthetic_classification(count: int, seed: int) -> list[dict]:
+    """Filler sentences holding one marker word; the class is the marker. The marker may
+    sit anywhere in a 40-word sentence, so [CLS] must gather it through attention."""
+    rng = random.Random(seed)
+    plain = [w for w in FILLER if w not in MARKERS]
+    records = []
+    for _ in range(count):
+        words = [rng.choice(plain) for _ in range(40)]
+        marker = rng.choice(MARKERS)
+        words[rng.randrange(40)] = marker
+        records.append({"text": " ".join(words), "label": marker})
+    return records
+
+
+def test_label_spaces_are_inferred_and_unknown_labels_named():
+    from genobird.nlp.classify import LabelSpace, TextExample
+
+    def space(labels, problem=None):
+        return LabelSpace.infer([TextExample("a b", None, x) for x in labels], problem)
+
+    assert (space(["b", "a", "b"]).problem, space(["b", "a"]).names) == ("single_label", ["a", "b"])
+    assert space([2, 10, 1]).names == ["1", "2", "10"]  # numeric classes in numeric order
+    multi = space([["x"], ["y", "x"], []])
+    assert multi.problem == "multi_label" and multi.encode(["y"], "r").tolist() == [0, 1]
+    assert space([0.5, 3.8]).problem == "regression"
+    assert space([1, 4], problem="regression").encode(4, "r").tolist() == [4.0]
+    with pytest.raises(InputError, match="record 7: label 'c' is not among"):
+        space(["a", "b"]).encode("c", "record 7")
+
+
+def test_pairs_truncate_the_longer_part_first(text_tokenizer):
+    from genobird.nlp.classify import encode_pair
+
+    long_text, short = " ".join(["river"] * 30), "stone maple"
+    ids, segments = encode_pair(text_tokenizer, long_text, short, 16)
+    assert len(ids) == 16 and ids[0] == text_tokenizer.cls_id
+    short_ids = text_tokenizer.encode(short)
+    assert ids[-len(short_ids) - 1 : -1] == short_ids  # the short part survives whole
+    assert segments == [0] * (16 - len(short_ids) - 1) + [1] * (len(short_ids) + 1)
+    assert ids.count(text_tokenizer.sep_id) == 2
+
+
+def test_glue_metrics_match_hand_computed_values():
+    from genobird.nlp.classify import glue_metrics
+
+    labels = np.array([1, 1, 0, 0, 1])
+    logits = np.array([[0, 1], [1, 0], [1, 0], [0, 1], [0, 1]], dtype=float)  # TP 2 FN 1 FP 1 TN 1
+    got = glue_metrics("single_label", labels, logits)
+    mcc = (2 * 1 - 1 * 1) / np.sqrt(3 * 3 * 2 * 2)
+    assert got["accuracy"] == pytest.approx(0.6) and got["f1"] == pytest.approx(2 / 3)
+    assert got["mcc"] == pytest.approx(mcc)
+    regression = glue_metrics(
+        "regression", np.array([1.0, 2, 3, 4]), np.array([[0.1], [5], [7], [9]])
+    )
+    assert regression["spearman"] == pytest.approx(1.0) and regression["pearson"] < 1.0
+
+
+@pytest.mark.slow
+def test_classification_head_learns_which_marker_a_sentence_holds(tmp_path, capsys):
+    from genobird.cli import main
+
+    train = write_jsonl(tmp_path / "train.jsonl", synthetic_classification(600, seed=1))
+    valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_classification(100, seed=2))
+    assert main(["-q", "nlp", "tokenizer", "--input", train, "--out", str(tmp_path / "t.model"),
+                 "--vocab-size", "300"]) == 0  # fmt: skip
+    out = tmp_path / "cls"
+    assert main(["-q", "nlp", "finetune", "classify", "--train", train, "--valid", valid,
+                 "--output", str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
+                 "--max-tokens", "64", "--max-steps", "300", "--batch-size", "16",
+                 "--learning-rate", "1e-3", "--warmup-steps", "30"]) == 0  # fmt: skip
+    report = json.loads((out / "report" / "metrics.json").read_text())
+    assert report["labels"] == sorted(MARKERS) and report["accuracy"] >= 0.9, report
+    predictions = tmp_path / "pred.jsonl"
+    assert main(["-q", "nlp", "predict", "--model", str(out / "model"), "--input", valid,
+                 "--out", str(predictions)]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in predictions.read_text().splitlines()]
+    truth = [r["label"] for r in synthetic_classification(100, seed=2)]
+    accuracy = np.mean([row["label"] == t for row, t in zip(rows, truth, strict=True)])
+    assert accuracy == pytest.approx(report["accuracy"])
+    assert "accuracy" in capsys.readouterr().out
+
+
+def test_multi_label_and_regression_run_through_the_commands(tmp_path):
+    from genobird.cli import main
+
+    records = synthetic_classification(40, seed=3)
+    multi = [{"text": r["text"], "label": [m for m in MARKERS if m in r["text"]]} for r in records]
+    scored = [{"sentence1": r["text"], "sentence2": "river stone", "label": i / 7}
+              for i, r in enumerate(records)]  # fmt: skip
+    assert main(["-q", "nlp", "tokenizer", "--input", write_jsonl(tmp_path / "all.jsonl", records),
+                 "--out", str(tmp_path / "t.model"), "--vocab-size", "300"]) == 0  # fmt: skip
+    for name, rows, key in (("multi", multi, "micro_f1"), ("sts", scored, "spearman")):
+        data = write_jsonl(tmp_path / f"{name}.jsonl", rows)
+        out = tmp_path / name
+        assert main(["-q", "nlp", "finetune", "classify", "--train", data, "--valid", data,
+                     "--output", str(out), "--from-scratch", "--tokenizer",
+                     str(tmp_path / "t.model"), "--max-tokens", "64", "--max-steps", "2",
+                     "--batch-size", "4"]) == 0  # fmt: skip
+        assert key in json.loads((out / "report" / "metrics.json").read_text())

@@ -318,11 +318,12 @@ class BigBirdForSequenceClassification(nn.Module):
 
     problem "single_label": softmax cross-entropy over classes (labels long [B]);
     "multi_label": independent sigmoids with BCE (labels float [B, F]), `pos_weight`
-    up-weighting positives (the paper's chromatin head uses 8).
+    up-weighting positives (the paper's chromatin head uses 8); "regression": mean squared
+    error of the outputs (labels float [B, F]; GLUE's STS-B).
     """
 
     task = "classification"
-    PROBLEMS = ("single_label", "multi_label")
+    PROBLEMS = ("single_label", "multi_label", "regression")
 
     def __init__(
         self,
@@ -361,6 +362,8 @@ class BigBirdForSequenceClassification(nn.Module):
         if labels is not None:
             if self.problem == "single_label":
                 loss = F.cross_entropy(logits.float(), labels)
+            elif self.problem == "regression":
+                loss = F.mse_loss(logits.float(), labels.float().view_as(logits))
             else:
                 weight = torch.tensor(self.pos_weight, device=logits.device)
                 loss = F.binary_cross_entropy_with_logits(

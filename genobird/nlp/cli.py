@@ -59,7 +59,7 @@ def cmd_tokenizer(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_qa
+    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_classify, finetune_qa
 
     training = dict(
         learning_rate=args.learning_rate,
@@ -72,22 +72,44 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     spec = NLPFinetuneSpec(max_tokens=args.max_tokens, training=training, seed=args.seed)
-    report = finetune_qa(
-        args.train, args.output, spec, args.valid, args.pretrained, args.tokenizer,
-        args.stride, args.max_answer_tokens,
-    )  # fmt: skip
-    figures = (
-        f"exact match {report['exact_match']:.1f}, F1 {report['f1']:.1f} on "
-        f"{report['questions']} questions"
-        if "f1" in report
-        else "no --valid set given"
-    )
-    print(f"fine-tuned qa on {report['train_windows']:,} windows; {figures}; "
-          f"model in {args.output}/model")  # fmt: skip
+    source = (args.train, args.output, spec, args.valid, args.pretrained, args.tokenizer)
+    if args.task == "qa":
+        report = finetune_qa(*source, args.stride, args.max_answer_tokens)
+    else:
+        report = finetune_classify(*source, problem=args.problem)
+    print(f"fine-tuned {args.task}; {_figures(report)}; model in {args.output}/model")
     return EXIT_OK
 
 
+def _figures(report: dict) -> str:
+    """The validation metrics of a report, or a note that there was no validation set."""
+    names = ("exact_match", "f1", "accuracy", "mcc", "micro_f1", "macro_f1", "subset_accuracy",
+             "pearson", "spearman")  # fmt: skip
+    shown = [f"{name} {report[name]:.3f}" for name in names if name in report]
+    return ", ".join(shown) if shown else "no --valid set given"
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
+    from genobird.nlp.finetune import load_task
+
+    if load_task(args.model)["task"] == "classify":
+        return _predict_classify(args)
+    return _predict_qa(args)
+
+
+def _predict_classify(args: argparse.Namespace) -> int:
+    from genobird.nlp.finetune import predict_classify
+
+    rows, metrics = predict_classify(args.model, args.input, args.batch_size, args.device)
+    with atomic_write(args.out) as handle:  # JSON lines, one prediction per input record
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+    message = f"classified {len(rows):,} records; wrote {args.out}"
+    print(message + (f"; {_figures(metrics)}" if metrics else ""))
+    return EXIT_OK
+
+
+def _predict_qa(args: argparse.Namespace) -> int:
     from genobird.nlp import qa
     from genobird.nlp.finetune import predict_qa
 
@@ -126,10 +148,11 @@ def add_nlp_commands(commands, subparser) -> None:
         actions,
         "finetune",
         "Fine-tune an NLP head. qa: extractive question answering on SQuAD-style JSON or "
-        "JSON lines, long contexts in sliding windows.",
+        "JSON lines, long contexts in sliding windows. classify: [CLS] classification of a "
+        "text or text pair (JSON lines, CSV, TSV; GLUE metrics).",
         cmd_finetune,
     )
-    finetune.add_argument("task", choices=["qa"])
+    finetune.add_argument("task", choices=["qa", "classify"])
     finetune.add_argument("--train", type=Path, required=True)
     finetune.add_argument("--valid", type=Path, help="scored with exact match and F1")
     finetune.add_argument("--output", type=Path, required=True)
@@ -139,7 +162,9 @@ def add_nlp_commands(commands, subparser) -> None:
     finetune.add_argument("--tokenizer", type=Path, help="with --from-scratch")
     finetune.add_argument("--max-tokens", type=int, default=512, help="paper: 4096")
     finetune.add_argument("--stride", type=int, help="between windows (default max-tokens/2)")
-    finetune.add_argument("--max-answer-tokens", type=int, default=30)
+    finetune.add_argument("--max-answer-tokens", type=int, default=30, help="qa")
+    finetune.add_argument("--problem", choices=["single_label", "multi_label", "regression"],
+                          help="classify: default from the labels")  # fmt: skip
     finetune.add_argument("--learning-rate", type=float, default=3e-5)
     finetune.add_argument("--warmup-steps", type=int, default=100)
     finetune.add_argument("--max-steps", type=int, default=1000)
@@ -151,12 +176,13 @@ def add_nlp_commands(commands, subparser) -> None:
     predict = subparser(
         actions,
         "predict",
-        "Answer questions with a fine-tuned QA model: OUT holds {id: answer text} (SQuAD's "
-        "format), OUT.details.jsonl the character offsets and scores.",
+        "Predict with a fine-tuned NLP model. qa: OUT holds {id: answer text} (SQuAD's "
+        "format), OUT.details.jsonl the character offsets and scores. classify: OUT holds "
+        "one JSON line per record (label and probabilities, or score).",
         cmd_predict,
     )
     predict.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
-    predict.add_argument("--input", type=Path, required=True, help="SQuAD JSON or JSON lines")
+    predict.add_argument("--input", type=Path, required=True, help="as for finetune")
     predict.add_argument("--out", type=Path, required=True)
     predict.add_argument("--batch-size", type=int, default=8)
     predict.add_argument("--device", default="cpu")

@@ -94,14 +94,19 @@ def save_model(model, tokenizer: TextTokenizer, directory: Path, task: dict) -> 
         json.dump(task, handle, indent=2)
 
 
-def load_model(directory: str | Path, device: str = "cpu"):
-    """(model, tokenizer, task settings) of a fine-tuned NLP model directory."""
-    directory = Path(directory)
-    task_path = directory / TASK_FILE
+def load_task(directory: str | Path) -> dict:
+    """The task settings of a fine-tuned NLP model directory."""
+    task_path = Path(directory) / TASK_FILE
     if not task_path.is_file():
         raise CheckpointError(f"{directory}: no {TASK_FILE}; not an NLP model directory")
+    return json.loads(task_path.read_text())
+
+
+def load_model(directory: str | Path, device: str = "cpu"):
+    """(model, tokenizer, task settings) of a fine-tuned NLP model directory."""
+    task = load_task(directory)
     model = from_pretrained(directory, device=device).eval()
-    return model, TextTokenizer(directory / "tokenizer.model"), json.loads(task_path.read_text())
+    return model, TextTokenizer(Path(directory) / "tokenizer.model"), task
 
 
 # =========================================================================== QA
@@ -197,3 +202,92 @@ def _json_number(value):
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"not JSON serialisable: {type(value)}")
+
+
+# =========================================================================== classification
+def classify_step(model, batch):
+    out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"], batch["labels"])
+    return out.loss, {}
+
+
+@torch.no_grad()
+def classify_outputs(model, dataset, batch_size: int = 16) -> np.ndarray:
+    """Logits [examples, outputs] of a TextDataset."""
+    from torch.utils.data import DataLoader
+
+    device = next(model.parameters()).device
+    model.eval()
+    outputs = []
+    for batch in DataLoader(dataset, batch_size=batch_size):
+        inputs = (batch[k].to(device) for k in ("input_ids", "segment_ids", "attention_mask"))
+        outputs.append(model(*inputs).logits.float().cpu().numpy())
+    return np.concatenate(outputs)
+
+
+def finetune_classify(train_path, output, spec: NLPFinetuneSpec, valid_path=None,
+                      pretrained=None, tokenizer_path=None, problem=None) -> dict:  # fmt: skip
+    """Fine-tune [CLS] classification (GLUE-style); GLUE metrics on `valid_path`."""
+    from genobird.model import BigBirdForSequenceClassification
+    from genobird.nlp.classify import LabelSpace, TextDataset, glue_metrics, read_examples
+
+    output = Path(output)
+    tokenizer = load_tokenizer(pretrained, tokenizer_path)
+    examples = read_examples(train_path)
+    labels = LabelSpace.infer(examples, problem)
+    dataset = TextDataset(examples, tokenizer, labels, spec.max_tokens, str(train_path))
+    model = build_model(
+        BigBirdForSequenceClassification, pretrained, spec, tokenizer.vocab_size,
+        num_labels=len(labels.names), problem=labels.problem,
+    )  # fmt: skip
+    trainer = train(model, dataset, spec, output, classify_step)
+    report = {"task": "classify", "problem": labels.problem, "labels": labels.names,
+              "train_examples": len(examples)}  # fmt: skip
+    if valid_path is not None:
+        valid = TextDataset(
+            read_examples(valid_path), tokenizer, labels, spec.max_tokens, str(valid_path)
+        )
+        targets = np.stack([item[2] for item in valid.items])
+        report.update(
+            glue_metrics(labels.problem, targets, classify_outputs(trainer.module, valid))
+        )
+        report["valid_examples"] = len(valid)
+    if trainer.is_main:
+        task = {"task": "classify", "problem": labels.problem, "labels": labels.names,
+                "max_tokens": spec.max_tokens}  # fmt: skip
+        save_model(trainer.module, tokenizer, output / "model", task)
+        _write_report(output, report)
+    return report
+
+
+def predict_classify(model_dir, input_path, batch_size: int = 16, device: str = "cpu"):
+    """(rows of {label or score: value}, GLUE metrics when the input has labels)."""
+    from genobird.nlp.classify import LabelSpace, TextDataset, glue_metrics, read_examples
+
+    model, tokenizer, task = load_model(model_dir, device)
+    labels = LabelSpace(task["problem"], task["labels"])
+    examples = read_examples(input_path)
+    dataset = TextDataset(examples, tokenizer, labels, task["max_tokens"], str(input_path))
+    outputs = classify_outputs(model, dataset, batch_size)
+    rows = [_prediction(labels, row) for row in outputs]
+    metrics = {}
+    if all(item[2] is not None for item in dataset.items):
+        targets = np.stack([item[2] for item in dataset.items])
+        metrics = glue_metrics(labels.problem, targets, outputs)
+    return rows, metrics
+
+
+def _prediction(labels, logits: np.ndarray) -> dict:
+    if labels.problem == "regression":
+        return {"score": float(logits[0])}
+    if labels.problem == "multi_label":
+        probabilities = 1 / (1 + np.exp(-logits))
+        return {
+            "labels": [n for n, p in zip(labels.names, probabilities, strict=True) if p > 0.5],
+            "probabilities": dict(zip(labels.names, map(float, probabilities), strict=True)),
+        }
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    return {
+        "label": labels.names[int(logits.argmax())],
+        "probabilities": dict(zip(labels.names, map(float, probabilities), strict=True)),
+    }
