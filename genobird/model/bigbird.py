@@ -162,14 +162,20 @@ class BigBirdEncoder(nn.Module):
         input_ids: torch.Tensor,
         segment_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        global_embeddings: torch.Tensor | None = None,
+        global_mask: torch.Tensor | None = None,
     ) -> EncoderOutput:
         """input_ids, segment_ids: long [B, N]; attention_mask: bool [B, N], True for real
-        tokens (None: all real)."""
+        tokens (None: all real). ETC only: `global_embeddings` [B, G, C] (G at most
+        num_global_tokens) and `global_mask` bool [B, G] replace the learned global
+        tokens with input-dependent ones (one per question token, paragraph, candidate...)."""
         x = self.embeddings(input_ids, segment_ids)
         mask = attention_mask.bool() if attention_mask is not None else None
         slots = 0
         if self.config.attention_type == "etc":
-            x, mask, slots = self._prepend_global_tokens(x, mask)
+            x, mask, slots = self._prepend_global_tokens(x, mask, global_embeddings, global_mask)
+        elif global_embeddings is not None:
+            raise ConfigError("global_embeddings need attention_type 'etc'")
         for layer in self.layers:
             if self.config.gradient_checkpointing and self.training:
                 x = checkpoint(layer, x, mask, use_reentrant=False)
@@ -177,19 +183,33 @@ class BigBirdEncoder(nn.Module):
                 x = layer(x, mask)
         sequence = x[:, slots:]
         pooled = torch.tanh(self.pooler(sequence[:, 0]))
-        global_states = x[:, : self.config.num_global_tokens] if slots else None
+        global_states = x[:, : self.config.num_global_tokens] if slots else None  # [B, G, C]
         return EncoderOutput(sequence, pooled, global_states)
 
-    def _prepend_global_tokens(self, x: torch.Tensor, mask: torch.Tensor | None):
-        """ETC: learned global tokens in front, padded to whole blocks (padding masked)."""
+    def _prepend_global_tokens(self, x, mask, global_embeddings=None, global_mask=None):
+        """ETC: global tokens in front (learned, or the given ones), padded to whole
+        blocks; padding slots are masked."""
         batch = x.shape[0]
         count = self.config.num_global_tokens
         slots = etc_padded_global_count(count, self.config.block_size)
-        globals_ = self.global_tokens.weight[None].expand(batch, -1, -1)
-        filler = x.new_zeros(batch, slots - count, x.shape[2])
+        if global_embeddings is None:
+            globals_ = self.global_tokens.weight[None].expand(batch, -1, -1)
+            given = torch.ones(batch, count, dtype=torch.bool, device=x.device)
+        else:
+            if global_embeddings.shape[1] > count:
+                raise ConfigError(
+                    f"{global_embeddings.shape[1]} global tokens but num_global_tokens is {count}"
+                )
+            globals_ = global_embeddings.to(x.dtype)
+            given = (
+                global_mask.bool()
+                if global_mask is not None
+                else torch.ones(globals_.shape[:2], dtype=torch.bool, device=x.device)
+            )
+        filler = x.new_zeros(batch, slots - globals_.shape[1], x.shape[2])
         x = torch.cat([globals_, filler, x], dim=1)
         real = torch.zeros(batch, slots, dtype=torch.bool, device=x.device)
-        real[:, :count] = True
+        real[:, : given.shape[1]] = given
         tokens = (
             mask
             if mask is not None

@@ -59,7 +59,12 @@ def cmd_tokenizer(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_classify, finetune_qa
+    from genobird.nlp.finetune import (
+        NLPFinetuneSpec,
+        finetune_classify,
+        finetune_multiple_choice,
+        finetune_qa,
+    )
 
     training = dict(
         learning_rate=args.learning_rate,
@@ -75,6 +80,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     source = (args.train, args.output, spec, args.valid, args.pretrained, args.tokenizer)
     if args.task == "qa":
         report = finetune_qa(*source, args.stride, args.max_answer_tokens)
+    elif args.task == "multiple-choice":
+        report = finetune_multiple_choice(*source, max_globals=args.max_globals)
     else:
         report = finetune_classify(*source, problem=args.problem)
     print(f"fine-tuned {args.task}; {_figures(report)}; model in {args.output}/model")
@@ -90,21 +97,17 @@ def _figures(report: dict) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from genobird.nlp.finetune import load_task
+    from genobird.nlp.finetune import load_task, predict_classify, predict_multiple_choice
 
-    if load_task(args.model)["task"] == "classify":
-        return _predict_classify(args)
-    return _predict_qa(args)
-
-
-def _predict_classify(args: argparse.Namespace) -> int:
-    from genobird.nlp.finetune import predict_classify
-
-    rows, metrics = predict_classify(args.model, args.input, args.batch_size, args.device)
+    task = load_task(args.model)["task"]
+    if task == "qa":
+        return _predict_qa(args)
+    predict = predict_classify if task == "classify" else predict_multiple_choice
+    rows, metrics = predict(args.model, args.input, args.batch_size, args.device)
     with atomic_write(args.out) as handle:  # JSON lines, one prediction per input record
         for row in rows:
             handle.write(json.dumps(row) + "\n")
-    message = f"classified {len(rows):,} records; wrote {args.out}"
+    message = f"predicted {len(rows):,} records ({task}); wrote {args.out}"
     print(message + (f"; {_figures(metrics)}" if metrics else ""))
     return EXIT_OK
 
@@ -149,10 +152,11 @@ def add_nlp_commands(commands, subparser) -> None:
         "finetune",
         "Fine-tune an NLP head. qa: extractive question answering on SQuAD-style JSON or "
         "JSON lines, long contexts in sliding windows. classify: [CLS] classification of a "
-        "text or text pair (JSON lines, CSV, TSV; GLUE metrics).",
+        "text or text pair (JSON lines, CSV, TSV; GLUE metrics). multiple-choice: WikiHop-"
+        "style JSON, a global token per candidate, query token, paragraph and sentence.",
         cmd_finetune,
     )
-    finetune.add_argument("task", choices=["qa", "classify"])
+    finetune.add_argument("task", choices=["qa", "classify", "multiple-choice"])
     finetune.add_argument("--train", type=Path, required=True)
     finetune.add_argument("--valid", type=Path, help="scored with exact match and F1")
     finetune.add_argument("--output", type=Path, required=True)
@@ -165,6 +169,8 @@ def add_nlp_commands(commands, subparser) -> None:
     finetune.add_argument("--max-answer-tokens", type=int, default=30, help="qa")
     finetune.add_argument("--problem", choices=["single_label", "multi_label", "regression"],
                           help="classify: default from the labels")  # fmt: skip
+    finetune.add_argument("--max-globals", type=int, default=64,
+                          help="multiple-choice: global tokens per example")  # fmt: skip
     finetune.add_argument("--learning-rate", type=float, default=3e-5)
     finetune.add_argument("--warmup-steps", type=int, default=100)
     finetune.add_argument("--max-steps", type=int, default=1000)
@@ -178,7 +184,8 @@ def add_nlp_commands(commands, subparser) -> None:
         "predict",
         "Predict with a fine-tuned NLP model. qa: OUT holds {id: answer text} (SQuAD's "
         "format), OUT.details.jsonl the character offsets and scores. classify: OUT holds "
-        "one JSON line per record (label and probabilities, or score).",
+        "one JSON line per record (label and probabilities, or score); multiple-choice: "
+        "one JSON line per example (answer and candidate scores).",
         cmd_predict,
     )
     predict.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")

@@ -55,14 +55,17 @@ def load_tokenizer(pretrained: Path | None, tokenizer_path: Path | None) -> Text
 
 
 def build_model(model_class, pretrained: Path | None, spec: NLPFinetuneSpec, vocab_size: int,
-                **head):  # fmt: skip
-    """The task model: encoder from `pretrained` (head fresh), or all fresh."""
+                attention: dict | None = None, **head):  # fmt: skip
+    """The task model: encoder from `pretrained` (head fresh), or all fresh. `attention`
+    overrides config fields the task needs (ETC: attention_type, num_global_tokens)."""
     if pretrained is not None:
         config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
     else:
         shape = {**spec.model}
         shape["max_position"] = max(shape.get("max_position", 0), spec.max_tokens)
         config = BigBirdConfig(vocab_size=vocab_size, seed=spec.seed, **shape)
+    if attention:
+        config = config.replace(**attention)
     if config.vocab_size != vocab_size:
         raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
     if spec.max_tokens > config.max_position:
@@ -291,3 +294,83 @@ def _prediction(labels, logits: np.ndarray) -> dict:
         "label": labels.names[int(logits.argmax())],
         "probabilities": dict(zip(labels.names, map(float, probabilities), strict=True)),
     }
+
+
+# =========================================================================== multiple choice
+def choice_step(model, batch):
+    return model(**_choice_inputs(batch), labels=batch["labels"]).loss, {}
+
+
+def _choice_inputs(batch) -> dict:
+    names = ("input_ids", "attention_mask", "global_kinds", "global_ids", "global_piece_mask",
+             "global_mask")  # fmt: skip
+    return {"segment_ids": None, **{name: batch[name] for name in names}}
+
+
+@torch.no_grad()
+def choice_logits(model, dataset, batch_size: int = 8) -> np.ndarray:
+    """Scores [examples, global slots]; candidate i of an example is slot i."""
+    from torch.utils.data import DataLoader
+
+    device = next(model.parameters()).device
+    model.eval()
+    logits = []
+    for batch in DataLoader(dataset, batch_size=batch_size):
+        inputs = {
+            k: (v.to(device) if v is not None else None) for k, v in _choice_inputs(batch).items()
+        }
+        logits.append(model(**inputs).logits.cpu().numpy())
+    return np.concatenate(logits)
+
+
+def finetune_multiple_choice(
+    train_path, output, spec: NLPFinetuneSpec, valid_path=None, pretrained=None,
+    tokenizer_path=None, max_globals: int = 64,
+) -> dict:  # fmt: skip
+    """Fine-tune multiple choice with ETC global tokens; accuracy on `valid_path`."""
+    from genobird.nlp import multiple_choice as mc
+    from genobird.nlp.models import BigBirdForMultipleChoice
+
+    output = Path(output)
+    tokenizer = load_tokenizer(pretrained, tokenizer_path)
+    examples = mc.read_choices(train_path)
+    dataset = mc.ChoiceDataset(examples, tokenizer, spec.max_tokens, max_globals)
+    etc = {"attention_type": "etc", "num_global_tokens": max_globals}
+    model = build_model(BigBirdForMultipleChoice, pretrained, spec, tokenizer.vocab_size, etc)
+    trainer = train(model, dataset, spec, output, choice_step)
+    report = {"task": "multiple_choice", "train_examples": len(examples)}
+    if valid_path is not None:
+        valid = mc.read_choices(valid_path)
+        logits = choice_logits(
+            trainer.module, mc.ChoiceDataset(valid, tokenizer, spec.max_tokens, max_globals)
+        )
+        report.update(accuracy=mc.accuracy(valid, logits), valid_examples=len(valid))
+    if trainer.is_main:
+        task = {
+            "task": "multiple_choice",
+            "max_tokens": spec.max_tokens,
+            "max_globals": max_globals,
+        }
+        save_model(trainer.module, tokenizer, output / "model", task)
+        _write_report(output, report)
+    return report
+
+
+def predict_multiple_choice(model_dir, input_path, batch_size: int = 8, device: str = "cpu"):
+    """(rows of {"id", "answer", "scores"}, accuracy when the input has answers)."""
+    from genobird.nlp import multiple_choice as mc
+
+    model, tokenizer, task = load_model(model_dir, device)
+    examples = mc.read_choices(input_path)
+    dataset = mc.ChoiceDataset(examples, tokenizer, task["max_tokens"], task["max_globals"])
+    logits = choice_logits(model, dataset, batch_size)
+    rows = []
+    for example, scores in zip(examples, logits, strict=True):
+        own = scores[: len(example.candidates)]
+        scores_by_candidate = dict(zip(example.candidates, map(float, own), strict=True))
+        best = example.candidates[int(own.argmax())]
+        rows.append({"id": example.id, "answer": best, "scores": scores_by_candidate})
+    metrics = {}
+    if all(example.answer is not None for example in examples):
+        metrics["accuracy"] = mc.accuracy(examples, logits)
+    return rows, metrics

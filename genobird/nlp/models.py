@@ -12,9 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genobird.errors import ConfigError
 from genobird.model.bigbird import BigBirdEncoder, init_weights
 from genobird.model.config import BigBirdConfig
 from genobird.model.io import register_model_class
+from genobird.nlp.etc import GLOBAL_KINDS, GlobalTokenEmbedding
 
 
 @dataclass
@@ -61,3 +63,56 @@ class BigBirdForQuestionAnswering(nn.Module):
 
 
 register_model_class(BigBirdForQuestionAnswering)
+
+
+@dataclass
+class ChoiceOutput:
+    loss: torch.Tensor | None
+    logits: torch.Tensor  # [B, G]: a score per candidate global token, -inf elsewhere
+
+
+class BigBirdForMultipleChoice(nn.Module):
+    """Multiple choice (WikiHop-style, paper section 4) with ETC global tokens: one global
+    token per candidate (and per question token, paragraph, sentence); each candidate's
+    score is a linear read-out of its global token's final state."""
+
+    def __init__(self, config: BigBirdConfig):
+        super().__init__()
+        if config.attention_type != "etc" or config.num_global_tokens < 1:
+            raise ConfigError(
+                "multiple choice needs attention_type 'etc' with num_global_tokens >= the "
+                "candidates (plus question tokens, paragraphs and sentences) per example"
+            )
+        self.config = config
+        self.encoder = BigBirdEncoder(config)
+        self.globals = GlobalTokenEmbedding(config.hidden_size, self.encoder.embeddings.tokens)
+        self.score = nn.Linear(config.hidden_size, 1)
+        init_weights(self, config.initializer_range)
+
+    def head_config(self) -> dict:
+        return {}
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        segment_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        global_kinds: torch.Tensor,
+        global_ids: torch.Tensor,
+        global_piece_mask: torch.Tensor,
+        global_mask: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ) -> ChoiceOutput:
+        """global_*: from genobird.nlp.etc.collate_globals; labels: long [B], the global
+        slot of the right candidate."""
+        embedded = self.globals(global_kinds, global_ids, global_piece_mask)
+        out = self.encoder(input_ids, segment_ids, attention_mask, embedded, global_mask)
+        count = global_kinds.shape[1]
+        logits = self.score(out.global_states[:, :count]).squeeze(-1).float()  # [B, G]
+        candidate = global_mask & (global_kinds == GLOBAL_KINDS.index("candidate"))
+        logits = logits.masked_fill(~candidate, float("-inf"))
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return ChoiceOutput(loss, logits)
+
+
+register_model_class(BigBirdForMultipleChoice)

@@ -76,11 +76,19 @@ def predict_probabilities(
     return np.concatenate(labels), np.concatenate(probabilities)
 
 
+# Encoder tensors a pretrained model may lack: ETC's learned global tokens, when a task
+# adds ETC attention to an ITC-pretrained encoder (they start fresh).
+OPTIONAL_ENCODER_TENSORS = ("global_tokens.weight",)
+
+
 def load_encoder(model: BigBirdForSequenceClassification, pretrained_dir: Path) -> None:
     """Copy every encoder tensor of a pretraining model directory into `model`."""
     state = safetensors.torch.load_file(str(pretrained_dir / "model.safetensors"))
     encoder = {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
     expected = model.encoder.state_dict()
+    for name in OPTIONAL_ENCODER_TENSORS:
+        if name in expected and name not in encoder:
+            encoder[name] = expected[name]
     missing = sorted(set(expected) - set(encoder))
     wrong = [k for k in expected if k in encoder and encoder[k].shape != expected[k].shape]
     if missing or wrong:
