@@ -73,7 +73,9 @@ def read_model_description(directory: str | Path) -> dict:
 def build_model(description: dict, source: str = "config") -> nn.Module:
     name = description["model_class"]
     if name not in MODEL_CLASSES:
-        import genobird.nlp.models  # noqa: F401  (registers the NLP task models)
+        # importing them registers the NLP task models
+        import genobird.nlp.models
+        import genobird.nlp.seq2seq  # noqa: F401
     if name not in MODEL_CLASSES:
         raise CheckpointError(
             f"{source}: unknown model_class {name!r}; known: {list(MODEL_CLASSES)}"
@@ -99,8 +101,10 @@ def load_weights(model: nn.Module, path: str | Path, device: str | torch.device 
 
 
 def check_state_matches(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
-    expected = _unique_state(model)
-    missing = sorted(set(expected) - set(state))
+    # a tied tensor counts as present under any of its names (save_model keeps one)
+    missing = sorted(
+        names[0] for names in _tensor_names(model).values() if not set(names) & set(state)
+    )
     unexpected = sorted(set(state) - set(model.state_dict()))
     wrong_shape = [
         f"{name} {list(state[name].shape)} vs model {list(tensor.shape)}"
@@ -121,15 +125,12 @@ def check_state_matches(model: nn.Module, state: dict[str, torch.Tensor], source
         )
 
 
-def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """State dict without the second name of tied tensors (as save_model stores it)."""
-    seen, unique = set(), {}
+def _tensor_names(model: nn.Module) -> dict[tuple, list[str]]:
+    """Every tensor of the state dict with all of its names (tied tensors have several)."""
+    names: dict[tuple, list[str]] = {}
     for name, tensor in model.state_dict(keep_vars=True).items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key not in seen:
-            seen.add(key)
-            unique[name] = tensor
-    return unique
+        names.setdefault((tensor.data_ptr(), tuple(tensor.shape)), []).append(name)
+    return names
 
 
 def from_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> nn.Module:

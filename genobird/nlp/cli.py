@@ -64,6 +64,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         finetune_classify,
         finetune_multiple_choice,
         finetune_qa,
+        finetune_summarize,
     )
 
     training = dict(
@@ -82,6 +83,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         report = finetune_qa(*source, args.stride, args.max_answer_tokens)
     elif args.task == "multiple-choice":
         report = finetune_multiple_choice(*source, max_globals=args.max_globals)
+    elif args.task == "summarize":
+        report = finetune_summarize(
+            *source, args.max_target_tokens, args.decoder_layers, args.share_weights,
+            args.beams, args.length_penalty,
+        )  # fmt: skip
     else:
         report = finetune_classify(*source, problem=args.problem)
     print(f"fine-tuned {args.task}; {_figures(report)}; model in {args.output}/model")
@@ -91,18 +97,24 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 def _figures(report: dict) -> str:
     """The validation metrics of a report, or a note that there was no validation set."""
     names = ("exact_match", "f1", "accuracy", "mcc", "micro_f1", "macro_f1", "subset_accuracy",
-             "pearson", "spearman")  # fmt: skip
+             "pearson", "spearman", "rouge1", "rouge2", "rougeL")  # fmt: skip
     shown = [f"{name} {report[name]:.3f}" for name in names if name in report]
     return ", ".join(shown) if shown else "no --valid set given"
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from genobird.nlp.finetune import load_task, predict_classify, predict_multiple_choice
+    from genobird.nlp.finetune import (
+        load_task,
+        predict_classify,
+        predict_multiple_choice,
+        predict_summarize,
+    )
 
     task = load_task(args.model)["task"]
     if task == "qa":
         return _predict_qa(args)
-    predict = predict_classify if task == "classify" else predict_multiple_choice
+    predict = {"classify": predict_classify, "multiple_choice": predict_multiple_choice,
+               "summarize": predict_summarize}[task]  # fmt: skip
     rows, metrics = predict(args.model, args.input, args.batch_size, args.device)
     with atomic_write(args.out) as handle:  # JSON lines, one prediction per input record
         for row in rows:
@@ -153,10 +165,12 @@ def add_nlp_commands(commands, subparser) -> None:
         "Fine-tune an NLP head. qa: extractive question answering on SQuAD-style JSON or "
         "JSON lines, long contexts in sliding windows. classify: [CLS] classification of a "
         "text or text pair (JSON lines, CSV, TSV; GLUE metrics). multiple-choice: WikiHop-"
-        "style JSON, a global token per candidate, query token, paragraph and sentence.",
+        "style JSON, a global token per candidate, query token, paragraph and sentence. "
+        "summarize: block-sparse encoder, full-attention decoder (JSON lines / CSV / TSV with "
+        "document and summary), ROUGE of beam-search summaries.",
         cmd_finetune,
     )
-    finetune.add_argument("task", choices=["qa", "classify", "multiple-choice"])
+    finetune.add_argument("task", choices=["qa", "classify", "multiple-choice", "summarize"])
     finetune.add_argument("--train", type=Path, required=True)
     finetune.add_argument("--valid", type=Path, help="scored with exact match and F1")
     finetune.add_argument("--output", type=Path, required=True)
@@ -171,6 +185,13 @@ def add_nlp_commands(commands, subparser) -> None:
                           help="classify: default from the labels")  # fmt: skip
     finetune.add_argument("--max-globals", type=int, default=64,
                           help="multiple-choice: global tokens per example")  # fmt: skip
+    summarize = finetune.add_argument_group("summarize")
+    summarize.add_argument("--max-target-tokens", type=int, default=128)
+    summarize.add_argument("--decoder-layers", type=int, default=2)
+    summarize.add_argument("--share-weights", action="store_true",
+                           help="decoder reuses the encoder layers' weights")  # fmt: skip
+    summarize.add_argument("--beams", type=int, default=4, help="1: greedy decoding")
+    summarize.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
     finetune.add_argument("--learning-rate", type=float, default=3e-5)
     finetune.add_argument("--warmup-steps", type=int, default=100)
     finetune.add_argument("--max-steps", type=int, default=1000)
@@ -185,7 +206,8 @@ def add_nlp_commands(commands, subparser) -> None:
         "Predict with a fine-tuned NLP model. qa: OUT holds {id: answer text} (SQuAD's "
         "format), OUT.details.jsonl the character offsets and scores. classify: OUT holds "
         "one JSON line per record (label and probabilities, or score); multiple-choice: "
-        "one JSON line per example (answer and candidate scores).",
+        "one JSON line per example (answer and candidate scores); summarize: one JSON line "
+        "per document (summary).",
         cmd_predict,
     )
     predict.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
