@@ -20,12 +20,11 @@ from torch.utils.data import Dataset
 
 from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write
-from genobird.model import BigBirdConfig, from_pretrained, save_pretrained
-from genobird.model.io import read_model_description
+from genobird.model import from_pretrained, save_pretrained
 from genobird.nlp import qa
 from genobird.nlp.models import BigBirdForQuestionAnswering
 from genobird.nlp.text import TextTokenizer
-from genobird.tasks.finetune import load_encoder
+from genobird.tasks.finetune import build_task_model, task_config
 from genobird.training import Trainer, TrainingConfig
 
 log = logging.getLogger(__name__)
@@ -58,26 +57,11 @@ def build_model(model_class, pretrained: Path | None, spec: NLPFinetuneSpec, voc
                 attention: dict | None = None, **head):  # fmt: skip
     """The task model: encoder from `pretrained` (head fresh), or all fresh. `attention`
     overrides config fields the task needs (ETC: attention_type, num_global_tokens)."""
-    if pretrained is not None:
-        config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
-    else:
-        shape = {**spec.model}
-        shape["max_position"] = max(shape.get("max_position", 0), spec.max_tokens)
-        config = BigBirdConfig(vocab_size=vocab_size, seed=spec.seed, **shape)
+    shape = {**spec.model, "seed": spec.seed}
+    config = task_config(pretrained, shape, spec.max_tokens, vocab_size)
     if attention:
         config = config.replace(**attention)
-    if config.vocab_size != vocab_size:
-        raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
-    if spec.max_tokens > config.max_position:
-        raise ConfigError(
-            f"max_tokens {spec.max_tokens} exceeds the model's max_position {config.max_position}"
-        )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(spec.seed)
-        model = model_class(config, **head)
-    if pretrained is not None:
-        load_encoder(model, Path(pretrained))
-    return model
+    return build_task_model(model_class, config, pretrained, spec.seed, **head)
 
 
 def train(model, dataset: Dataset, spec: NLPFinetuneSpec, output: Path, step_fn) -> Trainer:

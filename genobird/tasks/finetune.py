@@ -99,30 +99,46 @@ def load_encoder(model: BigBirdForSequenceClassification, pretrained_dir: Path) 
     model.encoder.load_state_dict(encoder)
 
 
+def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
+                vocab_size: int) -> BigBirdConfig:  # fmt: skip
+    """The encoder config of a fine-tuning run: the pretrained model's, or a fresh one of
+    `fresh_shape` (max_position grown to max_tokens); checked against the tokenizer and
+    the input length."""
+    if pretrained is not None:
+        config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
+    else:
+        shape = {**fresh_shape}
+        shape["max_position"] = max(shape.get("max_position", 0), max_tokens)
+        config = BigBirdConfig(vocab_size=vocab_size, **shape)
+    if config.vocab_size != vocab_size:
+        raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
+    if max_tokens > config.max_position:
+        raise ConfigError(
+            f"max_tokens {max_tokens} exceeds the model's max_position {config.max_position}"
+        )
+    return config
+
+
+def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None, seed: int,
+                     **head):  # fmt: skip
+    """A task model with a seeded fresh head, its encoder from `pretrained` if given."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_class(config, **head)
+    if pretrained is not None:
+        load_encoder(model, Path(pretrained))
+    return model
+
+
 def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, vocab_size: int):
     pos_weight = spec.pos_weight
     if pos_weight is None:
         pos_weight = 8.0 if task_meta["task"] == "chromatin" else 1.0
-    if pretrained is not None:
-        config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
-    else:
-        shape = {**spec.model}
-        shape["max_position"] = max(shape.get("max_position", 0), spec.max_tokens)
-        config = BigBirdConfig(vocab_size=vocab_size, **shape)
-    if config.vocab_size != vocab_size:
-        raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
-    if spec.max_tokens > config.max_position:
-        raise ConfigError(
-            f"max_tokens {spec.max_tokens} exceeds the model's max_position {config.max_position}"
-        )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(spec.seed)
-        model = BigBirdForSequenceClassification(
-            config, len(task_meta["feature_names"]), "multi_label", pos_weight
-        )
-    if pretrained is not None:
-        load_encoder(model, pretrained)
-    return model
+    config = task_config(pretrained, spec.model, spec.max_tokens, vocab_size)
+    return build_task_model(
+        BigBirdForSequenceClassification, config, pretrained, spec.seed,
+        num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
+    )  # fmt: skip
 
 
 def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_path=None) -> dict:
