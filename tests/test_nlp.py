@@ -353,20 +353,21 @@ def test_multi_label_and_regression_run_through_the_commands(tmp_path):
 
 
 # --------------------------------------------------------------------------- ETC + multiple choice
-def synthetic_choices(count: int, seed: int) -> list[dict]:
-    """Four candidate words; the support marks one of them with brackets, and mentions
-    the others unmarked, so the answer is the candidate whose mention is marked."""
+def synthetic_choices(count: int, seed: int, words: int = 30) -> list[dict]:
+    """Four candidates from one half of the word list; the supports are filler from the
+    other half with exactly one candidate mentioned somewhere: the answer. A candidate's
+    own tokens say nothing about it, so only reading the long input can beat chance."""
     rng = random.Random(seed)
+    names, filler = FILLER[:15], FILLER[15:]
     records = []
     for number in range(count):
-        candidates = rng.sample(FILLER, 4)
+        candidates = rng.sample(names, 4)
         answer = rng.choice(candidates)
-        words = [rng.choice(FILLER) for _ in range(50)]
-        for candidate in candidates:
-            position = rng.randrange(len(words))
-            words[position:position] = ["[", answer, "]"] if candidate == answer else [candidate]
-        records.append({"id": f"c{seed}-{number}", "query": "which one is marked",
-                        "supports": [" ".join(words[:30]) + ".", " ".join(words[30:]) + "."],
+        text = [rng.choice(filler) for _ in range(words)]
+        text.insert(rng.randrange(len(text) + 1), answer)
+        half = len(text) // 2
+        records.append({"id": f"c{seed}-{number}", "query": "which one is mentioned",
+                        "supports": [" ".join(text[:half]) + ".", " ".join(text[half:]) + "."],
                         "candidates": candidates, "answer": answer})  # fmt: skip
     return records
 
@@ -378,7 +379,7 @@ def test_structured_global_tokens_give_the_same_output_as_the_dense_oracle(text_
     from genobird.nlp.models import BigBirdForMultipleChoice
     from genobird.nlp.multiple_choice import ChoiceDataset, _example
 
-    examples = [_example(r, 1, "mem") for r in synthetic_choices(3, seed=6)]
+    examples = [_example(r, 1, "mem") for r in synthetic_choices(3, seed=6, words=90)]
     dataset = ChoiceDataset(examples, text_tokenizer, max_tokens=96, max_globals=24)
     batch = {k: torch.stack([dataset[i][k] for i in range(3)]) for k in dataset[0]}
     batch["attention_mask"][1, 70:] = False  # padding inside the sparse pattern
@@ -414,9 +415,28 @@ def test_choice_examples_are_checked(tmp_path):
             read_choices(write_jsonl(tmp_path / "bad.jsonl", [record]))
 
 
+def test_multiple_choice_head_learns_which_candidate_the_supports_mention(text_tokenizer, tmp_path):
+    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_multiple_choice
+
+    train = write_jsonl(tmp_path / "train.jsonl", synthetic_choices(1600, seed=1))
+    valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_choices(100, seed=2))
+    # 64 long tokens in blocks of 8 (each block sees 2 global, 3 window and 3 random
+    # blocks) plus the ETC global tokens (4 candidates, query tokens, paragraphs, sentences)
+    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
+    spec = NLPFinetuneSpec(max_tokens=64, model=shape, training=dict(
+        learning_rate=1e-3, warmup_steps=50, max_steps=1000, batch_size=16,
+        effective_batch_size=16, log_every=100, checkpoint_every=1000, eval_every=0,
+        progress=False))  # fmt: skip
+    tokenizer = text_tokenizer.path
+    report = finetune_multiple_choice(train, tmp_path / "out", spec, valid,
+                                      tokenizer_path=tokenizer, max_globals=24)  # fmt: skip
+    # measured with seeds 0, 1, 2: accuracy 0.97, 0.88, 0.90 after 1000 steps (~50 s); the
+    # loss sits at ln 4 for ~400 steps, then drops. Chance is 0.25.
+    assert report["accuracy"] >= 0.7, report
+
+
 def test_multiple_choice_runs_through_the_commands(text_tokenizer, tmp_path):
-    """Plumbing only: a few steps. (Learning this marked-candidate task was not reached
-    within a CPU test budget: 0.275 accuracy after 400 steps, chance 0.25.)"""
+    """Plumbing: a few steps, then predictions that agree with the reported accuracy."""
     from genobird.cli import main
 
     records = synthetic_choices(24, seed=1)
@@ -441,13 +461,13 @@ def test_multiple_choice_runs_through_the_commands(text_tokenizer, tmp_path):
 
 
 # --------------------------------------------------------------------------- summarisation
-def synthetic_summaries(count: int, seed: int) -> list[dict]:
-    """Three short sentences; the summary is the first one (copy it)."""
+def synthetic_summaries(count: int, seed: int, length: int = 3) -> list[dict]:
+    """`length` short sentences; the summary is the first one (copy it)."""
     rng = random.Random(seed)
     records = []
     for _ in range(count):
         sentences = [" ".join(rng.choice(FILLER) for _ in range(rng.randint(3, 5)))
-                     for _ in range(3)]  # fmt: skip
+                     for _ in range(length)]  # fmt: skip
         records.append({"document": " . ".join(sentences) + " .", "summary": sentences[0]})
     return records
 

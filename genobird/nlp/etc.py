@@ -55,14 +55,19 @@ def collate_globals(batch: list[list[GlobalToken]], count: int, piece_tokens: in
 
 
 class GlobalTokenEmbedding(nn.Module):
-    """kind embedding + mean token embedding of the piece ([B, G, C])."""
+    """LayerNorm(kind embedding + mean token embedding of the piece) ([B, G, C]).
 
-    def __init__(self, hidden_size: int, token_embedding: nn.Embedding):
+    The norm puts global tokens on the scale of the long tokens (which leave the encoder's
+    embeddings LayerNorm-ed): raw embeddings are ~50x smaller at init, so a candidate's
+    identity would be washed out by the first attention residual."""
+
+    def __init__(self, hidden_size: int, token_embedding: nn.Embedding, eps: float = 1e-12):
         super().__init__()
         self.kinds = nn.Embedding(len(GLOBAL_KINDS), hidden_size)
         self.token_embedding = token_embedding  # shared with the encoder, not a copy
+        self.norm = nn.LayerNorm(hidden_size, eps=eps)
 
     def forward(self, kinds, piece_ids, piece_mask) -> torch.Tensor:
         pieces = self.token_embedding(piece_ids) * piece_mask[..., None]  # [B, G, T, C]
         mean = pieces.sum(dim=2) / piece_mask.sum(dim=2, keepdim=True).clamp(min=1)
-        return self.kinds(kinds) + mean
+        return self.norm(self.kinds(kinds) + mean)

@@ -85,7 +85,9 @@ class BigBirdForMultipleChoice(nn.Module):
             )
         self.config = config
         self.encoder = BigBirdEncoder(config)
-        self.globals = GlobalTokenEmbedding(config.hidden_size, self.encoder.embeddings.tokens)
+        self.globals = GlobalTokenEmbedding(
+            config.hidden_size, self.encoder.embeddings.tokens, config.layer_norm_eps
+        )
         self.score = nn.Linear(config.hidden_size, 1)
         init_weights(self, config.initializer_range)
 
