@@ -415,6 +415,7 @@ def test_choice_examples_are_checked(tmp_path):
             read_choices(write_jsonl(tmp_path / "bad.jsonl", [record]))
 
 
+@pytest.mark.slow
 def test_multiple_choice_head_learns_which_candidate_the_supports_mention(text_tokenizer, tmp_path):
     from genobird.nlp.finetune import NLPFinetuneSpec, finetune_multiple_choice
 
@@ -525,9 +526,29 @@ def test_rouge_matches_hand_counts_and_documents_are_checked(tmp_path):
         read_summaries(path)
 
 
+@pytest.mark.slow
+def test_summarizer_learns_to_copy_the_first_sentence(text_tokenizer, tmp_path):
+    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_summarize
+
+    train = write_jsonl(tmp_path / "train.jsonl", synthetic_summaries(2000, seed=1))
+    valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_summaries(50, seed=2))
+    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
+    # A fresh encoder at the full rate learns to blur positions before the decoder finds
+    # the copy alignment (loss stuck at ~2.7; ROUGE-1 6 after 1,000 steps, 7 after
+    # 3,000); at a tenth of the rate it keeps them: ROUGE-1/2/L 100 after 1,000 steps
+    # for seeds 0, 1 and 2 (~42 s).
+    spec = NLPFinetuneSpec(max_tokens=48, model=shape, training=dict(
+        learning_rate=1e-3, learning_rate_scales={"encoder.layers.": 0.1}, warmup_steps=50,
+        max_steps=1000, batch_size=16, effective_batch_size=16, log_every=100,
+        checkpoint_every=1000, eval_every=0, progress=False))  # fmt: skip
+    report = finetune_summarize(train, tmp_path / "out", spec, valid,
+                                tokenizer_path=text_tokenizer.path, max_target_tokens=12,
+                                beams=2)  # fmt: skip
+    assert report["rouge1"] >= 80 and report["rouge2"] >= 60, report
+
+
 def test_summarize_runs_through_the_commands(text_tokenizer, tmp_path):
-    """Plumbing only: a few steps. (Copying the first sentence was not learned yet:
-    ROUGE-1 about 5 after 400 steps of a 2-layer model; see the issue notes.)"""
+    """Plumbing: a few steps, then predictions through `genobird nlp predict`."""
     from genobird.cli import main
 
     records = synthetic_summaries(16, seed=1)
@@ -536,7 +557,8 @@ def test_summarize_runs_through_the_commands(text_tokenizer, tmp_path):
     argv = ["-q", "nlp", "finetune", "summarize", "--train", data, "--valid", data,
             "--output", str(out), "--from-scratch", "--tokenizer", str(text_tokenizer.path),
             "--max-tokens", "32", "--max-target-tokens", "12", "--max-steps", "2",
-            "--batch-size", "4", "--beams", "2", "--share-weights"]  # fmt: skip
+            "--batch-size", "4", "--beams", "2", "--share-weights",
+            "--encoder-lr-scale", "0.1"]  # fmt: skip
     assert main(argv) == 0
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert {"rouge1", "rouge2", "rougeL"} <= set(report) and report["valid_examples"] == 16

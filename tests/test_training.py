@@ -202,6 +202,28 @@ def test_schedule_warms_up_then_decays_to_zero():
     assert [round(factor(s), 3) for s in (0, 1, 3, 4, 8, 12)] == [0.25, 0.5, 1.0, 1.0, 0.5, 0.0]
 
 
+def test_learning_rate_scales_follow_the_longest_prefix_and_decay_rules():
+    from genobird.training.trainer import parameter_groups
+
+    model = make_model()
+    scales = {"encoder.": 0.5, "encoder.layers.1.": 0.1}
+    groups = parameter_groups(model, weight_decay=0.01, learning_rate=1e-3, scales=scales)
+    by_parameter = {id(p): g for g in groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    assert len(by_parameter) == len({id(p) for p in named.values()})  # each once
+    expected_lr = {"encoder.layers.1.attention.qkv.weight": 1e-4,
+                   "encoder.layers.0.attention.qkv.weight": 5e-4,
+                   "encoder.embeddings.norm.weight": 5e-4}  # fmt: skip
+    for name, lr in expected_lr.items():
+        assert by_parameter[id(named[name])]["lr"] == pytest.approx(lr), name
+    assert by_parameter[id(named["encoder.embeddings.norm.weight"])]["weight_decay"] == 0.0
+    assert by_parameter[id(named["encoder.layers.0.attention.qkv.weight"])]["weight_decay"] == 0.01
+    heads = [n for n in named if not n.startswith("encoder.")]
+    assert heads and all(by_parameter[id(named[n])]["lr"] == pytest.approx(1e-3) for n in heads)
+    with pytest.raises(Exception, match=r"no parameter name starts with 'decoder\.'"):
+        parameter_groups(model, 0.01, 1e-3, {"decoder.": 0.1})
+
+
 def test_sampler_resumes_mid_epoch_and_splits_ranks():
     full = list(EpochSampler(10, seed=3))
     sampler = EpochSampler(10, seed=3)

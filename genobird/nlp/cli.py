@@ -14,6 +14,7 @@ from genobird.errors import InputError
 from genobird.fileio import atomic_write
 
 EXIT_OK = 0
+ENCODER_LAYERS = "encoder.layers."  # parameter-name prefix of every task model's encoder layers
 
 
 def iter_texts(paths: list[Path]) -> Iterator[str]:
@@ -77,6 +78,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         eval_every=0,
         progress=not args.quiet,
     )
+    if args.encoder_lr_scale != 1.0:
+        training["learning_rate_scales"] = {ENCODER_LAYERS: args.encoder_lr_scale}
     spec = NLPFinetuneSpec(max_tokens=args.max_tokens, training=training, seed=args.seed)
     source = (args.train, args.output, spec, args.valid, args.pretrained, args.tokenizer)
     if args.task == "qa":
@@ -193,6 +196,9 @@ def add_nlp_commands(commands, subparser) -> None:
     summarize.add_argument("--beams", type=int, default=4, help="1: greedy decoding")
     summarize.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
     finetune.add_argument("--learning-rate", type=float, default=3e-5)
+    finetune.add_argument("--encoder-lr-scale", type=float, default=1.0,
+                          help="learning-rate multiplier for the encoder layers (e.g. 0.1: "
+                               "they move slower than a fresh head or decoder)")  # fmt: skip
     finetune.add_argument("--warmup-steps", type=int, default=100)
     finetune.add_argument("--max-steps", type=int, default=1000)
     finetune.add_argument("--batch-size", type=int, default=8)

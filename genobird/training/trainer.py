@@ -52,6 +52,9 @@ class TrainingConfig:
     batch_size: int = 8
     effective_batch_size: int = 256
     max_grad_norm: float = 1.0
+    # Learning-rate multipliers by parameter-name prefix (the longest matching prefix
+    # wins), e.g. {"encoder.layers.": 0.1}: a slower encoder under a fresh decoder.
+    learning_rate_scales: dict = field(default_factory=dict)
     # "auto": bf16 autocast on CUDA, fp32 on CPU; "bf16" or "no" to force.
     mixed_precision: str = "auto"
     checkpoint_every: int = 1000
@@ -116,16 +119,32 @@ def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
     return factor
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """BERT's rule: no weight decay on biases and LayerNorm weights."""
-    decay, no_decay = [], []
+def parameter_groups(
+    model: nn.Module, weight_decay: float, learning_rate: float, scales: dict | None = None
+) -> list[dict]:
+    """BERT's rule: no weight decay on biases and LayerNorm weights; each parameter's
+    learning rate is `learning_rate` times the scale of its longest matching name prefix
+    in `scales` (1 where none matches). Tied parameters appear once, under their first name."""
+    scales = scales or {}
+    unused = [prefix for prefix in scales if not any(
+        name.startswith(prefix) for name, _ in model.named_parameters())]  # fmt: skip
+    if unused:
+        raise ConfigError(f"learning_rate_scales: no parameter name starts with {unused[0]!r}")
+    groups: dict[tuple[bool, float], list] = {}
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
-        (no_decay if parameter.dim() < 2 or "norm" in name else decay).append(parameter)
+        decays = parameter.dim() >= 2 and "norm" not in name
+        matches = [prefix for prefix in scales if name.startswith(prefix)]
+        scale = float(scales[max(matches, key=len)]) if matches else 1.0
+        groups.setdefault((decays, scale), []).append(parameter)
     return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {
+            "params": params,
+            "weight_decay": weight_decay if decays else 0.0,
+            "lr": learning_rate * scale,
+        }
+        for (decays, scale), params in groups.items()
     ]
 
 
@@ -154,8 +173,12 @@ class Trainer:
         self.accumulation = config.accumulation_steps(self.world)
         self.sampler = EpochSampler(len(train_dataset), config.seed, self.rank, self.world)
         self.optimizer = torch.optim.AdamW(
-            parameter_groups(self.module, config.weight_decay), lr=config.learning_rate
-        )
+            parameter_groups(
+                self.module, config.weight_decay, config.learning_rate,
+                config.learning_rate_scales,
+            ),
+            lr=config.learning_rate,
+        )  # fmt: skip
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, linear_schedule(config.warmup_steps, config.max_steps)
         )
@@ -317,7 +340,9 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         totals["grad_norm"] = float(norm)
-        totals["learning_rate"] = self.scheduler.get_last_lr()[0]
+        # the base rate (groups with a learning_rate_scale run at a multiple of it)
+        factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
+        totals["learning_rate"] = self.config.learning_rate * factor
         return totals, tokens
 
     def _autocast(self):
