@@ -403,6 +403,22 @@ def test_structured_global_tokens_give_the_same_output_as_the_dense_oracle(text_
                                rtol=1e-10, atol=1e-10)  # fmt: skip
 
 
+def test_cut_inputs_are_counted(text_tokenizer):
+    from genobird.nlp.multiple_choice import ChoiceDataset, _example
+    from genobird.nlp.summarize import SummaryDataset, SummaryExample
+
+    def choices(words):
+        return [_example(r, 1, "mem") for r in synthetic_choices(2, seed=8, words=words)]
+
+    long_and_short = choices(90) + choices(3)
+    assert ChoiceDataset(long_and_short, text_tokenizer, 64, 24).truncated == 2
+    assert ChoiceDataset(choices(3), text_tokenizer, 64, 24).truncated == 0
+    assert ChoiceDataset(choices(3), text_tokenizer, 64, 5).truncated == 2  # globals cut
+    summaries = [SummaryExample(r["document"], r["summary"]) for r in synthetic_summaries(3, 5)]
+    assert SummaryDataset(summaries, text_tokenizer, 64, 12).truncated == 0
+    assert SummaryDataset(summaries, text_tokenizer, 8, 12).truncated == 3
+
+
 def test_choice_examples_are_checked(tmp_path):
     from genobird.nlp.multiple_choice import read_choices
 
@@ -450,6 +466,7 @@ def test_multiple_choice_runs_through_the_commands(text_tokenizer, tmp_path):
     assert main(argv) == 0
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert 0 <= report["accuracy"] <= 1 and report["valid_examples"] == 24
+    assert report["train_truncated"] == report["valid_truncated"] == 0
     predictions = tmp_path / "pred.jsonl"
     assert main(["-q", "nlp", "predict", "--model", str(out / "model"), "--input", data,
                  "--out", str(predictions)]) == 0  # fmt: skip

@@ -74,6 +74,13 @@ def train(model, dataset: Dataset, spec: NLPFinetuneSpec, output: Path, step_fn)
     return trainer
 
 
+def warn_truncated(dataset, what: str, option: str) -> None:
+    """Say how much input a model will not see (it trains on what fits, silently otherwise)."""
+    if dataset.truncated:
+        log.warning("%d of %d %s were cut to fit the model; raise %s to keep more",
+                    dataset.truncated, len(dataset), what, option)  # fmt: skip
+
+
 def save_model(model, tokenizer: TextTokenizer, directory: Path, task: dict) -> None:
     save_pretrained(model, directory)
     tokenizer.save(directory)
@@ -319,16 +326,18 @@ def finetune_multiple_choice(
     tokenizer = load_tokenizer(pretrained, tokenizer_path)
     examples = mc.read_choices(train_path)
     dataset = mc.ChoiceDataset(examples, tokenizer, spec.max_tokens, max_globals)
+    warn_truncated(dataset, "training examples", "--max-tokens or --max-globals")
     etc = {"attention_type": "etc", "num_global_tokens": max_globals}
     model = build_model(BigBirdForMultipleChoice, pretrained, spec, tokenizer.vocab_size, etc)
     trainer = train(model, dataset, spec, output, choice_step)
-    report = {"task": "multiple_choice", "train_examples": len(examples)}
+    report = {"task": "multiple_choice", "train_examples": len(examples),
+              "train_truncated": dataset.truncated}  # fmt: skip
     if valid_path is not None:
         valid = mc.read_choices(valid_path)
-        logits = choice_logits(
-            trainer.module, mc.ChoiceDataset(valid, tokenizer, spec.max_tokens, max_globals)
-        )
-        report.update(accuracy=mc.accuracy(valid, logits), valid_examples=len(valid))
+        valid_set = mc.ChoiceDataset(valid, tokenizer, spec.max_tokens, max_globals)
+        logits = choice_logits(trainer.module, valid_set)
+        report.update(accuracy=mc.accuracy(valid, logits), valid_examples=len(valid),
+                      valid_truncated=valid_set.truncated)  # fmt: skip
     if trainer.is_main:
         task = {
             "task": "multiple_choice",
@@ -399,13 +408,15 @@ def finetune_summarize(
     tokenizer = load_tokenizer(pretrained, tokenizer_path)
     examples = read_summaries(train_path)
     dataset = SummaryDataset(examples, tokenizer, spec.max_tokens, max_target_tokens)
+    warn_truncated(dataset, "training documents or summaries", "--max-(target-)tokens")
     model = build_model(
         BigBirdForSummarization, pretrained, spec, tokenizer.vocab_size,
         decoder_layers=decoder_layers, share_weights=share_weights,
         max_target_tokens=max_target_tokens,
     )  # fmt: skip
     trainer = train(model, dataset, spec, output, summarize_step)
-    report = {"task": "summarize", "train_examples": len(examples)}
+    report = {"task": "summarize", "train_examples": len(examples),
+              "train_truncated": dataset.truncated}  # fmt: skip
     task = {"task": "summarize", "max_tokens": spec.max_tokens, "beams": beams, "alpha": alpha,
             "max_length": max_target_tokens}  # fmt: skip
     if valid_path is not None:

@@ -87,32 +87,37 @@ def example_globals(example: ChoiceExample, tokenizer: TextTokenizer) -> list[Gl
     return structured_globals([], [], candidates) + rest  # candidates first
 
 
-def long_input(example: ChoiceExample, tokenizer: TextTokenizer, max_tokens: int) -> list[int]:
+def long_input(example: ChoiceExample, tokenizer: TextTokenizer) -> list[int]:
+    """`[CLS] query [SEP] support [SEP] ...`, whole (the dataset cuts it)."""
     ids = [tokenizer.cls_id, *tokenizer.encode(example.query), tokenizer.sep_id]
     for support in example.supports:
         ids += [*tokenizer.encode(support), tokenizer.sep_id]
-    return ids[:max_tokens]
+    return ids
 
 
 class ChoiceDataset(Dataset):
     """Fixed-size tensors per example (tokenised once): long input, global tokens, the
-    answer's slot."""
+    answer's slot. `truncated` counts examples whose long input was cut at max_tokens or
+    whose global tokens (beyond the candidates) did not all fit."""
 
     def __init__(self, examples, tokenizer: TextTokenizer, max_tokens: int, max_globals: int,
                  piece_tokens: int = 8):  # fmt: skip
+        self.truncated = 0
         self.items = [
             self._encode(example, tokenizer, max_tokens, max_globals, piece_tokens)
             for example in examples
         ]
 
-    @staticmethod
-    def _encode(example, tokenizer, max_tokens, max_globals, piece_tokens) -> dict:
+    def _encode(self, example, tokenizer, max_tokens, max_globals, piece_tokens) -> dict:
         if len(example.candidates) > max_globals:
             raise InputError(
                 f"example {example.id} has {len(example.candidates)} candidates but the "
                 f"model has {max_globals} global tokens; raise --max-globals"
             )
-        ids = long_input(example, tokenizer, max_tokens)
+        whole = long_input(example, tokenizer)
+        global_tokens = example_globals(example, tokenizer)
+        self.truncated += len(whole) > max_tokens or len(global_tokens) > max_globals
+        ids = whole[:max_tokens]
         item = {
             "input_ids": torch.full((max_tokens,), tokenizer.pad_id, dtype=torch.long),
             "attention_mask": torch.zeros(max_tokens, dtype=torch.bool),
@@ -120,7 +125,7 @@ class ChoiceDataset(Dataset):
         item["input_ids"][: len(ids)] = torch.tensor(ids)
         item["attention_mask"][: len(ids)] = True
         kinds, pieces, piece_mask, global_mask = collate_globals(
-            [example_globals(example, tokenizer)], max_globals, piece_tokens
+            [global_tokens], max_globals, piece_tokens
         )
         item.update(global_kinds=kinds[0], global_ids=pieces[0],
                     global_piece_mask=piece_mask[0], global_mask=global_mask[0])  # fmt: skip

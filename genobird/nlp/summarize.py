@@ -49,19 +49,22 @@ def read_summaries(path: str | Path) -> list[SummaryExample]:
 
 class SummaryDataset(Dataset):
     """Source [CLS] document [SEP] (cut to max_tokens); target [CLS] summary, labels
-    summary [SEP] (cut to max_target_tokens); pads and ignored labels fill the rest."""
+    summary [SEP] (cut to max_target_tokens); pads and ignored labels fill the rest.
+    `truncated` counts examples whose document or summary was cut."""
 
     def __init__(self, examples, tokenizer: TextTokenizer, max_tokens: int, max_target: int):
         self.items = []
+        self.truncated = 0
         for number, example in enumerate(examples, start=1):
             if example.summary is None:
                 raise InputError(f"record {number}: no summary to train on")
             self.items.append(self._encode(example, tokenizer, max_tokens, max_target))
 
-    @staticmethod
-    def _encode(example, tokenizer, max_tokens, max_target) -> dict:
-        source = source_ids(example.document, tokenizer, max_tokens)
-        summary = tokenizer.encode(example.summary)[: max_target - 1]
+    def _encode(self, example, tokenizer, max_tokens, max_target) -> dict:
+        document, summary = tokenizer.encode(example.document), tokenizer.encode(example.summary)
+        self.truncated += len(document) > max_tokens - 2 or len(summary) > max_target - 1
+        source = framed_source(document, tokenizer, max_tokens)
+        summary = summary[: max_target - 1]
         target = [tokenizer.cls_id, *summary]
         labels = [*summary, tokenizer.sep_id]
         item = {
@@ -86,7 +89,12 @@ class SummaryDataset(Dataset):
 
 
 def source_ids(document: str, tokenizer: TextTokenizer, max_tokens: int) -> list[int]:
-    return [tokenizer.cls_id, *tokenizer.encode(document)[: max_tokens - 2], tokenizer.sep_id]
+    return framed_source(tokenizer.encode(document), tokenizer, max_tokens)
+
+
+def framed_source(tokens: list[int], tokenizer: TextTokenizer, max_tokens: int) -> list[int]:
+    """[CLS] tokens [SEP], the tokens cut to fit max_tokens."""
+    return [tokenizer.cls_id, *tokens[: max_tokens - 2], tokenizer.sep_id]
 
 
 def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
