@@ -77,6 +77,17 @@ def write_jsonl(path, records) -> str:
     return str(path)
 
 
+def learning_spec(max_tokens: int, learning_rate: float, max_steps: int, **training):
+    """A fresh 2-layer, 64-wide model in blocks of 8 tokens, trained in batches of 16."""
+    from genobird.nlp.finetune import NLPFinetuneSpec
+
+    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
+    return NLPFinetuneSpec(max_tokens=max_tokens, model=shape, training=dict(
+        learning_rate=learning_rate, warmup_steps=50, max_steps=max_steps, batch_size=16,
+        effective_batch_size=16, log_every=50, checkpoint_every=max_steps, eval_every=0,
+        progress=False, **training))  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def text_tokenizer(tmp_path_factory):
     texts = [r["context"] + " " + r["question"] for r in synthetic_qa(200, seed=99)]
@@ -177,28 +188,13 @@ def test_squad_metrics_match_hand_computed_values():
 # --------------------------------------------------------------------------- QA learning
 @pytest.mark.slow
 def test_qa_head_learns_to_find_a_marked_span_far_from_the_question(text_tokenizer, tmp_path):
-    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_qa, predict_qa
+    from genobird.nlp.finetune import finetune_qa, predict_qa
 
     train = write_jsonl(tmp_path / "train.jsonl", synthetic_qa(400, 1, words=(100, 200)))
     valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_qa(60, 2, words=(100, 200)))
     # 128 tokens in blocks of 8: 16 blocks, of which each query block sees 8 (2 global, 3
     # window, 3 random), so attention is really block-sparse
-    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
-    spec = NLPFinetuneSpec(
-        max_tokens=128,
-        model=shape,
-        training=dict(
-            learning_rate=2e-3,
-            warmup_steps=50,
-            max_steps=800,
-            batch_size=16,
-            effective_batch_size=16,
-            log_every=50,
-            checkpoint_every=800,
-            eval_every=0,
-            progress=False,
-        ),
-    )
+    spec = learning_spec(max_tokens=128, learning_rate=2e-3, max_steps=800)
     report = finetune_qa(train, tmp_path / "out", spec, valid, tokenizer_path=text_tokenizer.path,
                          stride=64)  # fmt: skip
     assert report["train_windows"] > report["train_questions"]  # contexts exceed one window
@@ -433,17 +429,13 @@ def test_choice_examples_are_checked(tmp_path):
 
 @pytest.mark.slow
 def test_multiple_choice_head_learns_which_candidate_the_supports_mention(text_tokenizer, tmp_path):
-    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_multiple_choice
+    from genobird.nlp.finetune import finetune_multiple_choice
 
     train = write_jsonl(tmp_path / "train.jsonl", synthetic_choices(1600, seed=1))
     valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_choices(100, seed=2))
     # 64 long tokens in blocks of 8 (each block sees 2 global, 3 window and 3 random
     # blocks) plus the ETC global tokens (4 candidates, query tokens, paragraphs, sentences)
-    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
-    spec = NLPFinetuneSpec(max_tokens=64, model=shape, training=dict(
-        learning_rate=1e-3, warmup_steps=50, max_steps=1000, batch_size=16,
-        effective_batch_size=16, log_every=100, checkpoint_every=1000, eval_every=0,
-        progress=False))  # fmt: skip
+    spec = learning_spec(max_tokens=64, learning_rate=1e-3, max_steps=1000)
     tokenizer = text_tokenizer.path
     report = finetune_multiple_choice(train, tmp_path / "out", spec, valid,
                                       tokenizer_path=tokenizer, max_globals=24)  # fmt: skip
@@ -545,19 +537,16 @@ def test_rouge_matches_hand_counts_and_documents_are_checked(tmp_path):
 
 @pytest.mark.slow
 def test_summarizer_learns_to_copy_the_first_sentence(text_tokenizer, tmp_path):
-    from genobird.nlp.finetune import NLPFinetuneSpec, finetune_summarize
+    from genobird.nlp.finetune import finetune_summarize
 
     train = write_jsonl(tmp_path / "train.jsonl", synthetic_summaries(2000, seed=1))
     valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_summaries(50, seed=2))
-    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
     # A fresh encoder at the full rate learns to blur positions before the decoder finds
     # the copy alignment (loss stuck at ~2.7; ROUGE-1 6 after 1,000 steps, 7 after
     # 3,000); at a tenth of the rate it keeps them: ROUGE-1/2/L 100 after 1,000 steps
     # for seeds 0, 1 and 2 (~42 s).
-    spec = NLPFinetuneSpec(max_tokens=48, model=shape, training=dict(
-        learning_rate=1e-3, learning_rate_scales={"encoder.layers.": 0.1}, warmup_steps=50,
-        max_steps=1000, batch_size=16, effective_batch_size=16, log_every=100,
-        checkpoint_every=1000, eval_every=0, progress=False))  # fmt: skip
+    spec = learning_spec(max_tokens=48, learning_rate=1e-3, max_steps=1000,
+                         learning_rate_scales={"encoder.layers.": 0.1})  # fmt: skip
     report = finetune_summarize(train, tmp_path / "out", spec, valid,
                                 tokenizer_path=text_tokenizer.path, max_target_tokens=12,
                                 beams=2)  # fmt: skip
