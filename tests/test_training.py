@@ -222,6 +222,8 @@ def test_learning_rate_scales_follow_the_longest_prefix_and_decay_rules():
     assert heads and all(by_parameter[id(named[n])]["lr"] == pytest.approx(1e-3) for n in heads)
     with pytest.raises(Exception, match=r"no parameter name starts with 'decoder\.'"):
         parameter_groups(model, 0.01, 1e-3, {"decoder.": 0.1})
+    with pytest.raises(Exception, match=r"use a number > 0"):
+        parameter_groups(model, 0.01, 1e-3, {"encoder.": 0})
 
 
 def test_sampler_resumes_mid_epoch_and_splits_ranks():

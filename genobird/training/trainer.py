@@ -130,6 +130,9 @@ def parameter_groups(
         name.startswith(prefix) for name, _ in model.named_parameters())]  # fmt: skip
     if unused:
         raise ConfigError(f"learning_rate_scales: no parameter name starts with {unused[0]!r}")
+    for prefix, scale in scales.items():
+        if not isinstance(scale, (int, float)) or scale <= 0:
+            raise ConfigError(f"learning_rate_scales[{prefix!r}] = {scale!r}: use a number > 0")
     groups: dict[tuple[bool, float], list] = {}
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
