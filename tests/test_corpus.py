@@ -212,6 +212,70 @@ def test_vocabulary_on_real_hg19_reaches_pinned_bp_per_token(shared_data, tmp_pa
     assert 4.55 < bp_per_token < 4.80, bp_per_token  # measured: 4.67
 
 
+# --------------------------------------------------------------------------- fast BPE
+def hard_sequences(seed: int) -> list[str]:
+    """Random ACGTN (N runs included) and the repeats where merge order and leftmost
+    tie-breaking decide the result."""
+    rng = np.random.default_rng(seed)
+    weights = [0.3, 0.2, 0.2, 0.28, 0.02]
+    lengths = rng.integers(0, 1500, size=200)
+    random_dna = ["".join(rng.choice(list("ACGTN"), p=weights, size=n)) for n in lengths]
+    repeats = [unit * k for unit in ("A", "AC", "AAT", "ACGT", "TTAGGG") for k in (1, 2, 7, 64)]
+    return random_dna + repeats + ["N" * 700, "NNNNACGTNNNN", ""]
+
+
+def assert_fast_matches_sentencepiece(tokenizer, sequences):
+    assert tokenizer._fast is not None, "the C extension genobird.corpus._bpe is not built"
+    expected = tokenizer._processor.encode(sequences)
+    assert tokenizer.encode_batch(sequences) == expected
+    assert tokenizer.encode_batch(sequences, threads=2) == expected
+
+
+def test_fast_bpe_equals_sentencepiece_token_for_token(corpus):
+    tokenizer = corpus["tokenizer"]
+    sentences = [s for d in read_documents(corpus["heldout"]) for s in d]
+    assert_fast_matches_sentencepiece(tokenizer, sentences + hard_sequences(seed=3))
+
+
+@pytest.mark.shared_data
+def test_fast_bpe_equals_sentencepiece_on_real_hg19(shared_data, tmp_path):
+    documents = tmp_path / "chr20.txt"
+    write_documents(shared_data / "genome" / "hg19_chr20_0-2Mb.fa", documents,
+                    DocumentSpec(passes=1, seed=0), ["chr20"], progress=False)  # fmt: skip
+    sentences = [s for d in read_documents(documents) for s in d]
+    tokenizer = train_vocabulary(documents, tmp_path / "t.model", VocabSpec(vocab_size=8000))
+    assert_fast_matches_sentencepiece(tokenizer, sentences + hard_sequences(seed=4))
+
+
+def test_fast_bpe_hands_unknown_characters_to_sentencepiece(corpus):
+    tokenizer = corpus["tokenizer"]
+    sequences = ["ACGTXACGT", "ACGTTTGCA", "é"]  # X and é have no piece
+    rows = tokenizer.encode_batch(sequences)
+    assert rows == tokenizer._processor.encode(sequences) and UNK_ID in rows[0]
+
+
+def test_without_the_extension_or_for_other_models_sentencepiece_encodes(corpus, monkeypatch,
+                                                                          tmp_path):  # fmt: skip
+    import sentencepiece as spm
+
+    from genobird.corpus import fast_bpe
+    from genobird.corpus.vocab import run_sentencepiece_trainer
+
+    sentences = [s for d in read_documents(corpus["heldout"]) for s in d][:50]
+    expected = corpus["tokenizer"].encode_batch(sentences)
+    unigram = tmp_path / "unigram"
+    run_sentencepiece_trainer(input=str(corpus["documents"]), model_prefix=str(unigram),
+                              model_type="unigram", vocab_size=300, character_coverage=1.0,
+                              split_by_whitespace=False, add_dummy_prefix=False,
+                              max_sentence_length=4192)  # fmt: skip
+    processor = spm.SentencePieceProcessor(model_file=str(unigram.with_suffix(".model")))
+    assert fast_bpe.FastBPE.create(processor) is None  # the probes tell it apart
+    monkeypatch.setattr(fast_bpe, "_bpe", None)
+    plain = Tokenizer(corpus["tokenizer"].path)
+    assert plain._fast is None
+    assert plain.encode_batch(sentences) == expected
+
+
 # --------------------------------------------------------------------------- instances
 @pytest.fixture(scope="module")
 def instances(corpus):

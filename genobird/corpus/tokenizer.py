@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
+from genobird.corpus.fast_bpe import FastBPE
 from genobird.errors import CheckpointError
 from genobird.genome.alphabet import normalise_dna
 
@@ -38,6 +39,8 @@ class Tokenizer:
         pieces = [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
         lengths = [0 if i < len(SPECIAL_TOKENS) else len(p) for i, p in enumerate(pieces)]
         self.piece_lengths = np.array(lengths, dtype=np.int64)
+        # sentencepiece's own encoding, computed about twice as fast (None: not built)
+        self._fast = FastBPE.create(self._processor)
 
     def _check_special_tokens(self) -> None:
         for expected_id, piece in enumerate(SPECIAL_TOKENS):
@@ -80,10 +83,12 @@ class Tokenizer:
         """Token ids of a DNA sequence (normalised first unless told it already is)."""
         if normalise:
             sequence = normalise_dna(sequence)
-        return self._processor.encode(sequence)
+        return self.encode_batch([sequence])[0]
 
     def encode_batch(self, sequences: list[str], threads: int = 1) -> list[list[int]]:
-        """Ids of already-normalised sequences, encoded in C++ with `threads` threads."""
+        """Ids of already-normalised sequences, encoded in C with `threads` threads."""
+        if self._fast is not None:
+            return self._fast.encode(sequences, threads)
         return self._processor.encode(sequences, num_threads=threads)
 
     def decode(self, ids) -> str:

@@ -1,0 +1,297 @@
+/* genobird.corpus._bpe: sentencepiece's BPE encoding of DNA, exactly, about twice as fast.
+ *
+ * sentencepiece encodes a BPE sentence by repeatedly merging the adjacent pair of
+ * symbols whose concatenation is the best-scoring piece (ties: the leftmost pair), with a
+ * binary heap of candidate pairs. The result depends only on that order, so this module
+ * keeps the same order with a cheaper queue: one bucket per distinct piece score and a
+ * two-level bitmap that finds the best non-empty bucket with two count-trailing-zeros.
+ * Pairs are looked up by (left id, right id) in an open-addressing table of the pairs
+ * that genobird/corpus/fast_bpe.py lists from the model's pieces. tests/test_corpus.py
+ * checks the output token for token against sentencepiece.
+ *
+ * Python API:
+ *   table = make_table(keys, merged, rank, ranks, char_ids)
+ *       one entry per pair of pieces that concatenate to a piece: keys uint64 (left id
+ *       << 32 | right id), merged int32 (the concatenation's id), rank int32 (0 = best
+ *       score, equal scores share a rank), ranks (distinct ranks); char_ids int32[256]
+ *       (the id of each single-byte character, -1 where the model has none).
+ *   encode(table, sequences) -> list of (list of ids, or None where a sequence holds a
+ *       character without an id: the caller falls back to sentencepiece for it).
+ * The merging runs without the GIL, so threads encoding separate lists run in parallel.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t *keys;
+    int32_t *merged, *rank;
+    uint64_t mask;
+    int32_t ranks;
+    int32_t char_ids[256];
+} Table;
+
+/* Scratch space for one sentence of up to `capacity` symbols. */
+typedef struct {
+    int32_t *head;           /* [ranks] first entry of each bucket, -1 when empty */
+    uint64_t *bits0, *bits1; /* bucket q non-empty <=> bit q of bits0; word w of bits0
+                                non-zero <=> bit w of bits1 */
+    int32_t words1;
+    int32_t *len, *next, *prev;              /* [capacity] symbols */
+    int32_t *entry_left, *entry_size, *entry_next; /* [3 capacity] queued pairs */
+    Py_ssize_t capacity;
+} Scratch;
+
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Table slot of the pair, or -1 when the two pieces do not merge. */
+static inline int64_t find_pair(const Table *t, int32_t left, int32_t right) {
+    uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    uint64_t slot = mix(key) & t->mask;
+    while (t->keys[slot]) {
+        if (t->keys[slot] == key) return (int64_t)slot;
+        slot = (slot + 1) & t->mask;
+    }
+    return -1;
+}
+
+static inline void push(const Table *t, Scratch *s, const int32_t *ids, int *entries, int l, int r) {
+    int64_t slot = find_pair(t, ids[l], ids[r]);
+    if (slot < 0) return;
+    int32_t q = t->rank[slot];
+    int e = (*entries)++;
+    s->entry_left[e] = l;
+    s->entry_size[e] = s->len[l] + s->len[r];
+    s->entry_next[e] = s->head[q];
+    s->head[q] = e;
+    s->bits0[q >> 6] |= 1ULL << (q & 63);
+    s->bits1[q >> 12] |= 1ULL << ((q >> 6) & 63);
+}
+
+/* Pops the leftmost pair of the best bucket; -1 when the queue is empty. The queue is
+   empty again when this returns -1, so the scratch space needs no reset between calls. */
+static inline int pop(Scratch *s) {
+    int w1 = 0;
+    while (w1 < s->words1 && !s->bits1[w1]) w1++;
+    if (w1 == s->words1) return -1;
+    int w0 = (w1 << 6) + __builtin_ctzll(s->bits1[w1]);
+    int q = (w0 << 6) + __builtin_ctzll(s->bits0[w0]);
+    int best = -1, best_before = -1;
+    for (int e = s->head[q], before = -1; e >= 0; before = e, e = s->entry_next[e]) {
+        if (best < 0 || s->entry_left[e] < s->entry_left[best]) {
+            best = e;
+            best_before = before;
+        }
+    }
+    if (best_before < 0) s->head[q] = s->entry_next[best];
+    else s->entry_next[best_before] = s->entry_next[best];
+    if (s->head[q] < 0) {
+        s->bits0[w0] &= ~(1ULL << (q & 63));
+        if (!s->bits0[w0]) s->bits1[w1] &= ~(1ULL << (w0 & 63));
+    }
+    return best;
+}
+
+/* BPE-merges ids[0:n] in place; returns the number of tokens left in ids[0:count]. */
+static Py_ssize_t merge(const Table *t, Scratch *s, int32_t *ids, Py_ssize_t n) {
+    int entries = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        s->len[i] = 1;
+        s->prev[i] = (int32_t)i - 1;
+        s->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    for (Py_ssize_t i = 0; i + 1 < n; i++) push(t, s, ids, &entries, (int)i, (int)i + 1);
+    for (int e; (e = pop(s)) >= 0;) {
+        int l = s->entry_left[e], r = s->next[l];
+        /* stale: either side has merged since the pair was queued (sentencepiece's test) */
+        if (s->len[l] == 0 || r < 0 || s->len[r] == 0 || s->len[l] + s->len[r] != s->entry_size[e])
+            continue;
+        ids[l] = t->merged[find_pair(t, ids[l], ids[r])];
+        s->len[l] += s->len[r];
+        s->len[r] = 0;
+        s->next[l] = s->next[r];
+        if (s->next[r] >= 0) s->prev[s->next[r]] = l;
+        if (s->prev[l] >= 0) push(t, s, ids, &entries, s->prev[l], l);
+        if (s->next[l] >= 0) push(t, s, ids, &entries, l, s->next[l]);
+    }
+    Py_ssize_t count = 0;
+    for (int i = n ? 0 : -1; i >= 0; i = s->next[i]) ids[count++] = ids[i];
+    return count;
+}
+
+static void scratch_free(Scratch *s) {
+    free(s->head); free(s->bits0); free(s->bits1); free(s->len); free(s->next);
+    free(s->prev); free(s->entry_left); free(s->entry_size); free(s->entry_next);
+}
+
+static int scratch_init(Scratch *s, const Table *t, Py_ssize_t capacity) {
+    memset(s, 0, sizeof *s);
+    s->capacity = capacity < 1 ? 1 : capacity;
+    s->words1 = t->ranks / 4096 + 1;
+    s->head = malloc(sizeof(int32_t) * (size_t)t->ranks);
+    s->bits0 = calloc((size_t)t->ranks / 64 + 1, sizeof(uint64_t));
+    s->bits1 = calloc((size_t)s->words1, sizeof(uint64_t));
+    s->len = malloc(sizeof(int32_t) * (size_t)s->capacity);
+    s->next = malloc(sizeof(int32_t) * (size_t)s->capacity);
+    s->prev = malloc(sizeof(int32_t) * (size_t)s->capacity);
+    s->entry_left = malloc(sizeof(int32_t) * 3 * (size_t)s->capacity);
+    s->entry_size = malloc(sizeof(int32_t) * 3 * (size_t)s->capacity);
+    s->entry_next = malloc(sizeof(int32_t) * 3 * (size_t)s->capacity);
+    if (!s->head || !s->bits0 || !s->bits1 || !s->len || !s->next || !s->prev ||
+        !s->entry_left || !s->entry_size || !s->entry_next) {
+        scratch_free(s);
+        return -1;
+    }
+    for (int32_t q = 0; q < t->ranks; q++) s->head[q] = -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ Python glue */
+static void table_destroy(PyObject *capsule) {
+    Table *t = PyCapsule_GetPointer(capsule, "genobird.bpe.table");
+    if (!t) return;
+    free(t->keys); free(t->merged); free(t->rank); free(t);
+}
+
+static int copy_buffer(PyObject *object, void **out, Py_ssize_t item, Py_ssize_t *count) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(object, &view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    *count = view.len / item;
+    *out = malloc((size_t)view.len ? (size_t)view.len : 1);
+    if (*out) memcpy(*out, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    if (!*out) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static PyObject *make_table(PyObject *self, PyObject *args) {
+    PyObject *keys_object, *merged_object, *rank_object, *char_object;
+    int ranks;
+    if (!PyArg_ParseTuple(args, "OOOiO", &keys_object, &merged_object, &rank_object, &ranks,
+                          &char_object))
+        return NULL;
+    uint64_t *keys = NULL;
+    int32_t *merged = NULL, *rank = NULL, *char_ids = NULL;
+    Py_ssize_t pairs = 0, merged_count = 0, rank_count = 0, chars = 0;
+    Table *t = calloc(1, sizeof *t);
+    if (!t) return PyErr_NoMemory();
+    if (copy_buffer(keys_object, (void **)&keys, 8, &pairs) < 0 ||
+        copy_buffer(merged_object, (void **)&merged, 4, &merged_count) < 0 ||
+        copy_buffer(rank_object, (void **)&rank, 4, &rank_count) < 0 ||
+        copy_buffer(char_object, (void **)&char_ids, 4, &chars) < 0)
+        goto fail;
+    if (merged_count != pairs || rank_count != pairs || chars != 256 || ranks < 1) {
+        PyErr_SetString(PyExc_ValueError, "make_table: inconsistent buffers");
+        goto fail;
+    }
+    uint64_t slots = 1;
+    while (slots < 2 * (uint64_t)pairs + 2) slots <<= 1; /* at most half full */
+    t->keys = calloc(slots, sizeof(uint64_t));
+    t->merged = malloc(sizeof(int32_t) * slots);
+    t->rank = malloc(sizeof(int32_t) * slots);
+    if (!t->keys || !t->merged || !t->rank) { PyErr_NoMemory(); goto fail; }
+    t->mask = slots - 1;
+    t->ranks = ranks;
+    memcpy(t->char_ids, char_ids, sizeof t->char_ids);
+    for (Py_ssize_t i = 0; i < pairs; i++) {
+        if (!keys[i] || rank[i] < 0 || rank[i] >= ranks) {
+            PyErr_SetString(PyExc_ValueError, "make_table: a pair key is 0 or a rank is out of range");
+            goto fail;
+        }
+        uint64_t slot = mix(keys[i]) & t->mask;
+        while (t->keys[slot] && t->keys[slot] != keys[i]) slot = (slot + 1) & t->mask;
+        t->keys[slot] = keys[i];
+        t->merged[slot] = merged[i];
+        t->rank[slot] = rank[i];
+    }
+    free(keys); free(merged); free(rank); free(char_ids);
+    return PyCapsule_New(t, "genobird.bpe.table", table_destroy);
+fail:
+    free(keys); free(merged); free(rank); free(char_ids);
+    free(t->keys); free(t->merged); free(t->rank); free(t);
+    return NULL;
+}
+
+static PyObject *encode(PyObject *self, PyObject *args) {
+    PyObject *capsule, *sequences;
+    if (!PyArg_ParseTuple(args, "OO", &capsule, &sequences)) return NULL;
+    const Table *t = PyCapsule_GetPointer(capsule, "genobird.bpe.table");
+    if (!t) return NULL;
+    PyObject *seq = PySequence_Fast(sequences, "encode: sequences must be a list of str");
+    if (!seq) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq), total = 0, longest = 0;
+    Py_ssize_t *starts = malloc(sizeof(Py_ssize_t) * (size_t)(count + 1));
+    if (!starts) { Py_DECREF(seq); return PyErr_NoMemory(); }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "encode: sequence %zd is not a str", i);
+            free(starts); Py_DECREF(seq); return NULL;
+        }
+        starts[i] = total;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(item);
+        total += n;
+        if (n > longest) longest = n;
+    }
+    starts[count] = total;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(total ? total : 1));
+    Py_ssize_t *lengths = malloc(sizeof(Py_ssize_t) * (size_t)(count ? count : 1));
+    Scratch scratch;
+    if (!ids || !lengths || scratch_init(&scratch, t, longest) < 0) {
+        free(ids); free(lengths); free(starts); Py_DECREF(seq); return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) { /* characters -> ids; -1 marks a fallback */
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        int kind = PyUnicode_KIND(item);
+        const void *data = PyUnicode_DATA(item);
+        Py_ssize_t n = starts[i + 1] - starts[i];
+        lengths[i] = n;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, j);
+            int32_t id = c < 256 ? t->char_ids[c] : -1;
+            if (id < 0) { lengths[i] = -1; break; }
+            ids[starts[i] + j] = id;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (lengths[i] >= 0) lengths[i] = merge(t, &scratch, ids + starts[i], lengths[i]);
+    Py_END_ALLOW_THREADS
+    scratch_free(&scratch);
+    PyObject *result = PyList_New(count);
+    for (Py_ssize_t i = 0; result && i < count; i++) {
+        PyObject *row;
+        if (lengths[i] < 0) {
+            row = Py_None;
+            Py_INCREF(row);
+        } else {
+            row = PyList_New(lengths[i]);
+            for (Py_ssize_t j = 0; row && j < lengths[i]; j++) {
+                PyObject *value = PyLong_FromLong(ids[starts[i] + j]);
+                if (!value) { Py_CLEAR(row); break; }
+                PyList_SET_ITEM(row, j, value);
+            }
+        }
+        if (!row) { Py_CLEAR(result); break; }
+        PyList_SET_ITEM(result, i, row);
+    }
+    free(ids); free(lengths); free(starts); Py_DECREF(seq);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"make_table", make_table, METH_VARARGS, "Copy a pair table into a capsule."},
+    {"encode", encode, METH_VARARGS, "BPE-encode a list of str with a table."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bpe", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__bpe(void) { return PyModule_Create(&module); }
