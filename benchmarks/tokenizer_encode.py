@@ -1,4 +1,5 @@
-"""Raw sentencepiece BPE encoding speed on DNA sentences, one thread and all threads.
+"""BPE encoding speed on DNA sentences: sentencepiece's encoder and genobird's exact C
+encoder (genobird.corpus._bpe), one thread and all threads.
 
     python benchmarks/tokenizer_encode.py TOKENIZER.model [--fasta FASTA]
     # another sentencepiece release, same model and sentences:
@@ -12,7 +13,9 @@ are dropped), as the document builder makes them. Prints the best of three runs.
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -35,12 +38,12 @@ def dna_sentences(fasta: Path, seed: int = 0) -> list[str]:
     return sentences
 
 
-def best_rate(processor, sentences: list[str], threads: int) -> tuple[float, int]:
+def best_rate(encode, sentences: list[str], threads: int) -> tuple[float, int]:
     """(Mbp/s, tokens) of the fastest of three encodes."""
     best, tokens = 0.0, 0
     for _ in range(3):
         started = time.perf_counter()
-        ids = processor.encode(sentences, num_threads=threads)
+        ids = encode(sentences, threads)
         best = max(best, sum(map(len, sentences)) / 1e6 / (time.perf_counter() - started))
         tokens = sum(map(len, ids))
     return best, tokens
@@ -54,11 +57,29 @@ def main(argv=None) -> int:
     processor = spm.SentencePieceProcessor()
     processor.Load(str(args.model))
     sentences = dna_sentences(args.fasta)
-    for threads, label in ((1, "1 thread"), (-1, "all threads")):
-        rate, tokens = best_rate(processor, sentences, threads)
-        print(f"sentencepiece {spm.__version__}, {len(sentences)} sentences, {label}: "
-              f"{rate:.2f} Mbp/s ({tokens} tokens)")  # fmt: skip
+    encoders = {f"sentencepiece {spm.__version__}":
+                lambda batch, threads: processor.encode(batch, num_threads=threads)}  # fmt: skip
+    fast = genobird_encoder(processor)
+    if fast is not None:
+        encoders["genobird _bpe"] = fast.encode
+    cores = os.cpu_count() or 1
+    for name, encode in encoders.items():
+        for threads in (1, cores):
+            rate, tokens = best_rate(encode, sentences, threads)
+            print(f"{name}, {len(sentences)} sentences, {threads} thread(s): "
+                  f"{rate:.2f} Mbp/s ({tokens} tokens)")  # fmt: skip
     return 0
+
+
+def genobird_encoder(processor):
+    """genobird's C encoder for this model, or None (not built, or another release of
+    sentencepiece on PYTHONPATH makes genobird unimportable)."""
+    try:
+        sys.path.insert(0, str(ROOT))
+        from genobird.corpus.fast_bpe import FastBPE
+    except ImportError:
+        return None
+    return FastBPE.create(processor)
 
 
 if __name__ == "__main__":
