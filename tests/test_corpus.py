@@ -221,7 +221,8 @@ def hard_sequences(seed: int) -> list[str]:
     lengths = rng.integers(0, 1500, size=200)
     random_dna = ["".join(rng.choice(list("ACGTN"), p=weights, size=n)) for n in lengths]
     repeats = [unit * k for unit in ("A", "AC", "AAT", "ACGT", "TTAGGG") for k in (1, 2, 7, 64)]
-    return random_dna + repeats + ["N" * 700, "NNNNACGTNNNN", ""]
+    long_runs = ["N" * 20_000, "A" * 9_000, "ACGTTGCA" * 2_000]  # quadratic if queued badly
+    return random_dna + repeats + long_runs + ["N" * 700, "NNNNACGTNNNN", ""]
 
 
 def assert_fast_matches_sentencepiece(tokenizer, sequences):

@@ -3,8 +3,9 @@
  * sentencepiece encodes a BPE sentence by repeatedly merging the adjacent pair of
  * symbols whose concatenation is the best-scoring piece (ties: the leftmost pair), with a
  * binary heap of candidate pairs. The result depends only on that order, so this module
- * keeps the same order with a cheaper queue: one bucket per distinct piece score and a
- * two-level bitmap that finds the best non-empty bucket with two count-trailing-zeros.
+ * keeps the same order with a cheaper queue: one bucket per distinct piece score (a
+ * pairing heap by position, for the leftmost-first rule) and a two-level bitmap that
+ * finds the best non-empty bucket with two count-trailing-zeros.
  * Pairs are looked up by (left id, right id) in an open-addressing table of the pairs
  * that genobird/corpus/fast_bpe.py lists from the model's pieces. tests/test_corpus.py
  * checks the output token for token against sentencepiece.
@@ -40,7 +41,8 @@ typedef struct {
                                 non-zero <=> bit w of bits1 */
     int32_t words1;
     int32_t *len, *next, *prev;              /* [capacity] symbols */
-    int32_t *entry_left, *entry_size, *entry_next; /* [3 capacity] queued pairs */
+    int32_t *entry_left, *entry_size, *entry_next, *entry_child; /* [3 capacity] queued
+                                                                      pairs */
     Py_ssize_t capacity;
 } Scratch;
 
@@ -62,6 +64,41 @@ static inline int64_t find_pair(const Table *t, int32_t left, int32_t right) {
     return -1;
 }
 
+/* Each bucket is a pairing heap of its queued pairs ordered by left position, so the
+   leftmost pops first in O(log k) amortised: a plain list scan made long repeats
+   (an 8 kb run of N) quadratic. */
+static inline int meld(const Scratch *s, int a, int b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    if (s->entry_left[b] < s->entry_left[a]) { int t = a; a = b; b = t; }
+    s->entry_next[b] = s->entry_child[a];
+    s->entry_child[a] = b;
+    return a;
+}
+
+/* The heap of the children of a popped root: pair them up left to right, then meld the
+   pairs right to left (the two-pass rule that gives the amortised bound). */
+static int meld_children(const Scratch *s, int first) {
+    int pairs = -1;
+    while (first >= 0) {
+        int a = first, b = s->entry_next[a];
+        if (b < 0) { s->entry_next[a] = pairs; pairs = a; break; }
+        first = s->entry_next[b];
+        s->entry_next[a] = s->entry_next[b] = -1;
+        int m = meld(s, a, b);
+        s->entry_next[m] = pairs;
+        pairs = m;
+    }
+    int root = -1;
+    while (pairs >= 0) {
+        int rest = s->entry_next[pairs];
+        s->entry_next[pairs] = -1;
+        root = meld(s, root, pairs);
+        pairs = rest;
+    }
+    return root;
+}
+
 static inline void push(const Table *t, Scratch *s, const int32_t *ids, int *entries, int l, int r) {
     int64_t slot = find_pair(t, ids[l], ids[r]);
     if (slot < 0) return;
@@ -69,8 +106,8 @@ static inline void push(const Table *t, Scratch *s, const int32_t *ids, int *ent
     int e = (*entries)++;
     s->entry_left[e] = l;
     s->entry_size[e] = s->len[l] + s->len[r];
-    s->entry_next[e] = s->head[q];
-    s->head[q] = e;
+    s->entry_next[e] = s->entry_child[e] = -1;
+    s->head[q] = meld(s, s->head[q], e);
     s->bits0[q >> 6] |= 1ULL << (q & 63);
     s->bits1[q >> 12] |= 1ULL << ((q >> 6) & 63);
 }
@@ -83,15 +120,8 @@ static inline int pop(Scratch *s) {
     if (w1 == s->words1) return -1;
     int w0 = (w1 << 6) + __builtin_ctzll(s->bits1[w1]);
     int q = (w0 << 6) + __builtin_ctzll(s->bits0[w0]);
-    int best = -1, best_before = -1;
-    for (int e = s->head[q], before = -1; e >= 0; before = e, e = s->entry_next[e]) {
-        if (best < 0 || s->entry_left[e] < s->entry_left[best]) {
-            best = e;
-            best_before = before;
-        }
-    }
-    if (best_before < 0) s->head[q] = s->entry_next[best];
-    else s->entry_next[best_before] = s->entry_next[best];
+    int best = s->head[q];
+    s->head[q] = meld_children(s, s->entry_child[best]);
     if (s->head[q] < 0) {
         s->bits0[w0] &= ~(1ULL << (q & 63));
         if (!s->bits0[w0]) s->bits1[w1] &= ~(1ULL << (w0 & 63));
@@ -129,6 +159,7 @@ static Py_ssize_t merge(const Table *t, Scratch *s, int32_t *ids, Py_ssize_t n) 
 static void scratch_free(Scratch *s) {
     free(s->head); free(s->bits0); free(s->bits1); free(s->len); free(s->next);
     free(s->prev); free(s->entry_left); free(s->entry_size); free(s->entry_next);
+    free(s->entry_child);
 }
 
 static int scratch_init(Scratch *s, const Table *t, Py_ssize_t capacity) {
@@ -144,8 +175,9 @@ static int scratch_init(Scratch *s, const Table *t, Py_ssize_t capacity) {
     s->entry_left = malloc(sizeof(int32_t) * 3 * (size_t)s->capacity);
     s->entry_size = malloc(sizeof(int32_t) * 3 * (size_t)s->capacity);
     s->entry_next = malloc(sizeof(int32_t) * 3 * (size_t)s->capacity);
+    s->entry_child = malloc(sizeof(int32_t) * 3 * (size_t)s->capacity);
     if (!s->head || !s->bits0 || !s->bits1 || !s->len || !s->next || !s->prev ||
-        !s->entry_left || !s->entry_size || !s->entry_next) {
+        !s->entry_left || !s->entry_size || !s->entry_next || !s->entry_child) {
         scratch_free(s);
         return -1;
     }
