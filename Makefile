@@ -8,7 +8,7 @@ CORES ?= 2
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh genobird/corpus/_bpe.c
+$(STAMP): pyproject.toml setup.py scripts/setup.sh genobird/corpus/_bpe.c
 	bash scripts/setup.sh $(VENV)
 
 demo: $(STAMP)

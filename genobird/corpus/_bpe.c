@@ -267,8 +267,15 @@ static PyObject *encode(PyObject *self, PyObject *args) {
             PyErr_Format(PyExc_TypeError, "encode: sequence %zd is not a str", i);
             free(starts); Py_DECREF(seq); return NULL;
         }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(item) < 0) { free(starts); Py_DECREF(seq); return NULL; }
+#endif
         starts[i] = total;
         Py_ssize_t n = PyUnicode_GET_LENGTH(item);
+        if (n > INT32_MAX / 4) {
+            PyErr_Format(PyExc_ValueError, "encode: sequence %zd is too long (%zd characters)", i, n);
+            free(starts); Py_DECREF(seq); return NULL;
+        }
         total += n;
         if (n > longest) longest = n;
     }
