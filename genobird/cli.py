@@ -7,6 +7,7 @@ traceback), 2 a usage error (argparse), 130 interrupted. `--debug` shows traceba
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -20,6 +21,7 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from genobird import __version__
 from genobird.errors import GenobirdError
+from genobird.fileio import atomic_write
 
 log = logging.getLogger("genobird")
 
@@ -279,13 +281,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         seed=args.seed,
     )  # fmt: skip
     report = finetune(args.data, args.output, spec, args.pretrained, args.tokenizer)
-    headline = ("f1", "mcc", "auroc", "auprc") if "f1" in report else ("median_auroc",)
-    figures = ", ".join(f"{k} {report[k]:.3f}" for k in headline if k in report)
-    if "median_auroc_by_category" in report:
-        figures += ", by category " + ", ".join(
-            f"{c} {v:.3f}" for c, v in report["median_auroc_by_category"].items()
-        )
-    print(f"fine-tuned {args.task}; test {figures}; model in {args.output}/model")
+    print(f"fine-tuned {args.task}; test {_headline(report)}; model in {args.output}/model")
     return EXIT_OK
 
 
@@ -317,6 +313,51 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(f"genobird: error: --strict and {summary.rejected} records rejected", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def cmd_baseline_markov(args: argparse.Namespace) -> int:
+    from genobird.baselines.markov import markov_baseline, parse_orders, read_dna
+
+    orders = parse_orders(args.orders)
+    train = [codes for path in args.train for codes in read_dna(path)]
+    heldout = [codes for path in args.heldout for codes in read_dna(path)]
+    result = markov_baseline(train, heldout, orders, not args.forward_only, args.valid_fraction)
+    report = {
+        **result.to_dict(),
+        "train": [str(p) for p in args.train],
+        "heldout": [str(p) for p in args.heldout],
+    }
+    if args.out:
+        with atomic_write(args.out) as handle:
+            json.dump(report, handle, indent=2)
+    print(
+        f"order-{result.order} Markov (alpha {result.alpha:g}, chosen on validation DNA): "
+        f"{result.bits_per_bp:.4f} bits/bp on {result.heldout_bp:,} held-out bases "
+        f"(trained on {result.train_bp:,})"
+    )
+    return EXIT_OK
+
+
+def cmd_baseline_classifier(args: argparse.Namespace) -> int:
+    from genobird.baselines import run_classifier_baseline
+
+    options = {}
+    if args.kind == "cnn":
+        options = {"rc_average": args.rc_average, "max_minutes": args.max_minutes}
+    report = run_classifier_baseline(args.kind, args.data, args.output, args.seed, **options)
+    print(f"{args.kind} baseline; test {_headline(report)}; report in {args.output}/report")
+    return EXIT_OK
+
+
+def _headline(report: dict) -> str:
+    """The figures a run prints: F1, MCC, AUROC, AUPRC (binary) or median AUROCs."""
+    headline = ("f1", "mcc", "auroc", "auprc") if "f1" in report else ("median_auroc",)
+    figures = ", ".join(f"{k} {report[k]:.3f}" for k in headline if k in report)
+    if "median_auroc_by_category" in report:
+        figures += ", by category " + ", ".join(
+            f"{c} {v:.3f}" for c, v in report["median_auroc_by_category"].items()
+        )
+    return figures
 
 
 LAYOUT_PATTERNS = ("bigbird", "etc", "strided", "fixed", "star", "random", "window-global")
@@ -390,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataset(commands)
     _add_finetune(commands)
     _add_score(commands)
+    _add_baseline(commands)
     _add_report(commands)
     _add_layout(commands)
     _add_nlp(commands)
@@ -458,7 +500,8 @@ def _add_corpus(commands) -> None:
         "Cut a genome into documents of consecutive sentences (paper appendix F.1).",
         cmd_corpus_documents,
     )
-    docs.add_argument("--reference", type=Path, required=True, help="genome FASTA")
+    docs.add_argument("--reference", type=Path, nargs="+", required=True,
+                      help="genome FASTA (several: one documents file, in file order)")  # fmt: skip
     docs.add_argument("--out", type=Path, required=True, help="documents text file")
     docs.add_argument(
         "--chromosomes", nargs="+", help="contigs to use (default: 1-22, X, Y; aliases ok)"
@@ -631,7 +674,10 @@ def _add_finetune(commands) -> None:
         help="no pretrained weights: a fresh 2-layer, 128-wide model (needs --tokenizer)",
     )
     sub.add_argument("--tokenizer", type=Path, help="with --from-scratch")
-    sub.add_argument("--max-tokens", type=int, default=1024)
+    sub.add_argument("--max-tokens", type=int,
+                     help="longest input (default: what the data set's windows need, at most "
+                     "the pretrained model's max_position); each batch is padded only to its "
+                     "own longest window")  # fmt: skip
     sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None)
     sub.add_argument("--learning-rate", type=float, default=3e-4)
@@ -672,6 +718,47 @@ def _add_score(commands) -> None:
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
                      help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def _add_baseline(commands) -> None:
+    baseline = commands.add_parser(
+        "baseline", help="Simple models on the same data, to judge genobird's figures by."
+    )
+    kinds = baseline.add_subparsers(dest="kind", metavar="MODEL", required=True)
+    markov = _subparser(
+        kinds,
+        "markov",
+        "Order-k Markov model of DNA (k and add-alpha smoothing chosen on the last part of "
+        "each training sequence): bits per base on held-out DNA, beside genobird's BPC.",
+        cmd_baseline_markov,
+    )
+    markov.add_argument("--train", type=Path, nargs="+", required=True,
+                        help="documents or FASTA files")  # fmt: skip
+    markov.add_argument("--heldout", type=Path, nargs="+", required=True,
+                        help="documents or FASTA files")  # fmt: skip
+    markov.add_argument("--orders", default="0-10", help="orders to choose from, e.g. 0-10")
+    markov.add_argument("--valid-fraction", type=float, default=0.1,
+                        help="tail of each training sequence that chooses k and alpha")  # fmt: skip
+    markov.add_argument("--forward-only", action="store_true",
+                        help="count the given strand only (default: both strands)")  # fmt: skip
+    markov.add_argument("--out", type=Path, help="JSON report")
+    for kind, text in (
+        ("kmer-lr", "k-mer (3-6) counts and logistic regression, C chosen on the validation "
+                    "split"),
+        ("cnn", "a 3-layer CNN on one-hot DNA, early stopping on the validation split"),
+    ):  # fmt: skip
+        sub = _subparser(
+            kinds, kind, f"{text}; same splits and metrics.json as genobird finetune.",
+            cmd_baseline_classifier,
+        )  # fmt: skip
+        sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
+        sub.add_argument("--output", type=Path, required=True, help="writes OUTPUT/report")
+        sub.add_argument("--seed", type=int, default=0)
+        if kind == "cnn":
+            sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction,
+                             default=None, help="average both strands (default: all tasks "
+                             "but promoter)")  # fmt: skip
+            sub.add_argument("--max-minutes", type=float, default=10.0, help="training budget")
 
 
 def _add_report(commands) -> None:

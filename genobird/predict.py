@@ -44,7 +44,7 @@ from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
-from genobird.tasks.data import encode_window
+from genobird.tasks.data import pad_ids, window_ids
 
 LOG_ODDS_EPSILON = 1e-6
 VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
@@ -125,9 +125,8 @@ class Predictor:
 
     # ------------------------------------------------------------------ core
     def _encode_batch(self, sequences: list[str]) -> torch.Tensor:
-        return torch.from_numpy(
-            np.stack([encode_window(self.tokenizer, s, self.max_tokens) for s in sequences])
-        )
+        rows = [window_ids(self.tokenizer, s, self.max_tokens) for s in sequences]
+        return pad_ids(rows, self.model.config.block_size)
 
     @torch.no_grad()
     def _probabilities(self, windows: list[str]) -> np.ndarray:

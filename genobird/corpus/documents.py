@@ -142,6 +142,52 @@ def select_chromosomes(
     return chosen
 
 
+def plan_chromosomes(
+    fastas: list[Path], chromosomes: list[str] | None
+) -> list[tuple[Path, str, int]]:
+    """(FASTA, contig, seed index) of every chromosome to cut, in file order then contig
+    order. The seed index (the contig's place among all files' contigs) seeds its passes,
+    so documents do not depend on the thread count or on which chromosomes are chosen.
+
+    With several FASTAs, each named chromosome is taken from the file that has it, and
+    a contig name may occur in one file only (it names the documents' rows)."""
+    plan: list[tuple[Path, str, int]] = []
+    contigs_before = 0
+    for fasta in fastas:
+        with Reference(fasta) as reference:
+            if chromosomes and len(fastas) > 1:
+                names = [n for n in (_find(reference, c) for c in chromosomes) if n]
+            else:
+                names = select_chromosomes(reference, chromosomes)
+            order = {name: i for i, name in enumerate(reference.contigs)}
+            plan += [(fasta, n, contigs_before + order[n]) for n in sorted(names, key=order.get)]
+            contigs_before += len(reference.contigs)
+    seen: dict[str, Path] = {}
+    for fasta, name, _ in plan:
+        if name in seen:
+            raise InputError(
+                f"contig {name!r} is in both {seen[name]} and {fasta}; rename it in one file "
+                "or choose the chromosomes with --chromosomes"
+            )
+        seen[name] = fasta
+    if chromosomes and len(fastas) > 1:
+        missing = [c for c in chromosomes if not any(_same(c, name) for name in seen)]
+        if missing:
+            raise InputError(f"chromosomes {missing} are in none of {[str(f) for f in fastas]}")
+    return plan
+
+
+def _find(reference: Reference, name: str) -> str | None:
+    try:
+        return reference.resolve(name)
+    except KeyError:
+        return None
+
+
+def _same(asked: str, contig: str) -> bool:
+    return asked.removeprefix("chr") == contig.removeprefix("chr")
+
+
 @dataclass
 class CorpusSummary:
     documents: int = 0
@@ -176,7 +222,7 @@ def _write_chromosome(job) -> tuple[str, list, int, int]:
 
 
 def write_documents(
-    fasta: str | Path,
+    fasta: str | Path | list,
     out_text: str | Path,
     spec: DocumentSpec = DocumentSpec(),
     chromosomes: list[str] | None = None,
@@ -184,10 +230,13 @@ def write_documents(
     progress: bool = True,
 ) -> CorpusSummary:
     """Write the documents of `chromosomes` (default: 1-22, X, Y) to `out_text` and the
-    index to `out_text` with suffix .index.json; both atomically."""
+    index to `out_text` with suffix .index.json; both atomically. `fasta` may be a list
+    of FASTA files (one genome in pieces, or several genomes): their documents go to one
+    file, in file order."""
     spec.validate()
-    reference = Reference(fasta)
-    names = select_chromosomes(reference, chromosomes)
+    fastas = [Path(f) for f in (fasta if isinstance(fasta, (list, tuple)) else [fasta])]
+    plan = plan_chromosomes(fastas, chromosomes)
+    names = [name for _, name, _ in plan]
     out_text = Path(out_text)
     out_text.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -195,20 +244,20 @@ def write_documents(
     index_rows = []
     staging = Path(tempfile.mkdtemp(prefix=f".{out_text.name}.", dir=out_text.parent))
     try:
-        chrom_order = {name: i for i, name in enumerate(reference.contigs)}
         jobs = [
-            (str(fasta), name, chrom_order[name], spec, str(staging / f"{i:05d}.txt"))
-            for i, name in enumerate(names)
+            (str(path), name, seed_index, spec, str(staging / f"{i:05d}.txt"))
+            for i, (path, name, seed_index) in enumerate(plan)
         ]
         for part_path, rows, sentences, bp in _run_jobs(jobs, threads, progress):
             index_rows.append((part_path, rows))
             summary.sentences += sentences
             summary.bp += bp
-        summary.bp_scanned = spec.passes * sum(reference.length(name) for name in names)
+        summary.bp_scanned = spec.passes * sum(_length(path, name) for path, name, _ in plan)
         index_rows.sort()
         if not any(rows for _, rows in index_rows):  # fail before writing anything
             raise InputError(
-                f"{fasta}: no document could be cut from {', '.join(names)} (all shorter "
+                f"{', '.join(map(str, fastas))}: no document could be cut from "
+                f"{', '.join(names)} (all shorter "
                 "than one sentence, or all N); use a longer reference or a smaller "
                 "--min-sentence-bp"
             )
@@ -228,6 +277,11 @@ def write_documents(
         summary.mbp_per_second,
     )  # fmt: skip
     return summary
+
+
+def _length(fasta: Path, name: str) -> int:
+    with Reference(fasta) as reference:
+        return reference.length(name)
 
 
 def _run_jobs(jobs, threads: int, progress: bool):

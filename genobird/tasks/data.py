@@ -103,23 +103,73 @@ def read_metadata(path: str | Path) -> dict:
         }
 
 
-def encode_window(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarray:
-    """[CLS] + the window's central tokens + [SEP], padded to `max_tokens`."""
+def read_split(path: str | Path, split: str) -> tuple[list[str], np.ndarray]:
+    """(sequences, labels uint8 [N, F]) of one split, for models that read DNA directly
+    (the baselines)."""
+    if split not in SPLITS:
+        raise InputError(f"split must be one of {SPLITS}, got {split!r}")
+    with h5py.File(path, "r") as handle:
+        if handle.attrs.get("format") != FORMAT:
+            raise InputError(f"{path}: not a genobird sequence data set")
+        rows = np.nonzero(handle["split"][:].astype(str) == split)[0]
+        sequences = [s.decode("ascii") for s in handle["sequences"][:][rows]]
+        labels = handle["labels"][:][rows]
+    return sequences, labels
+
+
+def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarray:
+    """[CLS] + the window's central tokens + [SEP], at most `max_tokens`, unpadded."""
     ids = tokenizer.encode(sequence, normalise=False)
     room = max_tokens - 2
     if len(ids) > room:
         first = (len(ids) - room) // 2
         ids = ids[first : first + room]
-    out = np.full(max_tokens, PAD_ID, dtype=np.int64)
-    out[0] = CLS_ID
-    out[1 : len(ids) + 1] = ids
-    out[len(ids) + 1] = SEP_ID
-    return out
+    return np.concatenate(([CLS_ID], np.asarray(ids, dtype=np.int64), [SEP_ID]))
+
+
+def padded_length(longest: int, block_size: int) -> int:
+    """A batch's length: its longest input rounded up to whole attention blocks, so a
+    data set of similar windows meets few distinct lengths (one layout each)."""
+    return -(-longest // block_size) * block_size
+
+
+def pad_ids(rows: list[np.ndarray], block_size: int) -> torch.Tensor:
+    """long [B, N] of token id rows padded with [PAD] to `padded_length` of the longest."""
+    length = padded_length(max(len(row) for row in rows), block_size)
+    out = np.full((len(rows), length), PAD_ID, dtype=np.int64)
+    for index, row in enumerate(rows):
+        out[index, : len(row)] = row
+    return torch.from_numpy(out)
+
+
+def collate_windows(items: list[dict], block_size: int) -> dict:
+    """Stack WindowDataset items into a batch padded to its own longest window (rounded up
+    to `block_size`), not to the model's maximum: a 300 bp window costs its ~64 tokens."""
+    input_ids = pad_ids([item["input_ids"] for item in items], block_size)
+    return {
+        "input_ids": input_ids,
+        "segment_ids": torch.zeros_like(input_ids),
+        "attention_mask": input_ids != PAD_ID,
+        "labels": torch.from_numpy(np.stack([item["labels"] for item in items])),
+    }
+
+
+def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int,
+                       sample: int = 2000) -> int:  # fmt: skip
+    """The input length a data set needs: its longest tokenised window among the first
+    `sample` training windows, plus [CLS] and [SEP], in whole blocks, at most `limit`."""
+    with h5py.File(path, "r") as handle:
+        rows = np.nonzero(handle["split"][:].astype(str) == "train")[0][:sample]
+        sequences = handle["sequences"][rows] if len(rows) else []  # rows ascend
+        longest = max((len(tokenizer.encode(s.decode("ascii"), normalise=False))
+                       for s in sequences), default=0)  # fmt: skip
+    return min(limit, padded_length(longest + 2, block_size))
 
 
 class WindowDataset(torch.utils.data.Dataset):
-    """One split of a sequence data set as model inputs. With `reverse_complement`, every
-    window is read on the other strand (for strand averaging at evaluation)."""
+    """One split of a sequence data set as model inputs, unpadded (`collate_windows`
+    pads each batch). With `reverse_complement`, every window is read on the other
+    strand (for strand averaging at evaluation)."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
                  reverse_complement: bool = False):  # fmt: skip
@@ -146,12 +196,9 @@ class WindowDataset(torch.utils.data.Dataset):
         sequence = self._handle["sequences"][row].decode("ascii")
         if self.reverse:
             sequence = reverse_complement(sequence)
-        ids = encode_window(self.tokenizer, sequence, self.max_tokens)
         return {
-            "input_ids": torch.from_numpy(ids),
-            "segment_ids": torch.zeros(self.max_tokens, dtype=torch.long),
-            "attention_mask": torch.from_numpy(ids != PAD_ID),
-            "labels": torch.from_numpy(self._handle["labels"][row].astype(np.float32)),
+            "input_ids": window_ids(self.tokenizer, sequence, self.max_tokens),
+            "labels": self._handle["labels"][row].astype(np.float32),
         }
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +26,13 @@ from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
 from genobird.model.io import read_model_description
-from genobird.tasks.data import WindowDataset, read_metadata
-from genobird.tasks.metrics import (
-    best_f1_threshold,
-    binary_metrics,
-    multilabel_metrics,
-    plot_auroc_by_category,
-    plot_roc_pr,
+from genobird.tasks.data import (
+    WindowDataset,
+    collate_windows,
+    default_max_tokens,
+    read_metadata,
 )
+from genobird.tasks.metrics import is_multilabel, write_evaluation
 from genobird.training import Trainer, TrainingConfig
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class FinetuneSpec:
-    max_tokens: int = 1024
+    # Longest input in tokens; None: what the data set's windows need (default_max_tokens)
+    max_tokens: int | None = None
     pos_weight: float | None = None  # default: 8 for chromatin (paper), 1 otherwise
     # Average forward and reverse-complement predictions; default: for chromatin only,
     # since promoter windows are oriented by strand (their reverse complement is not).
@@ -67,7 +68,8 @@ def predict_probabilities(
 ) -> tuple[np.ndarray, np.ndarray]:
     model.eval()
     probabilities, labels = [], []
-    for batch in DataLoader(dataset, batch_size=batch_size):
+    collate = partial(collate_windows, block_size=model.config.block_size)
+    for batch in DataLoader(dataset, batch_size=batch_size, collate_fn=collate):
         logits = model(
             batch["input_ids"].to(device), None, batch["attention_mask"].to(device)
         ).logits
@@ -141,6 +143,21 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, vo
     )  # fmt: skip
 
 
+def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> FinetuneSpec:
+    """`spec` with max_tokens set, where it was left open, to what the data set's windows
+    need (at most the pretrained model's max_position)."""
+    if spec.max_tokens is not None:
+        return spec
+    if pretrained is not None:
+        config = read_model_description(pretrained)["config"]
+        block, limit = config["block_size"], config["max_position"]
+    else:
+        block, limit = spec.model.get("block_size", 64), 1 << 20
+    max_tokens = default_max_tokens(data_path, tokenizer, block, limit)
+    log.info("max_tokens %d (the data set's longest training window)", max_tokens)
+    return replace(spec, max_tokens=max_tokens)
+
+
 def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_path=None) -> dict:
     """Fine-tune, evaluate on the test split, write the model directory and the report."""
     data_path, output = Path(data_path), Path(output)
@@ -149,6 +166,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer")
     tokenizer = Tokenizer.load(pretrained if pretrained else tokenizer_path)
     meta = read_metadata(data_path)
+    spec = fitted_spec(spec, data_path, tokenizer, pretrained)
     model = build_model(meta, pretrained, spec, tokenizer.vocab_size)
     datasets = {
         split: WindowDataset(data_path, split, tokenizer, spec.max_tokens)
@@ -157,7 +175,10 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if not len(datasets["train"]) or not len(datasets["test"]):
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     training = TrainingConfig(**{"seed": spec.seed, **spec.training})
-    trainer = Trainer(model, datasets["train"], training, output, classification_step)
+    trainer = Trainer(
+        model, datasets["train"], training, output, classification_step,
+        collate_fn=partial(collate_windows, block_size=model.config.block_size),
+    )  # fmt: skip
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
         trainer.resume()
@@ -182,43 +203,11 @@ def split_probabilities(model, data_path, split, tokenizer, spec, device, rc_ave
 
 def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path) -> dict:
     rc_average = spec.rc_average if spec.rc_average is not None else meta["task"] == "chromatin"
-    labels, probabilities = split_probabilities(
-        model, data_path, "test", tokenizer, spec, device, rc_average
-    )
-    names, categories = meta["feature_names"], meta["categories"]
-    if meta["task"] == "chromatin" or len(names) > 1:
-        metrics = multilabel_metrics(labels, probabilities, names, categories)
-        plot_auroc_by_category(
-            metrics,
-            dict(zip(names, categories, strict=True)),
-            output / "report" / "auroc_by_category.png",
-        )
-    else:
-        metrics = binary_metrics(labels[:, 0], probabilities[:, 0])
-        metrics.update(_valid_threshold_metrics(model, data_path, tokenizer, spec, meta, device,
-                                                rc_average, labels, probabilities))  # fmt: skip
-    plot_roc_pr(labels, probabilities, names, output / "report" / "roc_pr.png")
-    report = {"task": meta["task"], "split": "test", "rc_average": rc_average, **metrics}
-    with atomic_write(output / "report" / "metrics.json") as handle:
-        json.dump(report, handle, indent=2)
-    return report
-
-
-def _valid_threshold_metrics(model, data_path, tokenizer, spec, meta, device, rc_average,
-                             labels, probabilities) -> dict:  # fmt: skip
-    """Test F1 etc. at the threshold that maximises F1 on the validation split."""
-    if not meta["counts"]["valid"]:
-        return {}
-    valid_labels, valid_probabilities = split_probabilities(
-        model, data_path, "valid", tokenizer, spec, device, rc_average
-    )
-    threshold = best_f1_threshold(valid_labels[:, 0], valid_probabilities[:, 0])
-    tuned = binary_metrics(labels[:, 0], probabilities[:, 0], threshold)
-    result = {"threshold_from_valid": threshold}
-    result.update(
-        {f"{k}_at_valid_threshold": tuned[k] for k in ("f1", "precision", "recall", "mcc")}
-    )
-    return result
+    test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
+    valid = None
+    if meta["counts"]["valid"] and not is_multilabel(meta):
+        valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
+    return write_evaluation(output / "report", meta, test, valid, {"rc_average": rc_average})
 
 
 def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict) -> None:

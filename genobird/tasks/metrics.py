@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 from sklearn import metrics as skm
 
-from genobird.fileio import atomic_path
+from genobird.fileio import atomic_path, atomic_write
 
 
 def binary_metrics(labels: np.ndarray, probabilities: np.ndarray, threshold: float = 0.5) -> dict:
@@ -71,6 +72,47 @@ def multilabel_metrics(
         "skipped_features": skipped,
         "examples": len(labels),
     }
+
+
+def is_multilabel(meta: dict) -> bool:
+    """Chromatin and any data set with several features report per-feature metrics."""
+    return meta["task"] == "chromatin" or len(meta["feature_names"]) > 1
+
+
+def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None) -> dict:
+    """The test-split report every predictor writes (fine-tuned model or baseline):
+    metrics.json and the ROC/PR (and AUROC-by-category) plots in `report_dir`.
+
+    test, valid: (labels [N, F], probabilities [N, F]); binary tasks also report F1 etc.
+    at the threshold that maximises F1 on `valid`."""
+    labels, probabilities = test
+    names, categories = meta["feature_names"], meta["categories"]
+    if is_multilabel(meta):
+        metrics = multilabel_metrics(labels, probabilities, names, categories)
+        plot_auroc_by_category(
+            metrics, dict(zip(names, categories, strict=True)), report_dir / "auroc_by_category.png"
+        )
+    else:
+        metrics = binary_metrics(labels[:, 0], probabilities[:, 0])
+        if valid is not None:
+            metrics.update(valid_threshold_metrics(valid, test))
+    plot_roc_pr(labels, probabilities, names, report_dir / "roc_pr.png")
+    report = {"task": meta["task"], "split": "test", **(extra or {}), **metrics}
+    with atomic_write(report_dir / "metrics.json") as handle:
+        json.dump(report, handle, indent=2)
+    return report
+
+
+def valid_threshold_metrics(valid, test) -> dict:
+    """Test F1, precision, recall and MCC at the threshold that maximises F1 on the
+    validation split (binary tasks)."""
+    threshold = best_f1_threshold(valid[0][:, 0], valid[1][:, 0])
+    tuned = binary_metrics(test[0][:, 0], test[1][:, 0], threshold)
+    result = {"threshold_from_valid": threshold}
+    result.update(
+        {f"{k}_at_valid_threshold": tuned[k] for k in ("f1", "precision", "recall", "mcc")}
+    )
+    return result
 
 
 def _figure():

@@ -162,8 +162,10 @@ class Trainer:
         eval_dataset: Dataset | None = None,
         eval_fn: Callable | None = None,
         device: str | torch.device | None = None,
+        collate_fn: Callable | None = None,
     ):
         self.config = config
+        self.collate_fn = collate_fn  # None: torch's default stacking
         self.output_dir = Path(output_dir)
         self.rank, self.world = distributed.rank(), distributed.world_size()
         self.device = torch.device(device) if device else distributed.default_device()
@@ -266,6 +268,7 @@ class Trainer:
             num_workers=self.config.num_workers,
             drop_last=True,
             generator=generator,
+            collate_fn=self.collate_fn,
         )
 
     def _micro_batches(self):
@@ -356,7 +359,9 @@ class Trainer:
         if self.eval_fn is None or self.eval_dataset is None:
             return {}
         self.model.eval()
-        loader = DataLoader(self.eval_dataset, batch_size=self.config.batch_size)
+        loader = DataLoader(
+            self.eval_dataset, batch_size=self.config.batch_size, collate_fn=self.collate_fn
+        )
         with self._autocast():
             metrics = self.eval_fn(self.module, loader, self.device)
         self.model.train()
