@@ -27,12 +27,15 @@ ENV = "envs/genobird.yaml"
 shell.prefix(f'export PATH="{os.path.dirname(sys.executable)}:$PATH"; set -euo pipefail; ')
 
 
+include: "workflows/common.smk"
 include: "workflows/reference.smk"
 include: "workflows/corpus.smk"
 include: "workflows/pretrain.smk"
 include: "workflows/promoter.smk"
 include: "workflows/chromatin.smk"
 include: "workflows/scoring.smk"
+include: "workflows/tasks.smk"
+include: "workflows/baselines.smk"
 include: "workflows/report.smk"
 
 

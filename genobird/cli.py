@@ -207,6 +207,21 @@ def cmd_dataset_promoter(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dataset_promoter_sequences(args: argparse.Namespace) -> int:
+    from genobird.tasks.promoter import PromoterSpec, build_promoter_sequence_dataset
+
+    windows, problems = build_promoter_sequence_dataset(
+        args.positives, args.out, PromoterSpec(seed=args.seed), args.valid_fraction,
+        args.test_fraction,
+    )  # fmt: skip
+    _report_rejected(problems)
+    print(
+        f"wrote {args.out}: {len(windows) // 2:,} promoters and as many DeePromoter negatives; "
+        f"{len(problems)} records skipped"
+    )
+    return EXIT_OK
+
+
 def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
     from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
 
@@ -231,7 +246,7 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
 
     windows, problems = build_classify_dataset(
         args.input, args.out, args.label_columns, args.valid_fraction, args.test_fraction,
-        args.seed,
+        args.seed, args.valid, args.test,
     )  # fmt: skip
     _report_rejected(problems)
     print(
@@ -599,6 +614,18 @@ def _add_dataset(commands) -> None:
     promoter.add_argument("--min-distance", type=int, default=10_000)
     promoter.add_argument("--off-end", choices=["skip", "pad"], default="skip")
     _add_split_arguments(promoter)
+    sequences = _subparser(
+        actions,
+        "promoter-sequences",
+        "Promoter sequences without coordinates (one per line, or FASTA; e.g. EPDnew's as "
+        "DeePromoter publishes them), each with a DeePromoter negative; seeded split.",
+        cmd_dataset_promoter_sequences,
+    )
+    sequences.add_argument("--positives", type=Path, required=True, help="text or FASTA")
+    sequences.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    sequences.add_argument("--valid-fraction", type=float, default=0.1)
+    sequences.add_argument("--test-fraction", type=float, default=0.1)
+    sequences.add_argument("--seed", type=int, default=0)
     chromatin = _subparser(
         actions,
         "chromatin",
@@ -642,6 +669,12 @@ def _add_dataset(commands) -> None:
         cmd_dataset_classify,
     )
     classify.add_argument("--input", type=Path, required=True, help="CSV, TSV or FASTA")
+    classify.add_argument(
+        "--valid", type=Path, help="validation records in their own file (then --input is train)"
+    )
+    classify.add_argument(
+        "--test", type=Path, help="test records in their own file (then --input is train)"
+    )
     classify.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
     classify.add_argument("--valid-fraction", type=float, default=0.1)

@@ -84,6 +84,23 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def markov_comparison(results: Path, evaluation: dict) -> str:
+    """genobird's held-out bits per base beside the Markov baseline's on the same DNA."""
+    path = results / "baselines" / "markov.json"
+    if not path.is_file() or "bits_per_character" not in evaluation:
+        return ""
+    markov = json.loads(path.read_text())
+    rows = [
+        ("genobird (masked tokens, both-sided context)", evaluation["bits_per_character"]),
+        (f"order-{markov['order']} Markov (alpha {markov['alpha']:g}, chosen on validation "
+         "DNA; every base, preceding context)", markov["bits_per_bp"]),
+        ("uniform over A, C, G, T", 2.0),
+    ]  # fmt: skip
+    return "<h3>Bits per base on the held-out chromosomes</h3>" + _table(
+        rows, ("model", "bits per bp")
+    )
+
+
 def pretraining_section(results: Path, context_lengths: list[int]) -> str:
     import matplotlib
 
@@ -110,6 +127,7 @@ def pretraining_section(results: Path, context_lengths: list[int]) -> str:
     if summary_path.is_file():
         final = json.loads(summary_path.read_text()).get("eval") or {}
         text += "<h3>Held-out evaluation</h3>" + _table(sorted(final.items()))
+        text += markov_comparison(results, final)
     instances = results / "corpus" / "instances-heldout"
     if context_lengths and (folder / "model").is_dir() and instances.is_dir():
         rows = mlm_accuracy_by_context(folder / "model", instances, context_lengths)
@@ -128,15 +146,59 @@ def pretraining_section(results: Path, context_lengths: list[int]) -> str:
     return text
 
 
-def finetune_section(results: Path, task: str) -> str:
-    folder = results / task / "report"
-    metrics_path = folder / "metrics.json"
-    if not metrics_path.is_file():
-        return ""
-    metrics = json.loads(metrics_path.read_text())
-    text = f"<h2>Fine-tuning: {task} (split: {html.escape(metrics.get('split', '?'))})</h2>"
-    if task == "promoter":
-        text += _table([(key, metrics[key]) for key in PROMOTER_KEYS if key in metrics])
+BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")
+MULTILABEL_COLUMNS = ("median_auroc", "median_auprc")
+MODEL_NAMES = {"kmer-lr": "k-mer (3-6) logistic regression", "cnn": "3-layer CNN, one-hot"}
+
+
+def task_folders(results: Path) -> list[str]:
+    """Results-relative folders of every fine-tuning task that has a report."""
+    folders = [task for task in TASKS if (results / task / "report" / "metrics.json").is_file()]
+    tasks = results / "tasks"
+    if tasks.is_dir():
+        folders += [
+            f"tasks/{folder.name}"
+            for folder in sorted(tasks.iterdir())
+            if (folder / "report" / "metrics.json").is_file()
+        ]
+    return folders
+
+
+def comparison_table(results: Path, folder: str) -> str:
+    """genobird against each baseline that ran on the same data set (test split)."""
+    runs = [("genobird (fine-tuned BigBird)", results / folder / "report" / "metrics.json")]
+    runs += [
+        (MODEL_NAMES.get(path.parts[-3], path.parts[-3]), path)
+        for path in sorted((results / folder / "baselines").glob("*/report/metrics.json"))
+    ]
+    reports = [(name, json.loads(path.read_text())) for name, path in runs]
+    columns = BINARY_COLUMNS if "f1" in reports[0][1] else MULTILABEL_COLUMNS
+    rows = [(name, *(report.get(key, "-") for key in columns)) for name, report in reports]
+    return _table(rows, ("model", *columns))
+
+
+def spread_rows(metrics: dict, shown: int = 20) -> list[tuple]:
+    spread = metrics.get("prediction_spread")
+    if not spread:
+        return []
+    rows = [(f"prediction std over test sequences, {k.removesuffix('_std')}", spread[k])
+            for k in ("min_std", "median_std", "max_std")]  # fmt: skip
+    by_feature = spread["std_by_feature"]
+    if len(by_feature) > 1:
+        rows += [(f"prediction std, {name}", value)
+                 for name, value in list(by_feature.items())[:shown]]  # fmt: skip
+    return rows
+
+
+def finetune_section(results: Path, folder: str) -> str:
+    report_dir = results / folder / "report"
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    name = folder.removeprefix("tasks/")
+    split = html.escape(metrics.get("split", "?"))
+    text = f"<h2>Fine-tuning: {html.escape(name)} (split: {split})</h2>"
+    text += "<h3>Against baselines on the same data</h3>" + comparison_table(results, folder)
+    if "f1" in metrics:
+        rows = [(key, metrics[key]) for key in PROMOTER_KEYS if key in metrics]
     else:
         rows = [("examples", metrics["examples"]), ("median AUROC", metrics["median_auroc"]),
                 ("median AUPRC", metrics["median_auprc"])]  # fmt: skip
@@ -144,9 +206,9 @@ def finetune_section(results: Path, task: str) -> str:
             (f"median AUROC, {category}", value)
             for category, value in sorted(metrics.get("median_auroc_by_category", {}).items())
         ]
-        text += _table(rows)
-    for png in sorted(folder.glob("*.png")):
-        text += _image(png.read_bytes(), f"{task} {png.stem}")
+    text += _table(rows + spread_rows(metrics))
+    for png in sorted(report_dir.glob("*.png")):
+        text += _image(png.read_bytes(), f"{name} {png.stem}")
     return text
 
 
@@ -180,7 +242,7 @@ def build_report(results, out, context_lengths=(128, 256, 512, 1024), title=None
     sections = [
         corpus_section(results),
         pretraining_section(results, list(context_lengths)),
-        *(finetune_section(results, task) for task in TASKS),
+        *(finetune_section(results, folder) for folder in task_folders(results)),
         scores_section(results, out),
     ]
     title = html.escape(title or f"genobird report: {results}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 import yaml
 
@@ -46,7 +48,8 @@ def test_demo_dry_run_plans_every_stage(tmp_path):
     for rule in ("demo_reference", "documents", "vocabulary", "instances", "pretrain",
                  "promoter_finetune", "chromatin_finetune", "score", "report"):  # fmt: skip
         assert rule in done.stdout
-    assert planned_jobs(done.stdout) == 19  # 6 score jobs: 2 models x 3 inputs
+    # 6 score jobs (2 models x 3 inputs); Markov + 2 baselines x 2 data sets
+    assert planned_jobs(done.stdout) == 24
 
 
 def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path):
@@ -70,7 +73,96 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     assert planned_jobs(plan) == 18  # 4 downloads; BED scoring only
 
 
-@pytest.mark.parametrize("name", ["demo", "grch37"])
+def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_data):
+    config = pipeline("human-mini")
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = done.stdout
+    genome = "../shared/data/genome/"
+    assert (
+        f"--reference {genome}grch38_chr20_chr21_0-10Mb.fa.gz "
+        f"{genome}hg19_chr19_0-3119000_softmasked.fa {genome}grch37_22_20-21Mb.fa"
+    ) in plan
+    assert "--chromosomes 22:20000001-21000000 --passes 1" in plan  # the held-out piece
+    assert "dataset promoter-sequences --positives" in plan
+    assert "--valid ../shared/data/tasks/gue_human_tf/0/dev.csv" in plan
+    assert "genobird -q baseline markov" in plan and "--orders 0-10" in plan
+    for rule in ("sequence_task_finetune", "classifier_baseline", "markov_baseline"):
+        assert f"rule {rule}:" in plan
+    assert "promoter_finetune" not in plan and "rule score:" not in plan  # no TSS BED given
+    assert planned_jobs(plan) == 17
+
+
+def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
+    config = pipeline("human-mini")
+    config["reference"]["tss"] = "tss.bed"
+    config["promoter"] = pipeline("ci")["promoter"]
+    config["split"] = pipeline("ci")["split"]
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0
+    assert "give reference.fasta as a single FASTA file" in done.stdout + done.stderr
+    del config["promoter"]
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0 and "'promoter' is a required property" in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_own_fasta_pipeline_with_sequence_task_and_baselines_runs_end_to_end(tmp_path):
+    """reference.source fasta: two FASTA files (the corpus reads both), a sequence task
+    from CSVs, the Markov and k-mer baselines, the report comparing them."""
+    from genobird.genome import read_fasta
+    from genobird.genome.demo import DemoSpec, generate_demo_reference
+
+    generate_demo_reference(tmp_path / "demo", DemoSpec(seed=2, size_mb=1.0))
+    records = list(read_fasta(tmp_path / "demo" / "genome.fa"))
+    for index, part in enumerate((records[:2], records[2:])):
+        text = "".join(f">{r.name}\n{r.sequence}\n" for r in part)
+        (tmp_path / f"part{index}.fa").write_text(text)
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 300), ("dev", 60), ("test", 60)):
+        rows = ["sequence,label"]
+        for _ in range(count):
+            label = int(rng.integers(0, 2))
+            bases = "".join(rng.choice(list("ACGT"), size=80))
+            rows.append(
+                f"{bases[:30] + ('TGACGTCA' if label else 'ACGTACGT') + bases[38:]},{label}"
+            )
+        (tmp_path / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    config = pipeline("ci")
+    config["reference"] = {
+        "source": "fasta",
+        "fasta": [str(tmp_path / "part0.fa"), str(tmp_path / "part1.fa")],
+    }
+    for key in ("promoter", "chromatin", "split"):
+        del config[key]
+    config["corpus"].update(train_chromosomes=["chr1", "chr3"], heldout_chromosomes=["chr2"])
+    config["sequence_tasks"] = {
+        "motif": {
+            "input": str(tmp_path / "train.csv"),
+            "valid": str(tmp_path / "dev.csv"),
+            "test": str(tmp_path / "test.csv"),
+            "max_steps": 10,
+            "learning_rate": 1e-3,
+            "batch_size": 8,
+        }
+    }
+    config["baselines"] = {"markov_orders": "0-4", "classifiers": ["kmer-lr"]}  # fmt: skip
+    done = snakemake("--cores", "2", "--configfile", write_config(tmp_path, config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = tmp_path / "results"
+    index = json.loads((results / "corpus" / "train.txt.index.json").read_text())
+    assert index["chromosomes"] == ["chr1", "chr3"]  # one from each file
+    markov = json.loads((results / "baselines" / "markov.json").read_text())
+    assert 1.0 < markov["bits_per_bp"] < 2.0
+    kmer = json.loads((results / "tasks/motif/baselines/kmer-lr/report/metrics.json").read_text())
+    assert kmer["auroc"] > 0.9
+    page = (results / "report.html").read_text()
+    assert "Bits per base on the held-out chromosomes" in page
+    assert f"order-{markov['order']} Markov" in page
+    assert "Fine-tuning: motif" in page and "k-mer (3-6) logistic regression" in page
+
+
+@pytest.mark.parametrize("name", ["demo", "grch37", "human-mini"])
 def test_lint_reports_nothing(tmp_path, name):
     done = snakemake("--lint", "--configfile", write_config(tmp_path, pipeline(name)))
     assert done.returncode == 0 and "Congratulations" in done.stdout + done.stderr, done.stdout

@@ -301,3 +301,14 @@ def test_hdf5_ids_are_not_truncated_across_chunks(predictor, tmp_path):
     with h5py.File(tmp_path / "o.h5", "r") as handle:
         stored = [n.decode() if isinstance(n, bytes) else n for n in handle["rows/name"][:]]
     assert stored == names
+
+
+def test_a_window_scores_the_same_alone_and_beside_a_longer_one(predictor):
+    """Batches are padded to their own longest window (in whole blocks): padding must
+    not change a window's score."""
+    rng = np.random.default_rng(3)
+    short = "".join(rng.choice(list("ACGT"), 400))
+    repeat = "A" * 400  # tokenises to few long pieces: a much shorter input
+    alone = predictor.predict([repeat])
+    together = predictor.predict([repeat, short])
+    np.testing.assert_allclose(together[0], alone[0], rtol=1e-5, atol=1e-6)

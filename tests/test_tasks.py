@@ -277,6 +277,78 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
     assert "fine-tuned promoter; test f1" in capsys.readouterr().out
 
 
+def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraining_data):
+    from genobird.corpus import Tokenizer
+    from genobird.tasks.data import collate_windows, window_ids
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    rng = np.random.default_rng(0)
+    sequences = ["".join(rng.choice(list("ACGT"), n)) for n in (50, 300)]
+    items = [{"input_ids": window_ids(tokenizer, s, 1024), "labels": np.zeros(1, np.float32)}
+             for s in sequences]  # fmt: skip
+    longest = max(len(item["input_ids"]) for item in items)
+    batch = collate_windows(items, block_size=64)
+    assert batch["input_ids"].shape == (2, -(-longest // 64) * 64)
+    assert batch["attention_mask"].sum(dim=1).tolist() == [len(i["input_ids"]) for i in items]
+    assert batch["input_ids"][0, 0] == 2 and batch["labels"].shape == (2, 1)  # [CLS] first
+    short = collate_windows(items[:1], block_size=64)
+    assert short["input_ids"].shape[1] == 64 < batch["input_ids"].shape[1]
+
+
+def test_max_tokens_defaults_to_what_the_windows_need(pretraining_data, tmp_path):
+    from genobird.corpus import Tokenizer
+    from genobird.tasks.data import default_max_tokens
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    windows = WindowSet("classify", ["y"], ["label"])
+    rng = np.random.default_rng(1)
+    sequences = ["".join(rng.choice(list("ACGT"), n)) for n in (100, 250, 200)]
+    for index, sequence in enumerate(sequences):
+        windows.add(sequence, [index % 2], "s", 0, len(sequence), "+", "train")
+    windows.write(tmp_path / "w.h5")
+    need = max(len(tokenizer.encode(s)) for s in sequences) + 2
+    assert default_max_tokens(tmp_path / "w.h5", tokenizer, 64, 4096) == -(-need // 64) * 64
+    assert default_max_tokens(tmp_path / "w.h5", tokenizer, 64, 64) == 64  # model's limit
+
+
+def test_promoter_sequences_get_paired_deepromoter_negatives_in_their_split(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    positives = ["".join(rng.choice(list("ACGT"), 300)) for _ in range(40)]
+    source = write(tmp_path / "tata.txt", "\n".join([*positives[:39], "ACGT"]) + "\n")
+    out = tmp_path / "p.h5"
+    assert main(["-q", "dataset", "promoter-sequences", "--positives", str(source),
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert "39 promoters and as many DeePromoter negatives; 1 records skipped" in (
+        capsys.readouterr().out
+    )
+    with h5py.File(out, "r") as handle:
+        sequences = [s.decode() for s in handle["sequences"][:]]
+        labels = handle["labels"][:, 0].tolist()
+        splits = handle["split"][:].astype(str).tolist()
+    assert labels == [1, 0] * 39
+    for index in range(0, len(sequences), 2):
+        positive, negative = sequences[index], sequences[index + 1]
+        assert splits[index] == splits[index + 1]  # a negative never crosses splits
+        kept = sum(
+            positive[15 * k : 15 * (k + 1)] == negative[15 * k : 15 * (k + 1)] for k in range(20)
+        )
+        assert 8 <= kept < 20 and len(negative) == 300
+    assert {"train", "valid", "test"} <= set(splits)
+
+
+def test_classify_dataset_from_separate_split_files(tmp_path):
+    rows = {"train": ["ACGTAC,1", "GGGCCC,0", "TTTTAA,1"], "dev": ["ACACAC,0"], "test": ["GTGT,1"]}
+    paths = {k: write(tmp_path / f"{k}.csv", "sequence,label\n" + "\n".join(v) + "\n")
+             for k, v in rows.items()}  # fmt: skip
+    out = tmp_path / "gue.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(paths["train"]),
+                 "--valid", str(paths["dev"]), "--test", str(paths["test"]),
+                 "--out", str(out)]) == 0  # fmt: skip
+    meta = read_metadata(out)
+    assert meta["counts"] == {"train": 3, "valid": 1, "test": 1}
+    assert meta["feature_names"] == ["label"] and meta["positives"] == [3]
+
+
 # --------------------------------------------------------------------------- classify
 def test_classify_dataset_from_csv_with_bad_records_reported(tmp_path, capsys):
     table = write(

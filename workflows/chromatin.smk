@@ -2,24 +2,24 @@
 # Downloaded reference: DeepSEA's 919 labels (train/valid/test .mat) around its published
 # 200 bp bins, with the paper's longer context cut from the genome. Then fine-tuning.
 
-CHROMATIN = config["chromatin"]
+CHROMATIN = config.get("chromatin")
 # Where DeepSEA's archives put their files once unpacked.
 DEEPSEA_SPLITS = ("train", "valid", "test")
 DEEPSEA_MAT = "deepsea_train/{split}.mat"
 DEEPSEA_BINS = "allTFs.pos.bed"
 
 
-if DEMO:
+if HAS_CHROMATIN and (DEMO or OWN_FASTA):
 
     rule chromatin_data:
         input:
-            features=rules.demo_reference.output.features,
+            features=FEATURES,
             fasta=GENOME,
         output:
             f"{RESULTS}/chromatin/data.h5",
         params:
             context=CHROMATIN["context"],
-            bins=CHROMATIN["max_bins"],
+            bins=f"--max-bins {CHROMATIN['max_bins']}" if "max_bins" in CHROMATIN else "",
             valid=" ".join(SPLIT["valid_chromosomes"]),
             test=" ".join(SPLIT["test_chromosomes"]),
         log:
@@ -31,10 +31,10 @@ if DEMO:
             ENV
         shell:
             "genobird -q dataset chromatin --features {input.features} --reference {input.fasta}"
-            " --out {output} --context {params.context} --max-bins {params.bins}"
+            " --out {output} --context {params.context} {params.bins}"
             " --valid-chromosomes {params.valid} --test-chromosomes {params.test} > {log} 2>&1"
 
-else:
+elif HAS_CHROMATIN:
 
     rule chromatin_data:
         input:
@@ -69,29 +69,31 @@ else:
             " --context {params.context} --out {output} > {log} 2>&1"
 
 
-rule chromatin_finetune:
-    input:
-        data=f"{RESULTS}/chromatin/data.h5",
-        pretrained=rules.pretrain.output.model,
-    output:
-        metrics=f"{RESULTS}/chromatin/report/metrics.json",
-        model=f"{RESULTS}/chromatin/model/config.json",
-    params:
-        output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
-        tokens=CHROMATIN["max_tokens"],
-        steps=CHROMATIN["max_steps"],
-        rate=CHROMATIN["learning_rate"],
-        batch=CHROMATIN["batch_size"],
-    log:
-        f"{RESULTS}/logs/chromatin_finetune.log",
-    threads: 2
-    resources:
-        mem_mb=8000,
-        gpu=FINETUNE_GPUS,
-    conda:
-        ENV
-    shell:
-        "genobird -q finetune chromatin --data {input.data} --output {params.output}"
-        " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
-        " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
-        " > {log} 2>&1"
+if HAS_CHROMATIN:
+
+    rule chromatin_finetune:
+        input:
+            data=f"{RESULTS}/chromatin/data.h5",
+            pretrained=rules.pretrain.output.model,
+        output:
+            metrics=f"{RESULTS}/chromatin/report/metrics.json",
+            model=f"{RESULTS}/chromatin/model/config.json",
+        params:
+            output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
+            tokens=CHROMATIN["max_tokens"],
+            steps=CHROMATIN["max_steps"],
+            rate=CHROMATIN["learning_rate"],
+            batch=CHROMATIN["batch_size"],
+        log:
+            f"{RESULTS}/logs/chromatin_finetune.log",
+        threads: 2
+        resources:
+            mem_mb=8000,
+            gpu=FINETUNE_GPUS,
+        conda:
+            ENV
+        shell:
+            "genobird -q finetune chromatin --data {input.data} --output {params.output}"
+            " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
+            " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
+            " > {log} 2>&1"

@@ -5,7 +5,7 @@ CORPUS = config["corpus"]
 
 rule documents:
     input:
-        fasta=GENOME,
+        fasta=GENOME_FILES,
     output:
         f"{RESULTS}/corpus/{{part}}.txt",
     params:

@@ -1,56 +1,58 @@
 # Promoter region prediction: windows around the TSSs, DeePromoter negatives, fine-tuning.
 
-PROMOTER = config["promoter"]
-SPLIT = config["split"]
+SPLIT = config.get("split")
+PROMOTER = config.get("promoter")
 
 
-rule promoter_data:
-    input:
-        tss=TSS,
-        fasta=GENOME,
-    output:
-        f"{RESULTS}/promoter/data.h5",
-    params:
-        upstream=PROMOTER["upstream"],
-        downstream=PROMOTER["downstream"],
-        valid=" ".join(SPLIT["valid_chromosomes"]),
-        test=" ".join(SPLIT["test_chromosomes"]),
-    log:
-        f"{RESULTS}/logs/promoter_data.log",
-    threads: 1
-    resources:
-        mem_mb=4000,
-    conda:
-        ENV
-    shell:
-        "genobird -q dataset promoter --tss {input.tss} --reference {input.fasta} --out {output}"
-        " --upstream {params.upstream} --downstream {params.downstream}"
-        " --valid-chromosomes {params.valid} --test-chromosomes {params.test} > {log} 2>&1"
+if HAS_PROMOTER:
+
+    rule promoter_data:
+        input:
+            tss=TSS,
+            fasta=GENOME,
+        output:
+            f"{RESULTS}/promoter/data.h5",
+        params:
+            upstream=PROMOTER["upstream"],
+            downstream=PROMOTER["downstream"],
+            valid=" ".join(SPLIT["valid_chromosomes"]),
+            test=" ".join(SPLIT["test_chromosomes"]),
+        log:
+            f"{RESULTS}/logs/promoter_data.log",
+        threads: 1
+        resources:
+            mem_mb=4000,
+        conda:
+            ENV
+        shell:
+            "genobird -q dataset promoter --tss {input.tss} --reference {input.fasta} --out {output}"
+            " --upstream {params.upstream} --downstream {params.downstream}"
+            " --valid-chromosomes {params.valid} --test-chromosomes {params.test} > {log} 2>&1"
 
 
-rule promoter_finetune:
-    input:
-        data=f"{RESULTS}/promoter/data.h5",
-        pretrained=rules.pretrain.output.model,
-    output:
-        metrics=f"{RESULTS}/promoter/report/metrics.json",
-        model=f"{RESULTS}/promoter/model/config.json",
-    params:
-        output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
-        tokens=PROMOTER["max_tokens"],
-        steps=PROMOTER["max_steps"],
-        rate=PROMOTER["learning_rate"],
-        batch=PROMOTER["batch_size"],
-    log:
-        f"{RESULTS}/logs/promoter_finetune.log",
-    threads: 2
-    resources:
-        mem_mb=8000,
-        gpu=FINETUNE_GPUS,
-    conda:
-        ENV
-    shell:
-        "genobird -q finetune promoter --data {input.data} --output {params.output}"
-        " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
-        " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
-        " > {log} 2>&1"
+    rule promoter_finetune:
+        input:
+            data=f"{RESULTS}/promoter/data.h5",
+            pretrained=rules.pretrain.output.model,
+        output:
+            metrics=f"{RESULTS}/promoter/report/metrics.json",
+            model=f"{RESULTS}/promoter/model/config.json",
+        params:
+            output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
+            tokens=PROMOTER["max_tokens"],
+            steps=PROMOTER["max_steps"],
+            rate=PROMOTER["learning_rate"],
+            batch=PROMOTER["batch_size"],
+        log:
+            f"{RESULTS}/logs/promoter_finetune.log",
+        threads: 2
+        resources:
+            mem_mb=8000,
+            gpu=FINETUNE_GPUS,
+        conda:
+            ENV
+        shell:
+            "genobird -q finetune promoter --data {input.data} --output {params.output}"
+            " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
+            " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
+            " > {log} 2>&1"

@@ -1,11 +1,15 @@
-# The reference genome and its annotations: either the embedded demo genome, generated
-# deterministically, or the data sets of a download manifest (reference/grch37.yaml)
-# fetched with `genobird reference download` (resumable, checksum-verified).
+# The reference genome and its annotations: the embedded demo genome, generated
+# deterministically; the data sets of a download manifest (reference/grch37.yaml)
+# fetched with `genobird reference download` (resumable, checksum-verified); or your own
+# FASTA files (plain or bgzipped), with an optional TSS BED and peak feature table.
 #
-# Every later stage reads these names: GENOME (FASTA), TSS (promoter BED).
+# Every later stage reads these names: GENOME_FILES (the FASTAs the corpus reads),
+# GENOME (the one FASTA that coordinates refer to), TSS (promoter BED or None),
+# HAS_PROMOTER and HAS_CHROMATIN (which fine-tuning stages run).
 
 REFERENCE = config["reference"]
 DEMO = REFERENCE["source"] == "demo"
+OWN_FASTA = REFERENCE["source"] == "fasta"
 
 
 if DEMO:
@@ -35,6 +39,18 @@ if DEMO:
 
     GENOME = rules.demo_reference.output.fasta
     TSS = rules.demo_reference.output.tss
+    FEATURES = rules.demo_reference.output.features
+
+elif OWN_FASTA:
+    GENOME_FILES = list(REFERENCE["fasta"])
+    TSS = REFERENCE.get("tss")
+    FEATURES = REFERENCE.get("features")
+    if (TSS or FEATURES) and len(GENOME_FILES) > 1:
+        raise ValueError(
+            "reference.tss and reference.features refer to coordinates of one genome: give "
+            "reference.fasta as a single FASTA file with them"
+        )
+    GENOME = GENOME_FILES[0]
 
 else:
     from genobird.genome.download import final_path, load_manifest
@@ -77,3 +93,9 @@ else:
 
     GENOME = DOWNLOADED["genome"]
     TSS = DOWNLOADED["promoters"]
+    FEATURES = None  # DeepSEA's labels come from its bundle (workflows/chromatin.smk)
+
+if not OWN_FASTA:
+    GENOME_FILES = [GENOME]
+HAS_PROMOTER = TSS is not None
+HAS_CHROMATIN = not OWN_FASTA or FEATURES is not None

@@ -3,9 +3,11 @@
 
 rule report:
     input:
-        f"{RESULTS}/promoter/report/metrics.json",
-        f"{RESULTS}/chromatin/report/metrics.json",
+        expand(f"{RESULTS}/{{folder}}/report/metrics.json", folder=TASK_FOLDERS),
         expand(f"{RESULTS}/score/{{task}}_{{source}}.tsv", task=TASKS, source=SCORE_SOURCES),
+        BASELINE_OUTPUTS,
+        # without any fine-tuning task, the report still needs the pretrained model
+        rules.pretrain.output.model,
     output:
         f"{RESULTS}/report.html",
     params:

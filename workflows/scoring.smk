@@ -1,11 +1,14 @@
 # Scoring with both predictors: the TSSs of the test chromosomes as BED regions and, with
 # the demo genome, its sample sequences (FASTA) and variants (VCF).
 
-TASKS = ["promoter", "chromatin"]
+TASKS = [task for task, on in (("promoter", HAS_PROMOTER), ("chromatin", HAS_CHROMATIN)) if on]
 # source name -> (input file, how genobird score reads it)
-SCORE_INPUTS = {
-    "heldout_tss": (TSS, "--bed {} --chromosomes " + " ".join(SPLIT["test_chromosomes"])),
-}
+SCORE_INPUTS = {}
+if TSS:
+    SCORE_INPUTS["heldout_tss"] = (
+        TSS,
+        "--bed {} --chromosomes " + " ".join(SPLIT["test_chromosomes"]),
+    )
 if DEMO:
     SCORE_INPUTS["samples"] = (rules.demo_reference.output.samples, "--fasta {}")
     SCORE_INPUTS["variants"] = (rules.demo_reference.output.variants, "--vcf {}")
@@ -22,8 +25,8 @@ rule score:
     params:
         source=lambda wildcards, input: SCORE_INPUTS[wildcards.source][1].format(input.source),
     wildcard_constraints:
-        task="|".join(TASKS),
-        source="|".join(SCORE_SOURCES),
+        task="|".join(TASKS) or "none",
+        source="|".join(SCORE_SOURCES) or "none",
     log:
         f"{RESULTS}/logs/score_{{task}}_{{source}}.log",
     threads: 2

@@ -14,6 +14,7 @@ or FASTA (plain, gzipped or bgzipped; soft-masked bases count as bases).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ _CODES = np.full(256, 4, dtype=np.uint8)
 for _index, _base in enumerate("ACGT"):
     _CODES[ord(_base)] = _CODES[ord(_base.lower())] = _index
 
-ALPHAS = (1.0, 0.5, 0.1, 0.01)
+ALPHAS = (16.0, 8.0, 4.0, 2.0, 1.0, 0.5, 0.1, 0.01)
 MAX_ORDER = 12  # 4^13 counts of int64 = 537 MB: the largest table that stays reasonable
 
 
@@ -232,6 +233,21 @@ def _fasta_codes(path: Path) -> list[np.ndarray]:
 
 
 def _document_codes(path: Path) -> list[np.ndarray]:
-    from genobird.corpus.documents import read_documents
+    """Each document's DNA; of a corpus cut in several passes, the first pass only: the
+    others repeat the same DNA from other offsets, which would leak the validation tail
+    of one document into the training part of another."""
+    from genobird.corpus.documents import index_path_for, read_documents
 
-    return [dna_codes("".join(document)) for document in read_documents(path)]
+    passes = None
+    if index_path_for(path).is_file():
+        index = json.loads(index_path_for(path).read_text())
+        passes = [row[index["columns"].index("pass")] for row in index["documents"]]
+    documents = read_documents(path)
+    if passes is None:
+        return [dna_codes("".join(document)) for document in documents]
+    first = min(passes, default=0)
+    return [
+        dna_codes("".join(document))
+        for document, pass_index in zip(documents, passes, strict=False)
+        if pass_index == first
+    ]

@@ -54,33 +54,46 @@ def _records_from_fasta(path: Path, label_columns, problems):
         yield number, record.name, record.sequence, {c: pairs.get(c) for c in columns}, split
 
 
+def _reader(path: Path):
+    fasta = path.name.endswith((".fa", ".fasta", ".fa.gz", ".fasta.gz"))
+    return _records_from_fasta if fasta else _records_from_table
+
+
 def build_classify_dataset(
-    path, out_path, label_columns=None, valid_fraction=0.1, test_fraction=0.1, seed=0
-) -> tuple[WindowSet, list[BadRecord]]:
-    path = Path(path)
+    path, out_path, label_columns=None, valid_fraction=0.1, test_fraction=0.1, seed=0,
+    valid_path=None, test_path=None,
+) -> tuple[WindowSet, list[BadRecord]]:  # fmt: skip
+    """A data set from labelled sequences. With `valid_path` / `test_path` (data sets
+    published as separate files, e.g. GUE's train/dev/test), their records form those
+    splits and the records of `path` without a split column are all training records."""
+    sources = [(Path(path), None)] + [
+        (Path(p), split) for p, split in ((valid_path, "valid"), (test_path, "test")) if p
+    ]
+    default_split = "train" if len(sources) > 1 else None
     problems: list[BadRecord] = []
-    reader = (
-        _records_from_fasta
-        if path.name.endswith((".fa", ".fasta", ".fa.gz", ".fasta.gz"))
-        else _records_from_table
-    )
-    records = list(reader(path, label_columns, problems))
-    if not records:
-        raise InputError(f"{path}: no records")
-    names, encode = _label_encoding(records)
+    records = []
+    for source, fixed_split in sources:
+        found = [
+            (source, line, name, raw, labels, fixed_split or split or default_split)
+            for line, name, raw, labels, split in _reader(source)(source, label_columns, problems)
+        ]
+        if not found:
+            raise InputError(f"{source}: no records")
+        records += found
+    names, encode = _label_encoding([r[1:5] for r in records])
     rng = np.random.default_rng(seed)
     windows = WindowSet("classify", names, ["label"] * len(names))
-    for line, name, raw, labels, split in records:
+    for source, line, name, raw, labels, split in records:
         try:
             sequence = normalise_dna(raw.strip(), record=name)
             if not sequence:
                 raise InputError("empty sequence")
             vector = encode(labels)
-            split = split or _draw_split(rng, valid_fraction, test_fraction)
+            split = split or draw_split(rng, valid_fraction, test_fraction)
             if split not in SPLITS:
                 raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         except GenobirdError as exc:
-            problems.append(BadRecord(str(path), line, f"{name}: {exc}"))
+            problems.append(BadRecord(str(source), line, f"{name}: {exc}"))
             continue
         windows.add(sequence, vector, name, 0, len(sequence), "+", split)
     if not len(windows):
@@ -89,7 +102,27 @@ def build_classify_dataset(
     return windows, problems
 
 
-def _draw_split(rng, valid_fraction: float, test_fraction: float) -> str:
+def read_plain_sequences(path, problems: list[BadRecord]):
+    """(name, normalised DNA) of a FASTA file or of a text file with one sequence per
+    line; bad lines are reported in `problems` and skipped."""
+    path = Path(path)
+    with open_text(path) as handle:
+        first = next((line for line in handle if line.strip()), "")
+    if first.startswith(">"):
+        yield from ((record.name, record.sequence) for record in read_fasta(path, problems))
+        return
+    with open_text(path) as handle:
+        for line_number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            name = f"line{line_number}"
+            try:
+                yield name, normalise_dna(line.strip(), record=name)
+            except GenobirdError as exc:
+                problems.append(BadRecord(str(path), line_number, str(exc)))
+
+
+def draw_split(rng, valid_fraction: float, test_fraction: float) -> str:
     roll = rng.random()
     return (
         "test"

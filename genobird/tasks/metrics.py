@@ -97,10 +97,24 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None)
         if valid is not None:
             metrics.update(valid_threshold_metrics(valid, test))
     plot_roc_pr(labels, probabilities, names, report_dir / "roc_pr.png")
+    metrics["prediction_spread"] = prediction_spread(probabilities, names)
     report = {"task": meta["task"], "split": "test", **(extra or {}), **metrics}
     with atomic_write(report_dir / "metrics.json") as handle:
         json.dump(report, handle, indent=2)
     return report
+
+
+def prediction_spread(probabilities: np.ndarray, names: list[str]) -> dict:
+    """How much each feature's predicted probability varies over the test sequences
+    (standard deviation): a collapsed predictor returns its base rate for every input,
+    which AUROC alone can hide when the differences are tiny."""
+    spread = probabilities.std(axis=0).astype(float)
+    return {
+        "min_std": float(spread.min()),
+        "median_std": float(np.median(spread)),
+        "max_std": float(spread.max()),
+        "std_by_feature": dict(zip(names, spread.tolist(), strict=True)),
+    }
 
 
 def valid_threshold_metrics(valid, test) -> dict:

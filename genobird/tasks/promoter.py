@@ -141,6 +141,33 @@ def build_promoter_dataset(
     return windows, problems
 
 
+def build_promoter_sequence_dataset(
+    path, out_path, spec: PromoterSpec = PromoterSpec(), valid_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+) -> tuple[WindowSet, list[BadRecord]]:  # fmt: skip
+    """Promoter sequences without coordinates (one per line, or FASTA), as DeePromoter
+    publishes EPDnew's: each positive with one DeePromoter negative made from it, the
+    pair kept in the same seeded split so no negative shares DNA with another split."""
+    from genobird.tasks.classify import draw_split, read_plain_sequences
+
+    spec.validate()
+    rng = np.random.default_rng(spec.seed)
+    problems: list[BadRecord] = []
+    windows = WindowSet("promoter", ["promoter"], ["promoter"])
+    for name, sequence in read_plain_sequences(path, problems):
+        if len(sequence) < spec.segments:
+            problems.append(BadRecord(str(path), 0, f"{name}: shorter than {spec.segments} bp"))
+            continue
+        split = draw_split(rng, valid_fraction, test_fraction)
+        negative = shuffled_negative(sequence, rng, spec.segments, spec.kept_segments)
+        windows.add(sequence, [1], name, 0, len(sequence), "+", split)
+        windows.add(negative, [0], f"{name}/negative", 0, len(sequence), "+", split)
+    if not len(windows):
+        raise InputError(f"{path}: no usable promoter sequence ({len(problems)} rejected)")
+    windows.write(out_path)
+    return windows, problems
+
+
 def _add_hard_negative(reference, windows, tss_list, rng, spec: PromoterSpec) -> None:
     by_chrom: dict[str, np.ndarray] = {}
     for chrom, tss in tss_list:

@@ -1,0 +1,19 @@
+# Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
+
+SEQUENCE_TASKS = config.get("sequence_tasks", {})
+
+
+def sequence_task_inputs(wildcards):
+    task = SEQUENCE_TASKS[wildcards.name]
+    keys = ("promoter_sequences",) if "promoter_sequences" in task else ("input", "valid", "test")
+    return {key: task[key] for key in keys if key in task}
+
+
+def sequence_task_command(wildcards, input):
+    if "promoter_sequences" in input.keys():
+        return f"genobird -q dataset promoter-sequences --positives {input.promoter_sequences}"
+    command = f"genobird -q dataset classify --input {input.input}"
+    for key in ("valid", "test"):
+        if key in input.keys():
+            command += f" --{key} {input[key]}"
+    return command

@@ -1,0 +1,53 @@
+# Sequence tasks: labelled sequences without coordinates (e.g. GUE's TF-binding CSVs,
+# EPDnew promoter sequences with DeePromoter negatives), each fine-tuned from the
+# pretrained model. Outputs: RESULTS/tasks/NAME/{data.h5, report/metrics.json, model/}.
+
+rule sequence_task_data:
+    input:
+        unpack(sequence_task_inputs),
+    output:
+        f"{RESULTS}/tasks/{{name}}/data.h5",
+    params:
+        command=sequence_task_command,
+    wildcard_constraints:
+        name="|".join(SEQUENCE_TASKS) or "none",
+    log:
+        f"{RESULTS}/logs/task_data_{{name}}.log",
+    threads: 1
+    resources:
+        mem_mb=4000,
+    conda:
+        ENV
+    shell:
+        "{params.command} --out {output} > {log} 2>&1"
+
+
+rule sequence_task_finetune:
+    input:
+        data=f"{RESULTS}/tasks/{{name}}/data.h5",
+        pretrained=rules.pretrain.output.model,
+    output:
+        metrics=f"{RESULTS}/tasks/{{name}}/report/metrics.json",
+        model=f"{RESULTS}/tasks/{{name}}/model/config.json",
+    params:
+        output=lambda wildcards, output: os.path.dirname(os.path.dirname(output.model)),
+        task=lambda wildcards: (
+            "promoter" if "promoter_sequences" in SEQUENCE_TASKS[wildcards.name] else "classify"
+        ),
+        steps=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["max_steps"],
+        rate=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["learning_rate"],
+        batch=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["batch_size"],
+    wildcard_constraints:
+        name="|".join(SEQUENCE_TASKS) or "none",
+    log:
+        f"{RESULTS}/logs/task_finetune_{{name}}.log",
+    threads: 2
+    resources:
+        mem_mb=8000,
+        gpu=FINETUNE_GPUS,
+    conda:
+        ENV
+    shell:
+        "genobird -q finetune {params.task} --data {input.data} --output {params.output}"
+        " --pretrained $(dirname {input.pretrained}) --max-steps {params.steps}"
+        " --learning-rate {params.rate} --batch-size {params.batch} > {log} 2>&1"
