@@ -292,6 +292,10 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         pos_weight=args.pos_weight,
         rc_average=args.rc_average,
+        rc_augment=args.rc_augment,
+        pooling=args.pooling,
+        eval_every=args.eval_every,
+        patience=args.patience,
         training=training,
         seed=args.seed,
     )  # fmt: skip
@@ -712,7 +716,32 @@ def _add_finetune(commands) -> None:
                      "the pretrained model's max_position); each batch is padded only to its "
                      "own longest window")  # fmt: skip
     sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")
-    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None)
+    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
+                     help="evaluate on both strands (default: chromatin only)")  # fmt: skip
+    sub.add_argument(
+        "--rc-augment",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train on a random strand per window (default: all but promoter)",
+    )
+    sub.add_argument(
+        "--pooling",
+        choices=["cls", "mean"],
+        default="cls",
+        help="[CLS] pooler (the paper) or the mean of the token states",
+    )
+    sub.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="steps between validation AUROC checks; the best weights are kept",
+    )
+    sub.add_argument(
+        "--patience",
+        type=int,
+        default=0,
+        help="stop after this many checks without improvement (0: never)",
+    )
     sub.add_argument("--learning-rate", type=float, default=3e-4)
     sub.add_argument("--warmup-steps", type=int, default=20)
     sub.add_argument("--max-steps", type=int, default=300)

@@ -326,3 +326,57 @@ def test_pretrain_config_typos_fail_before_training(tmp_path, capsys):
     with pytest.raises(Exception, match=r"data\.train is required"):
         path.write_text("data: {tokenizer: y}\n")
         load_run_config(path)
+
+
+# --------------------------------------------------------------------------- model selection
+class _Regression(torch.nn.Module):
+    """A one-weight model whose evaluation scores follow a script."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+
+class _Points(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, index):
+        return {"x": torch.tensor([float(index % 7)])}
+
+
+def _step(model, batch):
+    return ((model.weight - batch["x"]) ** 2).mean(), {}
+
+
+def test_best_weights_are_kept_and_training_stops_after_patience(tmp_path):
+    scores = iter([0.5, 0.7, 0.6, 0.65, 0.69, 0.9])
+    seen = []
+
+    def eval_fn(module, loader, device):
+        seen.append(float(module.weight))
+        return {"auroc": next(scores)}
+
+    config = training_config(max_steps=100, eval_every=2, best_metric="auroc", patience=3,
+                             effective_batch_size=2, checkpoint_every=50)  # fmt: skip
+    model = _Regression()
+    trainer = Trainer(model, _Points(), config, tmp_path, _step, _Points(), eval_fn)
+    state = run(trainer)
+    # evaluations at steps 2, 4 (best), 6, 8, 10 (3rd without improvement): stop at 10
+    assert state.step == 10 and state.stopped_early
+    assert state.best_step == 4 and state.best_score == pytest.approx(0.7)
+    assert model.weight.item() == pytest.approx(seen[1])  # the weights of step 4
+    assert seen[1] != seen[-1]
+    # a resumed run that had stopped early stays stopped, with the best weights
+    again = Trainer(_Regression(), _Points(), config, tmp_path, _step, _Points(), eval_fn)
+    state = run(again, resume=True)
+    assert state.step == 10 and again.module.weight.item() == pytest.approx(seen[1])
+
+
+def test_model_selection_needs_the_metric(tmp_path):
+    config = training_config(max_steps=4, eval_every=2, best_metric="auroc",
+                             effective_batch_size=2)  # fmt: skip
+    trainer = Trainer(_Regression(), _Points(), config, tmp_path, _step, _Points(),
+                      lambda module, loader, device: {"loss": 1.0})  # fmt: skip
+    with pytest.raises(TrainingError, match="no finite 'auroc'"):
+        run(trainer)

@@ -19,8 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genobird.baselines.data import BaselineData, validation_score
+from genobird.baselines.data import BaselineData
 from genobird.baselines.markov import dna_codes
+from genobird.tasks.metrics import mean_auroc
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        score = validation_score(data.valid.labels, predict(model, valid_codes, spec.rc_average))
+        score = mean_auroc(data.valid.labels, predict(model, valid_codes, spec.rc_average))
         score = float(np.nan_to_num(score, nan=0.0))  # no feature with both classes
         history.append(round(score, 5))
         log.info("CNN epoch %d: validation AUROC %.4f", epoch + 1, score)

@@ -75,16 +75,3 @@ def _lend_validation(train: Split, seed: int) -> tuple[Split, Split]:
     order = np.random.default_rng(seed).permutation(len(train))
     cut = len(train) // 10
     return train.take(np.sort(order[cut:])), train.take(np.sort(order[:cut]))
-
-
-def validation_score(labels: np.ndarray, probabilities: np.ndarray) -> float:
-    """What the baselines maximise on the validation split: AUROC, averaged over the
-    features that have both classes there."""
-    from sklearn.metrics import roc_auc_score
-
-    scores = [
-        roc_auc_score(labels[:, f], probabilities[:, f])
-        for f in range(labels.shape[1])
-        if 0 < labels[:, f].sum() < len(labels)
-    ]
-    return float(np.mean(scores)) if scores else float("nan")

@@ -340,10 +340,15 @@ class BigBirdForSequenceClassification(nn.Module):
     "multi_label": independent sigmoids with BCE (labels float [B, F]), `pos_weight`
     up-weighting positives (the paper's chromatin head uses 8); "regression": mean squared
     error of the outputs (labels float [B, F]; GLUE's STS-B).
+
+    pooling "cls": the pooler's tanh(dense([CLS])), as BERT and the paper; "mean": the
+    mean of the real tokens' final states (no pooler), for short DNA inputs where [CLS]
+    has little context to gather (benchmarks/README.md).
     """
 
     task = "classification"
     PROBLEMS = ("single_label", "multi_label", "regression")
+    POOLINGS = ("cls", "mean")
 
     def __init__(
         self,
@@ -351,14 +356,18 @@ class BigBirdForSequenceClassification(nn.Module):
         num_labels: int,
         problem: str = "single_label",
         pos_weight: float = 1.0,
+        pooling: str = "cls",
     ):
         super().__init__()
         if problem not in self.PROBLEMS:
             raise ConfigError(f"problem must be one of {self.PROBLEMS}, got {problem!r}")
+        if pooling not in self.POOLINGS:
+            raise ConfigError(f"pooling must be one of {self.POOLINGS}, got {pooling!r}")
         if num_labels < 1:
             raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
         self.config = config
         self.num_labels, self.problem, self.pos_weight = num_labels, problem, pos_weight
+        self.pooling = pooling
         self.encoder = BigBirdEncoder(config)
         self.head = ClassificationHead(config, num_labels)
         init_weights(self, config.initializer_range)
@@ -368,6 +377,7 @@ class BigBirdForSequenceClassification(nn.Module):
             "num_labels": self.num_labels,
             "problem": self.problem,
             "pos_weight": self.pos_weight,
+            "pooling": self.pooling,
         }
 
     def forward(
@@ -377,7 +387,19 @@ class BigBirdForSequenceClassification(nn.Module):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> ClassificationOutput:
-        logits = self.head(self.encoder(input_ids, segment_ids, attention_mask).pooled)
+        encoded = self.encoder(input_ids, segment_ids, attention_mask)
+        if self.pooling == "mean":  # the average of the real tokens' states, [B, C]
+            weights = (
+                attention_mask.to(encoded.sequence.dtype)
+                if attention_mask is not None
+                else torch.ones(
+                    input_ids.shape, dtype=encoded.sequence.dtype, device=input_ids.device
+                )
+            )[..., None]
+            pooled = (encoded.sequence * weights).sum(1) / weights.sum(1).clamp(min=1)
+        else:
+            pooled = encoded.pooled
+        logits = self.head(pooled)
         loss = None
         if labels is not None:
             if self.problem == "single_label":

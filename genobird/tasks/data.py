@@ -169,14 +169,17 @@ def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int,
 class WindowDataset(torch.utils.data.Dataset):
     """One split of a sequence data set as model inputs, unpadded (`collate_windows`
     pads each batch). With `reverse_complement`, every window is read on the other
-    strand (for strand averaging at evaluation)."""
+    strand (for strand averaging at evaluation). With `rc_augment_seed`, each window is
+    read on a strand drawn from (seed, epoch, index): reverse-complement augmentation
+    that a resumed run repeats exactly."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
-                 reverse_complement: bool = False):  # fmt: skip
+                 reverse_complement: bool = False, rc_augment_seed: int | None = None):  # fmt: skip
         if split not in SPLITS:
             raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
         self.reverse = reverse_complement
+        self.rc_augment_seed, self.epoch = rc_augment_seed, 0
         with h5py.File(self.path, "r") as handle:
             if handle.attrs.get("format") != FORMAT:
                 raise InputError(f"{path}: not a genobird sequence data set")
@@ -189,12 +192,21 @@ class WindowDataset(torch.utils.data.Dataset):
     def __getstate__(self):
         return {**self.__dict__, "_handle": None}
 
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _flip(self, index: int) -> bool:
+        if self.rc_augment_seed is None:
+            return self.reverse
+        coin = np.random.default_rng([self.rc_augment_seed, self.epoch, index]).random()
+        return bool(coin < 0.5)
+
     def __getitem__(self, index: int) -> dict:
         if self._handle is None:
             self._handle = h5py.File(self.path, "r")
         row = int(self.rows[index])
         sequence = self._handle["sequences"][row].decode("ascii")
-        if self.reverse:
+        if self._flip(index):
             sequence = reverse_complement(sequence)
         return {
             "input_ids": window_ids(self.tokenizer, sequence, self.max_tokens),

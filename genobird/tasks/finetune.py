@@ -32,7 +32,7 @@ from genobird.tasks.data import (
     default_max_tokens,
     read_metadata,
 )
-from genobird.tasks.metrics import is_multilabel, write_evaluation
+from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.training import Trainer, TrainingConfig
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,15 @@ class FinetuneSpec:
     # Average forward and reverse-complement predictions; default: for chromatin only,
     # since promoter windows are oriented by strand (their reverse complement is not).
     rc_average: bool | None = None
+    # Read each training window on a random strand; default: every task but promoter
+    # (promoter windows are oriented by strand).
+    rc_augment: bool | None = None
+    # "cls" (the paper's [CLS] pooler) or "mean" (mean of the token states)
+    pooling: str = "cls"
+    # Evaluate validation AUROC every `eval_every` steps (0: never), keep the best weights,
+    # and stop after `patience` evaluations without improvement (0: run all steps).
+    eval_every: int = 0
+    patience: int = 0
     training: dict = field(default_factory=dict)
     # Without pretrained weights: BigBirdConfig fields of the fresh model (the demo's
     # tiny shape unless given; max_position grows to max_tokens when needed).
@@ -63,19 +72,30 @@ def classification_step(model, batch):
 
 
 @torch.no_grad()
-def predict_probabilities(
-    model, dataset, device, batch_size: int = 16
-) -> tuple[np.ndarray, np.ndarray]:
+def loader_probabilities(model, loader, device) -> tuple[np.ndarray, np.ndarray]:
+    """(labels [N, F], probabilities [N, F]) over a loader of collated windows."""
     model.eval()
     probabilities, labels = [], []
-    collate = partial(collate_windows, block_size=model.config.block_size)
-    for batch in DataLoader(dataset, batch_size=batch_size, collate_fn=collate):
+    for batch in loader:
         logits = model(
             batch["input_ids"].to(device), None, batch["attention_mask"].to(device)
         ).logits
         probabilities.append(torch.sigmoid(logits.float()).cpu().numpy())
         labels.append(batch["labels"].numpy())
     return np.concatenate(labels), np.concatenate(probabilities)
+
+
+def predict_probabilities(
+    model, dataset, device, batch_size: int = 16
+) -> tuple[np.ndarray, np.ndarray]:
+    collate = partial(collate_windows, block_size=model.config.block_size)
+    loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate)
+    return loader_probabilities(model, loader, device)
+
+
+def validation_auroc(model, loader, device) -> dict:
+    """The fine-tuning eval_fn: mean AUROC over features on the validation split."""
+    return {"auroc": mean_auroc(*loader_probabilities(model, loader, device))}
 
 
 # Encoder tensors a pretrained model may lack: ETC's learned global tokens, when a task
@@ -140,6 +160,7 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, vo
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.seed,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
+        pooling=spec.pooling,
     )  # fmt: skip
 
 
@@ -168,22 +189,29 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     meta = read_metadata(data_path)
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
     model = build_model(meta, pretrained, spec, tokenizer.vocab_size)
-    datasets = {
-        split: WindowDataset(data_path, split, tokenizer, spec.max_tokens)
-        for split in ("train", "valid", "test")
-    }
-    if not len(datasets["train"]) or not len(datasets["test"]):
+    rc_augment = spec.rc_augment if spec.rc_augment is not None else meta["task"] != "promoter"
+    train = WindowDataset(data_path, "train", tokenizer, spec.max_tokens,
+                          rc_augment_seed=spec.seed if rc_augment else None)  # fmt: skip
+    valid = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens)
+    if not len(train) or not meta["counts"]["test"]:
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
-    training = TrainingConfig(**{"seed": spec.seed, **spec.training})
+    selection = {}
+    if spec.eval_every and len(valid):
+        selection = {"eval_every": spec.eval_every, "best_metric": "auroc",
+                     "patience": spec.patience}  # fmt: skip
+    training = TrainingConfig(**{"seed": spec.seed, **spec.training, **selection})
     trainer = Trainer(
-        model, datasets["train"], training, output, classification_step,
+        model, train, training, output, classification_step,
+        eval_dataset=valid if selection else None,
+        eval_fn=validation_auroc if selection else None,
         collate_fn=partial(collate_windows, block_size=model.config.block_size),
     )  # fmt: skip
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
         trainer.resume()
         trainer.train()
-    report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output)
+    report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
+                      training_summary(trainer.state))  # fmt: skip
     if trainer.is_main:
         save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
     return report
@@ -201,13 +229,27 @@ def split_probabilities(model, data_path, split, tokenizer, spec, device, rc_ave
     return labels, probabilities
 
 
-def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path) -> dict:
+def training_summary(state) -> dict:
+    """Steps taken, the step whose weights were kept, and the training speed in real
+    (non-pad) tokens per second, the median over the logged intervals."""
+    speeds = [row["tokens_per_second"] for row in state.history if "tokens_per_second" in row]
+    return {
+        "steps": state.step,
+        "best_step": state.best_step if state.best_score is not None else state.step,
+        "stopped_early": state.stopped_early,
+        "real_tokens_per_second": float(np.median(speeds)) if speeds else None,
+    }
+
+
+def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
+             training: dict | None = None) -> dict:  # fmt: skip
     rc_average = spec.rc_average if spec.rc_average is not None else meta["task"] == "chromatin"
     test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
     valid = None
     if meta["counts"]["valid"] and not is_multilabel(meta):
         valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
-    return write_evaluation(output / "report", meta, test, valid, {"rc_average": rc_average})
+    extra = {"rc_average": rc_average, "pooling": spec.pooling, "training": training or {}}
+    return write_evaluation(output / "report", meta, test, valid, extra)
 
 
 def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict) -> None:

@@ -74,6 +74,17 @@ def multilabel_metrics(
     }
 
 
+def mean_auroc(labels: np.ndarray, probabilities: np.ndarray) -> float:
+    """AUROC averaged over the features that have both classes in `labels` (NaN when
+    none has): what model selection on a validation split maximises."""
+    scores = [
+        skm.roc_auc_score(labels[:, f], probabilities[:, f])
+        for f in range(labels.shape[1])
+        if 0 < labels[:, f].sum() < len(labels)
+    ]
+    return float(np.mean(scores)) if scores else float("nan")
+
+
 def is_multilabel(meta: dict) -> bool:
     """Chromatin and any data set with several features report per-feature metrics."""
     return meta["task"] == "chromatin" or len(meta["feature_names"]) > 1

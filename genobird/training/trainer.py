@@ -64,6 +64,11 @@ class TrainingConfig:
     num_workers: int = 0
     seed: int = 0
     progress: bool = True
+    # Model selection on the evaluation set: with `best_metric` (a key of eval_fn's result,
+    # higher is better) the weights of the best evaluation are kept and restored at the
+    # end; training stops after `patience` evaluations without improvement (0: never).
+    best_metric: str | None = None
+    patience: int = 0
 
     def accumulation_steps(self, world_size: int) -> int:
         per_step = self.batch_size * world_size
@@ -81,6 +86,10 @@ class TrainState:
     epoch: int = 0
     batch_in_epoch: int = 0  # micro-batches of this epoch already consumed
     history: list = field(default_factory=list)
+    best_score: float | None = None  # of config.best_metric, at best_step
+    best_step: int = 0
+    stale_evaluations: int = 0  # evaluations since the best one
+    stopped_early: bool = False  # a resumed run that had stopped early stays stopped
 
 
 class EpochSampler(Sampler):
@@ -302,7 +311,7 @@ class Trainer:
         )
         self.model.train()
         started, tokens = time.perf_counter(), 0
-        while self.state.step < config.max_steps:
+        while self.state.step < config.max_steps and not self.state.stopped_early:
             metrics, step_tokens = self._optimizer_step(batches)
             tokens += step_tokens
             self.state.step += 1
@@ -312,15 +321,63 @@ class Trainer:
                 self._log(metrics)
                 bar.set_postfix(loss=f"{metrics['loss']:.3f}")
                 started, tokens = time.perf_counter(), 0
+            stop = False
             if self.eval_fn and config.eval_every and self.state.step % config.eval_every == 0:
-                self._log(self.evaluate(), prefix="eval_")
+                metrics = self.evaluate()
+                self._log(metrics, prefix="eval_")
+                stop = self.state.stopped_early = self._select(metrics)
             if (
-                self.state.step % config.checkpoint_every == 0
+                stop
+                or self.state.step % config.checkpoint_every == 0
                 or self.state.step == config.max_steps
             ):
                 self.save()
+            if stop:
+                log.info("early stop at step %d: no better %s in %d evaluations",
+                         self.state.step, config.best_metric, config.patience)  # fmt: skip
+                break
         bar.close()
+        self.restore_best()
         return self.state
+
+    # ------------------------------------------------------------------ model selection
+    @property
+    def best_path(self) -> Path:
+        return self.output_dir / "best" / "model.safetensors"
+
+    def _select(self, metrics: dict) -> bool:
+        """Keep the weights of the best evaluation so far; True when it is time to stop."""
+        metric = self.config.best_metric
+        if not metric:
+            return False
+        score = metrics.get(metric)
+        if score is None or not math.isfinite(score):
+            raise TrainingError(f"evaluation gave no finite {metric!r} (got {metrics})")
+        if self.state.best_score is None or score > self.state.best_score:
+            self.state.best_score, self.state.best_step = float(score), self.state.step
+            self.state.stale_evaluations = 0
+            if self.is_main:
+                import safetensors.torch
+
+                from genobird.fileio import atomic_path
+
+                self.best_path.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_path(self.best_path) as tmp:
+                    safetensors.torch.save_model(self.module, str(tmp))
+            return False
+        self.state.stale_evaluations += 1
+        patience = self.config.patience
+        return bool(patience) and self.state.stale_evaluations >= patience
+
+    def restore_best(self) -> None:
+        """Load the weights of the best evaluation (when model selection ran)."""
+        if self.config.best_metric and self.state.best_score is not None:
+            import safetensors.torch
+
+            distributed.barrier()
+            safetensors.torch.load_model(self.module, str(self.best_path), device=str(self.device))
+            log.info("restored the weights of step %d (%s %.4f)", self.state.best_step,
+                     self.config.best_metric, self.state.best_score)  # fmt: skip
 
     def _optimizer_step(self, batches) -> tuple[dict, int]:
         totals: dict[str, float] = {}
