@@ -514,3 +514,38 @@ def test_hard_negatives_are_real_windows_far_from_any_tss(demo_reference, tmp_pa
         assert min(abs(start + 300 - t) for t in tss[chrom]) >= 5000
         genomic = reference.fetch(chrom, start, end, windows.strands[row])
         assert windows.sequences[row] == genomic  # real DNA, not shuffled
+
+
+def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretraining_data, tmp_path):
+    from genobird import load_predictor
+    from genobird.corpus import Tokenizer
+    from genobird.tasks.data import WindowDataset
+
+    rng = np.random.default_rng(4)
+    windows = WindowSet("classify", ["bound"], ["label"])
+    for index in range(120):
+        label = index % 2
+        bases = "".join(rng.choice(list("ACGT"), 90))
+        sequence = bases[:40] + ("TGACGTCA" if label else bases[40:48]) + bases[48:]
+        windows.add(sequence, [label], f"s{index}", 0, 90, "+",
+                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+    data = windows.write(tmp_path / "motif.h5")
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    augmented = WindowDataset(data, "train", tokenizer, 64, rc_augment_seed=0)
+    plain = WindowDataset(data, "train", tokenizer, 64)
+    flips = [
+        not np.array_equal(augmented[i]["input_ids"], plain[i]["input_ids"]) for i in range(72)
+    ]
+    assert 20 < sum(flips) < 52  # about half the windows read on the other strand
+    assert np.array_equal(augmented[5]["input_ids"], augmented[5]["input_ids"])  # seeded
+    assert main([
+        "-q", "finetune", "classify", "--data", str(data), "--output", str(tmp_path / "run"),
+        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
+        "--eval-every", "10", "--patience", "2", "--pooling", "mean",
+    ]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    assert report["pooling"] == "mean"
+    assert report["training"]["best_step"] in (10, 20, 30, 40)
+    assert report["training"]["real_tokens_per_second"] > 0
+    predictor = load_predictor(tmp_path / "run" / "model", device="cpu")
+    assert predictor.model.pooling == "mean"
