@@ -1,0 +1,149 @@
+"""What genobird learns on real DNA, beside simple baselines run on the same data here.
+
+    python benchmarks/learning.py --results results/human-mini            # after the pipeline
+    python benchmarks/learning.py --results results/human-mini --tasks tata gue0 gue1 \
+        --from-scratch --steps 2000 --eval-every 200 --patience 3
+
+1. Bits per base on the held-out chromosomes: the pretrained model's BPC (masked tokens,
+   held-out instances) against the order-k Markov baseline on the same held-out DNA
+   (`genobird baseline markov`, k chosen on validation DNA), from the pipeline results.
+2. Classification on real tasks from ../shared/data (EPDnew TATA promoters with
+   DeePromoter negatives; GUE human TF binding 0-4): genobird fine-tuned from the
+   pretrained model (and, with --from-scratch, the same recipe from random weights),
+   k-mer (3-6) logistic regression and the small CNN, all on the same splits, test
+   metrics printed as a table with genobird / baseline ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from genobird.cli import main as genobird
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GENOBIRD_SHARED_DATA", REPO.parent / "shared" / "data"))
+GUE = SHARED / "tasks" / "gue_human_tf"
+TASKS = {"tata": ["dataset", "promoter-sequences", "--positives",
+                  str(SHARED / "promoters" / "hs_TATA_promoters_300bp.txt")]}  # fmt: skip
+TASKS.update({
+    f"gue{i}": ["dataset", "classify", "--input", str(GUE / str(i) / "train.csv"),
+                "--valid", str(GUE / str(i) / "dev.csv"), "--test", str(GUE / str(i) / "test.csv")]
+    for i in range(5)
+})  # fmt: skip
+# DNABERT-2 (117 M parameters) test MCC on GUE human TF 0-4, as published
+DNABERT2_MCC = {"gue0": 0.7199, "gue1": 0.7606, "gue2": 0.6652, "gue3": 0.5854, "gue4": 0.7743}
+
+
+def run(args: list[str]) -> None:
+    code = genobird(["-q", *args])
+    if code:
+        raise SystemExit(f"genobird {' '.join(args)} failed with exit code {code}")
+
+
+def metrics(folder: Path) -> dict:
+    return json.loads((folder / "report" / "metrics.json").read_text())
+
+
+def bits_per_base(results: Path) -> list[tuple]:
+    summary = json.loads((results / "pretrain" / "model" / "training_summary.json").read_text())
+    markov = json.loads((results / "baselines" / "markov.json").read_text())
+    bpc = summary["eval"]["bits_per_character"]
+    return [
+        ("genobird (held-out masked tokens)", bpc, bpc / markov["bits_per_bp"]),
+        (f"order-{markov['order']} Markov, alpha {markov['alpha']:g}", markov["bits_per_bp"], 1.0),
+    ]
+
+
+def classification(task: str, pretrained: Path, work: Path, options) -> dict:
+    """{model: test metrics} for one task; each run's seconds are recorded too."""
+    folder = work / task
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "data.h5"
+    if not data.is_file():
+        run([*TASKS[task], "--out", str(data)])
+    finetune = ["--max-steps", str(options.steps), "--learning-rate", str(options.learning_rate),
+                "--batch-size", str(options.batch_size), "--eval-every", str(options.eval_every),
+                "--patience", str(options.patience), "--pooling", options.pooling]  # fmt: skip
+    kind = "promoter" if task == "tata" else "classify"
+    runs = {
+        "genobird": ["finetune", kind, "--data", str(data), "--pretrained", str(pretrained),
+                     *finetune],
+        "kmer-lr": ["baseline", "kmer-lr", "--data", str(data)],
+        "cnn": ["baseline", "cnn", "--data", str(data), "--max-minutes", str(options.cnn_minutes)],
+    }  # fmt: skip
+    if options.from_scratch:
+        runs["genobird, from scratch"] = [
+            "finetune", kind, "--data", str(data), "--from-scratch", "--tokenizer",
+            str(pretrained / "tokenizer.model"), *finetune,
+        ]  # fmt: skip
+    results = {}
+    for name, command in runs.items():
+        output = folder / name.replace(", ", "-").replace(" ", "-")
+        if not (output / "report" / "metrics.json").is_file():
+            started = time.perf_counter()
+            run([*command, "--output", str(output)])
+            (output / "seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
+        results[name] = {**metrics(output), "seconds": float((output / "seconds.txt").read_text())}
+    return results
+
+
+def print_table(task: str, results: dict) -> None:
+    print(f"\n{task} (test split)\n")
+    print("| model | MCC | F1 | F1 (valid threshold) | AUROC | seconds | MCC / k-mer LR |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    reference = results["kmer-lr"]["mcc"]
+    for name, report in results.items():
+        print(f"| {name} | {report['mcc']:.4f} | {report['f1']:.4f} | "
+              f"{report.get('f1_at_valid_threshold', float('nan')):.4f} | {report['auroc']:.4f} | "
+              f"{report['seconds']:.0f} | {report['mcc'] / reference:.2f}x |")  # fmt: skip
+    if task in DNABERT2_MCC:
+        print(f"| DNABERT-2 (published) | {DNABERT2_MCC[task]:.4f} | | | | | |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--results",
+        type=Path,
+        required=True,
+        help="a pipeline results folder (pretrain/model, baselines/markov.json)",
+    )
+    parser.add_argument("--pretrained", type=Path, help="default: RESULTS/pretrain/model")
+    parser.add_argument("--work", type=Path, default=Path("results/benchmark-learning"))
+    parser.add_argument("--tasks", nargs="+", default=["tata", "gue0"], choices=sorted(TASKS))
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--learning-rate", type=float, default=3e-4)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--eval-every", type=int, default=200)
+    parser.add_argument("--patience", type=int, default=3)
+    parser.add_argument("--pooling", choices=["cls", "mean"], default="cls")
+    parser.add_argument("--cnn-minutes", type=float, default=5.0)
+    parser.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="also fine-tune the same shape from random weights",
+    )
+    options = parser.parse_args()
+    if not SHARED.is_dir():
+        raise SystemExit(f"real data not found at {SHARED} (set GENOBIRD_SHARED_DATA)")
+    pretrained = options.pretrained or options.results / "pretrain" / "model"
+    if (options.results / "baselines" / "markov.json").is_file():
+        print("Bits per base on the held-out chromosomes\n")
+        print("| model | bits per bp | / Markov |")
+        print("| --- | ---: | ---: |")
+        for name, bits, ratio in bits_per_base(options.results):
+            print(f"| {name} | {bits:.4f} | {ratio:.3f} |")
+    for task in options.tasks:
+        print_table(task, classification(task, pretrained, options.work, options))
+
+
+if __name__ == "__main__":
+    main()
