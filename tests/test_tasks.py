@@ -283,7 +283,7 @@ def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraini
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     rng = np.random.default_rng(0)
-    sequences = ["".join(rng.choice(list("ACGT"), n)) for n in (50, 300)]
+    sequences = ["".join(rng.choice(list("ACGT"), n)) for n in (50, 400)]
     items = [{"input_ids": window_ids(tokenizer, s, 1024), "labels": np.zeros(1, np.float32)}
              for s in sequences]  # fmt: skip
     longest = max(len(item["input_ids"]) for item in items)
@@ -291,8 +291,8 @@ def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraini
     assert batch["input_ids"].shape == (2, -(-longest // 64) * 64)
     assert batch["attention_mask"].sum(dim=1).tolist() == [len(i["input_ids"]) for i in items]
     assert batch["input_ids"][0, 0] == 2 and batch["labels"].shape == (2, 1)  # [CLS] first
-    short = collate_windows(items[:1], block_size=64)
-    assert short["input_ids"].shape[1] == 64 < batch["input_ids"].shape[1]
+    short = collate_windows(items[:1], block_size=64)  # within one block: a multiple of 8
+    assert short["input_ids"].shape[1] == -(-len(items[0]["input_ids"]) // 8) * 8
 
 
 def test_max_tokens_defaults_to_what_the_windows_need(pretraining_data, tmp_path):
@@ -302,11 +302,12 @@ def test_max_tokens_defaults_to_what_the_windows_need(pretraining_data, tmp_path
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     windows = WindowSet("classify", ["y"], ["label"])
     rng = np.random.default_rng(1)
-    sequences = ["".join(rng.choice(list("ACGT"), n)) for n in (100, 250, 200)]
+    sequences = ["".join(rng.choice(list("ACGT"), n)) for n in (100, 450, 200)]
     for index, sequence in enumerate(sequences):
         windows.add(sequence, [index % 2], "s", 0, len(sequence), "+", "train")
     windows.write(tmp_path / "w.h5")
     need = max(len(tokenizer.encode(s)) for s in sequences) + 2
+    assert need > 64
     assert default_max_tokens(tmp_path / "w.h5", tokenizer, 64, 4096) == -(-need // 64) * 64
     assert default_max_tokens(tmp_path / "w.h5", tokenizer, 64, 64) == 64  # model's limit
 
