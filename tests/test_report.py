@@ -1,0 +1,41 @@
+"""The pipeline's HTML report: genobird beside its baselines, and prediction spread."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from genobird.report import build_report
+
+
+def _write_json(path: Path, value: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+
+
+def test_report_sets_genobird_beside_markov_and_classifier_baselines(tmp_path):
+    results = tmp_path / "results"
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"eval": {"bits_per_character": 1.7712, "mlm_accuracy": 0.061}})  # fmt: skip
+    _write_json(results / "baselines" / "markov.json",
+                {"order": 9, "alpha": 2.0, "bits_per_bp": 1.8123})  # fmt: skip
+    binary = {"split": "test", "f1": 0.8, "mcc": 0.6123, "auroc": 0.9, "auprc": 0.88,
+              "examples": 100, "positives": 50,
+              "prediction_spread": {"min_std": 0.21, "median_std": 0.21, "max_std": 0.21,
+                                    "std_by_feature": {"label": 0.21}}}  # fmt: skip
+    _write_json(results / "tasks" / "tf0" / "report" / "metrics.json", binary)
+    _write_json(results / "tasks" / "tf0" / "baselines" / "kmer-lr" / "report" / "metrics.json",
+                {**binary, "mcc": 0.6512})  # fmt: skip
+    _write_json(results / "chromatin" / "report" / "metrics.json", {
+        "split": "test", "examples": 60, "median_auroc": 0.81, "median_auprc": 0.4,
+        "median_auroc_by_category": {"TF": 0.8},
+        "prediction_spread": {"min_std": 5e-5, "median_std": 0.02, "max_std": 0.1,
+                              "std_by_feature": {"CTCF": 5e-5, "DNase_a": 0.1}}})  # fmt: skip
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    assert "Bits per base on the held-out chromosomes" in page
+    assert "<td>1.771</td>" in page and "<td>1.812</td>" in page
+    assert "order-9 Markov (alpha 2" in page
+    assert "Fine-tuning: tf0" in page and "k-mer (3-6) logistic regression" in page
+    assert "<td>0.6123</td>" in page and "<td>0.6512</td>" in page
+    assert "prediction std, CTCF</td><td>5e-05" in page  # a collapsed feature shows
+    assert "Fine-tuning: chromatin" in page
