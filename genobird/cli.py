@@ -627,9 +627,7 @@ def _add_dataset(commands) -> None:
     )
     sequences.add_argument("--positives", type=Path, required=True, help="text or FASTA")
     sequences.add_argument("--out", type=Path, required=True, help="HDF5 to write")
-    sequences.add_argument("--valid-fraction", type=float, default=0.1)
-    sequences.add_argument("--test-fraction", type=float, default=0.1)
-    sequences.add_argument("--seed", type=int, default=0)
+    _add_fraction_arguments(sequences)
     chromatin = _subparser(
         actions,
         "chromatin",
@@ -681,9 +679,14 @@ def _add_dataset(commands) -> None:
     )
     classify.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
-    classify.add_argument("--valid-fraction", type=float, default=0.1)
-    classify.add_argument("--test-fraction", type=float, default=0.1)
-    classify.add_argument("--seed", type=int, default=0)
+    _add_fraction_arguments(classify)
+
+
+def _add_fraction_arguments(parser) -> None:
+    """A seeded random split for records without one."""
+    parser.add_argument("--valid-fraction", type=float, default=0.1, help="drawn to validation")
+    parser.add_argument("--test-fraction", type=float, default=0.1, help="drawn to test")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the split")
 
 
 def _add_split_arguments(parser) -> None:
