@@ -247,6 +247,38 @@ def test_truncated_dataset_drops_masks_past_the_cut_and_nsp(datasets):
     assert int(item["nsp_labels"]) == -100
 
 
+def test_centred_context_windows_score_the_same_masked_tokens_at_every_length(datasets):
+    from genobird.training.pretraining import CentredContextDataset
+
+    train, _ = datasets  # instances of 256 tokens
+    for index in range(5):
+        original = train[index]
+        real = int(original["attention_mask"].sum())
+        masks = {
+            int(p): int(label)
+            for p, label in zip(original["masked_positions"], original["masked_labels"],
+                                strict=True)
+            if label != -100
+        }  # fmt: skip
+        targets = None
+        for length in (64, 128, 256):
+            item = CentredContextDataset(train, length, scored=32)[index]
+            span = min(length - 1, real)
+            start = min(max(0, real // 2 - span // 2), real - span)
+            assert item["input_ids"].shape == (length,) and int(item["input_ids"][0]) == 2
+            assert torch.equal(item["input_ids"][1 : span + 1],
+                               original["input_ids"][start : start + span])  # fmt: skip
+            kept = item["masked_labels"] != -100
+            found = {int(p) - 1 + start: int(label) for p, label in
+                     zip(item["masked_positions"][kept], item["masked_labels"][kept],
+                         strict=True)}  # fmt: skip
+            assert found and all(masks[p] == label for p, label in found.items())
+            assert all(abs(p - real // 2) <= 16 for p in found)  # the central 32 only
+            targets = found if targets is None else targets
+            assert found == targets  # the same targets, more context around them
+        assert int(item["nsp_labels"]) == -100
+
+
 def test_effective_batch_must_divide():
     with pytest.raises(Exception, match="not a multiple"):
         TrainingConfig(batch_size=3, effective_batch_size=8).accumulation_steps(1)

@@ -17,3 +17,9 @@ def sequence_task_command(wildcards, input):
         if key in input.keys():
             command += f" --{key} {input[key]}"
     return command
+
+
+def sequence_task_options(task):
+    """The optional fine-tuning settings of a sequence task, as genobird finetune options."""
+    keys = ("eval_every", "patience", "pooling")
+    return " ".join(f"--{key.replace('_', '-')} {task[key]}" for key in keys if key in task)

@@ -37,6 +37,7 @@ rule sequence_task_finetune:
         steps=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["max_steps"],
         rate=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["learning_rate"],
         batch=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["batch_size"],
+        selection=lambda wildcards: sequence_task_options(SEQUENCE_TASKS[wildcards.name]),
     wildcard_constraints:
         name="|".join(SEQUENCE_TASKS) or "none",
     log:
@@ -50,4 +51,5 @@ rule sequence_task_finetune:
     shell:
         "genobird -q finetune {params.task} --data {input.data} --output {params.output}"
         " --pretrained $(dirname {input.pretrained}) --max-steps {params.steps}"
-        " --learning-rate {params.rate} --batch-size {params.batch} > {log} 2>&1"
+        " --learning-rate {params.rate} --batch-size {params.batch} {params.selection}"
+        " > {log} 2>&1"

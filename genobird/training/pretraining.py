@@ -21,6 +21,7 @@ import yaml
 from torch.utils.data import DataLoader, Dataset
 
 from genobird.corpus import PretrainingDataset, Tokenizer, shard_paths
+from genobird.corpus.tokenizer import CLS_ID, PAD_ID
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
@@ -108,6 +109,46 @@ class TruncatedDataset(Dataset):
         item["masked_positions"] = item["masked_positions"].masked_fill(outside, 0)
         item["nsp_labels"] = torch.tensor(-100)
         return item
+
+
+class CentredContextDataset(Dataset):
+    """Held-out instances seen through a window of `length` tokens centred on the
+    instance ([CLS] + the central length - 1 tokens), scoring only the masks among the
+    central `scored` tokens. Every length scores the same masked tokens, so accuracy
+    across lengths measures what more context on both sides adds, nothing else."""
+
+    def __init__(self, base: Dataset, length: int, scored: int):
+        if scored > length - 1:
+            raise ConfigError(f"the scored centre ({scored}) must fit in the window ({length})")
+        self.base, self.length, self.scored = base, length, scored
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, index: int) -> dict:
+        item = self.base[index]
+        real = int(item["attention_mask"].sum())
+        centre = real // 2
+        span = min(self.length - 1, real)
+        start = min(max(0, centre - span // 2), real - span)
+        first_scored = centre - self.scored // 2
+        out = {
+            "input_ids": torch.full((self.length,), CLS_ID, dtype=torch.long),
+            "segment_ids": torch.zeros(self.length, dtype=torch.long),
+            "attention_mask": torch.zeros(self.length, dtype=torch.bool),
+        }
+        for key in out:
+            out[key][1 : span + 1] = item[key][start : start + span]
+        out["input_ids"][span + 1 :] = PAD_ID
+        out["attention_mask"][0] = True
+        positions, labels = item["masked_positions"], item["masked_labels"]
+        keep = (labels != -100) & (positions >= first_scored)
+        keep &= (positions < first_scored + self.scored) & (positions >= start)
+        keep &= positions < start + span
+        out["masked_positions"] = torch.where(keep, positions - start + 1, 0)
+        out["masked_labels"] = labels.masked_fill(~keep, -100)
+        out["nsp_labels"] = torch.tensor(-100)
+        return out
 
 
 # =========================================================================== run
@@ -271,17 +312,25 @@ __all__ = [
 
 
 def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int = 8) -> list[dict]:
-    """Masked-token accuracy of a pretrained model on held-out instances cut to each
-    length (no retraining: how much the trained model gains from seeing more context).
-    Each length scores only the masks inside its cut, as in TruncatedDataset."""
+    """Masked-token accuracy of a pretrained model on held-out instances seen through
+    centred windows of each length (no retraining: how much the trained model gains from
+    more context on both sides). Every length scores the same masked tokens, those among
+    the central half of the shortest window (CentredContextDataset). Lengths beyond the
+    instances or the model's max_position are left out."""
     from genobird.model.io import from_pretrained
 
     model = from_pretrained(model_dir, "cpu").eval()
     piece_lengths = Tokenizer(Path(model_dir) / "tokenizer.model").piece_lengths
     dataset = PretrainingDataset(shard_paths(instances_dir))
+    longest = min(model.config.max_position, len(dataset[0]["input_ids"]))
+    lengths = sorted(length for length in set(lengths) if 8 <= length <= longest)
+    if not lengths:
+        return []
+    scored = lengths[0] // 2
     rows = []
-    for length in sorted(lengths):
-        loader = DataLoader(TruncatedDataset(dataset, length), batch_size=batch_size)
+    for length in lengths:
+        windows = CentredContextDataset(dataset, length, scored)
+        loader = DataLoader(windows, batch_size=batch_size)
         metrics = evaluate_pretraining(model, loader, torch.device("cpu"), piece_lengths)
         rows.append({"context_length": length, **metrics})
     return rows
