@@ -262,3 +262,20 @@ def test_baselines_reject_one_class_and_disjoint_kmers(tmp_path, capsys):
     assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "disjoint.h5"),
                  "--output", str(tmp_path / "o2")]) == 1  # fmt: skip
     assert "share no 3-6-mer" in capsys.readouterr().err
+
+
+def test_baselines_reject_empty_inputs_in_one_line(tmp_path, capsys):
+    write(tmp_path / "empty.fa", "")
+    write(tmp_path / "held.fa", ">h\nACGTACGT\n")
+    assert main(["baseline", "markov", "--train", str(tmp_path / "empty.fa"),
+                 "--heldout", str(tmp_path / "held.fa")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "no DNA sequence" in err and len(err.strip().splitlines()) == 1
+    no_test = WindowSet("classify", ["y"], ["label"])
+    for index in range(12):
+        no_test.add("ACGTTGCA" * 5, [index % 2], "s", 0, 40, "+", "train")
+    no_test.write(tmp_path / "no_test.h5")
+    assert main(["baseline", "cnn", "--data", str(tmp_path / "no_test.h5"),
+                 "--output", str(tmp_path / "out")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "needs train and test rows" in err and len(err.strip().splitlines()) == 1
