@@ -269,6 +269,16 @@ def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def fresh_shape_of(model_dir: Path) -> dict:
+    """The architecture of a model directory, for a fresh model of the same shape (the
+    from-scratch control of a pretrained model); the vocabulary comes from --tokenizer."""
+    from genobird.model.io import read_model_description
+
+    config = dict(read_model_description(model_dir)["config"])
+    config.pop("vocab_size")
+    return config
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     from genobird.tasks.data import read_metadata
     from genobird.tasks.finetune import FinetuneSpec, finetune
@@ -299,6 +309,10 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         training=training,
         seed=args.seed,
     )  # fmt: skip
+    if args.shape_of:
+        if not args.from_scratch:
+            raise GenobirdError("--shape-of is for --from-scratch (a pretrained model has one)")
+        spec.model = fresh_shape_of(args.shape_of)
     report = finetune(args.data, args.output, spec, args.pretrained, args.tokenizer)
     print(f"fine-tuned {args.task}; test {_headline(report)}; model in {args.output}/model")
     return EXIT_OK
@@ -714,6 +728,9 @@ def _add_finetune(commands) -> None:
         help="no pretrained weights: a fresh 2-layer, 128-wide model (needs --tokenizer)",
     )
     sub.add_argument("--tokenizer", type=Path, help="with --from-scratch")
+    sub.add_argument("--shape-of", type=Path, metavar="MODEL_DIR",
+                     help="with --from-scratch: the architecture of this model directory, "
+                     "with fresh weights (default: 2 layers x 128)")  # fmt: skip
     sub.add_argument("--max-tokens", type=int,
                      help="longest input (default: what the data set's windows need, at most "
                      "the pretrained model's max_position); each batch is padded only to its "

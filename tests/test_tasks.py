@@ -550,3 +550,29 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert report["training"]["real_tokens_per_second"] > 0
     predictor = load_predictor(tmp_path / "run" / "model", device="cpu")
     assert predictor.model.pooling == "mean"
+
+
+def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_data, tmp_path,
+                                                                  capsys):  # fmt: skip
+    from genobird.corpus import Tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    vocab = Tokenizer(pretraining_data["tokenizer"]).vocab_size
+    shape = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                 max_position=256, block_size=32)  # fmt: skip
+    save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
+                    tmp_path / "shaped")  # fmt: skip
+    windows = WindowSet("classify", ["y"], ["label"])
+    rng = np.random.default_rng(5)
+    for index in range(40):
+        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
+                    "test" if index % 4 == 0 else "train")  # fmt: skip
+    data = windows.write(tmp_path / "d.h5")
+    command = ["-q", "finetune", "classify", "--data", str(data), "--output",
+               str(tmp_path / "run"), "--tokenizer", str(pretraining_data["tokenizer"]),
+               "--shape-of", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
+    assert main([*command, "--pretrained", str(tmp_path / "shaped")]) == 1
+    assert "--shape-of is for --from-scratch" in capsys.readouterr().err
+    assert main([*command, "--from-scratch"]) == 0
+    config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["config"]
+    assert {key: config[key] for key in shape} == shape
