@@ -73,19 +73,24 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     assert planned_jobs(plan) == 18  # 4 downloads; BED scoring only
 
 
+def _at(config, data: Path) -> dict:
+    """The config with its ../shared/data paths pointing at `data`."""
+    return yaml.safe_load(yaml.safe_dump(config).replace("../shared/data", str(data)))
+
+
 def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_data):
-    config = pipeline("human-mini")
+    config = _at(pipeline("human-mini"), shared_data)
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-2000:]
     plan = done.stdout
-    genome = "../shared/data/genome/"
+    genome = f"{shared_data}/genome/"
     assert (
         f"--reference {genome}grch38_chr20_chr21_0-10Mb.fa.gz "
         f"{genome}hg19_chr19_0-3119000_softmasked.fa {genome}grch37_22_20-21Mb.fa"
     ) in plan
     assert "--chromosomes 22:20000001-21000000 --passes 1" in plan  # the held-out piece
     assert "dataset promoter-sequences --positives" in plan
-    assert "--valid ../shared/data/tasks/gue_human_tf/0/dev.csv" in plan
+    assert f"--valid {shared_data}/tasks/gue_human_tf/0/dev.csv" in plan
     assert "genobird -q baseline markov" in plan and "--orders 0-10" in plan
     for rule in ("sequence_task_finetune", "classifier_baseline", "markov_baseline"):
         assert f"rule {rule}:" in plan
