@@ -93,26 +93,36 @@ class MarkovCounts:
         return int(self.tables[0].sum())
 
 
+def base_counts(counts: MarkovCounts, codes: np.ndarray, order: int):
+    """For every A/C/G/T base of `codes`: how often the training DNA had that base after
+    the same context, and how often it had that context (int64 arrays of equal length).
+    Bases near a run start use the context they have (orders below `order`). These do
+    not depend on the smoothing, so choosing alpha reuses them."""
+    hits, seen = [], []
+    for run in acgt_runs(codes):
+        for position in range(min(order, len(run))):  # short contexts at the run start
+            context = kmer_indices(run[:position], position)[:1] if position else np.zeros(1, int)
+            table = counts.tables[position]
+            hits.append(table[context, run[position : position + 1]])
+            seen.append(table[context].sum(axis=1))
+        if len(run) > order:
+            joint = kmer_indices(run, order + 1)
+            table = counts.tables[order]
+            hits.append(table[joint >> 2, joint & 3])
+            seen.append(table.sum(axis=1)[joint >> 2])
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(hits) if hits else empty), (np.concatenate(seen) if seen else empty)
+
+
+def smoothed_bits(hits: np.ndarray, seen: np.ndarray, alpha: float) -> float:
+    """Total bits of bases with these counts under add-`alpha` smoothing."""
+    return float(-np.log2((hits + alpha) / (seen + 4 * alpha)).sum())
+
+
 def sequence_bits(counts: MarkovCounts, codes: np.ndarray, order: int, alpha: float) -> float:
     """Total bits to encode the A/C/G/T bases of `codes` under the order-`order` model
     with add-`alpha` smoothing; bases near a run start use the context they have."""
-    total = 0.0
-    for run in acgt_runs(codes):
-        for position in range(min(order, len(run))):  # short contexts at the run start
-            context = kmer_indices(run[:position], position)[:1] if position else [0]
-            total += _bits(
-                counts.tables[position], np.asarray(context), run[position : position + 1], alpha
-            )
-        if len(run) > order:
-            joint = kmer_indices(run, order + 1)
-            total += _bits(counts.tables[order], joint >> 2, joint & 3, alpha)
-    return total
-
-
-def _bits(table: np.ndarray, contexts: np.ndarray, bases: np.ndarray, alpha: float) -> float:
-    hits = table[contexts, bases] + alpha
-    seen = table[contexts].sum(axis=1) + 4 * alpha
-    return float(-np.log2(hits / seen).sum())
+    return smoothed_bits(*base_counts(counts, codes, order), alpha)
 
 
 def base_count(codes_list: Iterable[np.ndarray]) -> int:
@@ -183,11 +193,12 @@ def markov_baseline(
             f"{valid_fraction:.0%}; give more training DNA"
         )
     counts = _fit(fit, max(orders), both_strands)
-    scores = {
-        (k, alpha): sum(sequence_bits(counts, codes, k, alpha) for codes in valid) / valid_bp
-        for k in orders
-        for alpha in ALPHAS
-    }
+    scores = {}
+    for k in orders:  # the counts of an order serve every alpha
+        per_sequence = [base_counts(counts, codes, k) for codes in valid]
+        hits = np.concatenate([h for h, _ in per_sequence])
+        seen = np.concatenate([n for _, n in per_sequence])
+        scores.update({(k, alpha): smoothed_bits(hits, seen, alpha) / valid_bp for alpha in ALPHAS})
     order, alpha = min(scores, key=scores.get)
     log.info("Markov order %d, alpha %g chosen on %d validation bases", order, alpha, valid_bp)
     counts = _fit(train, order, both_strands)
