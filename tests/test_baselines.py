@@ -279,3 +279,17 @@ def test_baselines_reject_empty_inputs_in_one_line(tmp_path, capsys):
                  "--output", str(tmp_path / "out")]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "needs train and test rows" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_validation_split_with_one_class_is_an_error_not_a_silent_choice(tmp_path, capsys):
+    windows = WindowSet("classify", ["y"], ["label"])
+    for index in range(30):
+        split = "valid" if index < 5 else "test" if index < 10 else "train"
+        label = 0 if split == "valid" else index % 2
+        windows.add("ACGTTGCAAC" * 4, [label], "s", 0, 40, "+", split)
+    windows.write(tmp_path / "valid_one_class.h5")
+    assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "valid_one_class.h5"),
+                 "--output", str(tmp_path / "out")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "no feature has both classes in the validation split" in err
+    assert len(err.strip().splitlines()) == 1

@@ -19,9 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genobird.baselines.data import BaselineData
+from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import dna_codes
-from genobird.tasks.metrics import mean_auroc
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +120,7 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        score = mean_auroc(data.valid.labels, predict(model, valid_codes, spec.rc_average))
-        score = float(np.nan_to_num(score, nan=0.0))  # no feature with both classes
+        score = validation_auroc(data, predict(model, valid_codes, spec.rc_average))
         history.append(round(score, 5))
         log.info("CNN epoch %d: validation AUROC %.4f", epoch + 1, score)
         if score > best:

@@ -15,7 +15,7 @@ import numpy as np
 
 from genobird.errors import InputError
 from genobird.tasks.data import read_metadata, read_split
-from genobird.tasks.metrics import is_multilabel
+from genobird.tasks.metrics import is_multilabel, mean_auroc
 
 log = logging.getLogger(__name__)
 
@@ -75,3 +75,16 @@ def _lend_validation(train: Split, seed: int) -> tuple[Split, Split]:
     order = np.random.default_rng(seed).permutation(len(train))
     cut = len(train) // 10
     return train.take(np.sort(order[cut:])), train.take(np.sort(order[:cut]))
+
+
+def validation_auroc(data: BaselineData, probabilities: np.ndarray) -> float:
+    """What the baselines maximise: mean validation AUROC. A validation split where no
+    feature has both classes cannot choose anything, so it is an error, not a silent
+    pick."""
+    score = mean_auroc(data.valid.labels, probabilities)
+    if not np.isfinite(score):
+        raise InputError(
+            f"{data.path}: no feature has both classes in the validation split "
+            f"({len(data.valid)} rows); give a validation split with positives and negatives"
+        )
+    return score

@@ -14,10 +14,9 @@ import time
 import numpy as np
 from scipy import sparse
 
-from genobird.baselines.data import BaselineData
+from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import acgt_runs, dna_codes, kmer_indices
 from genobird.errors import InputError
-from genobird.tasks.metrics import mean_auroc
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +86,9 @@ def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 
     scores = {}
     for c in c_grid:
         models = _fit(train, data.train.labels, c, seed)
-        scores[c] = mean_auroc(data.valid.labels, _predict(models, valid))
+        scores[c] = validation_auroc(data, _predict(models, valid))
         log.info("k-mer LR C=%g: validation AUROC %.4f", c, scores[c])
-    best = max(scores, key=lambda c: (np.nan_to_num(scores[c], nan=-1.0), -c))
+    best = max(scores, key=lambda c: (scores[c], -c))
     models = _fit(train, data.train.labels, best, seed)
     details = {
         "model": "kmer_lr",
