@@ -241,6 +241,14 @@ def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _names_preview(names: list[str], shown: int = 5) -> str:
+    """'3 labels: a, b, c', or the first few and a count: a data set may have 919."""
+    listed = ", ".join(names[:shown]) + (
+        f", ... ({len(names) - shown} more)" if len(names) > shown else ""
+    )
+    return f"{len(names)} label{'s' * (len(names) != 1)}: {listed}"
+
+
 def cmd_dataset_classify(args: argparse.Namespace) -> int:
     from genobird.tasks.classify import build_classify_dataset
 
@@ -250,15 +258,21 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
     )  # fmt: skip
     _report_rejected(problems)
     print(
-        f"wrote {args.out}: {len(windows):,} sequences, labels {', '.join(windows.feature_names)}; "
+        f"wrote {args.out}: {len(windows):,} sequences, {_names_preview(windows.feature_names)}; "
         f"{len(problems)} records skipped"
     )
     return EXIT_OK
 
 
 def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
+    if args.csv:
+        return _dataset_deepsea_csv(args)
     from genobird.tasks.chromatin import import_deepsea
 
+    missing = [f"--{name}" for name in ("split", "coordinates", "reference")
+               if getattr(args, name) is None]  # fmt: skip
+    if missing:
+        raise GenobirdError(f"--mat needs {', '.join(missing)}")
     if len(args.mat) != len(args.split):
         raise GenobirdError("give one --split name per --mat file, in the same order")
     windows = import_deepsea(
@@ -266,6 +280,25 @@ def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
         args.out, args.features, args.context,
     )  # fmt: skip
     print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
+    return EXIT_OK
+
+
+def _dataset_deepsea_csv(args: argparse.Namespace) -> int:
+    from genobird.tasks.deepsea_csv import DEEPSEA_WINDOW_BP, import_deepsea_csv
+
+    if args.split_column and (args.valid or args.test):
+        raise GenobirdError("give either --split-column or --valid/--test files, not both")
+    summary = import_deepsea_csv(
+        args.csv, args.out, args.features, args.split_column, args.valid_fraction,
+        args.test_fraction, args.seed, args.valid, args.test,
+    )  # fmt: skip
+    _report_rejected(summary.problems)
+    if summary.other_length:
+        log.warning("%d sequences are not %d bp long (kept)", summary.other_length,
+                    DEEPSEA_WINDOW_BP)  # fmt: skip
+    splits = ", ".join(f"{count:,} {split}" for split, count in summary.counts.items())
+    skipped = len(summary.problems)
+    print(f"wrote {args.out}: {splits}; {skipped} row{'s' * (skipped != 1)} skipped")
     return EXIT_OK
 
 
@@ -331,8 +364,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
         precision=args.precision,
     )  # fmt: skip
+    out = args.out
     summary = write_scores(
-        predictor, kind, source, args.out, args.format, args.features, args.reference,
+        predictor, kind, source, out, args.format, args.features, args.reference,
         args.tiles, progress=not args.quiet, chromosomes=args.chromosomes,
     )  # fmt: skip
     print(
@@ -340,11 +374,51 @@ def cmd_score(args: argparse.Namespace) -> int:
         + ", ".join(str(p) for p in summary.outputs)
     )
     if summary.scored == 0:
-        print("genobird: error: nothing could be scored (see the rejected file)", file=sys.stderr)
+        reason = (
+            f"all {summary.rejected:,} records were rejected (reasons in {out}.rejected.tsv)"
+            if summary.rejected
+            else f"{source} has no {kind.upper()} records"
+        )
+        print(f"genobird: error: nothing could be scored: {reason}", file=sys.stderr)
         return EXIT_FAILURE
     if args.strict and summary.rejected:
         print(f"genobird: error: --strict and {summary.rejected} records rejected", file=sys.stderr)
         return EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_ism(args: argparse.Namespace) -> int:
+    from genobird.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
+    from genobird.predict import load_predictor
+
+    if args.bed and args.reference is None:
+        raise GenobirdError("--bed needs --reference FASTA to cut the windows from")
+    predictor = load_predictor(
+        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
+        precision=args.precision,
+    )  # fmt: skip
+    features = args.features or predictor.feature_names
+    plotted = args.feature or features[0]
+    if args.plot and plotted not in features:
+        raise GenobirdError(f"--feature {plotted!r} is not among the features mutated")
+    problems: list = []
+    regions = (
+        bed_regions(args.bed, args.reference, predictor.input_length_bp, problems)
+        if args.bed
+        else fasta_regions(args.fasta, predictor.input_length_bp, problems)
+    )
+    try:
+        count, first = run_ism(predictor, regions, args.out, args.window, args.score,
+                               args.features, progress=not args.quiet)  # fmt: skip
+    finally:  # the skipped records explain an input where nothing could be mutated
+        _report_rejected(problems)
+    print(
+        f"mutated {count:,} records x {len(first.effects):,} bp x 3 bases "
+        f"({len(features):,} features); {len(problems)} records skipped; wrote {args.out}"
+    )
+    if args.plot:
+        plot_ism(first, features.index(plotted), plotted, args.plot, args.score)
+        print(f"wrote {args.plot} ({plotted}, {first.region.name})")
     return EXIT_OK
 
 
@@ -464,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataset(commands)
     _add_finetune(commands)
     _add_score(commands)
+    _add_ism(commands)
     _add_baseline(commands)
     _add_report(commands)
     _add_layout(commands)
@@ -661,22 +736,34 @@ def _add_dataset(commands) -> None:
     deepsea = _subparser(
         actions,
         "deepsea",
-        "DeepSEA's labels for one split (train.mat / valid.mat / test.mat) with a wider "
-        "context from the reference around the published 200 bp bins.",
+        "DeepSEA's 919 chromatin features: from the .mat files (a wider context cut from "
+        "the reference around the published 200 bp bins), or from a CSV of sequences and "
+        "labels (the layout GENA-LM and others publish).",
         cmd_dataset_deepsea,
     )
-    deepsea.add_argument("--mat", type=Path, nargs="+", required=True,
-                         help="train.mat, valid.mat and/or test.mat")  # fmt: skip
-    deepsea.add_argument("--split", choices=["train", "valid", "test"], nargs="+", required=True,
-                         help="the split of each --mat, in order")  # fmt: skip
-    deepsea.add_argument("--coordinates", type=Path, required=True,
-                         help="BED of the bins: one split's, or genome-wide")  # fmt: skip
-    deepsea.add_argument("--reference", type=Path, required=True, help="hg19 FASTA")
+    source = deepsea.add_mutually_exclusive_group(required=True)
+    source.add_argument("--mat", type=Path, nargs="+",
+                        help="train.mat, valid.mat and/or test.mat")  # fmt: skip
+    source.add_argument("--csv", type=Path,
+                        help="CSV(.gz): a sequence then 919 labels per row")  # fmt: skip
+    mat = deepsea.add_argument_group(".mat route")
+    mat.add_argument("--split", choices=["train", "valid", "test"], nargs="+",
+                     help="the split of each --mat, in order")  # fmt: skip
+    mat.add_argument("--coordinates", type=Path,
+                     help="BED of the bins: one split's, or genome-wide")  # fmt: skip
+    mat.add_argument("--reference", type=Path, help="hg19 FASTA")
+    mat.add_argument("--context", type=int, default=8000, help="paper: 8 kb")
+    table = deepsea.add_argument_group("CSV route")
+    table.add_argument("--split-column", help="column of train/valid/test (needs a header)")
+    table.add_argument("--valid", type=Path, help="CSV of the validation split")
+    table.add_argument("--test", type=Path, help="CSV of the test split")
+    table.add_argument("--valid-fraction", type=float, default=0.05)
+    table.add_argument("--test-fraction", type=float, default=0.05)
+    table.add_argument("--seed", type=int, default=0)
     deepsea.add_argument("--features", type=Path,
                          help="919-feature table TSV (default: placeholder names, DeepSEA's "
                          "categories)")  # fmt: skip
     deepsea.add_argument("--out", type=Path, required=True, help="HDF5 to write")
-    deepsea.add_argument("--context", type=int, default=8000, help="paper: 8 kb")
     classify = _subparser(
         actions,
         "classify",
@@ -800,6 +887,34 @@ def _add_score(commands) -> None:
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
                      help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def _add_ism(commands) -> None:
+    sub = _subparser(
+        commands,
+        "ism",
+        "In-silico mutagenesis: every base of the central WINDOW bp changed to each other "
+        "base, and the change of each feature's score (HDF5), with an optional heatmap.",
+        cmd_ism,
+    )
+    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--fasta", type=Path, help="sequences (fitted to the model's window)")
+    inputs.add_argument("--bed", type=Path, help="regions (centred, + strand)")
+    sub.add_argument("--reference", type=Path, help="genome FASTA (for --bed)")
+    sub.add_argument("--window", type=int, required=True, help="bp mutated, centred")
+    sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
+                     help="alt - ref probability, or the log-odds change")  # fmt: skip
+    sub.add_argument("--features", nargs="+", help="only these features (default: all)")
+    sub.add_argument("--plot", type=Path, help="PNG heatmap of the first record")
+    sub.add_argument("--feature", help="the feature to plot (default: the first)")
+    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
+                     help="average both strands (default: chromatin yes, promoter no)")  # fmt: skip
+    sub.add_argument("--batch-size", type=int, default=16)
+    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
+                     help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
 
 
 def _add_baseline(commands) -> None:

@@ -8,11 +8,12 @@ import hashlib
 import io
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from genobird.errors import ReferenceFileError
+from genobird.errors import InputError, ReferenceFileError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -88,3 +89,23 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def duplicated(names) -> list[str]:
+    """The names that occur more than once, in order of first occurrence."""
+    counts = Counter(names)
+    return [name for name in counts if counts[name] > 1]
+
+
+def require_unique_names(names, what: str, source, fix: str) -> None:
+    """One-line error naming the repeated names: a reader keyed by name would keep only
+    the last of each, silently losing the others."""
+    repeated = duplicated(names)
+    if repeated:
+        shown = ", ".join(repr(name) for name in repeated[:5])
+        more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+        raise InputError(f"{source}: duplicate {what} {shown}{more}; {fix}")
+
+
+def require_unique_columns(columns, source) -> None:
+    require_unique_names(columns, "column names", source, "give each column its own name")

@@ -295,7 +295,7 @@ class Predictor:
         ref = self._probabilities(ref_windows) if variants else empty
         alt = self._probabilities(alt_windows) if variants else empty
         diff = alt.astype(np.float64) - ref
-        log_odds = _logit(alt) - _logit(ref)
+        log_odds = logit(alt) - logit(ref)
         scores = {
             "diff": diff,
             "abs_diff": np.abs(diff),
@@ -339,7 +339,7 @@ def _wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:
     return {reference.resolve(chrom) for chrom in chromosomes}
 
 
-def _logit(probabilities: np.ndarray) -> np.ndarray:
+def logit(probabilities: np.ndarray) -> np.ndarray:
     clipped = np.clip(probabilities.astype(np.float64), LOG_ODDS_EPSILON, 1 - LOG_ODDS_EPSILON)
     return np.log(clipped) - np.log1p(-clipped)
 

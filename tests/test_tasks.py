@@ -576,3 +576,124 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_d
     assert main([*command, "--from-scratch"]) == 0
     config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["config"]
     assert {key: config[key] for key in shape} == shape
+
+
+# --------------------------------------------------------------------------- DeepSEA CSV
+def _deepsea_csv_rows(count: int, length: int, seed: int) -> tuple[list[str], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    sequences = ["".join(rng.choice(list("ACGT"), length)) for _ in range(count)]
+    return sequences, rng.integers(0, 2, size=(count, 919)).astype(np.uint8)
+
+
+def _csv_line(sequence: str, labels) -> str:
+    return ",".join([sequence, *map(str, labels)]) + "\n"
+
+
+@pytest.mark.shared_data
+def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(shared_data, tmp_path,
+                                                                       capsys, caplog):  # fmt: skip
+    """The published layout (no header, sequence then 919 labels; gzipped), with real
+    feature names: 55 repeated cell|target|treatment triples become unique by index."""
+    from genobird.tasks.chromatin import read_deepsea_features
+
+    table = shared_data / "chromatin" / "deepsea_919_features.tsv"
+    sequences, labels = _deepsea_csv_rows(40, 120, seed=0)
+    lines = [_csv_line(s, y) for s, y in zip(sequences, labels, strict=True)]
+    lines[3] = _csv_line(sequences[3], labels[3][:-1])  # 918 labels
+    lines[5] = _csv_line(sequences[5], [2, *labels[5][1:]])  # a label that is not 0/1
+    lines[7] = _csv_line("ACGX" + sequences[7][4:], labels[7])  # not DNA
+    lines[9] = _csv_line("A" * 8000, labels[9])  # DeepSEA's own length
+    path = tmp_path / "deepsea.csv.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.writelines(lines)
+    out = tmp_path / "d.h5"
+    assert main(["dataset", "deepsea", "--csv", str(path), "--features", str(table), "--out",
+                 str(out), "--valid-fraction", "0.2", "--test-fraction", "0.2"]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    for line, reason in ((4, "919 fields, expected 920"), (6, "label '2' is not 0 or 1"),
+                         (8, "sequence: invalid DNA character 'X'")):  # fmt: skip
+        assert f"deepsea.csv.gz:{line}: {reason}" in caplog.text
+    assert "36 sequences are not 8000 bp long (kept)" in caplog.text
+    assert "3 rows skipped" in captured.out and len(captured.out.splitlines()) == 1
+    meta = read_metadata(out)
+    names, categories = read_deepsea_features(table)
+    assert meta["feature_names"] == names and meta["categories"] == categories
+    assert len(set(names)) == 919 and "GM12878|CTCF|None#127" in names
+    assert names[0] == "8988T|DNase|None"  # row 0 of the table: order kept
+    kept = [i for i in range(40) if i not in (3, 5, 7)]
+    assert sum(meta["counts"].values()) == 37 and min(meta["counts"].values()) > 0
+    with h5py.File(out, "r") as handle:
+        assert np.array_equal(handle["labels"][:], labels[kept])
+        assert [s.decode() for s in handle["sequences"][:]] == [
+            ("A" * 8000 if i == 9 else sequences[i]) for i in kept
+        ]
+        assert handle["chrom"][0].decode() == "deepsea.csv.gz:1"
+
+
+def test_deepsea_csv_with_a_header_and_a_split_column(tmp_path, capsys, caplog):
+    """A header row names the columns; without a feature table the names are DeepSEA's
+    placeholders with its category layout (125 DNase, 690 TF, 104 Histone)."""
+    sequences, labels = _deepsea_csv_rows(6, 50, seed=1)
+    header = ",".join(["sequence", "split", *(f"f{i}" for i in range(919))]) + "\n"
+    splits = ["train", "train", "valid", "test", "dev", "train"]
+    body = "".join(
+        ",".join([s, split, *map(str, y)]) + "\n"
+        for s, split, y in zip(sequences, splits, labels, strict=True)
+    )
+    path = write(tmp_path / "h.csv", header + body)
+    out = tmp_path / "h.h5"
+    assert main(["-q", "dataset", "deepsea", "--csv", str(path), "--split-column", "split",
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert "h.csv:6: split must be one of" in caplog.text  # 'dev'
+    assert "1 row skipped" in capsys.readouterr().out
+    meta = read_metadata(out)
+    assert meta["counts"] == {"train": 3, "valid": 1, "test": 1}
+    assert meta["categories"].count("DNase") == 125 and meta["categories"][-1] == "Histone"
+    write(path, header.replace("f5,", "f4,") + body)
+    assert main(["-q", "dataset", "deepsea", "--csv", str(path), "--out", str(out)]) == 1
+    assert "duplicate column names 'f4'" in capsys.readouterr().err
+
+
+def test_a_published_csv_without_a_header_has_no_split_column(tmp_path, capsys):
+    sequences, labels = _deepsea_csv_rows(2, 30, seed=2)
+    path = write(tmp_path / "p.csv", "".join(map(_csv_line, sequences, labels)))
+    assert main(["-q", "dataset", "deepsea", "--csv", str(path), "--split-column", "split",
+                 "--out", str(tmp_path / "p.h5")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "needs a header row" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p.h5").exists()
+
+
+# --------------------------------------------------------------------------- names
+def test_duplicate_column_names_are_one_line_errors_not_merged_columns(tmp_path, capsys):
+    table = write(tmp_path / "d.csv", "sequence,a|b|c,x,a|b|c\nACGT,1,0,1\nGGCC,0,1,0\n")
+    out = tmp_path / "d.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "duplicate column names 'a|b|c'" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    fasta = write(tmp_path / "d.fa", ">s1 a=1 a=0\nACGT\n")
+    assert main(["-q", "dataset", "classify", "--input", str(fasta), "--out", str(out)]) == 1
+    assert "duplicate labels 'a'" in capsys.readouterr().err
+
+
+def test_feature_names_are_unique_in_every_data_set(tmp_path):
+    from genobird.tasks.chromatin import read_feature_table
+
+    with pytest.raises(InputError, match="duplicate feature names 'x'"):
+        WindowSet("chromatin", ["x", "y", "x"])
+    peaks = write(tmp_path / "p.bed", "chr1\t0\t10\n")
+    table = write(tmp_path / "f.tsv", f"name\tcategory\tpeak_file\nx\tTF\t{peaks.name}\n"
+                  f"x\tTF\t{peaks.name}\n")  # fmt: skip
+    with pytest.raises(InputError, match="duplicate feature names 'x'"):
+        read_feature_table(table)
+
+
+def test_classify_summary_names_a_few_labels_not_all(tmp_path, capsys):
+    header = "sequence," + ",".join(f"label{i}" for i in range(40))
+    table = write(tmp_path / "m.csv", header + "\nACGT," + ",".join("01" * 20) + "\n")
+    assert main(["-q", "dataset", "classify", "--input", str(table),
+                 "--out", str(tmp_path / "m.h5")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "40 labels: label0, label1, label2, label3, label4, ... (35 more)" in out
+    assert "label39" not in out

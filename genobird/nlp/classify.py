@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from genobird.errors import InputError
+from genobird.fileio import require_unique_columns
 from genobird.nlp.text import TextTokenizer
 
 TEXT_KEYS = ("text", "sentence", "sentence1", "question")
@@ -63,7 +64,9 @@ def _rows(path: Path) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: not JSON lines ({exc})") from exc
     delimiter = "\t" if path.suffix in (".tsv", ".tab") else ","
-    return list(csv.DictReader(text.splitlines(), delimiter=delimiter))
+    reader = csv.DictReader(text.splitlines(), delimiter=delimiter)
+    require_unique_columns(reader.fieldnames or [], path)
+    return list(reader)
 
 
 # =========================================================================== labels

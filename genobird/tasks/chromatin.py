@@ -26,6 +26,7 @@ import h5py
 import numpy as np
 
 from genobird.errors import ConfigError, InputError
+from genobird.fileio import duplicated, require_unique_columns, require_unique_names
 from genobird.genome import Reference, one_hot_to_sequence, point_window, read_bed
 from genobird.genome.alphabet import DEEPSEA_ORDER
 from genobird.tasks.data import WindowSet, chromosome_split
@@ -115,17 +116,27 @@ def default_deepsea_features() -> tuple[list[str], list[str]]:
 
 
 def read_deepsea_features(path: str | Path) -> tuple[list[str], list[str]]:
-    """Names ("cell_type|target|treatment") and categories of DeepSEA's 919 features, in
-    output order, from a table with columns index, category, cell_type, target, treatment."""
-    lines = Path(path).read_text().splitlines()
-    header = lines[0].split("\t")
+    """Names and categories of DeepSEA's 919 features, in output order, from a table with
+    columns index, category, cell_type, target, treatment. A name is
+    "cell_type|target|treatment"; DeepSEA has 55 such triples more than once (one per
+    lab's peak file), and those names end in "#index" so every output has its own name."""
+    header, rows = _read_tsv(path)
     needed = {"index", "category", "cell_type", "target", "treatment"}
     if not needed <= set(header):
         raise InputError(f"{path}: needs columns {sorted(needed)}; has {header}")
-    rows = [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:] if line]
     rows.sort(key=lambda row: int(row["index"]))
     names = [f"{r['cell_type']}|{r['target']}|{r['treatment']}" for r in rows]
+    repeated = set(duplicated(names))
+    names = [f"{n}#{r['index']}" if n in repeated else n for n, r in zip(names, rows, strict=True)]
     return names, [r["category"] for r in rows]
+
+
+def _read_tsv(path: str | Path) -> tuple[list[str], list[dict]]:
+    """(header, rows as dicts) of a small TSV table; repeated column names are an error."""
+    lines = Path(path).read_text().splitlines()
+    header = lines[0].split("\t") if lines else []
+    require_unique_columns(header, path)
+    return header, [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:] if line]
 
 
 def _split_bins(bins: list, split: str, expected: int, coordinates, mat_path) -> list:
@@ -185,11 +196,11 @@ class ChromatinSpec:
 def read_feature_table(path: str | Path) -> list[dict]:
     """A TSV with columns name, category, peak_file (relative to the table)."""
     path = Path(path)
-    lines = path.read_text().splitlines()
-    header = lines[0].split("\t") if lines else []
+    header, rows = _read_tsv(path)
     if not {"name", "category", "peak_file"} <= set(header):
         raise InputError(f"{path}: needs columns name, category, peak_file; has {header}")
-    rows = [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:] if line]
+    require_unique_names([row["name"] for row in rows], "feature names", path,
+                         "each feature needs its own name")  # fmt: skip
     for row in rows:
         row["peak_path"] = (path.parent / row["peak_file"]).resolve()
     return rows

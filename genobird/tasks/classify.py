@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from genobird.errors import GenobirdError, InputError
-from genobird.fileio import open_text
+from genobird.fileio import open_text, require_unique_columns, require_unique_names
 from genobird.genome import normalise_dna, read_fasta
 from genobird.genome.regions import BadRecord
 from genobird.tasks.data import SPLITS, WindowSet
@@ -32,6 +32,7 @@ def _records_from_table(path: Path, label_columns, problems):
         reader = csv.DictReader(handle, delimiter=delimiter)
         if not reader.fieldnames or "sequence" not in reader.fieldnames:
             raise InputError(f"{path}: needs a 'sequence' column; has {reader.fieldnames}")
+        require_unique_columns(reader.fieldnames, path)
         columns = label_columns or [c for c in reader.fieldnames if c not in RESERVED]
         if not columns:
             raise InputError(f"{path}: no label columns (all of {reader.fieldnames} are reserved)")
@@ -48,7 +49,10 @@ def _records_from_table(path: Path, label_columns, problems):
 
 def _records_from_fasta(path: Path, label_columns, problems):
     for number, record in enumerate(read_fasta(path, problems=problems), 1):
-        pairs = dict(item.split("=", 1) for item in record.description.split() if "=" in item)
+        items = [item.split("=", 1) for item in record.description.split() if "=" in item]
+        require_unique_names([key for key, _ in items], "labels", f"{path} record {record.name}",
+                             "give each label once per header")  # fmt: skip
+        pairs = dict(items)
         split = pairs.pop("split", None)
         columns = label_columns or sorted(pairs)
         yield number, record.name, record.sequence, {c: pairs.get(c) for c in columns}, split
@@ -66,6 +70,8 @@ def build_classify_dataset(
     """A data set from labelled sequences. With `valid_path` / `test_path` (data sets
     published as separate files, e.g. GUE's train/dev/test), their records form those
     splits and the records of `path` without a split column are all training records."""
+    if label_columns:
+        require_unique_names(label_columns, "label columns", "--label-columns", "name each once")
     sources = [(Path(path), None)] + [
         (Path(p), split) for p, split in ((valid_path, "valid"), (test_path, "test")) if p
     ]

@@ -14,7 +14,9 @@ central tokens, so the TSS or bin centre stays in the middle of what the model s
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import torch
 
 from genobird.corpus.tokenizer import CLS_ID, PAD_ID, SEP_ID, Tokenizer
 from genobird.errors import InputError
-from genobird.fileio import atomic_path
+from genobird.fileio import atomic_path, require_unique_names
 from genobird.genome.alphabet import reverse_complement
 
 FORMAT = "genobird-sequences/1"
@@ -45,6 +47,11 @@ class WindowSet:
     ends: list[int] = field(default_factory=list)
     strands: list[str] = field(default_factory=list)
     splits: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        # One model output per name: scores, metrics and tables are keyed by it.
+        require_unique_names(self.feature_names, "feature names", f"the {self.task} data set",
+                             "each feature needs its own name")  # fmt: skip
 
     def add(self, sequence, labels, chrom, start, end, strand, split) -> None:
         labels = np.asarray(labels, dtype=np.uint8).reshape(-1)
@@ -68,24 +75,58 @@ class WindowSet:
         if not self.sequences:
             raise InputError(f"no windows to write to {path}")
         width = max(len(s) for s in self.sequences)
-        with atomic_path(path) as tmp, h5py.File(tmp, "w") as handle:
-            handle.create_dataset(
-                "sequences", data=np.array(self.sequences, dtype=f"S{width}"), compression="lzf"
-            )
-            handle.create_dataset("labels", data=np.stack(self.labels), compression="lzf")
-            handle.create_dataset("chrom", data=np.array(self.chroms, dtype="S"))
-            handle.create_dataset("start", data=np.array(self.starts, dtype=np.int64))
-            handle.create_dataset("end", data=np.array(self.ends, dtype=np.int64))
-            handle.create_dataset("strand", data=np.array(self.strands, dtype="S1"))
-            handle.create_dataset("split", data=np.array(self.splits, dtype="S5"))
-            handle.attrs.update(
-                format=FORMAT,
-                task=self.task,
-                feature_names=json.dumps(self.feature_names),
-                categories=json.dumps(self.categories),
-                window_bp=width,
-            )
+        name_width = max(len(c) for c in self.chroms)
+        with window_writer(path, self.task, self.feature_names, self.categories,
+                           len(self), width, name_width) as writer:  # fmt: skip
+            writer.write(self.sequences, np.stack(self.labels), self.chroms, self.starts,
+                         self.ends, self.strands, self.splits)  # fmt: skip
         return Path(path)
+
+
+class _SliceWriter:
+    """Fills preallocated datasets of `count` windows, a slice at a time."""
+
+    def __init__(self, handle: h5py.File, count: int):
+        self.handle, self.count, self.rows = handle, count, 0
+
+    def write(self, sequences, labels, chroms, starts, ends, strands, splits) -> None:
+        end = self.rows + len(sequences)
+        if end > self.count:
+            raise InputError(f"{end} windows for a data set declared with {self.count}")
+        columns = {"sequences": sequences, "labels": labels, "chrom": chroms, "start": starts,
+                   "end": ends, "strand": strands, "split": splits}  # fmt: skip
+        for name, values in columns.items():
+            dataset = self.handle[name]
+            self.handle[name][self.rows : end] = np.asarray(values, dtype=dataset.dtype)
+        self.rows = end
+
+
+@contextlib.contextmanager
+def window_writer(path, task: str, feature_names: list[str], categories: list[str],
+                  count: int, width: int, name_width: int) -> Iterator[_SliceWriter]:  # fmt: skip
+    """A data set of `count` windows (sequences of at most `width` bp, names of at most
+    `name_width` characters) written slice by slice, so millions of 8 kb windows need not
+    be held in memory; the file appears only when all `count` rows were written."""
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as handle:
+        handle.create_dataset("sequences", (count,), dtype=f"S{width}", compression="lzf")
+        handle.create_dataset("labels", (count, len(feature_names)), dtype=np.uint8,
+                              compression="lzf")  # fmt: skip
+        handle.create_dataset("chrom", (count,), dtype=f"S{max(name_width, 1)}")
+        for name in ("start", "end"):
+            handle.create_dataset(name, (count,), dtype=np.int64)
+        handle.create_dataset("strand", (count,), dtype="S1")
+        handle.create_dataset("split", (count,), dtype="S5")
+        handle.attrs.update(
+            format=FORMAT,
+            task=task,
+            feature_names=json.dumps(feature_names),
+            categories=json.dumps(categories),
+            window_bp=width,
+        )
+        writer = _SliceWriter(handle, count)
+        yield writer
+        if writer.rows != count:
+            raise InputError(f"{path}: {writer.rows} windows written of the {count} declared")
 
 
 def read_metadata(path: str | Path) -> dict:

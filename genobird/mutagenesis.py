@@ -1,0 +1,225 @@
+"""In-silico mutagenesis (`genobird ism`): every base of a region changed to each other
+base, and the effect on every feature of a predictor, as DeepSEA and Selene users expect.
+
+For each record the input window is cut (BED: centred on the interval; FASTA: the record
+fitted as `score` fits it), and every position of its central `window` bp is mutated to
+each of the three other bases (N positions to all four). The effect of a mutation is
+alt - ref of the feature's probability, or logit(alt) - logit(ref) with
+score="log_odds"; the reference base's own entry is 0. Mutants are scored in batches
+through the predictor, so the result equals scoring each mutated sequence on its own.
+
+HDF5 output, one row per record:
+    effects      float32 [R, W, 4, F]   bases in A, C, G, T order
+    reference    float32 [R, F]         probabilities of the unmutated window
+    sequence     S{W} [R]               the reference bases of the mutated window
+    name S [R], chrom S [R], start int64 [R]   first mutated base (0-based; FASTA: in
+                                               the record, chrom = record name)
+    feature_names S [F];  attrs: score, window, bases
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+from tqdm import tqdm
+
+from genobird.errors import ConfigError, InputError
+from genobird.fileio import atomic_path
+from genobird.genome import Reference, centered_window, read_bed, read_fasta
+from genobird.predict import fit_window, logit
+
+BASES = "ACGT"
+SCORE_LABELS = {"diff": "alt - ref", "log_odds": "logit(alt) - logit(ref)"}
+SCORES = tuple(SCORE_LABELS)
+
+
+@dataclass
+class Region:
+    """One record to mutate: its input window and where the window sits."""
+
+    name: str
+    chrom: str
+    window_start: int  # of the input window: genome (BED) or record (FASTA) coordinate
+    sequence: str  # the predictor's whole input window
+
+
+@dataclass
+class IsmResult:
+    region: Region
+    first: int  # offset of the first mutated base in the input window
+    reference: np.ndarray  # float32 [F]
+    effects: np.ndarray  # float32 [W, 4, F]
+
+    @property
+    def mutated_sequence(self) -> str:
+        return self.region.sequence[self.first : self.first + len(self.effects)]
+
+    @property
+    def start(self) -> int:
+        return self.region.window_start + self.first
+
+
+def mutated_span(input_bp: int, window: int) -> tuple[int, int]:
+    """(first, length) of the central `window` bp of an input of `input_bp`."""
+    if window < 1:
+        raise ConfigError(f"--window must be at least 1 bp, got {window}")
+    length = min(window, input_bp)
+    return (input_bp - length) // 2, length
+
+
+def mutants(sequence: str, first: int, length: int) -> Iterator[tuple[int, int, str]]:
+    """(position in the span, base index, mutated sequence) for every single-base change."""
+    for offset in range(length):
+        position = first + offset
+        for index, base in enumerate(BASES):
+            if sequence[position] != base:
+                yield offset, index, sequence[:position] + base + sequence[position + 1 :]
+
+
+def mutagenesis(predictor, region: Region, window: int, score: str = "diff",
+                features: list[int] | None = None) -> IsmResult:  # fmt: skip
+    """Effects of every single-base change in the central `window` bp of `region`."""
+    if score not in SCORES:
+        raise ConfigError(f"score must be one of {SCORES}, got {score!r}")
+    first, length = mutated_span(len(region.sequence), window)
+    columns = features if features is not None else slice(None)
+    reference = predictor.predict([region.sequence])[0][columns]
+    changes = list(mutants(region.sequence, first, length))
+    effects = np.zeros((length, len(BASES), len(reference)), dtype=np.float32)
+    batch = max(predictor.batch_size * 16, 64)  # bounded memory, full batches
+    for start in range(0, len(changes), batch):
+        part = changes[start : start + batch]
+        alt = predictor.predict([sequence for _, _, sequence in part])[:, columns]
+        offsets = np.array([offset for offset, _, _ in part])
+        bases = np.array([index for _, index, _ in part])
+        effects[offsets, bases] = _effect(alt, reference, score)
+    return IsmResult(region, first, reference.astype(np.float32), effects)
+
+
+def _effect(alt: np.ndarray, reference: np.ndarray, score: str) -> np.ndarray:
+    if score == "log_odds":
+        return logit(alt) - logit(reference[None, :])
+    return alt.astype(np.float64) - reference[None, :]
+
+
+# ------------------------------------------------------------------ inputs
+def fasta_regions(path, input_bp: int, problems: list) -> Iterator[Region]:
+    for record in read_fasta(path, problems=problems):
+        offset = _fit_offset(len(record.sequence), input_bp)
+        yield Region(record.name, record.name, offset, fit_window(record.sequence, input_bp))
+
+
+def _fit_offset(record_bp: int, input_bp: int) -> int:
+    """Record coordinate of the first base of `fit_window`'s output (negative: N padding)."""
+    if record_bp >= input_bp:
+        return (record_bp - input_bp) // 2
+    return -((input_bp - record_bp) // 2)
+
+
+def bed_regions(path, reference, input_bp: int, problems: list) -> Iterator[Region]:
+    """Windows centred on the intervals, on the genome's + strand (the BED strand is not
+    applied, so positions and bases read as the reference's)."""
+    reference = reference if isinstance(reference, Reference) else Reference(reference)
+    for interval in read_bed(path, contigs=reference.lengths, problems=problems):
+        window = centered_window(interval, input_bp)
+        sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)
+        name = interval.name or f"{interval.chrom}:{interval.start}-{interval.end}"
+        yield Region(name, interval.chrom, window.start, sequence)
+
+
+# ------------------------------------------------------------------ output
+class IsmWriter:
+    """Appends one record at a time to the HDF5 file (renamed into place at the end)."""
+
+    def __init__(self, path: Path, feature_names: list[str], window: int, score: str):
+        self._context = atomic_path(path)
+        self._file = h5py.File(self._context.__enter__(), "w")
+        self._file.create_dataset("feature_names", data=np.array(feature_names, dtype="S"))
+        self._file.attrs.update(score=score, window=window, bases=BASES)
+        self.path, self.features, self.window, self.rows = path, len(feature_names), window, 0
+
+    def write(self, result: IsmResult) -> None:
+        self._append("effects", result.effects[None], np.float32)
+        self._append("reference", result.reference[None], np.float32)
+        self._append("sequence", np.array([result.mutated_sequence], dtype="S"), f"S{self.window}")
+        for name, value in (("name", result.region.name), ("chrom", result.region.chrom)):
+            self._append(name, np.array([value], dtype=object), h5py.string_dtype())
+        self._append("start", np.array([result.start], dtype=np.int64), np.int64)
+        self.rows += 1
+
+    def _append(self, name: str, values: np.ndarray, dtype) -> None:
+        if name not in self._file:
+            self._file.create_dataset(name, shape=(0, *values.shape[1:]), dtype=dtype,
+                                      maxshape=(None, *values.shape[1:]), chunks=True)  # fmt: skip
+        dataset = self._file[name]
+        dataset.resize(dataset.shape[0] + 1, axis=0)
+        dataset[-1:] = values
+
+    def close(self, ok: bool) -> None:
+        self._file.close()
+        if ok:
+            self._context.__exit__(None, None, None)
+        else:
+            failure = RuntimeError("in-silico mutagenesis did not complete")
+            self._context.__exit__(type(failure), failure, None)
+
+
+def run_ism(predictor, regions: Iterator[Region], out: Path, window: int,
+            score: str = "diff", features: list[str] | None = None,
+            progress: bool = False) -> tuple[int, IsmResult]:  # fmt: skip
+    """ISM of every region into `out`, one record in memory at a time; returns the number
+    of records and the first one's result (for the plot)."""
+    names = features or predictor.feature_names
+    unknown = [name for name in names if name not in predictor.feature_names]
+    if unknown:
+        raise ConfigError(f"unknown features {unknown[:5]}; see the model's feature names")
+    columns = [predictor.feature_names.index(name) for name in names]
+    _, length = mutated_span(predictor.input_length_bp, window)
+    writer = IsmWriter(out, names, length, score)
+    first = None
+    try:
+        for region in tqdm(regions, unit="regions", desc="ism", disable=not progress):
+            result = mutagenesis(predictor, region, window, score, columns)
+            writer.write(result)
+            first = first or result
+    finally:
+        writer.close(ok=first is not None)
+    if first is None:
+        raise InputError("no record could be mutated (the input has no usable record)")
+    return writer.rows, first
+
+
+# ------------------------------------------------------------------ plot
+def plot_ism(result: IsmResult, feature: int, feature_name: str, path: Path,
+             score: str = "diff") -> Path:  # fmt: skip
+    """Heatmap of positions x bases for one feature, over a per-position importance track
+    (the largest |effect| of any change at that position)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    effects = result.effects[:, :, feature].T  # [4, W]
+    limit = float(np.abs(effects).max()) or 1.0
+    width = max(6.0, min(24.0, len(result.effects) / 25))
+    figure, (track, heat) = plt.subplots(2, 1, figsize=(width, 4), sharex=True,
+                                         gridspec_kw={"height_ratios": [1, 1.4]})  # fmt: skip
+    positions = np.arange(result.start, result.start + len(result.effects))
+    track.bar(positions, np.abs(effects).max(axis=0), width=1.0, color="#444")
+    track.set_ylabel("max |effect|")
+    track.set_title(f"{result.region.name}: {feature_name}")
+    image = heat.imshow(effects, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit,
+                        extent=(positions[0] - 0.5, positions[-1] + 0.5, 3.5, -0.5),
+                        interpolation="nearest")  # fmt: skip
+    heat.set_yticks(range(4), list(BASES))
+    heat.set_xlabel(f"{result.region.chrom} position (0-based)")
+    figure.colorbar(image, ax=heat, label=SCORE_LABELS[score], orientation="horizontal", pad=0.25)
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
+    plt.close(figure)
+    return Path(path)
