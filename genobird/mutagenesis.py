@@ -216,6 +216,7 @@ def plot_ism(result: IsmResult, feature: int, feature_name: str, path: Path,
                         extent=(positions[0] - 0.5, positions[-1] + 0.5, 3.5, -0.5),
                         interpolation="nearest")  # fmt: skip
     heat.set_yticks(range(4), list(BASES))
+    heat.ticklabel_format(axis="x", style="plain", useOffset=False)  # whole coordinates
     heat.set_xlabel(f"{result.region.chrom} position (0-based)")
     figure.colorbar(image, ax=heat, label=SCORE_LABELS[score], orientation="horizontal", pad=0.25)
     figure.tight_layout()

@@ -81,7 +81,7 @@ def _leaf_commands(parser, prefix=()):
 def test_every_subcommand_has_help(capsys):
     commands = list(_leaf_commands(build_parser()))
     assert ("score",) in commands and ("nlp", "finetune") in commands
-    assert ("baseline", "markov") in commands and len(commands) == 23
+    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 24
     for command in commands:
         with pytest.raises(SystemExit) as info:
             main([*command, "--help"])

@@ -204,7 +204,14 @@ def test_unknown_feature_and_empty_input_fail_clearly(predictor, tmp_path, capsy
     assert "unknown features ['CTFC']" in capsys.readouterr().err
     empty = write(tmp_path / "e.fa", "")
     assert main([*base, "--fasta", str(empty)]) == 1
-    assert "nothing could be scored" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"nothing could be scored: {empty} has no FASTA records" in err
+    assert not list(tmp_path.glob("o.tsv*"))  # no table, and no rejected file to point to
+    bad = write(tmp_path / "b.fa", ">a\nACGX\n")
+    assert main([*base, "--fasta", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"all 1 records were rejected (reasons in {tmp_path / 'o.tsv'}.rejected.tsv)" in err
+    assert (tmp_path / "o.tsv.rejected.tsv").is_file() and not (tmp_path / "o.tsv").exists()
     assert not (tmp_path / "o.tsv").exists()
 
 
@@ -312,3 +319,80 @@ def test_a_window_scores_the_same_alone_and_beside_a_longer_one(predictor):
     alone = predictor.predict([repeat])
     together = predictor.predict([repeat, short])
     np.testing.assert_allclose(together[0], alone[0], rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- ISM
+def _mutant_fasta(sequence: str, first: int, length: int) -> str:
+    return "".join(
+        f">m{offset}_{base}\n{sequence[: first + offset]}{base}{sequence[first + offset + 1 :]}\n"
+        for offset in range(length)
+        for base in "ACGT"
+        if sequence[first + offset] != base
+    )
+
+
+def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
+    """Every single-base change of the central 12 bp, batched, against `genobird score`
+    of the same 36 mutated sequences one FASTA record each (both strands averaged)."""
+    long = "".join(np.random.default_rng(5).choice(list("ACGT"), 600))  # centre-cropped
+    short = "ACGTTGCA" * 10  # N-padded to 400 bp
+    fasta = write(tmp_path / "r.fa", f">long\n{long}\n>short\n{short}\n")
+    out = tmp_path / "ism.h5"
+    model = str(predictor.model_dir)
+    assert main(["-q", "ism", "--model", model, "--fasta", str(fasta), "--window", "12",
+                 "--out", str(out), "--batch-size", "5"]) == 0  # fmt: skip
+    with h5py.File(out, "r") as handle:
+        effects, reference = handle["effects"][:], handle["reference"][:]
+        assert effects.shape == (2, 12, 4, 16) and handle.attrs["score"] == "diff"
+        assert handle["name"][:].astype(str).tolist() == ["long", "short"]
+        assert handle["start"][:].tolist() == [100 + 194, -160 + 194]  # record coordinates
+        assert handle["sequence"][0].decode() == long[294:306]
+        assert handle["feature_names"][:].astype(str).tolist() == predictor.feature_names
+    window = fit_window(long, 400)
+    for offset, base in enumerate(window[194:206]):  # the reference base's own entry is 0
+        assert (effects[0, offset, "ACGT".index(base)] == 0).all()
+    mutants = write(tmp_path / "m.fa", _mutant_fasta(window, 194, 12))
+    assert main(["-q", "score", "--model", model, "--fasta", str(mutants),
+                 "--out", str(tmp_path / "m.tsv")]) == 0  # fmt: skip
+    scored = pd.read_csv(tmp_path / "m.tsv", sep="\t")
+    np.testing.assert_allclose(reference[0], predictor.predict([window])[0], atol=1e-6)
+    for _, row in scored.iterrows():
+        offset, base = row["name"][1:].split("_")
+        expected = row[predictor.feature_names].to_numpy(float) - reference[0]
+        np.testing.assert_allclose(effects[0, int(offset), "ACGT".index(base)], expected,
+                                   atol=2e-6)  # fmt: skip
+    assert np.abs(effects[0]).max() > 0  # the model reads the bases it is given
+
+
+def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, capsys):
+    from genobird.predict import logit
+
+    bed = write(tmp_path / "r.bed", "chr1\t50000\t50200\tpeak1\nchr1\t60000\t60010\n")
+    out, png = tmp_path / "ism.h5", tmp_path / "ism.png"
+    base = ["-q", "ism", "--model", str(predictor.model_dir), "--window", "6",
+            "--reference", str(demo_reference / "genome.fa")]  # fmt: skip
+    feature = predictor.feature_names[3]
+    assert main([*base, "--bed", str(bed), "--out", str(out), "--score", "log_odds", "--features",
+                 feature, "CTCF", "--plot", str(png), "--feature", "CTCF"]) == 0  # fmt: skip
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    reference = Reference(demo_reference / "genome.fa")
+    with h5py.File(out, "r") as handle:
+        assert handle["effects"].shape == (2, 6, 4, 2) and handle.attrs["score"] == "log_odds"
+        assert handle["name"][:].astype(str).tolist() == ["peak1", "chr1:60000-60010"]
+        start = int(handle["start"][0])
+        assert start == 50100 - 3  # the central 6 bp of the window centred on the interval
+        assert handle["sequence"][0].decode() == reference.fetch("chr1", start, start + 6)
+        effect, ref = handle["effects"][0, 0], handle["reference"][0]
+    sequence = reference.fetch("chr1", 50100 - 200, 50100 + 200)
+    other = next(b for b in "ACGT" if b != sequence[197])
+    mutant = sequence[:197] + other + sequence[198:]
+    columns = [predictor.feature_names.index(n) for n in (feature, "CTCF")]
+    alt = predictor.predict([mutant])[0][columns]
+    np.testing.assert_allclose(effect["ACGT".index(other)], logit(alt) - logit(ref), atol=1e-4)
+    assert main([*base, "--bed", str(bed), "--out", str(out), "--plot", str(png),
+                 "--features", "CTCF", "--feature", "DNase"]) == 1  # fmt: skip
+    assert "--feature 'DNase' is not among the features mutated" in capsys.readouterr().err
+    empty = write(tmp_path / "e.fa", "")
+    assert main([*base, "--fasta", str(empty), "--out", str(tmp_path / "e.h5")]) == 1
+    assert "no record could be mutated" in capsys.readouterr().err
+    assert not (tmp_path / "e.h5").exists()

@@ -590,8 +590,9 @@ def _csv_line(sequence: str, labels) -> str:
 
 
 @pytest.mark.shared_data
-def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(shared_data, tmp_path,
-                                                                       capsys, caplog):  # fmt: skip
+def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
+    shared_data, pretraining_data, tmp_path, capsys, caplog
+):
     """The published layout (no header, sequence then 919 labels; gzipped), with real
     feature names: 55 repeated cell|target|treatment triples become unique by index."""
     from genobird.tasks.chromatin import read_deepsea_features
@@ -628,6 +629,18 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(shared_dat
             ("A" * 8000 if i == 9 else sequences[i]) for i in kept
         ]
         assert handle["chrom"][0].decode() == "deepsea.csv.gz:1"
+    # fine-tuning reports the paper's per-category medians; scores come in DeepSEA's order
+    run = tmp_path / "run"
+    assert main(["-q", "finetune", "chromatin", "--data", str(out), "--output", str(run),
+                 "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
+                 "--max-tokens", "64", "--max-steps", "2"]) == 0  # fmt: skip
+    report = json.loads((run / "report" / "metrics.json").read_text())
+    assert set(report["median_auroc_by_category"]) == {"DNase", "TF", "Histone"}
+    fasta = write(tmp_path / "s.fa", f">a\n{sequences[0]}\n>b\n{sequences[1]}\n")
+    assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
+                 "--out", str(tmp_path / "s.tsv")]) == 0  # fmt: skip
+    header = (tmp_path / "s.tsv").read_text().splitlines()[0].split("\t")
+    assert header == ["index", "name", *names]
 
 
 def test_deepsea_csv_with_a_header_and_a_split_column(tmp_path, capsys, caplog):
