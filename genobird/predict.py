@@ -32,6 +32,7 @@ import torch
 
 from genobird.corpus.tokenizer import PAD_ID, Tokenizer
 from genobird.errors import CheckpointError, GenobirdError
+from genobird.fileio import require_unique_names
 from genobird.genome import (
     Reference,
     centered_window,
@@ -97,6 +98,8 @@ class Predictor:
             )
         self.task = info["task"]
         self.feature_names: list[str] = list(info["feature_names"])
+        require_unique_names(self.feature_names, "feature names", self.model_dir / "config.json",
+                             "a score table needs one column per feature; rename them")  # fmt: skip
         self.categories: list[str] = list(info.get("categories") or [])
         self.input_length_bp: int = int(info["window_bp"])
         self.max_tokens: int = int(info["max_tokens"])

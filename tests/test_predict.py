@@ -13,7 +13,7 @@ import torch
 
 from genobird import ChromatinPredictor, load_predictor
 from genobird.cli import main
-from genobird.errors import CheckpointError, ConfigError
+from genobird.errors import CheckpointError, ConfigError, InputError
 from genobird.genome import Reference, reverse_complement
 from genobird.predict import fit_window
 from tests.conftest import write
@@ -396,3 +396,15 @@ def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, c
     assert main([*base, "--fasta", str(empty), "--out", str(tmp_path / "e.h5")]) == 1
     assert "no record could be mutated" in capsys.readouterr().err
     assert not (tmp_path / "e.h5").exists()
+
+
+def test_a_model_with_repeated_feature_names_is_refused(model_dir, tmp_path):
+    """Models written before names were made unique: one line naming the repeats."""
+    copy = tmp_path / "model"
+    shutil.copytree(model_dir, copy)
+    config = json.loads((copy / "config.json").read_text())
+    names = config["task_info"]["feature_names"]
+    names[1] = names[0]
+    (copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=f"duplicate feature names '{names[0]}'"):
+        load_predictor(copy, device="cpu")

@@ -134,9 +134,12 @@ def read_metadata(path: str | Path) -> dict:
         if handle.attrs.get("format") != FORMAT:
             raise InputError(f"{path}: not a genobird sequence data set")
         splits = handle["split"][:].astype(str)
+        names = json.loads(handle.attrs["feature_names"])
+        require_unique_names(names, "feature names", path,
+                             "rebuild the data set: genobird names each feature once")  # fmt: skip
         return {
             "task": str(handle.attrs["task"]),
-            "feature_names": json.loads(handle.attrs["feature_names"]),
+            "feature_names": names,
             "categories": json.loads(handle.attrs["categories"]),
             "window_bp": int(handle.attrs["window_bp"]),
             "counts": {split: int((splits == split).sum()) for split in SPLITS},
