@@ -236,7 +236,8 @@ def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
         test_chromosomes=tuple(args.test_chromosomes),
         seed=args.seed,
     )
-    windows = build_chromatin_dataset(args.features, args.reference, args.out, spec)
+    windows = build_chromatin_dataset(args.features, args.reference, args.out, spec,
+                                      progress=not args.quiet)  # fmt: skip
     print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
     return EXIT_OK
 

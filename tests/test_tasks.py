@@ -201,6 +201,72 @@ def test_label_builder_on_real_peaks_matches_a_numpy_oracle(shared_data, tmp_pat
     assert labels.sum() > 100 and len(names) == 6
 
 
+def _bedtools_bin_labels(bins, peak_files, min_overlap):
+    """The label builder as it was: bedtools merge + coverage through pybedtools, one
+    Python row per bin and feature (the oracle the numpy builder must equal)."""
+    import pybedtools
+
+    labels = np.zeros((len(bins), len(peak_files)), dtype=np.uint8)
+    bin_tool = pybedtools.BedTool([(c, s, e, str(i)) for i, (c, s, e) in enumerate(bins)]).sort()
+    for column, peaks in enumerate(peak_files):
+        merged = pybedtools.BedTool(str(peaks)).sort().merge()
+        for row in bin_tool.coverage(merged):
+            if float(row.fields[-1]) >= min_overlap:
+                labels[int(row.fields[3]), column] = 1
+    pybedtools.cleanup()
+    return labels
+
+
+@pytest.mark.shared_data
+def test_numpy_label_builder_equals_bedtools_on_real_peaks(shared_data, tmp_path):
+    """20 Mb of hg19 chr10 (100,000 bins x 6 real DeepSEA-style features), at DeepSEA's
+    rule and two others; the peak BED is split per feature, gzipped as published."""
+    by_feature: dict[str, list[str]] = {}
+    with gzip.open(
+        shared_data / "chromatin" / "deepsea_peaks_hg19_chr1_chr10_6features.bed.gz", "rt"
+    ) as handle:
+        for line in handle:
+            fields = line.split()
+            by_feature.setdefault(fields[3], []).append("\t".join(fields[:3]) + "\n")
+    files = []
+    for name, lines in sorted(by_feature.items()):
+        files.append(tmp_path / f"{name}.bed.gz")
+        with gzip.open(files[-1], "wt") as handle:
+            handle.writelines(lines)
+    bins = [("10", s, s + 200) for s in range(60_000_000, 80_000_000, 200)]
+    bins += [("1", 1_000_000 + 37 * i, 1_000_000 + 37 * i + 150) for i in range(2000)]
+    for min_overlap in (0.5, 0.01, 1.0):
+        ours = bin_labels(bins, files, min_overlap)
+        assert np.array_equal(ours, _bedtools_bin_labels(bins, files, min_overlap)), min_overlap
+    assert ours.shape == (102_000, 6) and bin_labels(bins, files, 0.5).sum() > 1000
+
+
+def test_interval_arithmetic_against_a_base_by_base_oracle(tmp_path):
+    """Overlapping, nested, book-ended and empty peaks; bins of mixed widths that
+    overlap each other; chromosomes without peaks; header and track lines."""
+    from genobird.tasks.peaks import merge_intervals
+
+    rng = np.random.default_rng(11)
+    starts = rng.integers(0, 5000, 300)
+    ends = starts + rng.integers(0, 120, 300)
+    starts[:3], ends[:3] = [100, 200, 300], [200, 300, 300]  # book-ended and empty
+    rows = "".join(f"chr1\t{s}\t{e}\tp\n" for s, e in zip(starts, ends, strict=True))
+    peaks = write(tmp_path / "p.bed", "track name=x\n#comment\n" + rows)
+    covered = np.zeros(6000, dtype=bool)
+    for s, e in zip(starts, ends, strict=True):
+        covered[s:e] = True
+    bins = [("chr1", int(s), int(s + w)) for s, w in
+            zip(rng.integers(0, 5800, 500), rng.integers(1, 200, 500), strict=True)]  # fmt: skip
+    bins.append(("chr2", 0, 100))
+    for min_overlap in (0.5, 0.2, 1.0):
+        expected = [covered[s:e].mean() >= min_overlap if c == "chr1" else False
+                    for c, s, e in bins]  # fmt: skip
+        assert bin_labels(bins, [peaks], min_overlap)[:, 0].tolist() == expected
+    merged_starts, merged_ends = merge_intervals(starts, ends)
+    assert (merged_starts[1:] > merged_ends[:-1]).all()  # disjoint, book-ended joined
+    assert (merged_ends - merged_starts).sum() == covered.sum()
+
+
 def test_chromatin_dataset_on_demo_peaks(demo_reference, tmp_path):
     out = tmp_path / "c.h5"
     spec = ChromatinSpec(

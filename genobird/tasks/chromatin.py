@@ -10,9 +10,9 @@ Split as the paper: test = chr8 and chr9; validation = chr7:30,508,751-35,296,85
 the other autosomes train.
 
 For users' own features (and the demo), `build_chromatin_dataset` labels genome bins
-(200 bp by default) from peak BED files through pybedtools: a bin is positive for a
-feature when peaks of that feature cover at least `min_overlap` of it (default half,
-as DeepSEA's rule). Bins with at least one positive are kept, plus
+(200 bp by default) from peak BED files (interval arithmetic in numpy, tasks/peaks.py): a
+bin is positive for a feature when peaks of that feature cover at least `min_overlap` of
+it (default half, as DeepSEA's rule). Bins with at least one positive are kept, plus
 `negative_ratio` times as many all-negative bins drawn at random.
 """
 
@@ -24,12 +24,14 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+from tqdm import tqdm
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import duplicated, require_unique_columns, require_unique_names
 from genobird.genome import Reference, one_hot_to_sequence, point_window, read_bed
 from genobird.genome.alphabet import DEEPSEA_ORDER
 from genobird.tasks.data import WindowSet, chromosome_split
+from genobird.tasks.peaks import group_by_chromosome, label_bins, read_peaks
 
 log = logging.getLogger(__name__)
 
@@ -208,29 +210,71 @@ def read_feature_table(path: str | Path) -> list[dict]:
 
 def bin_labels(bins: list[tuple[str, int, int]], peak_files: list[Path], min_overlap: float):
     """uint8 [bins, features]: 1 where a feature's merged peaks cover >= min_overlap of the bin."""
-    import pybedtools
-
-    labels = np.zeros((len(bins), len(peak_files)), dtype=np.uint8)
-    bin_tool = pybedtools.BedTool([(c, s, e, str(i)) for i, (c, s, e) in enumerate(bins)]).sort()
-    for column, peaks in enumerate(peak_files):
-        merged = pybedtools.BedTool(str(peaks)).sort().merge()
-        for row in bin_tool.coverage(merged):
-            # bedtools coverage appends: overlapping features, covered bp, bin bp, fraction
-            if float(row.fields[-1]) >= min_overlap:
-                labels[int(row.fields[3]), column] = 1
-    pybedtools.cleanup()
+    peak_sets = [read_peaks(path) for path in peak_files]
+    labels = np.zeros((len(bins), len(peak_sets)), dtype=np.uint8)
+    for chrom, (rows, starts, ends) in group_by_chromosome(bins).items():
+        labels[rows] = label_bins(peak_sets, chrom, starts, ends, min_overlap)
     return labels
 
 
-def genome_bins(lengths: dict[str, int], chromosomes, bin_size: int):
-    return [
-        (chrom, start, start + bin_size)
-        for chrom in chromosomes
-        for start in range(0, lengths[chrom] - bin_size + 1, bin_size)
-    ]
+@dataclass
+class LabelledBins:
+    """Bins of whole chromosomes numbered across them (chromosome order, then position),
+    with the labels of the positive bins only, bit-packed: the rest are all-negative by
+    definition, so memory stays near one chromosome's label matrix plus the positives."""
+
+    chromosomes: list[str]
+    first_index: np.ndarray  # int64 [C + 1]: global index of each chromosome's first bin
+    bin_size: int
+    positive: np.ndarray  # int64 [P], ascending
+    packed_labels: np.ndarray  # uint8 [P, ceil(F / 8)]: np.packbits of each positive's row
+    features: int
+    negative: np.ndarray  # int64 [bins - P], ascending
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """(chrom, start) of a global bin index."""
+        chromosome = int(np.searchsorted(self.first_index, index, side="right")) - 1
+        return self.chromosomes[chromosome], (
+            index - int(self.first_index[chromosome])
+        ) * self.bin_size
+
+    def labels_of(self, index: int) -> np.ndarray:
+        row = int(np.searchsorted(self.positive, index))
+        if row < len(self.positive) and self.positive[row] == index:
+            return np.unpackbits(self.packed_labels[row], count=self.features)
+        return np.zeros(self.features, dtype=np.uint8)
 
 
-def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec = ChromatinSpec()):
+def label_genome_bins(lengths: dict[str, int], chromosomes, bin_size: int, peak_files,
+                      min_overlap: float, progress: bool = False) -> LabelledBins:  # fmt: skip
+    """Every whole bin of `chromosomes`, labelled chromosome by chromosome."""
+    peak_sets = [read_peaks(path) for path in tqdm(peak_files, desc="peaks", unit="files",
+                                                   disable=not progress)]  # fmt: skip
+    counts = [max(0, lengths[chrom] // bin_size) for chrom in chromosomes]
+    first_index = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    positive, positive_labels, negative = [], [], []
+    bar = tqdm(total=int(first_index[-1]) * len(peak_sets), desc="label bins", unit="bin-features",
+               unit_scale=True, disable=not progress)  # fmt: skip
+    for chrom, count, offset in zip(chromosomes, counts, first_index, strict=False):
+        starts = np.arange(count, dtype=np.int64) * bin_size
+        labels = label_bins(peak_sets, chrom, starts, starts + bin_size, min_overlap)
+        has_peak = labels.any(axis=1)
+        positive.append(np.nonzero(has_peak)[0] + offset)
+        positive_labels.append(np.packbits(labels[has_peak], axis=1))
+        negative.append(np.nonzero(~has_peak)[0] + offset)
+        bar.update(count * len(peak_sets))
+    bar.close()
+    empty = np.zeros(0, dtype=np.int64)
+    packed_width = -(-len(peak_sets) // 8)
+    return LabelledBins(
+        list(chromosomes), first_index, bin_size, np.concatenate([empty, *positive]),
+        np.concatenate([np.zeros((0, packed_width), np.uint8), *positive_labels]),
+        len(peak_sets), np.concatenate([empty, *negative]),
+    )  # fmt: skip
+
+
+def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec = ChromatinSpec(),
+                            progress: bool = False):  # fmt: skip
     """Label genome bins from peak BEDs and write their context windows to HDF5."""
     if not 0 < spec.min_overlap <= 1:
         raise ConfigError(f"min_overlap must be in (0, 1], got {spec.min_overlap}")
@@ -239,11 +283,11 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     chromosomes = (
         [reference.resolve(c) for c in spec.chromosomes] if spec.chromosomes else reference.contigs
     )
-    bins = genome_bins(reference.lengths, chromosomes, spec.bin_size)
-    labels = bin_labels(bins, [f["peak_path"] for f in features], spec.min_overlap)
+    peak_files = [f["peak_path"] for f in features]
+    bins = label_genome_bins(reference.lengths, chromosomes, spec.bin_size, peak_files,
+                             spec.min_overlap, progress)  # fmt: skip
     rng = np.random.default_rng(spec.seed)
-    positive = np.nonzero(labels.any(axis=1))[0]
-    negative = np.nonzero(~labels.any(axis=1))[0]
+    positive, negative = bins.positive, bins.negative
     wanted = min(len(negative), round(spec.negative_ratio * len(positive)))
     chosen = np.concatenate([positive, rng.choice(negative, wanted, replace=False)])
     if spec.max_bins is not None and len(chosen) > spec.max_bins:
@@ -253,15 +297,17 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
         "chromatin", [f["name"] for f in features], [f["category"] for f in features]
     )
     for index in chosen:
-        chrom, start, _end = bins[index]
+        chrom, start = bins.locate(int(index))
         window = point_window(chrom, start + spec.bin_size // 2, spec.context)
         sequence = reference.fetch(chrom, window.start, window.end, pad=True)
         if sequence.count("N") > 0.5 * len(sequence):
             continue
         split = chromosome_split(chrom, spec.valid_chromosomes, spec.test_chromosomes)
-        windows.add(sequence, labels[index], chrom, window.start, window.end, "+", split)
+        windows.add(sequence, bins.labels_of(int(index)), chrom, window.start, window.end, "+",
+                    split)  # fmt: skip
     windows.write(out_path)
     log.info(
-        "chromatin data: %d bins (%d with a peak) of %d", len(windows), len(positive), len(bins)
-    )
+        "chromatin data: %d bins (%d with a peak) of %d",
+        len(windows), len(positive), int(bins.first_index[-1]),
+    )  # fmt: skip
     return windows
