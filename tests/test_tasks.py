@@ -776,3 +776,16 @@ def test_classify_summary_names_a_few_labels_not_all(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "40 labels: label0, label1, label2, label3, label4, ... (35 more)" in out
     assert "label39" not in out
+
+
+def test_a_bad_peak_file_is_a_one_line_error_naming_it(tmp_path):
+    from genobird.errors import FormatError
+    from genobird.tasks.peaks import read_peaks
+
+    bad = write(tmp_path / "bad.bed", "chr1\t10\t20\nchr1\tten\t30\n")
+    with pytest.raises(FormatError, match=r"bad\.bed: not a BED file of integer starts and ends"):
+        read_peaks(bad)
+    reversed_ = write(tmp_path / "rev.bed", "chr1\t10\t20\nchr2\t50\t30\n")
+    with pytest.raises(FormatError, match=r"rev\.bed: interval chr2:50-30 has start > end"):
+        read_peaks(reversed_)
+    assert read_peaks(write(tmp_path / "empty.bed", "")) == {}

@@ -33,26 +33,24 @@ def read_peaks(path: str | Path) -> Peaks:
     path = Path(path)
     try:
         table = pd.read_csv(
-            path, sep="\t", header=None, usecols=[0, 1, 2], comment="#", dtype=str,
-            skiprows=_header_lines(path), skip_blank_lines=True,
+            path, sep="\t", header=None, usecols=[0, 1, 2], comment="#", skip_blank_lines=True,
+            skiprows=_header_lines(path), dtype={0: str, 1: np.int64, 2: np.int64},
         )  # fmt: skip
     except pd.errors.EmptyDataError:
         return {}
     except (ValueError, pd.errors.ParserError) as exc:
-        raise FormatError(f"{path}: not a BED file ({exc})") from exc
-    try:
-        starts = table[1].astype(np.int64).to_numpy()
-        ends = table[2].astype(np.int64).to_numpy()
-    except ValueError as exc:
-        raise FormatError(f"{path}: BED start and end must be integers ({exc})") from exc
+        raise FormatError(f"{path}: not a BED file of integer starts and ends ({exc})") from exc
+    starts, ends = table[1].to_numpy(), table[2].to_numpy()
     bad = np.nonzero((starts < 0) | (ends < starts))[0]
     if len(bad):
         row = table.iloc[bad[0]]
         raise FormatError(f"{path}: interval {row[0]}:{row[1]}-{row[2]} has start > end or < 0")
-    chroms = table[0].to_numpy()
+    codes, chroms = pd.factorize(table[0])
+    by_chrom = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[by_chrom], np.arange(len(chroms) + 1))
     peaks: Peaks = {}
-    for chrom in pd.unique(chroms):
-        rows = chroms == chrom
+    for code, chrom in enumerate(chroms):
+        rows = by_chrom[bounds[code] : bounds[code + 1]]
         peaks[chrom] = merge_intervals(starts[rows], ends[rows])
     return peaks
 
