@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -266,6 +267,36 @@ def test_truncated_weights_are_detected(tmp_path):
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     with pytest.raises(CheckpointError, match="truncated or corrupted"):
         from_pretrained(tmp_path / "m")
+
+
+def test_task_models_load_without_the_model_layer_importing_theirs(tmp_path):
+    """model/ imports nothing above it: a saved task model records its module, and
+    loading imports that module (genobird's own only) in a fresh interpreter."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import genobird.model
+
+    for source in Path(genobird.model.__file__).parent.glob("*.py"):
+        assert not re.search(r"^\s*(from|import) genobird\.nlp", source.read_text(), re.M), source
+    from genobird.nlp.models import BigBirdForMultipleChoice
+
+    config = tiny_config(attention_type="etc", num_global_tokens=16)
+    save_pretrained(BigBirdForMultipleChoice(config), tmp_path / "mc")
+    description = json.loads((tmp_path / "mc" / "config.json").read_text())
+    assert description["model_module"] == "genobird.nlp.models"
+    script = (
+        "import sys; from genobird.model import from_pretrained; "
+        f"m = from_pretrained({str(tmp_path / 'mc')!r}); "
+        "print(type(m).__name__, 'genobird.nlp.models' in sys.modules)"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.stdout.split() == ["BigBirdForMultipleChoice", "True"], run.stderr
+    description.update(model_class="Evil", model_module="os")  # not genobird's: not imported
+    (tmp_path / "mc" / "config.json").write_text(json.dumps(description))
+    with pytest.raises(CheckpointError, match="unknown model_class 'Evil'"):
+        from_pretrained(tmp_path / "mc")
 
 
 def test_not_a_model_directory(tmp_path):

@@ -6,6 +6,7 @@ config.json holds the model class, its BigBirdConfig and its head settings; othe
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -28,7 +29,7 @@ MODEL_CLASSES = {
 
 
 def register_model_class(cls: type) -> type:
-    """Make a task model (e.g. genobird.nlp's) loadable by `from_pretrained`."""
+    """Make a task model (e.g. an NLP head) loadable by `from_pretrained`."""
     MODEL_CLASSES[cls.__name__] = cls
     return cls
 
@@ -43,6 +44,7 @@ def save_pretrained(model: nn.Module, directory: str | Path, extra: dict | None 
     description = {
         "genobird_version": __version__,
         "model_class": type(model).__name__,
+        "model_module": type(model).__module__,
         "config": model.config.to_dict(),
         "head": model.head_config(),
         **(extra or {}),
@@ -73,15 +75,27 @@ def read_model_description(directory: str | Path) -> dict:
 def build_model(description: dict, source: str = "config") -> nn.Module:
     name = description["model_class"]
     if name not in MODEL_CLASSES:
-        # importing them registers the NLP task models
-        import genobird.nlp.models
-        import genobird.nlp.seq2seq  # noqa: F401
+        _import_defining_module(description, source)
     if name not in MODEL_CLASSES:
         raise CheckpointError(
-            f"{source}: unknown model_class {name!r}; known: {list(MODEL_CLASSES)}"
+            f"{source}: unknown model_class {name!r}; known: {list(MODEL_CLASSES)} (a task "
+            "model registers itself when its module is imported: import it first)"
         )
     config = BigBirdConfig.from_dict(description["config"], source=source)
     return MODEL_CLASSES[name](config, **description.get("head", {}))
+
+
+def _import_defining_module(description: dict, source: str) -> None:
+    """Import the module that defines (and registers) a task model, as recorded when it
+    was saved: the model layer then needs no import of the layers built on it. Only
+    genobird's own modules are imported, so a config file cannot name code to run."""
+    module = description.get("model_module")  # absent from directories saved before
+    if module is None or not module.startswith("genobird."):
+        return
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise CheckpointError(f"{source}: cannot import {module} for the model ({exc})") from exc
 
 
 def load_weights(model: nn.Module, path: str | Path, device: str | torch.device = "cpu") -> None:
