@@ -363,7 +363,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise GenobirdError("--chromosomes selects BED regions or VCF variants, not FASTA records")
     predictor = load_predictor(
         args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
-        precision=args.precision,
+        precision=args.precision, num_workers=args.workers,
     )  # fmt: skip
     out = args.out
     summary = write_scores(
@@ -396,7 +396,7 @@ def cmd_ism(args: argparse.Namespace) -> int:
         raise GenobirdError("--bed needs --reference FASTA to cut the windows from")
     predictor = load_predictor(
         args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
-        precision=args.precision,
+        precision=args.precision, num_workers=args.workers,
     )  # fmt: skip
     features = args.features or predictor.feature_names
     plotted = args.feature or features[0]
@@ -887,6 +887,9 @@ def _add_score(commands) -> None:
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
                      help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
+    sub.add_argument("--workers", type=int,
+                     help="processes fetching and tokenising windows (default: up to 4 on "
+                     "CUDA, none on CPU)")  # fmt: skip
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
 
 
@@ -916,6 +919,9 @@ def _add_ism(commands) -> None:
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
                      help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
+    sub.add_argument("--workers", type=int,
+                     help="processes fetching and tokenising windows (default: up to 4 on "
+                     "CUDA, none on CPU)")  # fmt: skip
 
 
 def _add_baseline(commands) -> None:

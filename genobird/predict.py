@@ -22,6 +22,8 @@ for callers (like `genobird score`) that write as they go.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +68,55 @@ def fit_window(sequence: str, length: int) -> str:
     return "N" * left + sequence + "N" * (length - len(sequence) - left)
 
 
+def default_workers(device: torch.device) -> int:
+    """DataLoader workers that fetch and tokenise: on CUDA, enough to keep the GPU fed
+    (up to 4, leaving a core to the main process); on CPU none, since workers would take
+    cores from the model itself."""
+    if device.type != "cuda":
+        return 0
+    return max(0, min(4, (os.cpu_count() or 1) - 1))
+
+
+@dataclass(frozen=True)
+class RegionWindow:
+    """A window cut from the reference where it is scored (in a DataLoader worker)."""
+
+    chrom: str
+    start: int
+    end: int
+    strand: str = "+"
+
+
+class WindowInputs(torch.utils.data.Dataset):
+    """Model inputs of windows: each is fetched (a RegionWindow) and tokenised here, on
+    one strand or both, so that DataLoader workers do it off the main process."""
+
+    def __init__(self, windows: list, reference, tokenizer: Tokenizer, max_tokens: int,
+                 both_strands: bool):  # fmt: skip
+        self.windows, self.reference, self.tokenizer = windows, reference, tokenizer
+        self.max_tokens, self.both_strands = max_tokens, both_strands
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, index: int) -> tuple[list[np.ndarray], bool]:
+        window = self.windows[index]
+        if isinstance(window, RegionWindow):
+            window = self.reference.fetch(window.chrom, window.start, window.end, window.strand,
+                                          pad=True)  # fmt: skip
+        strands = [window, reverse_complement(window)] if self.both_strands else [window]
+        return [window_ids(self.tokenizer, s, self.max_tokens) for s in strands], "N" in window
+
+
+def collate_strands(items: list, block_size: int) -> tuple[list[torch.Tensor], list[bool]]:
+    """([ids of every window on strand k, padded] for each strand, N flags)."""
+    strands = len(items[0][0])
+    return (
+        [pad_ids([ids[k] for ids, _ in items], block_size) for k in range(strands)],
+        [flag for _, flag in items],
+    )
+
+
 @dataclass
 class ScoreResult:
     """A chunk of scores: the table (id columns, then one column per feature) and the
@@ -85,7 +136,7 @@ class Predictor:
         batch_size: int = 16,
         rc_average=None,
         chunk_size: int = 1024,
-        num_workers: int = 0,
+        num_workers: int | None = None,
         precision: str = "auto",
     ):
         self.model_dir = Path(model_dir)
@@ -108,7 +159,8 @@ class Predictor:
         self.autocast_dtype = autocast_dtype(precision, self.device)
         self.tokenizer = self._load_tokenizer(description)
         self.model = from_pretrained(self.model_dir, self.device).eval()
-        self.batch_size, self.chunk_size, self.num_workers = batch_size, chunk_size, num_workers
+        self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.num_workers = default_workers(self.device) if num_workers is None else num_workers
         self.rc_average = (self.task == "chromatin") if rc_average is None else rc_average
 
     def _load_tokenizer(self, description: dict) -> Tokenizer:
@@ -127,33 +179,40 @@ class Predictor:
         return tokenizer
 
     # ------------------------------------------------------------------ core
-    def _encode_batch(self, sequences: list[str]) -> torch.Tensor:
-        rows = [window_ids(self.tokenizer, s, self.max_tokens) for s in sequences]
-        return pad_ids(rows, self.model.config.block_size)
+    def _probabilities(self, windows: list) -> np.ndarray:
+        """Probabilities [N, F] of already sized windows (normalised DNA strings, or
+        RegionWindows cut from `self.reference`)."""
+        return self._score_windows(windows)[0]
 
     @torch.no_grad()
-    def _probabilities(self, windows: list[str]) -> np.ndarray:
-        """Probabilities [N, F] of already normalised, already sized windows, batched by a
-        DataLoader whose collate function tokenises (in workers when num_workers > 0)."""
+    def _score_windows(self, windows: list, reference=None) -> tuple[np.ndarray, list[bool]]:
+        """(probabilities [N, F], whether each window holds an N). Windows are fetched and
+        tokenised by a DataLoader (in `num_workers` worker processes when > 0, with pinned
+        memory on CUDA), so the main process only moves batches and runs the model; both
+        strands of a batch are scored together when averaging them."""
         out = np.zeros((len(windows), len(self.feature_names)), dtype=np.float32)
-        strands = [windows] + (
-            [[reverse_complement(w) for w in windows]] if self.rc_average else []
+        if not windows:
+            return out, []
+        inputs = WindowInputs(windows, reference, self.tokenizer, self.max_tokens,
+                              both_strands=self.rc_average)  # fmt: skip
+        loader = torch.utils.data.DataLoader(
+            inputs,
+            batch_size=self.batch_size,
+            collate_fn=functools.partial(collate_strands, block_size=self.model.config.block_size),
+            num_workers=self.num_workers,
+            pin_memory=self.device.type == "cuda",
         )
-        for sequences in strands:
-            loader = torch.utils.data.DataLoader(
-                sequences,
-                batch_size=self.batch_size,
-                collate_fn=self._encode_batch,
-                num_workers=self.num_workers,
-            )
-            first = 0
-            for ids in loader:
-                ids = ids.to(self.device)
+        has_n: list[bool] = []
+        first = 0
+        for strands, flags in loader:
+            for ids in strands:
+                ids = ids.to(self.device, non_blocking=True)
                 with autocast(self.device, self.autocast_dtype):
                     logits = self.model(ids, None, ids != PAD_ID).logits.float()
-                out[first : first + len(ids)] += torch.sigmoid(logits).cpu().numpy()
-                first += len(ids)
-        return out / len(strands)
+                out[first : first + len(flags)] += torch.sigmoid(logits).cpu().numpy()
+            first += len(flags)
+            has_n += flags
+        return out / (2 if self.rc_average else 1), has_n
 
     def predict(self, sequences: list[str]) -> np.ndarray:
         """Probabilities [N, F] for DNA strings (normalised, then fitted to the window)."""
@@ -219,22 +278,17 @@ class Predictor:
             yield self._bed_chunk(chunk, reference, rejected)
 
     def _bed_chunk(self, intervals, reference, rejected) -> ScoreResult:
-        windows, ids = [], {k: [] for k in ("chrom", "start", "end", "strand", "contains_N")}
+        windows, ids = [], {k: [] for k in ("chrom", "start", "end", "strand")}
         for interval in intervals:
             window = centered_window(interval, self.input_length_bp)
             strand = interval.strand if interval.strand in ("+", "-") else "+"
-            sequence = reference.fetch(window.chrom, window.start, window.end, strand, pad=True)
-            windows.append(sequence)
+            windows.append(RegionWindow(window.chrom, window.start, window.end, strand))
             for key, value in zip(
-                ids,
-                (interval.chrom, interval.start, interval.end, interval.strand, "N" in sequence),
-                strict=True,
+                ids, (interval.chrom, interval.start, interval.end, interval.strand), strict=True
             ):
                 ids[key].append(value)
-        probabilities = (
-            self._probabilities(windows) if windows else np.zeros((0, len(self.feature_names)))
-        )
-        return ScoreResult(self._table(ids, probabilities), rejected)
+        probabilities, has_n = self._score_windows(windows, reference)
+        return ScoreResult(self._table({**ids, "contains_N": has_n}, probabilities), rejected)
 
     def score_bed(self, path, reference, chromosomes=None) -> pd.DataFrame:
         return _collect(self.iter_bed(path, reference, chromosomes))

@@ -101,6 +101,28 @@ def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
     assert tiles["name"].tolist() == ["short", "long/0-400", "long/400-800", "long/800-1000"]
 
 
+def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_reference,
+                                                                tmp_path):  # fmt: skip
+    """BED windows cut and tokenised in 2 DataLoader workers, both strands averaged, in
+    batches of 3 (a ragged last batch): the same table as in the main process."""
+    rng = np.random.default_rng(4)
+    starts = rng.integers(20_000, 90_000, 11)  # within the 0.6 Mb test genome
+    lines = [f"chr{1 + i % 2}\t{s}\t{s + 200}\tr{i}\t0\t{'+-'[i % 2]}\n"
+             for i, s in enumerate(starts)]  # fmt: skip
+    bed = write(tmp_path / "w.bed", "".join(lines) + "chr2\t0\t10\n")  # an N-padded window
+    fasta = demo_reference / "genome.fa"
+    tables = [
+        load_predictor(
+            model_dir, device="cpu", num_workers=workers, batch_size=3, rc_average=True
+        ).score_bed(bed, fasta)
+        for workers in (0, 2)
+    ]
+    assert len(tables[1]) == 12 and tables[1]["contains_N"].iloc[-1]
+    pd.testing.assert_frame_equal(tables[0], tables[1], rtol=1e-6)
+    assert main(["-q", "score", "--model", str(model_dir), "--bed", str(bed), "--reference",
+                 str(fasta), "--out", str(tmp_path / "w.tsv"), "--workers", "1"]) == 0  # fmt: skip
+
+
 def test_bed_end_to_end_naming_padding_rejects_and_strict(
     predictor, demo_reference, tmp_path, capsys
 ):
