@@ -2,6 +2,7 @@
 
     python benchmarks/score.py                      # CPU: tiny and base models, then memory
     python benchmarks/score.py --skip-memory --regions 64
+    python benchmarks/score.py --device cuda --skip-memory --workers 0 4   # GPU feeding
 
 Models are built here with random weights (speed does not depend on them): the demo's
 tiny shape (2 x 128) and the paper's base shape (12 x 768), both reading 8 kb windows
@@ -70,10 +71,11 @@ def random_bed(path: Path, lengths: dict[str, int], count: int, seed: int = 0) -
     return path
 
 
-def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args) -> float:
+def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args,
+                       workers: int | None = None) -> float:  # fmt: skip
     predictor = load_predictor(
         model_dir, device=args.device, batch_size=batch_size, rc_average=False,
-        precision=args.precision,
+        precision=args.precision, num_workers=workers,
     )  # fmt: skip
     if args.device.startswith("cuda"):  # compile the attention kernel outside the timing
         predictor.score_bed(bed, fasta)
@@ -108,6 +110,8 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--precision", default="auto", help="auto: bf16 on CUDA, fp32 on CPU")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0],
+                        help="DataLoader workers fetching and tokenising (each timed)")  # fmt: skip
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="genobird-score-"))
     generate_demo_reference(work / "genome", DemoSpec(seed=0, size_mb=4.2))
@@ -125,11 +129,10 @@ def main(argv=None) -> int:
     )
     for shape in args.shapes:
         model_dir = make_model_dir(work, shape, tokenizer, 8000, 1792)
-        rate = regions_per_second(model_dir, bed, fasta, args.batch_size, args)
-        print(
-            f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch {args.batch_size}, "
-            "one strand)"
-        )
+        for workers in args.workers:
+            rate = regions_per_second(model_dir, bed, fasta, args.batch_size, args, workers)
+            print(f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch "
+                  f"{args.batch_size}, one strand, {workers} workers)")  # fmt: skip
     if not args.skip_memory:
         micro = make_model_dir(work, "micro", tokenizer, 200, 64)
         for count in (250_000, 1_000_000):
