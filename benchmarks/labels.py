@@ -26,23 +26,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from genobird.tasks.chromatin import bin_labels, label_genome_bins
+from genobird.tasks.peaks import bedtools_bin_labels
 
 GRCH37_BIN_FEATURES = 15_500_000 * 919
-
-
-def bedtools_bin_labels(bins, peak_files, min_overlap):
-    """The builder as it was before the numpy one (kept here as the baseline)."""
-    import pybedtools
-
-    labels = np.zeros((len(bins), len(peak_files)), dtype=np.uint8)
-    bin_tool = pybedtools.BedTool([(c, s, e, str(i)) for i, (c, s, e) in enumerate(bins)]).sort()
-    for column, peaks in enumerate(peak_files):
-        merged = pybedtools.BedTool(str(peaks)).sort().merge()
-        for row in bin_tool.coverage(merged):
-            if float(row.fields[-1]) >= min_overlap:
-                labels[int(row.fields[3]), column] = 1
-    pybedtools.cleanup()
-    return labels
 
 
 def synthetic_peaks(folder: Path, lengths: dict[str, int], features: int, seed: int) -> list:

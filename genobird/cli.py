@@ -353,7 +353,6 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from genobird.predict import load_predictor
     from genobird.scoring import write_scores
 
     kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
@@ -361,10 +360,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise GenobirdError(f"--{kind} needs --reference FASTA to cut the windows from")
     if kind == "fasta" and args.chromosomes:
         raise GenobirdError("--chromosomes selects BED regions or VCF variants, not FASTA records")
-    predictor = load_predictor(
-        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
-        precision=args.precision, num_workers=args.workers,
-    )  # fmt: skip
+    predictor = _load_predictor(args)
     out = args.out
     summary = write_scores(
         predictor, kind, source, out, args.format, args.features, args.reference,
@@ -390,14 +386,10 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_ism(args: argparse.Namespace) -> int:
     from genobird.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
-    from genobird.predict import load_predictor
 
     if args.bed and args.reference is None:
         raise GenobirdError("--bed needs --reference FASTA to cut the windows from")
-    predictor = load_predictor(
-        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
-        precision=args.precision, num_workers=args.workers,
-    )  # fmt: skip
+    predictor = _load_predictor(args)
     features = args.features or predictor.feature_names
     plotted = args.feature or features[0]
     if args.plot and plotted not in features:
@@ -880,9 +872,15 @@ def _add_score(commands) -> None:
     sub.add_argument("--out", type=Path, required=True, help="output file")
     sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
     sub.add_argument("--features", nargs="+", help="only these feature columns")
+    sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
+    _add_predictor_options(sub)
+    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def _add_predictor_options(sub) -> None:
+    """How a fine-tuned model runs: the options of `load_predictor`."""
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
                      help="average both strands (default: chromatin yes, promoter no)")  # fmt: skip
-    sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
     sub.add_argument("--batch-size", type=int, default=16)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
@@ -890,7 +888,15 @@ def _add_score(commands) -> None:
     sub.add_argument("--workers", type=int,
                      help="processes fetching and tokenising windows (default: up to 4 on "
                      "CUDA, none on CPU)")  # fmt: skip
-    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def _load_predictor(args: argparse.Namespace):
+    from genobird.predict import load_predictor
+
+    return load_predictor(
+        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
+        precision=args.precision, num_workers=args.workers,
+    )  # fmt: skip
 
 
 def _add_ism(commands) -> None:
@@ -913,15 +919,7 @@ def _add_ism(commands) -> None:
     sub.add_argument("--features", nargs="+", help="only these features (default: all)")
     sub.add_argument("--plot", type=Path, help="PNG heatmap of the first record")
     sub.add_argument("--feature", help="the feature to plot (default: the first)")
-    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
-                     help="average both strands (default: chromatin yes, promoter no)")  # fmt: skip
-    sub.add_argument("--batch-size", type=int, default=16)
-    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
-    sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
-                     help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
-    sub.add_argument("--workers", type=int,
-                     help="processes fetching and tokenising windows (default: up to 4 on "
-                     "CUDA, none on CPU)")  # fmt: skip
+    _add_predictor_options(sub)
 
 
 def _add_baseline(commands) -> None:

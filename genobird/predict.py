@@ -44,7 +44,7 @@ from genobird.genome import (
     read_vcf,
 )
 from genobird.genome.alphabet import reverse_complement
-from genobird.genome.regions import BadRecord
+from genobird.genome.regions import BadRecord, Interval
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.tasks.data import pad_ids, window_ids
@@ -77,18 +77,8 @@ def default_workers(device: torch.device) -> int:
     return max(0, min(4, (os.cpu_count() or 1) - 1))
 
 
-@dataclass(frozen=True)
-class RegionWindow:
-    """A window cut from the reference where it is scored (in a DataLoader worker)."""
-
-    chrom: str
-    start: int
-    end: int
-    strand: str = "+"
-
-
 class WindowInputs(torch.utils.data.Dataset):
-    """Model inputs of windows: each is fetched (a RegionWindow) and tokenised here, on
+    """Model inputs of windows: each is fetched (an Interval) and tokenised here, on
     one strand or both, so that DataLoader workers do it off the main process."""
 
     def __init__(self, windows: list, reference, tokenizer: Tokenizer, max_tokens: int,
@@ -101,7 +91,7 @@ class WindowInputs(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> tuple[list[np.ndarray], bool]:
         window = self.windows[index]
-        if isinstance(window, RegionWindow):
+        if isinstance(window, Interval):
             window = self.reference.fetch(window.chrom, window.start, window.end, window.strand,
                                           pad=True)  # fmt: skip
         strands = [window, reverse_complement(window)] if self.both_strands else [window]
@@ -180,8 +170,7 @@ class Predictor:
 
     # ------------------------------------------------------------------ core
     def _probabilities(self, windows: list) -> np.ndarray:
-        """Probabilities [N, F] of already sized windows (normalised DNA strings, or
-        RegionWindows cut from `self.reference`)."""
+        """Probabilities [N, F] of already sized windows (normalised DNA strings)."""
         return self._score_windows(windows)[0]
 
     @torch.no_grad()
@@ -282,7 +271,7 @@ class Predictor:
         for interval in intervals:
             window = centered_window(interval, self.input_length_bp)
             strand = interval.strand if interval.strand in ("+", "-") else "+"
-            windows.append(RegionWindow(window.chrom, window.start, window.end, strand))
+            windows.append(Interval(window.chrom, window.start, window.end, strand=strand))
             for key, value in zip(
                 ids, (interval.chrom, interval.start, interval.end, interval.strand), strict=True
             ):

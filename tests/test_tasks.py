@@ -201,26 +201,12 @@ def test_label_builder_on_real_peaks_matches_a_numpy_oracle(shared_data, tmp_pat
     assert labels.sum() > 100 and len(names) == 6
 
 
-def _bedtools_bin_labels(bins, peak_files, min_overlap):
-    """The label builder as it was: bedtools merge + coverage through pybedtools, one
-    Python row per bin and feature (the oracle the numpy builder must equal)."""
-    import pybedtools
-
-    labels = np.zeros((len(bins), len(peak_files)), dtype=np.uint8)
-    bin_tool = pybedtools.BedTool([(c, s, e, str(i)) for i, (c, s, e) in enumerate(bins)]).sort()
-    for column, peaks in enumerate(peak_files):
-        merged = pybedtools.BedTool(str(peaks)).sort().merge()
-        for row in bin_tool.coverage(merged):
-            if float(row.fields[-1]) >= min_overlap:
-                labels[int(row.fields[3]), column] = 1
-    pybedtools.cleanup()
-    return labels
-
-
 @pytest.mark.shared_data
 def test_numpy_label_builder_equals_bedtools_on_real_peaks(shared_data, tmp_path):
     """20 Mb of hg19 chr10 (100,000 bins x 6 real DeepSEA-style features), at DeepSEA's
     rule and two others; the peak BED is split per feature, gzipped as published."""
+    from genobird.tasks.peaks import bedtools_bin_labels
+
     by_feature: dict[str, list[str]] = {}
     with gzip.open(
         shared_data / "chromatin" / "deepsea_peaks_hg19_chr1_chr10_6features.bed.gz", "rt"
@@ -237,7 +223,7 @@ def test_numpy_label_builder_equals_bedtools_on_real_peaks(shared_data, tmp_path
     bins += [("1", 1_000_000 + 37 * i, 1_000_000 + 37 * i + 150) for i in range(2000)]
     for min_overlap in (0.5, 0.01, 1.0):
         ours = bin_labels(bins, files, min_overlap)
-        assert np.array_equal(ours, _bedtools_bin_labels(bins, files, min_overlap)), min_overlap
+        assert np.array_equal(ours, bedtools_bin_labels(bins, files, min_overlap)), min_overlap
     assert ours.shape == (102_000, 6) and bin_labels(bins, files, 0.5).sum() > 1000
 
 
