@@ -31,6 +31,7 @@ from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path
 from genobird.genome import Reference, centered_window, read_bed, read_fasta
 from genobird.predict import fit_window, logit
+from genobird.scoring import select_features
 
 BASES = "ACGT"
 SCORE_LABELS = {"diff": "alt - ref", "log_odds": "logit(alt) - logit(ref)"}
@@ -173,10 +174,7 @@ def run_ism(predictor, regions: Iterator[Region], out: Path, window: int,
             progress: bool = False) -> tuple[int, IsmResult]:  # fmt: skip
     """ISM of every region into `out`, one record in memory at a time; returns the number
     of records and the first one's result (for the plot)."""
-    names = features or predictor.feature_names
-    unknown = [name for name in names if name not in predictor.feature_names]
-    if unknown:
-        raise ConfigError(f"unknown features {unknown[:5]}; see the model's feature names")
+    names = select_features(predictor, features)
     columns = [predictor.feature_names.index(name) for name in names]
     _, length = mutated_span(predictor.input_length_bp, window)
     writer = IsmWriter(out, names, length, score)

@@ -103,11 +103,13 @@ def _finish(context, ok: bool) -> None:
 def select_features(predictor, names: list[str] | None) -> list[str]:
     if not names:
         return predictor.feature_names
-    unknown = [n for n in names if n not in predictor.feature_names]
+    known = set(predictor.feature_names)
+    unknown = [n for n in names if n not in known]
     if unknown:
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise ConfigError(
-            f"unknown features {unknown}; this model has {len(predictor.feature_names)}, e.g. "
-            f"{', '.join(predictor.feature_names[:5])}"
+            f"unknown features {unknown[:5]}{more}; this model has "
+            f"{len(predictor.feature_names)}, e.g. {', '.join(predictor.feature_names[:5])}"
         )
     return names
 
