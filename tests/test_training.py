@@ -196,6 +196,38 @@ def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(datase
     assert latest_checkpoint(tmp_path / "checkpoints").name == "step-00000004"
 
 
+def test_a_nan_between_checks_is_caught_at_the_next_check_naming_its_step(datasets, tmp_path):
+    """Steps do not read the device: a NaN at step 3 is found at the step-4 checkpoint
+    (logging only every 10 steps), named as step 3, and nothing after step 2 is saved."""
+    train, _ = datasets
+    calls = {"n": 0}
+
+    def poisoned(model, batch):
+        calls["n"] += 1
+        loss, metrics = pretraining_step(model, batch)
+        assert all(isinstance(value, torch.Tensor) for value in metrics.values())
+        return (loss * float("nan") if calls["n"] == 5 else loss), metrics
+
+    config = training_config(max_steps=10, checkpoint_every=2, log_every=10)
+    with pytest.raises(TrainingError, match=r"became nan / nan at step 3;.*step-00000002"):
+        run(Trainer(make_model(), train, config, tmp_path, poisoned))
+    assert latest_checkpoint(tmp_path / "checkpoints").name == "step-00000002"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="host synchronisation is a CUDA matter")
+def test_a_cuda_training_step_never_synchronises_with_the_host(datasets, tmp_path):
+    train, _ = datasets
+    config = training_config(max_steps=4, checkpoint_every=1000, log_every=1000)
+    trainer = Trainer(make_model(), train, config, tmp_path, pretraining_step, device="cuda")
+    batches = trainer._micro_batches()
+    trainer._optimizer_step(batches)  # warm-up: allocations, lazy initialisation
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        trainer._optimizer_step(batches)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 # --------------------------------------------------------------------------- pieces
 def test_schedule_warms_up_then_decays_to_zero():
     factor = linear_schedule(warmup=4, total=12)

@@ -47,9 +47,9 @@ def _forward(model, batch, with_nsp_loss: bool = True):
 
 def pretraining_step(model, batch) -> tuple[torch.Tensor, dict]:
     out = _forward(model, batch)
-    metrics = {"mlm_loss": float(out.mlm_loss.detach())}
+    metrics = {"mlm_loss": out.mlm_loss.detach()}  # tensors: the trainer reads them when it logs
     if out.nsp_loss is not None:
-        metrics["nsp_loss"] = float(out.nsp_loss.detach())
+        metrics["nsp_loss"] = out.nsp_loss.detach()
     return out.loss, metrics
 
 

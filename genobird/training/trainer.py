@@ -10,7 +10,12 @@ checkpoint stores the position in it, the optimiser and scheduler, and the torch
 states (dropout). A run interrupted and resumed therefore takes the same steps as one
 that never stopped; on CPU the final parameters are bitwise equal (tested).
 
-A task supplies `step_fn(model, batch) -> (loss, {name: float})` and optionally
+A step never waits for the device: its metrics stay tensors and whether its loss and
+gradient were finite is recorded on the device, read (one synchronisation) only at
+log, evaluation and checkpoint steps; a non-finite step stops training there, before
+anything is saved.
+
+A task supplies `step_fn(model, batch) -> (loss, {name: tensor or float})` and optionally
 `eval_fn(model, loader) -> {name: float}`.
 """
 
@@ -198,6 +203,8 @@ class Trainer:
         )
         self.state = TrainState()
         self.autocast_dtype = autocast_dtype(config.mixed_precision, self.device)
+        self._first_bad: torch.Tensor | None = None  # see _record_finite
+        self._bad_values: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ set-up
 
@@ -278,6 +285,7 @@ class Trainer:
             drop_last=True,
             generator=generator,
             collate_fn=self.collate_fn,
+            pin_memory=self.device.type == "cuda",  # non-blocking copies to the GPU
         )
 
     def _micro_batches(self):
@@ -287,7 +295,10 @@ class Trainer:
             for batch in self._loader():
                 produced = True
                 self.state.batch_in_epoch += 1
-                yield {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+                # real tokens counted on the host copy: no device round trip per batch
+                mask = batch.get("attention_mask")
+                tokens = int(mask.sum()) if mask is not None else 0
+                yield {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}, tokens
             if not produced and self.state.batch_in_epoch == 0:
                 raise ConfigError(
                     f"the training set ({len(self.train_dataset)} examples) is smaller than one "
@@ -317,12 +328,15 @@ class Trainer:
             self.state.step += 1
             bar.update()
             if self.state.step % config.log_every == 0 or self.state.step == config.max_steps:
+                self._check_finite()
+                metrics = {name: float(value) for name, value in metrics.items()}
                 metrics["tokens_per_second"] = tokens * self.world / (time.perf_counter() - started)
                 self._log(metrics)
                 bar.set_postfix(loss=f"{metrics['loss']:.3f}")
                 started, tokens = time.perf_counter(), 0
             stop = False
             if self.eval_fn and config.eval_every and self.state.step % config.eval_every == 0:
+                self._check_finite()
                 metrics = self.evaluate()
                 self._log(metrics, prefix="eval_")
                 stop = self.state.stopped_early = self._select(metrics)
@@ -331,6 +345,7 @@ class Trainer:
                 or self.state.step % config.checkpoint_every == 0
                 or self.state.step == config.max_steps
             ):
+                self._check_finite()
                 self.save()
             if stop:
                 log.info("early stop at step %d: no better %s in %d evaluations",
@@ -380,33 +395,56 @@ class Trainer:
                      self.config.best_metric, self.state.best_score)  # fmt: skip
 
     def _optimizer_step(self, batches) -> tuple[dict, int]:
-        totals: dict[str, float] = {}
+        """One update. Its metrics stay on the device (tensors) and its finiteness is
+        recorded there, so a step never waits for the device: `_check_finite` reads the
+        record at log, evaluation and checkpoint steps only."""
+        totals: dict = {}
         tokens = 0
         for micro in range(self.accumulation):
-            batch = next(batches)
-            tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else 0
+            batch, batch_tokens = next(batches)
+            tokens += batch_tokens
             sync = micro == self.accumulation - 1
             with distributed.maybe_no_sync(self.model, sync), self._autocast():
                 loss, metrics = self.step_fn(self.model, batch)
             (loss / self.accumulation).backward()
-            for name, value in {"loss": float(loss.detach()), **metrics}.items():
+            for name, value in {"loss": loss.detach(), **metrics}.items():
                 totals[name] = totals.get(name, 0.0) + value / self.accumulation
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-        if not torch.isfinite(norm) or not math.isfinite(totals["loss"]):
-            last = latest_checkpoint(self.checkpoint_root)
-            raise TrainingError(
-                f"loss or gradient became {totals['loss']} / {float(norm)} at step "
-                f"{self.state.step + 1}; stopped without saving. Last good checkpoint: "
-                f"{last or 'none'}; lower the learning rate or check the data, then resume"
-            )
+        self._record_finite(torch.isfinite(norm) & torch.isfinite(totals["loss"]), totals, norm)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        totals["grad_norm"] = float(norm)
+        totals["grad_norm"] = norm
         # the base rate (groups with a learning_rate_scale run at a multiple of it)
         factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
         totals["learning_rate"] = self.config.learning_rate * factor
         return totals, tokens
+
+    def _record_finite(self, finite: torch.Tensor, totals: dict, norm: torch.Tensor) -> None:
+        """Remember (on the device) the first step whose loss or gradient was not finite,
+        with those values, until `_check_finite` reads them."""
+        step = self.state.step + 1
+        if self._first_bad is None:
+            self._first_bad = torch.full((), -1, dtype=torch.long, device=norm.device)
+            self._bad_values = torch.zeros(2, device=norm.device)
+        first = (self._first_bad < 0) & ~finite
+        self._first_bad = torch.where(first, step, self._first_bad)  # a scalar: no copy
+        values = torch.stack([totals["loss"].float().reshape(()), norm.float().reshape(())])
+        self._bad_values = torch.where(first, values, self._bad_values)
+
+    def _check_finite(self) -> None:
+        """Stop, saving nothing, if a step since the last check was not finite (the weights
+        it updated are discarded with the process; checkpoints are written only after a
+        check, so the last one on disk is good)."""
+        if self._first_bad is None or int(self._first_bad) < 0:
+            return
+        loss, norm = (float(v) for v in self._bad_values)
+        last = latest_checkpoint(self.checkpoint_root)
+        raise TrainingError(
+            f"loss or gradient became {loss} / {norm} at step {int(self._first_bad)}; "
+            f"stopped without saving. Last good checkpoint: {last or 'none'}; lower the "
+            "learning rate or check the data, then resume"
+        )
 
     def _autocast(self):
         return autocast(self.device, self.autocast_dtype)
