@@ -14,6 +14,7 @@ HDF5 output, one row per record:
     sequence     S{W} [R]               the reference bases of the mutated window
     name S [R], chrom S [R], start int64 [R]   first mutated base (0-based; FASTA: in
                                                the record, chrom = record name)
+    positions    int64 [R, W]           the coordinate of each mutated base
     feature_names S [F];  attrs: score, window, bases
 """
 
@@ -150,6 +151,8 @@ class IsmWriter:
         for name, value in (("name", result.region.name), ("chrom", result.region.chrom)):
             self._append(name, np.array([value], dtype=object), h5py.string_dtype())
         self._append("start", np.array([result.start], dtype=np.int64), np.int64)
+        positions = result.start + np.arange(len(result.effects), dtype=np.int64)
+        self._append("positions", positions[None], np.int64)
         self.rows += 1
 
     def _append(self, name: str, values: np.ndarray, dtype) -> None:

@@ -368,6 +368,7 @@ def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
         assert effects.shape == (2, 12, 4, 16) and handle.attrs["score"] == "diff"
         assert handle["name"][:].astype(str).tolist() == ["long", "short"]
         assert handle["start"][:].tolist() == [100 + 194, -160 + 194]  # record coordinates
+        assert handle["positions"][1].tolist() == list(range(34, 46))
         assert handle["sequence"][0].decode() == long[294:306]
         assert handle["feature_names"][:].astype(str).tolist() == predictor.feature_names
     window = fit_window(long, 400)
