@@ -55,6 +55,32 @@ def test_config_round_trips_through_json(tmp_path):
     assert BigBirdConfig.load(tmp_path / "c.json") == config
 
 
+def test_gelu_new_and_rescaled_embeddings_compute_huggingfaces_formulas(tmp_path):
+    """The options an imported HuggingFace BigBird needs, against the formulas written
+    out: gelu_new = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); rescaled token
+    embeddings are multiplied by sqrt(hidden) before positions and segments are added."""
+    import math
+
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config(hidden_act="gelu_new", rescale_embeddings=True))
+    x = torch.randn(3, 32)
+    feed_forward = model.encoder.layers[0].feed_forward
+    up = feed_forward.up(x)
+    gelu_new = 0.5 * up * (1 + torch.tanh(math.sqrt(2 / math.pi) * (up + 0.044715 * up**3)))
+    torch.testing.assert_close(feed_forward(x), feed_forward.down(gelu_new))
+    wide = torch.linspace(-4, 4, 81)  # the two forms differ by up to ~5e-4 here
+    assert (feed_forward.activation(wide) - torch.nn.functional.gelu(wide)).abs().max() > 1e-4
+    embeddings = model.encoder.embeddings
+    ids, segments, _ = batch(length=40)
+    summed = (embeddings.tokens(ids) * math.sqrt(32) + embeddings.positions.weight[:40]
+              + embeddings.segments(segments))  # fmt: skip
+    torch.testing.assert_close(embeddings.eval()(ids, segments), embeddings.norm(summed))
+    save_pretrained(model, tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").encoder
+    assert (loaded.embeddings.token_scale, loaded.layers[0].feed_forward.activation.keywords) == (
+        math.sqrt(32), {"approximate": "tanh"})  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
@@ -63,6 +89,7 @@ def test_config_round_trips_through_json(tmp_path):
         ({"attention_type": "etc"}, "num_global_tokens >= 1"),
         ({"num_window_blocks": 4}, "must be odd"),
         ({"hidden_dropout": 1.0}, r"in \[0, 1\)"),
+        ({"hidden_act": "relu"}, "hidden_act must be one of"),
     ],
 )
 def test_invalid_config_values_are_named(changes, message):

@@ -6,6 +6,7 @@ Shapes: B batch, N tokens, C hidden size, H heads, D head dim, F outputs.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +18,13 @@ from genobird.attention import BlockLayout, attention, bigbird_layout
 from genobird.attention.layouts import etc_padded_global_count
 from genobird.errors import ConfigError
 from genobird.model.config import BigBirdConfig
+
+
+def activation(name: str):
+    """The feed-forward activation of a config's `hidden_act`."""
+    if name == "gelu_new":  # tanh approximation (HuggingFace's "gelu_new")
+        return functools.partial(F.gelu, approximate="tanh")
+    return F.gelu
 
 
 # =========================================================================== embeddings
@@ -31,6 +39,7 @@ class Embeddings(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.max_position = config.max_position
+        self.token_scale = config.hidden_size**0.5 if config.rescale_embeddings else 1.0
 
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None) -> torch.Tensor:
         length = input_ids.shape[1]
@@ -39,7 +48,7 @@ class Embeddings(nn.Module):
                 f"input of {length} tokens is longer than max_position {self.max_position}"
             )
         positions = torch.arange(length, device=input_ids.device)
-        x = self.tokens(input_ids) + self.positions(positions)[None]
+        x = self.tokens(input_ids) * self.token_scale + self.positions(positions)[None]
         if segment_ids is not None:
             x = x + self.segments(segment_ids)
         else:
@@ -116,9 +125,10 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(config.hidden_size, config.intermediate_size)
         self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.activation = activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.gelu(self.up(x)))
+        return self.down(self.activation(self.up(x)))
 
 
 class EncoderLayer(nn.Module):
@@ -228,9 +238,10 @@ class MaskedLMHead(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.token_embedding = token_embedding  # tied: the same Parameter, not a copy
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.activation = activation(config.hidden_act)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        hidden = self.norm(F.gelu(self.transform(hidden)))
+        hidden = self.norm(self.activation(self.transform(hidden)))
         return hidden @ self.token_embedding.weight.T + self.bias
 
 

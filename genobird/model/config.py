@@ -10,6 +10,7 @@ from pathlib import Path
 from genobird.errors import ConfigError
 
 ATTENTION_TYPES = ("itc", "etc", "dense")
+ACTIVATIONS = ("gelu", "gelu_new")
 
 
 @dataclass
@@ -40,6 +41,13 @@ class BigBirdConfig:
     # How to compute sparse attention: "auto" (FlexAttention on CUDA when attention
     # dropout is off, else the PyTorch block-sparse kernel), "block_sparse", "flex", "dense".
     attention_impl: str = "auto"
+    # Feed-forward and MLM-transform activation: "gelu" (the exact erf form, genobird's
+    # own models) or "gelu_new" (the tanh approximation, HuggingFace BigBird's default and
+    # GENA-LM's), so that an imported model computes what it was trained with.
+    hidden_act: str = "gelu"
+    # Token embeddings times sqrt(hidden_size) before positions and segments are added
+    # (HuggingFace BigBird's `rescale_embeddings`; off in BigBird's released models).
+    rescale_embeddings: bool = False
     # BERT's dropouts and initialisation.
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
@@ -70,6 +78,8 @@ class BigBirdConfig:
             )
         if self.attention_type == "etc" and self.num_global_tokens < 1:
             raise ConfigError("attention_type 'etc' needs num_global_tokens >= 1")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
         if self.num_window_blocks < 1 or self.num_window_blocks % 2 == 0:
             raise ConfigError(f"num_window_blocks must be odd, got {self.num_window_blocks}")
         for name in ("hidden_dropout", "attention_dropout"):
