@@ -1,0 +1,169 @@
+"""HuggingFace BigBird (`model_type: big_bird`) weights and configs, both ways.
+
+The encoder, the [CLS] pooler and the MLM / NSP heads map one to one onto transformers'
+`BigBirdForPreTraining` names (`bert.*`, `cls.predictions.*`, `cls.seq_relationship`):
+the only reshaping is genobird's fused query-key-value projection, split into HF's
+`query`, `key` and `value` (rows [q | k | v], each in head-major order as both
+models view them). The MLM decoder is tied to the word embeddings on both sides.
+
+What genobird cannot represent is refused with one line naming the key (another model
+type, relative positions, a decoder, projections without bias), never approximated.
+Block-sparse patterns: HF computes inputs of at most 5 + 2r blocks with full attention,
+genobird those its ITC layout happens to cover whole. Where both compute full attention
+the outputs agree (tested against transformers); otherwise HF's own random plan and its
+full-attention switch are needed, which genobird does not reproduce yet.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from genobird.errors import CheckpointError
+from genobird.model.config import BigBirdConfig
+
+# HF config key -> BigBirdConfig field (same meaning, same value).
+SAME_VALUE = {
+    "vocab_size": "vocab_size",
+    "hidden_size": "hidden_size",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_position",
+    "type_vocab_size": "type_vocab_size",
+    "block_size": "block_size",
+    "num_random_blocks": "num_random_blocks",
+    "hidden_dropout_prob": "hidden_dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+    "layer_norm_eps": "layer_norm_eps",
+    "initializer_range": "initializer_range",
+    "pad_token_id": "pad_token_id",
+    "hidden_act": "hidden_act",
+    "rescale_embeddings": "rescale_embeddings",
+}
+# HF settings genobird has no counterpart for, with the only value it can take.
+REQUIRED = {
+    "model_type": "big_bird",
+    "position_embedding_type": "absolute",
+    "is_decoder": False,
+    "add_cross_attention": False,
+    "use_bias": True,
+}
+ATTENTION_TYPES = {"block_sparse": "itc", "original_full": "dense"}
+
+
+def config_from_hf(hf: dict, source: str = "config.json") -> BigBirdConfig:
+    """A BigBirdConfig computing what the HF config describes; unsupported keys are
+    one-line CheckpointErrors naming the key."""
+    for key, value in REQUIRED.items():
+        if hf.get(key, value) != value:
+            raise CheckpointError(
+                f"{source}: {key} = {hf[key]!r} is not supported (genobird needs {value!r})"
+            )
+    attention = hf.get("attention_type", "block_sparse")
+    if attention not in ATTENTION_TYPES:
+        raise CheckpointError(f"{source}: attention_type = {attention!r} is not supported")
+    values = {ours: hf[theirs] for theirs, ours in SAME_VALUE.items() if theirs in hf}
+    values.setdefault("hidden_act", "gelu_new")  # HF BigBird's default
+    # HF BigBird: 2 global blocks (first, last) and a window of 3 blocks, fixed
+    values.update(attention_type=ATTENTION_TYPES[attention], num_global_blocks=2,
+                  num_window_blocks=3)  # fmt: skip
+    try:
+        return BigBirdConfig(**values)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{source}: {exc}") from exc
+
+
+def config_to_hf(config: BigBirdConfig, architecture: str) -> dict:
+    """config.json for transformers, describing `config` exactly (or refusing)."""
+    if config.attention_type == "etc":
+        raise CheckpointError("attention_type 'etc' has no HuggingFace BigBird counterpart")
+    if (config.num_global_blocks, config.num_window_blocks) != (2, 3):
+        raise CheckpointError(
+            "HuggingFace BigBird fixes 2 global blocks and a window of 3 blocks; this model "
+            f"has {config.num_global_blocks} and {config.num_window_blocks}"
+        )
+    values = {theirs: getattr(config, ours) for theirs, ours in SAME_VALUE.items()}
+    inverse = {ours: theirs for theirs, ours in ATTENTION_TYPES.items()}
+    return {
+        **values,
+        **{key: value for key, value in REQUIRED.items()},
+        "architectures": [architecture],
+        "attention_type": inverse[config.attention_type],
+        "tie_word_embeddings": True,
+    }
+
+
+def _layer_names(index: int) -> dict[str, str]:
+    """genobird name -> HF name inside encoder layer `index` (qkv handled apart)."""
+    ours, theirs = f"encoder.layers.{index}.", f"bert.encoder.layer.{index}."
+    pairs = {
+        "attention.out": "attention.output.dense",
+        "attention_norm": "attention.output.LayerNorm",
+        "feed_forward.up": "intermediate.dense",
+        "feed_forward.down": "output.dense",
+        "output_norm": "output.LayerNorm",
+    }
+    return {
+        ours + a + suffix: theirs + b + suffix
+        for a, b in pairs.items()
+        for suffix in (".weight", ".bias")
+    }
+
+
+def _names(num_layers: int) -> dict[str, str]:
+    """genobird name -> HF name of every tensor but the fused qkv and the tied decoder."""
+    names = {
+        "encoder.embeddings.tokens.weight": "bert.embeddings.word_embeddings.weight",
+        "encoder.embeddings.positions.weight": "bert.embeddings.position_embeddings.weight",
+        "encoder.embeddings.segments.weight": "bert.embeddings.token_type_embeddings.weight",
+        "encoder.embeddings.norm.weight": "bert.embeddings.LayerNorm.weight",
+        "encoder.embeddings.norm.bias": "bert.embeddings.LayerNorm.bias",
+        "encoder.pooler.weight": "bert.pooler.weight",
+        "encoder.pooler.bias": "bert.pooler.bias",
+        "mlm.bias": "cls.predictions.bias",
+        "mlm.transform.weight": "cls.predictions.transform.dense.weight",
+        "mlm.transform.bias": "cls.predictions.transform.dense.bias",
+        "mlm.norm.weight": "cls.predictions.transform.LayerNorm.weight",
+        "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
+        "nsp.weight": "cls.seq_relationship.weight",
+        "nsp.bias": "cls.seq_relationship.bias",
+    }
+    for index in range(num_layers):
+        names.update(_layer_names(index))
+    return names
+
+
+QKV = ("query", "key", "value")
+
+
+def state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    """A genobird pretraining model's tensors under HF BigBirdForPreTraining's names."""
+    out = {theirs: state[ours] for ours, theirs in _names(num_layers).items() if ours in state}
+    for index in range(num_layers):
+        prefix = f"encoder.layers.{index}.attention.qkv."
+        for suffix in ("weight", "bias"):
+            for name, part in zip(QKV, state[prefix + suffix].chunk(3), strict=True):
+                out[f"bert.encoder.layer.{index}.attention.self.{name}.{suffix}"] = part
+    out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
+    out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
+    return {name: tensor.contiguous() for name, tensor in out.items()}
+
+
+def state_dict_from_hf(hf: dict[str, torch.Tensor], num_layers: int,
+                       source: str = "weights") -> dict[str, torch.Tensor]:  # fmt: skip
+    """genobird tensors from HF BigBird ones (ForPreTraining or ForMaskedLM names; a bare
+    BigBirdModel's lack the `bert.` prefix). Heads absent from the file are left out, so
+    the caller keeps its fresh initialisation for them."""
+    if not any(name.startswith("bert.") for name in hf):
+        hf = {f"bert.{name}": tensor for name, tensor in hf.items()}
+    out = {ours: hf[theirs] for ours, theirs in _names(num_layers).items() if theirs in hf}
+    for index in range(num_layers):
+        for suffix in ("weight", "bias"):
+            parts = [f"bert.encoder.layer.{index}.attention.self.{n}.{suffix}" for n in QKV]
+            missing = [p for p in parts if p not in hf]
+            if missing:
+                raise CheckpointError(f"{source}: missing {missing[0]}; not a BigBird checkpoint")
+            out[f"encoder.layers.{index}.attention.qkv.{suffix}"] = torch.cat(
+                [hf[p] for p in parts]
+            )
+    return out
