@@ -97,7 +97,7 @@ class _SliceWriter:
                    "end": ends, "strand": strands, "split": splits}  # fmt: skip
         for name, values in columns.items():
             dataset = self.handle[name]
-            self.handle[name][self.rows : end] = np.asarray(values, dtype=dataset.dtype)
+            dataset[self.rows : end] = np.asarray(values, dtype=dataset.dtype)
         self.rows = end
 
 
