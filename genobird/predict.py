@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from genobird.corpus.tokenizer import PAD_ID, Tokenizer
+from genobird.corpus.tokenizer import Tokenizer
 from genobird.errors import CheckpointError, GenobirdError
 from genobird.fileio import require_unique_names
 from genobird.genome import (
@@ -98,11 +98,12 @@ class WindowInputs(torch.utils.data.Dataset):
         return [window_ids(self.tokenizer, s, self.max_tokens) for s in strands], "N" in window
 
 
-def collate_strands(items: list, block_size: int) -> tuple[list[torch.Tensor], list[bool]]:
+def collate_strands(items: list, block_size: int,
+                    pad_id: int) -> tuple[list[torch.Tensor], list[bool]]:  # fmt: skip
     """([ids of every window on strand k, padded] for each strand, N flags)."""
     strands = len(items[0][0])
     return (
-        [pad_ids([ids[k] for ids, _ in items], block_size) for k in range(strands)],
+        [pad_ids([ids[k] for ids, _ in items], block_size, pad_id) for k in range(strands)],
         [flag for _, flag in items],
     )
 
@@ -187,7 +188,11 @@ class Predictor:
         loader = torch.utils.data.DataLoader(
             inputs,
             batch_size=self.batch_size,
-            collate_fn=functools.partial(collate_strands, block_size=self.model.config.block_size),
+            collate_fn=functools.partial(
+                collate_strands,
+                block_size=self.model.config.block_size,
+                pad_id=self.tokenizer.pad_id,
+            ),
             num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
         )
@@ -197,7 +202,7 @@ class Predictor:
             for ids in strands:
                 ids = ids.to(self.device, non_blocking=True)
                 with autocast(self.device, self.autocast_dtype):
-                    logits = self.model(ids, None, ids != PAD_ID).logits.float()
+                    logits = self.model(ids, None, ids != self.tokenizer.pad_id).logits.float()
                 out[first : first + len(flags)] += torch.sigmoid(logits).cpu().numpy()
             first += len(flags)
             has_n += flags

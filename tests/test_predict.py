@@ -123,6 +123,19 @@ def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_re
                  str(fasta), "--out", str(tmp_path / "w.tsv"), "--workers", "1"]) == 0  # fmt: skip
 
 
+def test_scoring_masks_the_tokenizers_own_pad_id(model_dir):
+    """With [PAD] at id 3 (GENA-LM's), a window scores the same alone and batched with a
+    longer one: the attention mask comes from the tokenizer, not from a constant."""
+    predictor = load_predictor(model_dir, device="cpu", rc_average=False, batch_size=2)
+    predictor.tokenizer.cls_id, predictor.tokenizer.sep_id, predictor.tokenizer.pad_id = 1, 2, 3
+    rng = np.random.default_rng(9)
+    short = "".join(rng.choice(list("ACGT"), 400))
+    repeat = "A" * 400  # few, long tokens: a much shorter input than `short`
+    alone = predictor._probabilities([repeat])
+    batched = predictor._probabilities([repeat, short])
+    np.testing.assert_allclose(batched[0], alone[0], atol=1e-5)
+
+
 def test_bed_end_to_end_naming_padding_rejects_and_strict(
     predictor, demo_reference, tmp_path, capsys
 ):

@@ -339,12 +339,27 @@ def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraini
     items = [{"input_ids": window_ids(tokenizer, s, 1024), "labels": np.zeros(1, np.float32)}
              for s in sequences]  # fmt: skip
     longest = max(len(item["input_ids"]) for item in items)
-    batch = collate_windows(items, block_size=64)
+    batch = collate_windows(items, block_size=64, pad_id=tokenizer.pad_id)
     assert batch["input_ids"].shape == (2, -(-longest // 64) * 64)
     assert batch["attention_mask"].sum(dim=1).tolist() == [len(i["input_ids"]) for i in items]
     assert batch["input_ids"][0, 0] == 2 and batch["labels"].shape == (2, 1)  # [CLS] first
-    short = collate_windows(items[:1], block_size=64)  # within one block: a multiple of 8
-    assert short["input_ids"].shape[1] == -(-len(items[0]["input_ids"]) // 8) * 8
+    short = collate_windows(items[:1], block_size=64, pad_id=tokenizer.pad_id)
+    assert short["input_ids"].shape[1] == -(-len(items[0]["input_ids"]) // 8) * 8  # one block
+
+
+def test_windows_take_their_special_ids_from_the_tokenizer(pretraining_data):
+    """GENA-LM's layout ([CLS] 1, [SEP] 2, [PAD] 3), not genobird's (2, 3, 0)."""
+    from genobird.corpus import Tokenizer
+    from genobird.tasks.data import collate_windows, window_ids
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id = 1, 2, 3
+    rows = [window_ids(tokenizer, "ACGT" * n, 1024) for n in (5, 60)]
+    assert all(row[0] == 1 and row[-1] == 2 for row in rows)
+    batch = collate_windows([{"input_ids": r, "labels": np.zeros(1)} for r in rows], 64, 3)
+    padded = batch["input_ids"][0, len(rows[0]) :]
+    assert (padded == 3).all() and not batch["attention_mask"][0, len(rows[0]) :].any()
+    assert batch["attention_mask"][0, : len(rows[0])].all()
 
 
 def test_max_tokens_defaults_to_what_the_windows_need(pretraining_data, tmp_path):

@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 import torch
 
-from genobird.corpus.tokenizer import CLS_ID, PAD_ID, SEP_ID, Tokenizer
+from genobird.corpus.tokenizer import Tokenizer
 from genobird.errors import InputError
 from genobird.fileio import atomic_path, require_unique_names
 from genobird.genome.alphabet import reverse_complement
@@ -168,7 +168,8 @@ def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarr
     if len(ids) > room:
         first = (len(ids) - room) // 2
         ids = ids[first : first + room]
-    return np.concatenate(([CLS_ID], np.asarray(ids, dtype=np.int64), [SEP_ID]))
+    ids = np.asarray(ids, dtype=np.int64)
+    return np.concatenate(([tokenizer.cls_id], ids, [tokenizer.sep_id]))
 
 
 SHORT_MULTIPLE = 8
@@ -183,23 +184,24 @@ def padded_length(longest: int, block_size: int) -> int:
     return -(-longest // step) * step
 
 
-def pad_ids(rows: list[np.ndarray], block_size: int) -> torch.Tensor:
-    """long [B, N] of token id rows padded with [PAD] to `padded_length` of the longest."""
+def pad_ids(rows: list[np.ndarray], block_size: int, pad_id: int) -> torch.Tensor:
+    """long [B, N] of token id rows padded with the tokenizer's [PAD] id to
+    `padded_length` of the longest."""
     length = padded_length(max(len(row) for row in rows), block_size)
-    out = np.full((len(rows), length), PAD_ID, dtype=np.int64)
+    out = np.full((len(rows), length), pad_id, dtype=np.int64)
     for index, row in enumerate(rows):
         out[index, : len(row)] = row
     return torch.from_numpy(out)
 
 
-def collate_windows(items: list[dict], block_size: int) -> dict:
+def collate_windows(items: list[dict], block_size: int, pad_id: int) -> dict:
     """Stack WindowDataset items into a batch padded to its own longest window (rounded up
     to `block_size`), not to the model's maximum: a 300 bp window costs its ~64 tokens."""
-    input_ids = pad_ids([item["input_ids"] for item in items], block_size)
+    input_ids = pad_ids([item["input_ids"] for item in items], block_size, pad_id)
     return {
         "input_ids": input_ids,
         "segment_ids": torch.zeros_like(input_ids),
-        "attention_mask": input_ids != PAD_ID,
+        "attention_mask": input_ids != pad_id,
         "labels": torch.from_numpy(np.stack([item["labels"] for item in items])),
     }
 

@@ -88,7 +88,8 @@ def loader_probabilities(model, loader, device) -> tuple[np.ndarray, np.ndarray]
 def predict_probabilities(
     model, dataset, device, batch_size: int = 16
 ) -> tuple[np.ndarray, np.ndarray]:
-    collate = partial(collate_windows, block_size=model.config.block_size)
+    collate = partial(collate_windows, block_size=model.config.block_size,
+                      pad_id=dataset.tokenizer.pad_id)  # fmt: skip
     loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate)
     return loader_probabilities(model, loader, device)
 
@@ -204,7 +205,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         model, train, training, output, classification_step,
         eval_dataset=valid if selection else None,
         eval_fn=validation_auroc if selection else None,
-        collate_fn=partial(collate_windows, block_size=model.config.block_size),
+        collate_fn=partial(collate_windows, block_size=model.config.block_size,
+                           pad_id=tokenizer.pad_id),
     )  # fmt: skip
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
