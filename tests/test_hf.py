@@ -43,6 +43,16 @@ def genobird_outputs(model, ids, segments, mask):
     return out.mlm_logits.view(*ids.shape, -1), out.nsp_logits
 
 
+def assert_same_outputs(ours, theirs, ids, segments, mask) -> None:
+    """MLM logits at every real position and NSP logits agree to 1e-4."""
+    with torch.no_grad():
+        mlm, nsp = genobird_outputs(ours, ids, segments, mask)
+        hf_mlm, hf_nsp = hf_outputs(theirs, ids, segments, mask)
+    real = mask.bool()
+    torch.testing.assert_close(mlm[real], hf_mlm[real], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(nsp, hf_nsp, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("hidden_act, rescale", [("gelu_new", False), ("gelu", True)])
 def test_genobird_weights_run_in_transformers_with_the_same_outputs(hidden_act, rescale):
     """Full attention on both sides (HF original_full, genobird dense): every tensor maps."""
@@ -55,12 +65,7 @@ def test_genobird_weights_run_in_transformers_with_the_same_outputs(hidden_act, 
     result = theirs.load_state_dict(state_dict_to_hf(ours.state_dict(), 2), strict=True)
     assert not result.missing_keys and not result.unexpected_keys
     ids, segments, mask = inputs(96)
-    with torch.no_grad():
-        mlm, nsp = genobird_outputs(ours, ids, segments, mask)
-        hf_mlm, hf_nsp = hf_outputs(theirs, ids, segments, mask)
-    real = mask.bool()
-    torch.testing.assert_close(mlm[real], hf_mlm[real], rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(nsp, hf_nsp, rtol=1e-4, atol=1e-4)
+    assert_same_outputs(ours, theirs, ids, segments, mask)
 
 
 def test_a_transformers_checkpoint_runs_in_genobird_with_the_same_outputs():
@@ -83,12 +88,7 @@ def test_a_transformers_checkpoint_runs_in_genobird_with_the_same_outputs():
     assert result.missing_keys == ["mlm.token_embedding.weight"]  # tied to the embeddings
     ids, segments, mask = inputs(6 * 16)
     assert ours.encoder.layers[0].attention.layout_for(96, torch.device("cpu")).is_dense
-    with torch.no_grad():
-        mlm, nsp = genobird_outputs(ours, ids, segments, mask)
-        hf_mlm, hf_nsp = hf_outputs(theirs, ids, segments, mask)
-    real = mask.bool()
-    torch.testing.assert_close(mlm[real], hf_mlm[real], rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(nsp, hf_nsp, rtol=1e-4, atol=1e-4)
+    assert_same_outputs(ours, theirs, ids, segments, mask)
 
 
 def test_unsupported_hf_configs_are_named():
