@@ -20,6 +20,7 @@ HDF5 output, one row per record:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,11 +91,10 @@ def mutagenesis(predictor, region: Region, window: int, score: str = "diff",
     first, length = mutated_span(len(region.sequence), window)
     columns = features if features is not None else slice(None)
     reference = predictor.predict([region.sequence])[0][columns]
-    changes = list(mutants(region.sequence, first, length))
+    changes = mutants(region.sequence, first, length)  # made as they are scored
     effects = np.zeros((length, len(BASES), len(reference)), dtype=np.float32)
     batch = max(predictor.batch_size * 16, 64)  # bounded memory, full batches
-    for start in range(0, len(changes), batch):
-        part = changes[start : start + batch]
+    while part := list(itertools.islice(changes, batch)):
         alt = predictor.predict([sequence for _, _, sequence in part])[:, columns]
         offsets = np.array([offset for offset, _, _ in part])
         bases = np.array([index for _, index, _ in part])

@@ -193,7 +193,8 @@ class Predictor:
                 block_size=self.model.config.block_size,
                 pad_id=self.tokenizer.pad_id,
             ),
-            num_workers=self.num_workers,
+            # workers start per call: only worth it when there is more than one batch
+            num_workers=self.num_workers if len(windows) > self.batch_size else 0,
             pin_memory=self.device.type == "cuda",
         )
         has_n: list[bool] = []

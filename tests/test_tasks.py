@@ -744,6 +744,19 @@ def test_a_published_csv_without_a_header_has_no_split_column(tmp_path, capsys):
     assert not (tmp_path / "p.h5").exists()
 
 
+def test_a_bad_first_row_is_a_bad_row_not_a_header(tmp_path, caplog):
+    """Without a header, a first row whose DNA is bad is skipped and reported by line,
+    never read as the column names."""
+    sequences, labels = _deepsea_csv_rows(3, 30, seed=3)
+    sequences[0] = "ACGX" + sequences[0][4:]
+    path = write(tmp_path / "b.csv", "".join(map(_csv_line, sequences, labels)))
+    out = tmp_path / "b.h5"
+    assert main(["-q", "dataset", "deepsea", "--csv", str(path), "--out", str(out),
+                 "--valid-fraction", "0", "--test-fraction", "0"]) == 0  # fmt: skip
+    assert "b.csv:1: sequence: invalid DNA character 'X'" in caplog.text
+    assert read_metadata(out)["counts"]["train"] == 2
+
+
 # --------------------------------------------------------------------------- names
 def test_duplicate_column_names_are_one_line_errors_not_merged_columns(tmp_path, capsys):
     table = write(tmp_path / "d.csv", "sequence,a|b|c,x,a|b|c\nACGT,1,0,1\nGGCC,0,1,0\n")

@@ -86,7 +86,7 @@ def config_to_hf(config: BigBirdConfig, architecture: str) -> dict:
     inverse = {ours: theirs for theirs, ours in ATTENTION_TYPES.items()}
     return {
         **values,
-        **{key: value for key, value in REQUIRED.items()},
+        **REQUIRED,
         "architectures": [architecture],
         "attention_type": inverse[config.attention_type],
         "tie_word_embeddings": True,

@@ -33,7 +33,6 @@ from genobird.tasks.data import SPLITS, window_writer
 
 DEEPSEA_WINDOW_BP = 8000
 NOT_LABELS = {"sequence", "split", "name", "id"}
-_DNA_CHARACTERS = set("ACGTNacgtn")
 WRITE_CHUNK = 1024
 
 
@@ -69,10 +68,10 @@ class _Row:
 
 
 def _looks_like_header(fields: list[str]) -> bool:
-    """The published layout starts with a DNA sequence followed by 0/1 labels."""
-    first = fields[0].strip() if fields else ""
-    labels_binary = all(value.strip() in ("0", "1") for value in fields[1:])
-    return not (first and set(first) <= _DNA_CHARACTERS and labels_binary)
+    """A header names its label columns; a data row has only 0/1 after the sequence. The
+    sequence is not looked at, so a first data row with bad DNA is reported as a bad
+    row, not taken for a header and lost."""
+    return not all(value.strip() in ("0", "1") for value in fields[1:])
 
 
 def detect_layout(fields: list[str], path: Path, split_column: str | None) -> CsvLayout:
