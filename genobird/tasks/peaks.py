@@ -79,12 +79,8 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
 
 
 def covered_bases(peaks: tuple[np.ndarray, np.ndarray], positions: np.ndarray) -> np.ndarray:
-    """C(x): bases covered by the merged `peaks` in [0, x), for each x in `positions`."""
-    if len(positions) > 1 and (np.diff(positions) < 0).any():
-        order = np.argsort(positions, kind="stable")
-        result = np.empty(len(positions), dtype=np.int64)
-        result[order] = covered_bases(peaks, positions[order])
-        return result
+    """C(x): bases covered by the merged `peaks` in [0, x), for each x in ascending
+    `positions`."""
     starts, ends = peaks
     before = np.concatenate(([0], np.cumsum(ends - starts)))  # lengths of the first k peaks
     # peaks starting before each x: search the few peaks in the many sorted positions
@@ -95,28 +91,42 @@ def covered_bases(peaks: tuple[np.ndarray, np.ndarray], positions: np.ndarray) -
     return before[count] - np.maximum(beyond, 0)
 
 
-def bin_coverage(peaks, bin_starts: np.ndarray, bin_ends: np.ndarray) -> np.ndarray:
-    """Covered bases of each bin [start, end)."""
-    if peaks is None or not len(peaks[0]):
-        return np.zeros(len(bin_starts), dtype=np.int64)
-    if len(bin_starts) and np.array_equal(bin_starts[1:], bin_ends[:-1]):
-        # tiled bins (a genome cut in 200 bp): each end is the next start, so C is
-        # evaluated once per edge instead of twice
-        edges = covered_bases(peaks, np.append(bin_starts, bin_ends[-1]))
-        return np.diff(edges)
-    return covered_bases(peaks, bin_ends) - covered_bases(peaks, bin_starts)
+class BinEdges:
+    """One chromosome's bin edges, sorted once for all its features. Tiled bins (a
+    genome cut in 200 bp) share edges, so C is evaluated once per edge; other bins
+    (any order, overlapping) at both ends of each, sorted and put back."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray):
+        self.count = len(starts)
+        self.tiled = bool(self.count) and np.array_equal(starts[1:], ends[:-1])
+        if self.tiled:
+            self.positions = np.append(starts, ends[-1])
+        else:
+            both = np.concatenate([starts, ends])
+            self.order = np.argsort(both, kind="stable")
+            self.positions = both[self.order]
+
+    def coverage(self, peaks) -> np.ndarray:
+        """Covered bases of each bin [start, end) by merged `peaks` (None: no peaks)."""
+        if peaks is None or not len(peaks[0]) or not self.count:
+            return np.zeros(self.count, dtype=np.int64)
+        covered = covered_bases(peaks, self.positions)
+        if self.tiled:
+            return np.diff(covered)
+        at = np.empty_like(covered)
+        at[self.order] = covered
+        return at[self.count :] - at[: self.count]
 
 
 def label_bins(peak_sets: list[Peaks], chrom: str, bin_starts: np.ndarray, bin_ends: np.ndarray,
                min_overlap: float) -> np.ndarray:  # fmt: skip
     """uint8 [bins, features] of one chromosome's bins."""
+    edges = BinEdges(bin_starts, bin_ends)
     widths = np.maximum(bin_ends - bin_starts, 1)
     labels = np.zeros((len(bin_starts), len(peak_sets)), dtype=np.uint8)
     for column, peaks in enumerate(peak_sets):
         # bedtools' comparison, the covered fraction (min_overlap * width can round up)
-        labels[:, column] = (
-            bin_coverage(peaks.get(chrom), bin_starts, bin_ends) / widths >= min_overlap
-        )
+        labels[:, column] = edges.coverage(peaks.get(chrom)) / widths >= min_overlap
     return labels
 
 
