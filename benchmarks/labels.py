@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from genobird.tasks.chromatin import bin_labels, label_genome_bins
-from genobird.tasks.peaks import bedtools_bin_labels
+from genobird.tasks.peaks import bedtools_bin_labels, read_peaks
 
 GRCH37_BIN_FEATURES = 15_500_000 * 919
 
@@ -67,7 +67,8 @@ def real_peaks(folder: Path, path: Path) -> tuple[list, dict[str, int]]:
 def measure(lengths: dict[str, int], files: list, bin_size: int, baseline_chrom: str,
             baseline_features: int) -> None:  # fmt: skip
     start = time.perf_counter()
-    result = label_genome_bins(lengths, list(lengths), bin_size, files, 0.5)
+    peak_sets = [read_peaks(path) for path in files]
+    result = label_genome_bins(lengths, list(lengths), bin_size, peak_sets, 0.5)
     ours = time.perf_counter() - start
     bins = int(result.first_index[-1])
     ours_rate = bins * len(files) / ours

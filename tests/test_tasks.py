@@ -792,6 +792,27 @@ def test_classify_summary_names_a_few_labels_not_all(tmp_path, capsys):
     assert "label39" not in out
 
 
+def test_peak_chromosomes_are_resolved_like_bed_regions(demo_reference, tmp_path, capsys):
+    """Peaks named '1' label the reference's chr1 bins (as a BED scored against it is
+    resolved); a peak file on none of the reference's chromosomes is a one-line error,
+    not a feature labelled 0 everywhere."""
+    from genobird.tasks.chromatin import peaks_on_reference
+    from genobird.tasks.peaks import read_peaks
+
+    reference = Reference(demo_reference / "genome.fa")
+    peaks = read_peaks(write(tmp_path / "p.bed", "1\t100\t300\nchr1\t250\t400\nchrUn\t0\t9\n"))
+    named = peaks_on_reference(peaks, reference, "p.bed")
+    assert list(named) == ["chr1"] and named["chr1"][0].tolist() == [100]
+    assert named["chr1"][1].tolist() == [400]  # '1' and 'chr1' merged
+    write(tmp_path / "o.bed", "scaffold_7\t0\t500\n")
+    table = write(tmp_path / "f.tsv", "name\tcategory\tpeak_file\nX\tTF\to.bed\n")
+    fasta, out = demo_reference / "genome.fa", tmp_path / "c.h5"
+    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
+                 str(fasta), "--out", str(out)]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "o.bed: none of its chromosomes (scaffold_7, ...) is in the reference" in err
+
+
 def test_a_bad_peak_file_is_a_one_line_error_naming_it(tmp_path):
     from genobird.errors import FormatError
     from genobird.tasks.peaks import read_peaks

@@ -31,7 +31,7 @@ from genobird.fileio import duplicated, require_unique_columns, require_unique_n
 from genobird.genome import Reference, one_hot_to_sequence, point_window, read_bed
 from genobird.genome.alphabet import DEEPSEA_ORDER
 from genobird.tasks.data import WindowSet, chromosome_split
-from genobird.tasks.peaks import group_by_chromosome, label_bins, read_peaks
+from genobird.tasks.peaks import group_by_chromosome, label_bins, merge_intervals, read_peaks
 
 log = logging.getLogger(__name__)
 
@@ -245,11 +245,33 @@ class LabelledBins:
         return np.zeros(self.features, dtype=np.uint8)
 
 
-def label_genome_bins(lengths: dict[str, int], chromosomes, bin_size: int, peak_files,
+def peaks_on_reference(peaks: dict, reference: Reference, path) -> dict:
+    """Peaks keyed by the reference's own contig names (chr1 <-> 1, chrM <-> MT), as BED
+    regions are resolved when scored; contigs the reference lacks are left out. A peak
+    file none of whose chromosomes is in the reference is an error: its labels would all
+    be 0 without a word."""
+    named: dict = {}
+    for chrom, (starts, ends) in peaks.items():
+        try:
+            contig = reference.resolve(chrom)
+        except KeyError:  # e.g. unplaced contigs of another assembly
+            continue
+        if contig in named:  # "1" and "chr1" in one file
+            starts = np.concatenate([named[contig][0], starts])
+            ends = np.concatenate([named[contig][1], ends])
+        named[contig] = merge_intervals(starts, ends)
+    if peaks and not named:
+        raise InputError(
+            f"{path}: none of its chromosomes ({', '.join(list(peaks)[:3])}, ...) is in the "
+            f"reference {reference.path.name}; is it another assembly or naming?"
+        )
+    return named
+
+
+def label_genome_bins(lengths: dict[str, int], chromosomes, bin_size: int, peak_sets: list,
                       min_overlap: float, progress: bool = False) -> LabelledBins:  # fmt: skip
-    """Every whole bin of `chromosomes`, labelled chromosome by chromosome."""
-    peak_sets = [read_peaks(path) for path in tqdm(peak_files, desc="peaks", unit="files",
-                                                   disable=not progress)]  # fmt: skip
+    """Every whole bin of `chromosomes`, labelled chromosome by chromosome from
+    `read_peaks` results (one per feature, keyed by the same contig names)."""
     counts = [max(0, lengths[chrom] // bin_size) for chrom in chromosomes]
     first_index = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     positive, positive_labels, negative = [], [], []
@@ -283,8 +305,10 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     chromosomes = (
         [reference.resolve(c) for c in spec.chromosomes] if spec.chromosomes else reference.contigs
     )
-    peak_files = [f["peak_path"] for f in features]
-    bins = label_genome_bins(reference.lengths, chromosomes, spec.bin_size, peak_files,
+    files = tqdm([f["peak_path"] for f in features], desc="peaks", unit="files",
+                 disable=not progress)  # fmt: skip
+    peak_sets = [peaks_on_reference(read_peaks(path), reference, path) for path in files]
+    bins = label_genome_bins(reference.lengths, chromosomes, spec.bin_size, peak_sets,
                              spec.min_overlap, progress)  # fmt: skip
     rng = np.random.default_rng(spec.seed)
     positive, negative = bins.positive, bins.negative
