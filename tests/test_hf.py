@@ -68,6 +68,26 @@ def test_genobird_weights_run_in_transformers_with_the_same_outputs(hidden_act, 
     assert_same_outputs(ours, theirs, ids, segments, mask)
 
 
+def test_composed_token_embeddings_export_as_the_table_they_compute():
+    """genobird's composed DNA embeddings become HF's plain word embeddings, exactly."""
+    torch.manual_seed(2)
+    config = BigBirdConfig(**SHAPE, attention_type="dense", composed_token_embeddings=True,
+                           position_init="sinusoidal")  # fmt: skip
+    ours = BigBirdForPretraining(config).eval()
+    bases = torch.randint(0, 4, (70, 9), generator=torch.Generator().manual_seed(0))
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces += ["".join("ACGT"[b] for b in row[: 1 + i % 9]) for i, row in enumerate(bases[5:])]
+    ours.encoder.embeddings.set_vocabulary(pieces)
+    with torch.no_grad():
+        ours.encoder.embeddings.tokens.residual.normal_(std=0.02)
+    hf_config = transformers.BigBirdConfig(**config_to_hf(config, "BigBirdForPreTraining"))
+    theirs = transformers.BigBirdForPreTraining(hf_config).eval()
+    result = theirs.load_state_dict(state_dict_to_hf(ours.state_dict(), 2), strict=True)
+    assert not result.missing_keys and not result.unexpected_keys
+    ids, segments, mask = inputs(96)
+    assert_same_outputs(ours, theirs, ids, segments, mask)
+
+
 def test_a_transformers_checkpoint_runs_in_genobird_with_the_same_outputs():
     """A randomly initialised HF block-sparse BigBirdForPreTraining (its defaults:
     gelu_new) on an input of 6 blocks, which both compute with full attention (HF up to

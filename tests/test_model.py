@@ -362,3 +362,98 @@ def test_flex_and_pytorch_kernels_train_the_same_model_on_cuda():
     torch.testing.assert_close(results["flex"][0], results["block_sparse"][0], atol=2e-2, rtol=0)
     flex_grad, torch_grad = results["flex"][1], results["block_sparse"][1]
     assert (flex_grad - torch_grad).abs().max() < 0.05 * torch_grad.abs().max()
+
+
+# --------------------------------------------------------------------------- DNA embeddings
+PIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "A", "CG", "acgT", "ANT", "GATTACAGATTACA"]
+
+
+def composed_model(piece_length=4, **changes) -> BigBirdForPretraining:
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=len(PIECES), composed_token_embeddings=True,
+                         composed_piece_length=piece_length, **changes)  # fmt: skip
+    model = BigBirdForPretraining(config)
+    model.encoder.embeddings.set_vocabulary(PIECES)
+    with torch.no_grad():  # a trained-looking residual, so that it is seen in the sums
+        model.encoder.embeddings.tokens.residual.normal_()
+    return model
+
+
+def composed_oracle(residual, table, piece: str, index: int, piece_length: int):
+    """A piece's vector written out: residual + base terms from each end."""
+    codes = ["ACGT".find(base) for base in piece.upper()]
+    if not codes or min(codes) < 0:
+        return residual[index]
+    first, last = codes[:piece_length], codes[::-1][:piece_length]
+    terms = [table[4 * i + c] for i, c in enumerate(first)]
+    terms += [table[4 * (piece_length + i) + c] for i, c in enumerate(last)]
+    return residual[index] + torch.stack(terms).sum(0)
+
+
+def test_composed_token_embeddings_sum_each_pieces_bases():
+    model = composed_model(piece_length=4)
+    tokens = model.encoder.embeddings.tokens
+    weight = tokens.weight
+    for index, piece in enumerate(PIECES):  # "GATTACAGATTACA" is longer than 2 x 4 bases
+        expected = composed_oracle(tokens.residual, tokens.table, piece, index, 4)
+        torch.testing.assert_close(weight[index], expected)
+    same_bases = weight[7] - tokens.residual[7]  # "acgT" is composed as "ACGT"
+    other = composed_oracle(torch.zeros_like(tokens.residual), tokens.table, "ACGT", 7, 4)
+    torch.testing.assert_close(same_bases, other)
+
+
+def test_composed_embeddings_train_through_input_and_tied_decoder(tmp_path):
+    model = composed_model()
+    assert model.mlm.token_embedding is model.encoder.embeddings.tokens
+    ids = torch.tensor([[2, 5, 6, 4, 7, 9, 3] * 4])
+    positions = torch.tensor([[3, 10]])
+    out = model(ids, None, None, positions, torch.tensor([[6, 9]]), torch.tensor([0]))
+    out.loss.backward()
+    table = model.encoder.embeddings.tokens.table
+    assert table.grad is not None and table.grad[:-1].abs().sum() > 0
+    assert table.grad[-1].abs().sum() == 0  # the padding row stays zero
+    save_pretrained(model.eval(), tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    torch.testing.assert_close(loaded.encoder.embeddings.tokens.weight,
+                               model.encoder.embeddings.tokens.weight)  # fmt: skip
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).mlm_logits, model(ids).mlm_logits)
+
+
+def test_composed_embeddings_without_a_vocabulary_are_refused():
+    model = BigBirdForPretraining(tiny_config(composed_token_embeddings=True))
+    with pytest.raises(ConfigError, match="need the vocabulary's pieces"):
+        model(torch.tensor([[2, 5, 6, 3]]))
+    with pytest.raises(ConfigError, match="the vocabulary has 3 pieces, the embedding 60"):
+        model.encoder.embeddings.set_vocabulary(["A", "C", "G"])
+    with pytest.raises(ConfigError, match="set only once"):
+        composed_model().encoder.embeddings.set_vocabulary(PIECES)
+
+
+def test_fresh_composed_embeddings_start_at_the_initializer_scale():
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    pieces = ["[PAD]", "[CLS]"] + [
+        "".join("ACGT"[b] for b in torch.randint(0, 4, (int(n),), generator=generator))
+        for n in torch.randint(1, 13, (998,), generator=generator)
+    ]
+    model = BigBirdForPretraining(tiny_config(vocab_size=1000, hidden_size=64,
+                                              composed_token_embeddings=True))  # fmt: skip
+    model.encoder.embeddings.set_vocabulary(pieces)
+    weight = model.encoder.embeddings.tokens.weight.detach()
+    assert 0.016 < float(weight[2:].std()) < 0.024  # BERT's 0.02, as a free table starts
+    assert float(weight[:2].abs().max()) == 0.0  # special tokens: the zero residual alone
+
+
+def test_sinusoidal_positions_depend_on_distance_alone():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config(position_init="sinusoidal", hidden_size=64))
+    table = model.encoder.embeddings.positions.weight.detach()
+    gram = table @ table.T
+    for shift in (1, 17, 300):  # p_i . p_j = p_(i+s) . p_(j+s)
+        torch.testing.assert_close(gram[:100, :100], gram[shift : shift + 100, shift : shift + 100],
+                                   atol=1e-6, rtol=1e-3)  # fmt: skip
+    assert abs(float(table.std()) - 0.02) < 0.002  # BERT's scale, as the token embeddings
+    assert gram[0, 1] > gram[0, 50]  # neighbours are more alike than distant positions
+    with pytest.raises(ConfigError, match="position_init must be one of"):
+        tiny_config(position_init="rotary")

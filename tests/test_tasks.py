@@ -621,12 +621,15 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
 
 def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_data, tmp_path,
                                                                   capsys):  # fmt: skip
+    from genobird import load_predictor
     from genobird.corpus import Tokenizer
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 
-    vocab = Tokenizer(pretraining_data["tokenizer"]).vocab_size
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    vocab = tokenizer.vocab_size
     shape = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
-                 max_position=256, block_size=32)  # fmt: skip
+                 max_position=256, block_size=32, composed_token_embeddings=True,
+                 position_init="sinusoidal")  # fmt: skip
     save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
                     tmp_path / "shaped")  # fmt: skip
     windows = WindowSet("classify", ["y"], ["label"])
@@ -643,6 +646,16 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_d
     assert main([*command, "--from-scratch"]) == 0
     config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["config"]
     assert {key: config[key] for key in shape} == shape
+    # the fresh model composed its token embeddings from the tokenizer's pieces
+    tokens = load_predictor(tmp_path / "run" / "model", device="cpu").model.encoder.embeddings
+    terms = tokens.tokens.piece_terms
+    for index, piece in enumerate(tokenizer.pieces):
+        used = int((terms[index] != tokens.tokens.padding_term).sum())
+        if set(piece) <= set("ACGT"):
+            assert used == 2 * min(len(piece), 16)
+            assert int(terms[index, 0]) == "ACGT".index(piece[0])  # first base, offset 0
+        else:  # [CLS], N runs...: the residual alone
+            assert used == 0
 
 
 # --------------------------------------------------------------------------- DeepSEA CSV

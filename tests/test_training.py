@@ -106,6 +106,29 @@ def test_bits_per_character_follows_its_definition(datasets, pretraining_data):
     assert 0.3 < metrics["nsp_accuracy"] < 0.7
 
 
+def test_composed_embeddings_learn_more_than_a_free_table_in_the_same_steps(
+    datasets, pretraining_data, tmp_path
+):
+    """The reason genobird's pipelines compose token embeddings from bases (and start
+    positions sin/cos): at the same budget the model leaves the unigram level sooner."""
+    train, held_out = datasets
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    loader = torch.utils.data.DataLoader(held_out, 8)
+    recipes = {
+        "free table": {},
+        "composed": dict(composed_token_embeddings=True, position_init="sinusoidal"),
+    }
+    bits = {}
+    for name, changes in recipes.items():
+        model = make_model(vocab_size=tokenizer.vocab_size, **changes)
+        model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
+        config = training_config(max_steps=60, checkpoint_every=1000, warmup_steps=5)
+        run(Trainer(model, train, config, tmp_path / name, pretraining_step))
+        metrics = evaluate_pretraining(model, loader, "cpu", tokenizer.piece_lengths)
+        bits[name] = metrics["bits_per_character"]
+    assert bits["composed"] < bits["free table"] - 0.02, bits
+
+
 # --------------------------------------------------------------------------- resume
 class Interrupt(Exception):
     pass

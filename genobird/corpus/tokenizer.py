@@ -36,8 +36,8 @@ class Tokenizer:
                 "retrain with `genobird vocab train`"
             ) from exc
         self._check_special_tokens()
-        pieces = [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
-        lengths = [0 if i < len(SPECIAL_TOKENS) else len(p) for i, p in enumerate(pieces)]
+        self.pieces = [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
+        lengths = [0 if i < len(SPECIAL_TOKENS) else len(p) for i, p in enumerate(self.pieces)]
         self.piece_lengths = np.array(lengths, dtype=np.int64)
         # sentencepiece's own encoding, computed about twice as fast (None: not built)
         self._fast = FastBPE.create(self._processor)

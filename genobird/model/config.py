@@ -11,6 +11,7 @@ from genobird.errors import ConfigError
 
 ATTENTION_TYPES = ("itc", "etc", "dense")
 ACTIVATIONS = ("gelu", "gelu_new")
+POSITION_INITS = ("normal", "sinusoidal")
 
 
 @dataclass
@@ -48,6 +49,15 @@ class BigBirdConfig:
     # Token embeddings times sqrt(hidden_size) before positions and segments are added
     # (HuggingFace BigBird's `rescale_embeddings`; off in BigBird's released models).
     rescale_embeddings: bool = False
+    # Token embeddings composed from each DNA piece's bases plus a per-piece residual
+    # (model.bigbird.ComposedTokenEmbedding), counting `composed_piece_length` offsets
+    # from each end of a piece, instead of a free table. Off in BigBird and in imported
+    # models; genobird's pipelines turn it on (benchmarks/README.md, "Learning real DNA").
+    composed_token_embeddings: bool = False
+    composed_piece_length: int = 16
+    # Initial position table: "normal" (BERT's N(0, initializer_range)) or "sinusoidal"
+    # (the Transformer's sin/cos code at the same scale, still learned afterwards).
+    position_init: str = "normal"
     # BERT's dropouts and initialisation.
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
@@ -80,6 +90,14 @@ class BigBirdConfig:
             raise ConfigError("attention_type 'etc' needs num_global_tokens >= 1")
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
+        if self.position_init not in POSITION_INITS:
+            raise ConfigError(
+                f"position_init must be one of {POSITION_INITS}, got {self.position_init!r}"
+            )
+        if self.composed_piece_length < 1:
+            raise ConfigError(
+                f"composed_piece_length must be positive, got {self.composed_piece_length}"
+            )
         if self.num_window_blocks < 1 or self.num_window_blocks % 2 == 0:
             raise ConfigError(f"num_window_blocks must be odd, got {self.num_window_blocks}")
         for name in ("hidden_dropout", "attention_dropout"):

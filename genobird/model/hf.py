@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from genobird.errors import CheckpointError
+from genobird.model.bigbird import composed_weight
 from genobird.model.config import BigBirdConfig
 
 # HF config key -> BigBirdConfig field (same meaning, same value).
@@ -136,8 +137,25 @@ def _names(num_layers: int) -> dict[str, str]:
 QKV = ("query", "key", "value")
 
 
+COMPOSED = "encoder.embeddings.tokens."
+COMPOSED_TENSORS = ("residual", "table", "piece_terms")
+
+
+def with_plain_token_table(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` with composed token embeddings (residual + base table) replaced by the
+    [V, C] table they compute, which is all HF BigBird has room for (and exact)."""
+    if COMPOSED + "table" not in state:
+        return state
+    parts = [state[COMPOSED + name] for name in COMPOSED_TENSORS]
+    plain = {k: v for k, v in state.items() if not k.startswith(COMPOSED)}
+    with torch.no_grad():
+        plain[COMPOSED + "weight"] = composed_weight(*parts)
+    return plain
+
+
 def state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
     """A genobird pretraining model's tensors under HF BigBirdForPreTraining's names."""
+    state = with_plain_token_table(state)
     out = {theirs: state[ours] for ours, theirs in _names(num_layers).items() if ours in state}
     for index in range(num_layers):
         prefix = f"encoder.layers.{index}.attention.qkv."

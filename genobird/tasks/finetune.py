@@ -143,23 +143,26 @@ def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
 
 
 def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None, seed: int,
-                     **head):  # fmt: skip
-    """A task model with a seeded fresh head, its encoder from `pretrained` if given."""
+                     pieces: list[str] | None = None, **head):  # fmt: skip
+    """A task model with a seeded fresh head, its encoder from `pretrained` if given (else
+    fresh, with the vocabulary's `pieces` for composed token embeddings)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = model_class(config, **head)
     if pretrained is not None:
         load_encoder(model, Path(pretrained))
+    elif pieces is not None:
+        model.encoder.embeddings.set_vocabulary(pieces)
     return model
 
 
-def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, vocab_size: int):
+def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, pieces: list[str]):
     pos_weight = spec.pos_weight
     if pos_weight is None:
         pos_weight = 8.0 if task_meta["task"] == "chromatin" else 1.0
-    config = task_config(pretrained, spec.model, spec.max_tokens, vocab_size)
+    config = task_config(pretrained, spec.model, spec.max_tokens, len(pieces))
     return build_task_model(
-        BigBirdForSequenceClassification, config, pretrained, spec.seed,
+        BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
         pooling=spec.pooling,
     )  # fmt: skip
@@ -189,7 +192,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     tokenizer = Tokenizer.load(pretrained if pretrained else tokenizer_path)
     meta = read_metadata(data_path)
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
-    model = build_model(meta, pretrained, spec, tokenizer.vocab_size)
+    model = build_model(meta, pretrained, spec, tokenizer.pieces)
     rc_augment = spec.rc_augment if spec.rc_augment is not None else meta["task"] != "promoter"
     train = WindowDataset(data_path, "train", tokenizer, spec.max_tokens,
                           rc_augment_seed=spec.seed if rc_augment else None)  # fmt: skip

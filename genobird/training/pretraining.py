@@ -188,18 +188,20 @@ def load_run_config(path: str | Path, overrides: dict | None = None) -> dict:
     return config
 
 
-def _build_model(model_section: dict, vocab_size: int, seed: int) -> BigBirdForPretraining:
-    config = BigBirdConfig(vocab_size=vocab_size, **model_section)
+def _build_model(model_section: dict, pieces: list[str], seed: int) -> BigBirdForPretraining:
+    config = BigBirdConfig(vocab_size=len(pieces), **model_section)
     # Initialisation draws from the global RNG: fork it so that no global state leaks.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return BigBirdForPretraining(config)
+        model = BigBirdForPretraining(config)
+    model.encoder.embeddings.set_vocabulary(pieces)
+    return model
 
 
 def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_overrides=None):
     training = TrainingConfig(**config.get("training", {}))
     model_section = {**config.get("model", {}), **(model_overrides or {})}
-    model = _build_model(model_section, tokenizer.vocab_size, training.seed)
+    model = _build_model(model_section, tokenizer.pieces, training.seed)
     lengths = tokenizer.piece_lengths
 
     def eval_fn(module, loader, device):
