@@ -87,6 +87,7 @@ if HAS_CHROMATIN:
         log:
             f"{RESULTS}/logs/chromatin_finetune.log",
         threads: 2
+        priority: CRITICAL_PATH
         resources:
             mem_mb=8000,
             gpu=FINETUNE_GPUS,

@@ -1,6 +1,10 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
 SEQUENCE_TASKS = config.get("sequence_tasks", {})
+# Snakemake priority of the jobs between the genome and the fine-tuned models (corpus,
+# pretraining, fine-tuning): with few cores they go first and the baselines fill the
+# gaps, instead of a baseline holding both cores while pretraining waits.
+CRITICAL_PATH = 10
 
 
 def sequence_task_inputs(wildcards):

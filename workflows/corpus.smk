@@ -17,6 +17,7 @@ rule documents:
     log:
         f"{RESULTS}/logs/documents_{{part}}.log",
     threads: 16  # Snakemake lowers it to --cores
+    priority: CRITICAL_PATH
     resources:
         mem_mb=2000,
     conda:
@@ -39,6 +40,7 @@ rule vocabulary:
     log:
         f"{RESULTS}/logs/vocabulary.log",
     threads: 16  # Snakemake lowers it to --cores
+    priority: CRITICAL_PATH
     resources:
         mem_mb=4000,
     conda:
@@ -64,6 +66,7 @@ rule instances:
     log:
         f"{RESULTS}/logs/instances_{{part}}.log",
     threads: 16  # Snakemake lowers it to --cores
+    priority: CRITICAL_PATH
     resources:
         mem_mb=4000,
     conda:

@@ -26,6 +26,7 @@ rule pretrain:
     log:
         f"{RESULTS}/logs/pretrain.log",
     threads: 2
+    priority: CRITICAL_PATH
     resources:
         mem_mb=8000,
         gpu=PRETRAIN["gpus"],

@@ -46,6 +46,7 @@ if HAS_PROMOTER:
         log:
             f"{RESULTS}/logs/promoter_finetune.log",
         threads: 2
+        priority: CRITICAL_PATH
         resources:
             mem_mb=8000,
             gpu=FINETUNE_GPUS,

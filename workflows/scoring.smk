@@ -29,7 +29,7 @@ rule score:
         source="|".join(SCORE_SOURCES) or "none",
     log:
         f"{RESULTS}/logs/score_{{task}}_{{source}}.log",
-    threads: 2
+    threads: 1  # a few seconds each, mostly start-up: two run side by side
     resources:
         mem_mb=4000,
         gpu=FINETUNE_GPUS,
