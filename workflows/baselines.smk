@@ -52,7 +52,8 @@ if BASELINES:
             kind="kmer-lr|cnn",
         log:
             f"{RESULTS}/logs/baseline_{{kind}}/{{folder}}.log",
-        threads: 2
+        # the CNN trains with torch on both cores; the k-mer LR fits one model at a time
+        threads: lambda wildcards: 2 if wildcards.kind == "cnn" else 1
         resources:
             mem_mb=8000,
         conda:
