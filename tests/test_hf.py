@@ -53,6 +53,17 @@ def assert_same_outputs(ours, theirs, ids, segments, mask) -> None:
     torch.testing.assert_close(nsp, hf_nsp, rtol=1e-4, atol=1e-4)
 
 
+def assert_exports_to_transformers(ours) -> None:
+    """`ours` (full attention) exported to a fresh HF BigBirdForPreTraining: every tensor
+    maps, none is left over, and the outputs agree."""
+    hf_config = transformers.BigBirdConfig(**config_to_hf(ours.config, "BigBirdForPreTraining"))
+    theirs = transformers.BigBirdForPreTraining(hf_config).eval()
+    result = theirs.load_state_dict(state_dict_to_hf(ours.state_dict(), 2), strict=True)
+    assert not result.missing_keys and not result.unexpected_keys
+    ids, segments, mask = inputs(96)
+    assert_same_outputs(ours, theirs, ids, segments, mask)
+
+
 @pytest.mark.parametrize("hidden_act, rescale", [("gelu_new", False), ("gelu", True)])
 def test_genobird_weights_run_in_transformers_with_the_same_outputs(hidden_act, rescale):
     """Full attention on both sides (HF original_full, genobird dense): every tensor maps."""
@@ -60,12 +71,7 @@ def test_genobird_weights_run_in_transformers_with_the_same_outputs(hidden_act, 
     config = BigBirdConfig(**SHAPE, attention_type="dense", hidden_act=hidden_act,
                            rescale_embeddings=rescale)  # fmt: skip
     ours = BigBirdForPretraining(config).eval()
-    hf_config = transformers.BigBirdConfig(**config_to_hf(config, "BigBirdForPreTraining"))
-    theirs = transformers.BigBirdForPreTraining(hf_config).eval()
-    result = theirs.load_state_dict(state_dict_to_hf(ours.state_dict(), 2), strict=True)
-    assert not result.missing_keys and not result.unexpected_keys
-    ids, segments, mask = inputs(96)
-    assert_same_outputs(ours, theirs, ids, segments, mask)
+    assert_exports_to_transformers(ours)
 
 
 def test_composed_token_embeddings_export_as_the_table_they_compute():
@@ -80,12 +86,7 @@ def test_composed_token_embeddings_export_as_the_table_they_compute():
     ours.encoder.embeddings.set_vocabulary(pieces)
     with torch.no_grad():
         ours.encoder.embeddings.tokens.residual.normal_(std=0.02)
-    hf_config = transformers.BigBirdConfig(**config_to_hf(config, "BigBirdForPreTraining"))
-    theirs = transformers.BigBirdForPreTraining(hf_config).eval()
-    result = theirs.load_state_dict(state_dict_to_hf(ours.state_dict(), 2), strict=True)
-    assert not result.missing_keys and not result.unexpected_keys
-    ids, segments, mask = inputs(96)
-    assert_same_outputs(ours, theirs, ids, segments, mask)
+    assert_exports_to_transformers(ours)
 
 
 def test_a_transformers_checkpoint_runs_in_genobird_with_the_same_outputs():
