@@ -20,6 +20,7 @@ from genobird.attention import (
     block_sparse_attention,
     dense_attention,
     fixed_layout,
+    hf_bigbird_layout,
     random_layout,
     star_layout,
     strided_layout,
@@ -46,7 +47,9 @@ def assert_matches_oracle(layout, batch=2, key_padding_mask=None, dim=8, seed=0)
     """Outputs and gradients of q, k and v equal the dense oracle's."""
     q, k, v = qkv(batch, layout.num_heads, layout.seq_len, dim, seed, requires_grad=True)
     sparse = block_sparse_attention(q, k, v, layout, key_padding_mask)
-    dense = dense_attention(q, k, v, layout.dense_mask(), key_padding_mask)
+    dense = dense_attention(
+        q, k, v, layout.dense_mask(), key_padding_mask, log_counts=layout.dense_log_counts()
+    )
     torch.testing.assert_close(sparse, dense, rtol=0, atol=1e-12)
     weights = torch.randn(sparse.shape, generator=torch.Generator().manual_seed(1), dtype=F64)
     grads_sparse = torch.autograd.grad((sparse * weights).sum(), (q, k, v))
@@ -104,6 +107,43 @@ def test_heads_use_their_own_random_blocks_and_values():
     layout = bigbird_layout(1024, block_size=32, num_heads=4, seed=9)
     assert not torch.equal(layout.block_mask[0], layout.block_mask[1])
     assert_matches_oracle(layout)
+
+
+def test_repeated_key_blocks_weigh_as_if_gathered_that_many_times():
+    """A layout counting a key block twice in a row equals attention over an explicit key
+    list holding that block twice (HuggingFace BigBird's rows can repeat a block)."""
+    size, blocks = 4, 6
+    counts = torch.zeros(1, blocks, blocks, dtype=torch.long)
+    counts[0, 0, :] = counts[0, -1, :] = 1  # global rows
+    for row in range(1, blocks - 1):
+        counts[0, row, [0, row, blocks - 1]] = 1
+    counts[0, 2, 3] = 2  # row 2 attends block 3 twice
+    counts[0, 3, 3] = 3  # row 3 attends itself three times
+    layout = BlockLayout(counts > 0, size, blocks * size, block_counts=counts)
+    q, k, v = qkv(1, 1, blocks * size, seed=4)
+    out = block_sparse_attention(q, k, v, layout)
+    for row in (2, 3):
+        keys = [b for b in range(blocks) for _ in range(int(counts[0, row, b]))]
+        tokens = torch.cat([torch.arange(b * size, (b + 1) * size) for b in keys])
+        rows = slice(row * size, (row + 1) * size)
+        probs = torch.softmax(q[0, 0, rows] @ k[0, 0, tokens].T / 8**0.5, dim=-1)
+        torch.testing.assert_close(out[0, 0, rows], probs @ v[0, 0, tokens], rtol=0, atol=1e-12)
+    assert_matches_oracle(layout, batch=1)
+
+
+@pytest.mark.parametrize("length", [1024, 400, 390])
+def test_hf_layout_matches_oracle_with_padding(length):
+    layout = hf_bigbird_layout(length, 16, 2, num_heads=3, layer=2, max_position=1024)
+    assert layout.block_counts is not None
+    mask = padding_mask(2, length, [length, length - 50])
+    assert_matches_oracle(layout, key_padding_mask=mask)
+
+
+def test_layouts_with_repeated_blocks_run_on_the_gather_kernel_when_flex_is_asked():
+    layout = hf_bigbird_layout(1024, 16, 2, num_heads=2, layer=2, max_position=1024)
+    q, k, v = qkv(1, 2, 1024)
+    expected = block_sparse_attention(q, k, v, layout)
+    torch.testing.assert_close(attention(q, k, v, layout, impl="flex"), expected)
 
 
 def test_etc_layout_matches_oracle_and_globals_see_everything():

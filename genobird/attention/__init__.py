@@ -2,6 +2,7 @@
 
 from genobird.attention.analysis import LayoutReport, analyse_layout
 from genobird.attention.dispatch import IMPLEMENTATIONS, attention, full_attention
+from genobird.attention.hf_plan import hf_bigbird_layout
 from genobird.attention.kernel import block_sparse_attention, dense_attention
 from genobird.attention.layouts import (
     BlockLayout,
@@ -26,6 +27,7 @@ __all__ = [
     "dense_attention",
     "fixed_layout",
     "full_attention",
+    "hf_bigbird_layout",
     "random_layout",
     "star_layout",
     "strided_layout",

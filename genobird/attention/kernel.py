@@ -58,9 +58,11 @@ def dense_attention(
     mask: torch.Tensor | None = None,
     key_padding_mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
+    log_counts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Softmax attention over the pairs allowed by `mask` (bool [H, N, N] or [N, N], or
-    None for all pairs) and by `key_padding_mask`; the oracle for every sparse kernel."""
+    None for all pairs) and by `key_padding_mask`; the oracle for every sparse kernel.
+    `log_counts` ([H, N, N]) weights a pair as if its key sat that many times in the row."""
     _check_inputs(q, k, v, key_padding_mask)
     batch, _, length, dim = q.shape
     allowed = torch.ones(length, length, dtype=torch.bool, device=q.device)
@@ -70,6 +72,8 @@ def dense_attention(
     if key_padding_mask is not None:
         allowed = allowed & key_padding_mask[:, None, None, :]
     scores = (q @ k.transpose(-1, -2)) * dim**-0.5  # [B, H, N, N]
+    if log_counts is not None:
+        scores = scores + log_counts.to(q.device, scores.dtype)
     probs = _masked_softmax(scores, allowed)
     if dropout_p > 0:
         probs = F.dropout(probs, p=dropout_p)
@@ -147,16 +151,32 @@ def _sparse_rows(q_blocks, k, v, key_valid, layout: BlockLayout, dropout_p: floa
     queries = q_blocks[:, :, rows].reshape(-1, size, dim)  # [B*H*R, b, D]
     key_ok = key_valid.view(batch, blocks, size)[:, index]  # [B, H, R, K, b]
     allowed = (key_ok & valid[None, ..., None]).reshape(-1, 1, width * size)
-    out = _fused_attention(queries, k_gathered, v_gathered, allowed, dropout_p)
+    weights = _repeat_weights(layout, batch, size, queries.dtype)
+    out = _fused_attention(queries, k_gathered, v_gathered, allowed, dropout_p, weights)
     return out.view(batch, heads, -1, size, dim)
 
 
-def _fused_attention(queries, keys, values, allowed, dropout_p: float) -> torch.Tensor:
+def _repeat_weights(layout: BlockLayout, batch: int, size: int, dtype) -> torch.Tensor | None:
+    """[B*H*R, 1, K*b] log-count score bias of the gathered keys, or None (all once)."""
+    log_counts = layout.sparse_log_counts
+    if log_counts is None:
+        return None
+    heads, rows, width = log_counts.shape
+    expanded = log_counts[None, ..., None].expand(batch, heads, rows, width, size)
+    return expanded.reshape(-1, 1, width * size).to(layout.block_mask.device, dtype)
+
+
+def _fused_attention(
+    queries, keys, values, allowed, dropout_p: float, log_counts=None
+) -> torch.Tensor:
     """Attention of q [M, b, D] over k, v [M, K, D] restricted to `allowed` [M, 1, K],
     through PyTorch's fused SDPA kernel (fp32 softmax statistics inside, no score
     tensor kept for backward). Masked keys get the dtype's lowest finite bias rather
-    than -inf, so a row with no allowed key is finite, and is zeroed afterwards."""
+    than -inf, so a row with no allowed key is finite, and is zeroed afterwards.
+    `log_counts` [M, 1, K], added to the scores, counts a key as if repeated."""
     bias = torch.zeros(allowed.shape, dtype=queries.dtype, device=queries.device)
+    if log_counts is not None:
+        bias = bias + log_counts.to(queries.device)
     bias.masked_fill_(~allowed, torch.finfo(queries.dtype).min)
     # Blocks go in SDPA's batch dimension with one head: the CPU kernel works in a
     # [batch, length, heads, D] layout, identical to ours when heads == 1, so its
@@ -177,6 +197,9 @@ def _fused_attention(queries, keys, values, allowed, dropout_p: float) -> torch.
 def _global_rows(q_blocks, k, v, key_valid, layout: BlockLayout, dropout_p: float):
     batch, heads, _, size, dim = q_blocks.shape
     rows = layout.global_rows.to(q_blocks.device)
+    counts = layout.block_counts
+    if counts is not None and bool((counts[:, rows] != 1).any()):
+        raise ConfigError("a row attending every block must count each block once")
     queries = q_blocks[:, :, rows].reshape(batch * heads, -1, dim)  # [B*H, G*b, D]
     allowed = key_valid[:, None, None, :].expand(-1, heads, -1, -1).reshape(batch * heads, 1, -1)
     out = _fused_attention(

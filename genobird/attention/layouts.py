@@ -43,6 +43,9 @@ class BlockLayout:
     block_size: int
     seq_len: int
     name: str = "custom"
+    # Optional int [H, NB, NB]: how many times each attended key block sits in its row's
+    # softmax (HuggingFace BigBird's pattern repeats some, `hf_plan`); None: once each.
+    block_counts: torch.Tensor | None = None
 
     def __post_init__(self):
         mask = self.block_mask
@@ -50,6 +53,9 @@ class BlockLayout:
             raise ConfigError(
                 f"block_mask must be bool [H, NB, NB], got {mask.dtype} {list(mask.shape)}"
             )
+        counts = self.block_counts
+        if counts is not None and (counts.shape != mask.shape or not torch.equal(counts > 0, mask)):
+            raise ConfigError("block_counts must have block_mask's shape and be > 0 exactly on it")
         if mask.shape[1] != math.ceil(self.seq_len / self.block_size):
             raise ConfigError(
                 f"block_mask has {mask.shape[1]} blocks but seq_len {self.seq_len} / block_size "
@@ -84,8 +90,9 @@ class BlockLayout:
         """(index, valid) for the sparse rows: long [H, R, K] key-block indices in ascending
         order and bool [H, R, K], False on the filler entries of rows with fewer than K blocks.
 
-        Each key block appears at most once per row, so no block is counted twice in a
-        softmax; rows with fewer blocks carry masked fillers rather than repeats.
+        Each key block appears at most once per row (a block the layout counts twice is
+        weighted by `sparse_log_counts` instead); rows with fewer blocks carry masked
+        fillers rather than repeats.
         """
         rows = self.block_mask[:, self.sparse_rows]  # [H, R, NB]
         counts = rows.sum(dim=2)
@@ -95,18 +102,40 @@ class BlockLayout:
         valid = torch.arange(width, device=rows.device) < counts[..., None]
         return index, valid
 
+    @functools.cached_property
+    def sparse_log_counts(self) -> torch.Tensor | None:
+        """float [H, R, K] log of each gathered block's count (0 on fillers), the score
+        bias that weights a block as if it sat `count` times in the row; None: all once."""
+        if self.block_counts is None:
+            return None
+        index, valid = self.sparse_plan
+        counts = torch.gather(self.block_counts[:, self.sparse_rows], 2, index)
+        return torch.where(valid, counts.clamp(min=1).double().log(), 0.0)
+
+    def _token_level(self, blocks: torch.Tensor) -> torch.Tensor:
+        size = self.block_size
+        expanded = blocks.repeat_interleave(size, 1).repeat_interleave(size, 2)
+        return expanded[:, : self.seq_len, : self.seq_len]
+
     def dense_mask(self) -> torch.Tensor:
         """bool [H, N, N]: True where query token i may attend key token j (the oracle's input)."""
-        size = self.block_size
-        expanded = self.block_mask.repeat_interleave(size, 1).repeat_interleave(size, 2)
-        return expanded[:, : self.seq_len, : self.seq_len]
+        return self._token_level(self.block_mask)
+
+    def dense_log_counts(self) -> torch.Tensor | None:
+        """float [H, N, N] log of each attended pair's count (the oracle's score bias)."""
+        if self.block_counts is None:
+            return None
+        return self._token_level(self.block_counts.clamp(min=1).double().log())
 
     def density(self) -> float:
         """Fraction of (query block, key block) pairs attended, averaged over heads."""
         return float(self.block_mask.float().mean())
 
     def to(self, device: torch.device | str) -> BlockLayout:
-        return BlockLayout(self.block_mask.to(device), self.block_size, self.seq_len, self.name)
+        counts = None if self.block_counts is None else self.block_counts.to(device)
+        return BlockLayout(
+            self.block_mask.to(device), self.block_size, self.seq_len, self.name, counts
+        )
 
 
 # =========================================================================== helpers

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from genobird.attention import BlockLayout, attention, bigbird_layout
+from genobird.attention import BlockLayout, attention, bigbird_layout, hf_bigbird_layout
 from genobird.attention.layouts import etc_padded_global_count
 from genobird.errors import ConfigError
 from genobird.model.config import BigBirdConfig
@@ -206,6 +206,11 @@ class SelfAttention(nn.Module):
         c = self.config
         if c.attention_type == "dense":
             return None
+        if c.attention_type == "hf":
+            return hf_bigbird_layout(
+                length, c.block_size, c.num_random_blocks, c.num_heads, self.layer_index,
+                c.max_position,
+            ).to(device)  # fmt: skip
         global_blocks = None
         if c.attention_type == "etc":  # the prepended global segment fills whole blocks
             global_blocks = list(

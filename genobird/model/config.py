@@ -9,7 +9,7 @@ from pathlib import Path
 
 from genobird.errors import ConfigError
 
-ATTENTION_TYPES = ("itc", "etc", "dense")
+ATTENTION_TYPES = ("itc", "etc", "dense", "hf")
 ACTIVATIONS = ("gelu", "gelu_new")
 POSITION_INITS = ("normal", "sinusoidal")
 
@@ -36,7 +36,9 @@ class BigBirdConfig:
     # Random key blocks per query block, drawn per layer and head from `seed`.
     num_random_blocks: int = 3
     # "itc": global blocks from the sequence itself; "etc": extra global tokens prepended
-    # (`num_global_tokens`); "dense": full attention (the BERT baseline of the paper).
+    # (`num_global_tokens`); "dense": full attention (the BERT baseline of the paper);
+    # "hf": HuggingFace BigBird's own pattern and random plan (attention.hf_plan), for
+    # models imported from transformers (2 global blocks, a window of 3, fixed there).
     attention_type: str = "itc"
     num_global_tokens: int = 0
     # How to compute sparse attention: "auto" (FlexAttention on CUDA when attention
@@ -85,6 +87,14 @@ class BigBirdConfig:
         if self.attention_type not in ATTENTION_TYPES:
             raise ConfigError(
                 f"attention_type must be one of {ATTENTION_TYPES}, got {self.attention_type!r}"
+            )
+        if self.attention_type == "hf" and (self.num_global_blocks, self.num_window_blocks) != (
+            2,
+            3,
+        ):
+            raise ConfigError(
+                "attention_type 'hf' fixes 2 global blocks and a window of 3 blocks, got "
+                f"{self.num_global_blocks} and {self.num_window_blocks}"
             )
         if self.attention_type == "etc" and self.num_global_tokens < 1:
             raise ConfigError("attention_type 'etc' needs num_global_tokens >= 1")

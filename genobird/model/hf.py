@@ -8,10 +8,12 @@ models view them). The MLM decoder is tied to the word embeddings on both sides.
 
 What genobird cannot represent is refused with one line naming the key (another model
 type, relative positions, a decoder, projections without bias), never approximated.
-Block-sparse patterns: HF computes inputs of at most 5 + 2r blocks with full attention,
-genobird those its ITC layout happens to cover whole. Where both compute full attention
-the outputs agree (tested against transformers); otherwise HF's own random plan and its
-full-attention switch are needed, which genobird does not reproduce yet.
+Block-sparse patterns: an imported `block_sparse` model gets attention_type "hf", which
+reproduces transformers' pattern and random plan layer by layer (attention.hf_plan), so
+it computes what it was trained with (tested against transformers in training mode;
+transformers' eval mode swaps the random blocks for block 0, genobird keeps them). A
+genobird ITC model exports as `block_sparse` too, the nearest HF has: its outputs equal
+transformers' only where both attend everything (inputs of at most 5 + 2r blocks).
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ REQUIRED = {
     "add_cross_attention": False,
     "use_bias": True,
 }
-ATTENTION_TYPES = {"block_sparse": "itc", "original_full": "dense"}
+# HF attention_type -> genobird's; "itc" models export as block_sparse too (nearest; the
+# outputs agree with transformers only where both compute full attention).
+ATTENTION_TYPES = {"block_sparse": "hf", "original_full": "dense"}
+EXPORTED_ATTENTION = {"hf": "block_sparse", "itc": "block_sparse", "dense": "original_full"}
 
 
 def config_from_hf(hf: dict, source: str = "config.json") -> BigBirdConfig:
@@ -84,12 +89,11 @@ def config_to_hf(config: BigBirdConfig, architecture: str) -> dict:
             f"has {config.num_global_blocks} and {config.num_window_blocks}"
         )
     values = {theirs: getattr(config, ours) for theirs, ours in SAME_VALUE.items()}
-    inverse = {ours: theirs for theirs, ours in ATTENTION_TYPES.items()}
     return {
         **values,
         **REQUIRED,
         "architectures": [architecture],
-        "attention_type": inverse[config.attention_type],
+        "attention_type": EXPORTED_ATTENTION[config.attention_type],
         "tie_word_embeddings": True,
     }
 
