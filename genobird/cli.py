@@ -101,6 +101,32 @@ def cmd_corpus_documents(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_convert_from_hf(args: argparse.Namespace) -> int:
+    from genobird.convert import from_hf
+
+    result = from_hf(args.hf_dir, args.out_dir, window_bp=args.window_bp)
+    fresh = result["fresh_heads"]
+    print(
+        f"wrote {args.out_dir}: {result['model_class']} from {result['architecture']} "
+        f"(attention {result['attention_type']})"
+        + (f"; fresh heads (not in the file): {', '.join(fresh)}" if fresh else "")
+    )
+    return EXIT_OK
+
+
+def cmd_convert_to_hf(args: argparse.Namespace) -> int:
+    from genobird.convert import to_hf
+
+    result = to_hf(args.model_dir, args.out_dir)
+    print(
+        f"wrote {args.out_dir}: {result['architecture']} ({result['tensors']} tensors, "
+        f"attention_type {result['attention_type']}) and tokenizer.json"
+    )
+    if result.get("note"):
+        print(f"note: {result['note']}")
+    return EXIT_OK
+
+
 def cmd_vocab_train(args: argparse.Namespace) -> int:
     from genobird.corpus import VocabSpec, read_documents, train_vocabulary
 
@@ -156,7 +182,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    data = {"train": args.train, "eval": args.eval, "tokenizer": args.tokenizer}
+    data = {"train": args.train, "eval": args.eval, "tokenizer": args.tokenizer,
+            "init": args.init}  # fmt: skip
     overrides.update({f"data.{k}": str(v) for k, v in data.items() if v is not None})
     config = load_run_config(args.config, overrides)
     if args.output:
@@ -535,8 +562,37 @@ def build_parser() -> argparse.ArgumentParser:
     _add_baseline(commands)
     _add_report(commands)
     _add_layout(commands)
+    _add_convert(commands)
     _add_nlp(commands)
     return parser
+
+
+def _add_convert(commands) -> None:
+    convert = commands.add_parser(
+        "convert", help="HuggingFace BigBird checkpoints (e.g. GENA-LM) in and out."
+    )
+    actions = convert.add_subparsers(dest="action", metavar="ACTION", required=True)
+    source = _subparser(
+        actions,
+        "from-hf",
+        "Convert a transformers BigBird directory (config.json, model.safetensors or "
+        "pytorch_model.bin, tokenizer.json) into a genobird model directory.",
+        cmd_convert_from_hf,
+    )
+    source.add_argument("hf_dir", type=Path, help="downloaded HuggingFace model folder")
+    source.add_argument("out_dir", type=Path, help="genobird model folder to write (new)")
+    source.add_argument("--window-bp", type=int,
+                        help="classifiers: input length in bp they were fine-tuned on")  # fmt: skip
+    target = _subparser(
+        actions,
+        "to-hf",
+        "Write a genobird model directory as a transformers BigBird directory with a "
+        "tokenizer.json (BigBirdForMaskedLM, or ForSequenceClassification for a "
+        "classifier fine-tuned with --pooling hf).",
+        cmd_convert_to_hf,
+    )
+    target.add_argument("model_dir", type=Path, help="genobird model folder")
+    target.add_argument("out_dir", type=Path, help="HuggingFace folder to write (new)")
 
 
 def _add_nlp(commands) -> None:
@@ -669,7 +725,10 @@ def _add_pretrain(commands) -> None:
     data = sub.add_argument_group("data overrides")
     data.add_argument("--train", type=Path, help="training instances folder")
     data.add_argument("--eval", type=Path, help="held-out instances folder")
-    data.add_argument("--tokenizer", type=Path, help="tokenizer.model")
+    data.add_argument("--tokenizer", type=Path, help="tokenizer.model or tokenizer.json")
+    data.add_argument(
+        "--init", type=Path, help="continue pretraining this model folder (`convert from-hf`)"
+    )
     overrides = sub.add_argument_group("training overrides")
     overrides.add_argument("--max-steps", type=int)
     overrides.add_argument("--batch-size", type=int, help="per process")
@@ -826,9 +885,10 @@ def _add_finetune(commands) -> None:
     )
     sub.add_argument(
         "--pooling",
-        choices=["cls", "mean"],
+        choices=["cls", "mean", "hf"],
         default="cls",
-        help="[CLS] pooler (the paper) or the mean of the token states",
+        help="[CLS] pooler (the paper), the mean of the token states, or HuggingFace "
+        "BigBird's head on [CLS] (exportable with `convert to-hf`)",
     )
     sub.add_argument(
         "--eval-every",

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from genobird.corpus.tokenizer import Tokenizer
+from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.errors import CheckpointError, GenobirdError
 from genobird.fileio import require_unique_names
 from genobird.genome import (
@@ -81,7 +81,7 @@ class WindowInputs(torch.utils.data.Dataset):
     """Model inputs of windows: each is fetched (an Interval) and tokenised here, on
     one strand or both, so that DataLoader workers do it off the main process."""
 
-    def __init__(self, windows: list, reference, tokenizer: Tokenizer, max_tokens: int,
+    def __init__(self, windows: list, reference, tokenizer: TokenizerBase, max_tokens: int,
                  both_strands: bool):  # fmt: skip
         self.windows, self.reference, self.tokenizer = windows, reference, tokenizer
         self.max_tokens, self.both_strands = max_tokens, both_strands
@@ -154,17 +154,13 @@ class Predictor:
         self.num_workers = default_workers(self.device) if num_workers is None else num_workers
         self.rc_average = (self.task == "chromatin") if rc_average is None else rc_average
 
-    def _load_tokenizer(self, description: dict) -> Tokenizer:
-        path = self.model_dir / "tokenizer.model"
-        if not path.is_file():
-            raise CheckpointError(
-                f"{self.model_dir}: tokenizer.model is missing; copy it from the training run"
-            )
-        tokenizer = Tokenizer(path)
+    def _load_tokenizer(self, description: dict) -> TokenizerBase:
+        tokenizer = load_tokenizer(self.model_dir)  # a one-line error when there is none
         expected = description["config"]["vocab_size"]
         if tokenizer.vocab_size != expected:
             raise CheckpointError(
-                f"{path} has {tokenizer.vocab_size} pieces but the model expects {expected}; "
+                f"{tokenizer.path} has {tokenizer.vocab_size} pieces but the model expects "
+                f"{expected}; "
                 "it is not the tokenizer this model was trained with"
             )
         return tokenizer
@@ -204,10 +200,18 @@ class Predictor:
                 ids = ids.to(self.device, non_blocking=True)
                 with autocast(self.device, self.autocast_dtype):
                     logits = self.model(ids, None, ids != self.tokenizer.pad_id).logits.float()
-                out[first : first + len(flags)] += torch.sigmoid(logits).cpu().numpy()
+                out[first : first + len(flags)] += self._scores(logits).cpu().numpy()
             first += len(flags)
             has_n += flags
         return out / (2 if self.rc_average else 1), has_n
+
+    def _scores(self, logits: torch.Tensor) -> torch.Tensor:
+        """Per-feature probabilities of a multi-label model (genobird's fine-tuning), class
+        probabilities of a single-label one, values of a regression."""
+        problem = getattr(self.model, "problem", "multi_label")
+        if problem == "single_label":
+            return torch.softmax(logits, dim=-1)
+        return logits if problem == "regression" else torch.sigmoid(logits)
 
     def predict(self, sequences: list[str]) -> np.ndarray:
         """Probabilities [N, F] for DNA strings (normalised, then fitted to the window)."""

@@ -309,6 +309,23 @@ def test_masking_proportions_are_bert_s():
     assert abs(randoms / total - 0.1) < 0.01
 
 
+def test_masking_takes_special_ids_from_the_vocabulary():
+    """Specials in the middle of the id range (10-14 here): never selected, never drawn
+    as a random replacement, [MASK] written with the vocabulary's own id."""
+    from genobird.corpus.tokenizer import SpecialIds
+
+    special = SpecialIds(pad=10, unk=11, cls=12, sep=13, mask=14)
+    rng = np.random.default_rng(1)
+    tokens = rng.choice(np.r_[0:10, 15:40], size=3000)
+    tokens[[0, 1500, 2999]] = [12, 13, 13]
+    masked, positions, _ = mask_tokens(tokens, rng, 40, InstanceSpec(max_seq_length=4096),
+                                       special)  # fmt: skip
+    assert not set(positions) & {0, 1500, 2999}
+    changed = masked[positions]
+    assert (changed == 14).mean() > 0.7 and not np.isin(changed, [10, 11, 12, 13]).any()
+    assert (changed[changed != 14] != tokens[positions][changed != 14]).any()  # random draws
+
+
 def test_instances_schema_and_structure(instances):
     outdir, manifest, spec = instances
     assert manifest["instances"] > 50

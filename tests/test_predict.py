@@ -124,10 +124,12 @@ def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_re
 
 
 def test_scoring_masks_the_tokenizers_own_pad_id(model_dir):
+    from genobird.corpus.tokenizer import SpecialIds
+
     """With [PAD] at id 3 (GENA-LM's), a window scores the same alone and batched with a
     longer one: the attention mask comes from the tokenizer, not from a constant."""
     predictor = load_predictor(model_dir, device="cpu", rc_average=False, batch_size=2)
-    predictor.tokenizer.cls_id, predictor.tokenizer.sep_id, predictor.tokenizer.pad_id = 1, 2, 3
+    predictor.tokenizer.special = SpecialIds(unk=0, cls=1, sep=2, pad=3, mask=4)
     rng = np.random.default_rng(9)
     short = "".join(rng.choice(list("ACGT"), 400))
     repeat = "A" * 400  # few, long tokens: a much shorter input than `short`
@@ -254,7 +256,7 @@ def test_model_directory_without_or_with_a_wrong_tokenizer(model_dir, pretrainin
     broken = tmp_path / "m"
     shutil.copytree(model_dir, broken)
     (broken / "tokenizer.model").unlink()
-    with pytest.raises(CheckpointError, match=r"tokenizer\.model is missing"):
+    with pytest.raises(CheckpointError, match=r"no tokenizer\.model or tokenizer\.json"):
         load_predictor(broken)
     description = json.loads((broken / "config.json").read_text())
     description["config"]["vocab_size"] += 1

@@ -350,10 +350,11 @@ def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraini
 def test_windows_take_their_special_ids_from_the_tokenizer(pretraining_data):
     """GENA-LM's layout ([CLS] 1, [SEP] 2, [PAD] 3), not genobird's (2, 3, 0)."""
     from genobird.corpus import Tokenizer
+    from genobird.corpus.tokenizer import SpecialIds
     from genobird.tasks.data import collate_windows, window_ids
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
-    tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id = 1, 2, 3
+    tokenizer.special = SpecialIds(unk=0, cls=1, sep=2, pad=3, mask=4)
     rows = [window_ids(tokenizer, "ACGT" * n, 1024) for n in (5, 60)]
     assert all(row[0] == 1 and row[-1] == 2 for row in rows)
     batch = collate_windows([{"input_ids": r, "labels": np.zeros(1)} for r in rows], 64, 3)

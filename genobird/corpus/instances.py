@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from genobird.corpus.documents import read_documents, read_index
-from genobird.corpus.tokenizer import CLS_ID, MASK_ID, SEP_ID, SPECIAL_TOKENS, Tokenizer
+from genobird.corpus.tokenizer import GENOBIRD_SPECIAL_IDS, SpecialIds, load_tokenizer
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path, atomic_write, file_digest
 
@@ -87,18 +87,21 @@ class Instance:
 
 
 # =========================================================================== masking
-def mask_tokens(tokens: np.ndarray, rng, vocab_size: int, spec: InstanceSpec):
-    """BERT masking: returns (masked tokens, sorted positions, original labels)."""
-    candidates = np.nonzero(tokens >= len(SPECIAL_TOKENS))[0]
+def mask_tokens(tokens: np.ndarray, rng, vocab_size: int, spec: InstanceSpec,
+                special: SpecialIds = GENOBIRD_SPECIAL_IDS):  # fmt: skip
+    """BERT masking: returns (masked tokens, sorted positions, original labels). Special
+    tokens are never chosen; random replacements are DNA pieces."""
+    candidates = np.nonzero(~np.isin(tokens, special.all()))[0]
     count = min(spec.predictions, max(1, round(len(tokens) * spec.masked_lm_prob)))
     count = min(count, len(candidates))
     positions = np.sort(rng.permutation(candidates)[:count])
     labels = tokens[positions].copy()
     masked = tokens.copy()
     roll = rng.random(count)
-    masked[positions[roll < 0.8]] = MASK_ID
+    masked[positions[roll < 0.8]] = special.mask
     random_slots = positions[roll >= 0.9]
-    masked[random_slots] = rng.integers(len(SPECIAL_TOKENS), vocab_size, size=len(random_slots))
+    regular = special.regular(vocab_size)
+    masked[random_slots] = regular[rng.integers(0, len(regular), size=len(random_slots))]
     return masked, positions, labels
 
 
@@ -127,8 +130,9 @@ def _truncate_pair(a: list, b: list, max_tokens: int, rng) -> None:
 
 
 def document_instances(
-    documents, spans, index: int, rng, spec: InstanceSpec, vocab_size: int, fallbacks=None
-):
+    documents, spans, index: int, rng, spec: InstanceSpec, vocab_size: int, fallbacks=None,
+    special: SpecialIds = GENOBIRD_SPECIAL_IDS,
+):  # fmt: skip
     """Instances of one document (lists of sentence token ids), BERT's procedure.
     `fallbacks` (a one-element list) counts random-B draws that found no document apart
     from A's and kept the true next segment instead."""
@@ -158,9 +162,8 @@ def document_instances(
                 tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
             if tokens_a and tokens_b:
                 _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
-                yield _assemble(
-                    tokens_a, tokens_b, not random_next, index, b_document, rng, spec, vocab_size
-                )
+                yield _assemble(tokens_a, tokens_b, not random_next, index, b_document, rng,
+                                spec, vocab_size, special)  # fmt: skip
             chunk, length = [], 0
         i += 1
 
@@ -175,23 +178,24 @@ def _random_segment(rng, document, wanted: int) -> list[int]:
     return tokens
 
 
-def _assemble(a, b, is_next, a_doc, b_doc, rng, spec, vocab_size) -> Instance:
-    tokens = np.array([CLS_ID, *a, SEP_ID, *b, SEP_ID], dtype=np.int64)
+def _assemble(a, b, is_next, a_doc, b_doc, rng, spec, vocab_size, special) -> Instance:
+    tokens = np.array([special.cls, *a, special.sep, *b, special.sep], dtype=np.int64)
     segments = np.zeros(len(tokens), dtype=np.uint8)
     segments[len(a) + 2 :] = 1
     instance = Instance(tokens, segments, is_next, a_doc, b_doc)
     if not spec.dynamic_masking:
         instance.tokens, instance.masked_positions, instance.masked_labels = mask_tokens(
-            tokens, rng, vocab_size, spec
+            tokens, rng, vocab_size, spec, special
         )
     return instance
 
 
 # =========================================================================== shards
-def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab_size: int) -> None:
-    """One HDF5 shard, written atomically."""
+def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab_size: int,
+                special: SpecialIds = GENOBIRD_SPECIAL_IDS) -> None:  # fmt: skip
+    """One HDF5 shard, written atomically; padding holds the vocabulary's [PAD]."""
     n, width, predictions = len(instances), spec.max_seq_length, spec.predictions
-    ids = np.zeros((n, width), dtype=np.uint16)
+    ids = np.full((n, width), special.pad, dtype=np.uint16)
     segments = np.zeros((n, width), dtype=np.uint8)
     for row, instance in enumerate(instances):
         ids[row, : len(instance.tokens)] = instance.tokens
@@ -222,12 +226,13 @@ def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab
         handle.attrs.update(
             format=FORMAT, max_seq_length=width, max_predictions=predictions,
             vocab_size=vocab_size, dynamic_masking=spec.dynamic_masking, instances=n,
+            special_ids=json.dumps(special.to_dict()),
         )  # fmt: skip
 
 
 def _chunk_job(job):
     chunk_index, sentences_per_doc, spans, first_document, tokenizer_path, spec, out_path = job
-    tokenizer = Tokenizer(tokenizer_path)
+    tokenizer = load_tokenizer(tokenizer_path)
     flat = [s for document in sentences_per_doc for s in document]
     encoded = tokenizer.encode_batch(flat)
     documents, cursor = [], 0
@@ -235,16 +240,16 @@ def _chunk_job(job):
         documents.append(encoded[cursor : cursor + len(document)])
         cursor += len(document)
     rng = np.random.default_rng([spec.seed, chunk_index])
-    instances, fallbacks = [], [0]
+    instances, fallbacks, vocab = [], [0], tokenizer.vocab_size
     for _ in range(spec.dupe_factor):
         for index in range(len(documents)):
             for instance in document_instances(
-                documents, spans, index, rng, spec, tokenizer.vocab_size, fallbacks
+                documents, spans, index, rng, spec, vocab, fallbacks, tokenizer.special
             ):
                 instance.a_document += first_document
                 instance.b_document += first_document
                 instances.append(instance)
-    write_shard(Path(out_path), instances, spec, tokenizer.vocab_size)
+    write_shard(Path(out_path), instances, spec, tokenizer.vocab_size, tokenizer.special)
     bp = sum(len(s) for s in flat)
     return out_path, len(instances), bp, fallbacks[0]
 
@@ -274,7 +279,7 @@ def write_instances(
     from tqdm import tqdm
 
     spec.validate()
-    tokenizer = Tokenizer(tokenizer_path)
+    tokenizer = load_tokenizer(tokenizer_path)
     if tokenizer.vocab_size > 65535:
         raise ConfigError("vocabularies above 65535 pieces do not fit the uint16 shards")
     index = read_index(documents_text)
@@ -372,6 +377,8 @@ class PretrainingDataset(torch.utils.data.Dataset):
             seed=seed,
         )
         self.vocab_size = int(attrs["vocab_size"])
+        # shards written before special ids were recorded hold genobird's
+        self.special = SpecialIds.from_dict(json.loads(attrs.get("special_ids", "{}")))
         self.epoch = 0
         self._handles: dict[int, h5py.File] = {}
 
@@ -407,7 +414,9 @@ class PretrainingDataset(torch.utils.data.Dataset):
                 stored = handle["masked_positions"][row][:count].astype(np.int64)
                 tokens[stored] = handle["masked_labels"][row][:count]
             rng = np.random.default_rng([self.spec.seed, self.epoch, index])
-            masked, chosen, original = mask_tokens(tokens[:length], rng, self.vocab_size, self.spec)
+            masked, chosen, original = mask_tokens(
+                tokens[:length], rng, self.vocab_size, self.spec, self.special
+            )
             tokens[:length] = masked
             positions[: len(chosen)], labels[: len(chosen)] = chosen, original
         else:

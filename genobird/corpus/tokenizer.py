@@ -1,13 +1,17 @@
-"""`Tokenizer`: sentencepiece BPE over DNA, with BERT's special tokens at fixed ids.
+"""DNA tokenizers: genobird's sentencepiece BPE (`Tokenizer`) and HuggingFace
+tokenizer.json files (`HFTokenizer`, e.g. GENA-LM's), behind one interface; every
+caller takes special-token ids from the tokenizer (`tokenizer.special`), never from
+constants, since an imported vocabulary numbers them its own way.
 
-DNA is tokenised as is: no whitespace handling, no dummy prefix, identity normalisation,
-so decode(encode(x)) == x for any A/C/G/T/N string and every token maps back to a span
-of base pairs (`token_offsets`), i.e. to genome coordinates.
+genobird's own DNA is tokenised as is: no whitespace handling, no dummy prefix, identity
+normalisation, so decode(encode(x)) == x for any A/C/G/T/N string and every token maps
+back to a span of base pairs (`token_offsets`), i.e. to genome coordinates.
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +24,112 @@ from genobird.genome.alphabet import normalise_dna
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
 TOKENIZER_FILE = "tokenizer.model"
+HF_TOKENIZER_FILE = "tokenizer.json"
 
 
-class Tokenizer:
+@dataclass(frozen=True)
+class SpecialIds:
+    """Ids of BERT's five special tokens in one vocabulary (genobird's order by default;
+    GENA-LM's is [UNK] 0, [CLS] 1, [SEP] 2, [PAD] 3, [MASK] 4)."""
+
+    pad: int = PAD_ID
+    unk: int = UNK_ID
+    cls: int = CLS_ID
+    sep: int = SEP_ID
+    mask: int = MASK_ID
+
+    def all(self) -> np.ndarray:
+        return np.array(sorted(set(asdict(self).values())), dtype=np.int64)
+
+    def regular(self, vocab_size: int) -> np.ndarray:
+        """The ids that are DNA pieces, ascending (MLM's random replacements)."""
+        return np.setdiff1d(np.arange(vocab_size), self.all())
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values) -> SpecialIds:
+        """From a dict (or HDF5 attrs) with some of the five names; the rest default."""
+        return cls(**{name: int(values[name]) for name in asdict(cls()) if name in values})
+
+
+GENOBIRD_SPECIAL_IDS = SpecialIds()
+
+
+class TokenizerBase:
+    """What every DNA tokenizer offers on top of `encode_batch`, `pieces`,
+    `piece_lengths` and `special`."""
+
+    special: SpecialIds
+    piece_lengths: np.ndarray
+
+    @property
+    def pad_id(self) -> int:
+        return self.special.pad
+
+    @property
+    def unk_id(self) -> int:
+        return self.special.unk
+
+    @property
+    def cls_id(self) -> int:
+        return self.special.cls
+
+    @property
+    def sep_id(self) -> int:
+        return self.special.sep
+
+    @property
+    def mask_id(self) -> int:
+        return self.special.mask
+
+    def encode_batch(self, sequences: list[str], threads: int = 1) -> list[list[int]]:
+        raise NotImplementedError
+
+    def encode(self, sequence: str, normalise: bool = True) -> list[int]:
+        """Token ids of a DNA sequence (normalised first unless told it already is)."""
+        if normalise:
+            sequence = normalise_dna(sequence)
+        return self.encode_batch([sequence])[0]
+
+    def token_offsets(self, ids) -> np.ndarray:
+        """[T, 2] base-pair (start, end) of each token within the decoded sequence;
+        special tokens get an empty span at their position."""
+        lengths = self.piece_lengths[np.asarray(ids, dtype=np.int64)]
+        ends = np.cumsum(lengths)
+        return np.stack([ends - lengths, ends], axis=1)
+
+    def bp_per_token(self, sequences: list[str], threads: int = 1) -> float:
+        tokens = sum(len(ids) for ids in self.encode_batch(sequences, threads))
+        return sum(len(s) for s in sequences) / tokens if tokens else 0.0
+
+
+def load_tokenizer(path_or_directory: str | Path) -> TokenizerBase:
+    """A tokenizer from a file (tokenizer.model: sentencepiece; *.json: HuggingFace) or
+    from a model directory holding one of them."""
+    path = Path(path_or_directory)
+    if path.is_dir():
+        candidates = [path / TOKENIZER_FILE, path / HF_TOKENIZER_FILE]
+        found = [candidate for candidate in candidates if candidate.is_file()]
+        if not found:
+            raise CheckpointError(
+                f"{path}: no {TOKENIZER_FILE} or {HF_TOKENIZER_FILE}; copy the tokenizer "
+                "the model was trained with into it"
+            )
+        path = found[0]
+    if path.suffix == ".json":
+        from genobird.corpus.hf_tokenizer import HFTokenizer
+
+        return HFTokenizer(path)
+    return Tokenizer(path)
+
+
+class Tokenizer(TokenizerBase):
+    """genobird's sentencepiece BPE, its special tokens at ids 0-4 (`SPECIAL_TOKENS`)."""
+
+    special = GENOBIRD_SPECIAL_IDS
+
     def __init__(self, model_path: str | Path):
         self.path = Path(model_path)
         if not self.path.is_file():
@@ -51,11 +158,10 @@ class Tokenizer:
                     "trained by genobird (retrain with `genobird vocab train`)"
                 )
 
-    @classmethod
-    def load(cls, path_or_directory: str | Path) -> Tokenizer:
-        """From a tokenizer.model file or a model directory holding one."""
-        path = Path(path_or_directory)
-        return cls(path / TOKENIZER_FILE if path.is_dir() else path)
+    @staticmethod
+    def load(path_or_directory: str | Path) -> TokenizerBase:
+        """`load_tokenizer`: sentencepiece or tokenizer.json, file or model directory."""
+        return load_tokenizer(path_or_directory)
 
     def save(self, directory: str | Path) -> Path:
         target = Path(directory) / TOKENIZER_FILE
@@ -69,8 +175,6 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self._processor.get_piece_size()
 
-    pad_id, unk_id, cls_id, sep_id, mask_id = PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID
-
     @property
     def first_regular_id(self) -> int:
         return len(SPECIAL_TOKENS)
@@ -78,13 +182,12 @@ class Tokenizer:
     def id_to_piece(self, token_id: int) -> str:
         return self._processor.id_to_piece(token_id)
 
-    # ------------------------------------------------------------------ coding
-    def encode(self, sequence: str, normalise: bool = True) -> list[int]:
-        """Token ids of a DNA sequence (normalised first unless told it already is)."""
-        if normalise:
-            sequence = normalise_dna(sequence)
-        return self.encode_batch([sequence])[0]
+    @property
+    def piece_scores(self) -> np.ndarray:
+        """sentencepiece's score of each piece (BPE: the higher, the earlier merged)."""
+        return np.array([self._processor.GetScore(i) for i in range(self.vocab_size)])
 
+    # ------------------------------------------------------------------ coding
     def encode_batch(self, sequences: list[str], threads: int = 1) -> list[list[int]]:
         """Ids of already-normalised sequences, encoded in C with `threads` threads."""
         if self._fast is not None:
@@ -95,14 +198,3 @@ class Tokenizer:
         """DNA of the ids; special tokens are skipped."""
         regular = [int(i) for i in ids if int(i) >= len(SPECIAL_TOKENS)]
         return self._processor.decode(regular)
-
-    def token_offsets(self, ids) -> np.ndarray:
-        """[T, 2] base-pair (start, end) of each token within the decoded sequence;
-        special tokens get an empty span at their position."""
-        lengths = self.piece_lengths[np.asarray(ids, dtype=np.int64)]
-        ends = np.cumsum(lengths)
-        return np.stack([ends - lengths, ends], axis=1)
-
-    def bp_per_token(self, sequences: list[str], threads: int = 1) -> float:
-        tokens = sum(len(ids) for ids in self.encode_batch(sequences, threads))
-        return sum(len(s) for s in sequences) / tokens if tokens else 0.0

@@ -384,6 +384,22 @@ class ClassificationHead(nn.Module):
         return self.linear(self.dropout(pooled))
 
 
+class HFClassificationHead(nn.Module):
+    """HuggingFace BigBird's classification head, on the [CLS] token's final state (no
+    tanh pooler): dropout, dense, the config's activation, dropout, F outputs."""
+
+    def __init__(self, config: BigBirdConfig, num_outputs: int):
+        super().__init__()
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = activation(config.hidden_act)
+        self.linear = nn.Linear(config.hidden_size, num_outputs)
+
+    def forward(self, cls_state: torch.Tensor) -> torch.Tensor:
+        hidden = self.activation(self.dense(self.dropout(cls_state)))
+        return self.linear(self.dropout(hidden))
+
+
 # =========================================================================== task models
 def init_weights(module: nn.Module, std: float) -> None:
     """BERT's initialisation: N(0, std) weights, zero biases, unit LayerNorm."""
@@ -484,12 +500,14 @@ class BigBirdForSequenceClassification(nn.Module):
 
     pooling "cls": the pooler's tanh(dense([CLS])), as BERT and the paper; "mean": the
     mean of the real tokens' final states (no pooler), for short DNA inputs where [CLS]
-    has little context to gather (benchmarks/README.md).
+    has little context to gather (benchmarks/README.md); "hf": HuggingFace BigBird's
+    head on the [CLS] state (`HFClassificationHead`), for classifiers converted from or
+    exported to transformers.
     """
 
     task = "classification"
     PROBLEMS = ("single_label", "multi_label", "regression")
-    POOLINGS = ("cls", "mean")
+    POOLINGS = ("cls", "mean", "hf")
 
     def __init__(
         self,
@@ -510,7 +528,8 @@ class BigBirdForSequenceClassification(nn.Module):
         self.num_labels, self.problem, self.pos_weight = num_labels, problem, pos_weight
         self.pooling = pooling
         self.encoder = BigBirdEncoder(config)
-        self.head = ClassificationHead(config, num_labels)
+        head_class = HFClassificationHead if pooling == "hf" else ClassificationHead
+        self.head = head_class(config, num_labels)
         init_weights(self, config.initializer_range)
 
     def head_config(self) -> dict:
@@ -538,6 +557,8 @@ class BigBirdForSequenceClassification(nn.Module):
                 )
             )[..., None]
             pooled = (encoded.sequence * weights).sum(1) / weights.sum(1).clamp(min=1)
+        elif self.pooling == "hf":
+            pooled = encoded.sequence[:, 0]
         else:
             pooled = encoded.pooled
         logits = self.head(pooled)

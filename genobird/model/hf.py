@@ -132,6 +132,11 @@ def _names(num_layers: int) -> dict[str, str]:
         "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
         "nsp.weight": "cls.seq_relationship.weight",
         "nsp.bias": "cls.seq_relationship.bias",
+        # a classifier with pooling "hf" (BigBirdForSequenceClassification's head)
+        "head.dense.weight": "classifier.dense.weight",
+        "head.dense.bias": "classifier.dense.bias",
+        "head.linear.weight": "classifier.out_proj.weight",
+        "head.linear.bias": "classifier.out_proj.bias",
     }
     for index in range(num_layers):
         names.update(_layer_names(index))
@@ -158,7 +163,9 @@ def with_plain_token_table(state: dict[str, torch.Tensor]) -> dict[str, torch.Te
 
 
 def state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
-    """A genobird pretraining model's tensors under HF BigBirdForPreTraining's names."""
+    """A genobird model's tensors under HF's names (BigBirdForPreTraining's for a
+    pretraining model, BigBirdForSequenceClassification's for an "hf"-pooling classifier),
+    the tied MLM decoder included."""
     state = with_plain_token_table(state)
     out = {theirs: state[ours] for ours, theirs in _names(num_layers).items() if ours in state}
     for index in range(num_layers):
@@ -166,8 +173,9 @@ def state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[st
         for suffix in ("weight", "bias"):
             for name, part in zip(QKV, state[prefix + suffix].chunk(3), strict=True):
                 out[f"bert.encoder.layer.{index}.attention.self.{name}.{suffix}"] = part
-    out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
-    out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
+    if "cls.predictions.bias" in out:
+        out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
+        out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"]
     return {name: tensor.contiguous() for name, tensor in out.items()}
 
 

@@ -147,10 +147,15 @@ def _tensor_names(model: nn.Module) -> dict[tuple, list[str]]:
     return names
 
 
-def from_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> nn.Module:
-    """Rebuild the model saved in `directory` (class, config, head) and load its weights."""
+def from_pretrained(
+    directory: str | Path, device: str | torch.device = "cpu", config_changes: dict | None = None
+) -> nn.Module:
+    """Rebuild the model saved in `directory` (class, config, head) and load its weights;
+    `config_changes` replace config fields that leave the weights' shapes alone
+    (dropout, attention_impl, ...)."""
     directory = Path(directory)
     description = read_model_description(directory)
+    description["config"] = {**description["config"], **(config_changes or {})}
     model = build_model(description, source=str(directory / CONFIG_FILE))
     load_weights(model, directory / WEIGHTS_FILE, device)
     return model.to(device)

@@ -21,7 +21,7 @@ import safetensors.torch
 import torch
 from torch.utils.data import DataLoader
 
-from genobird.corpus import Tokenizer
+from genobird.corpus.tokenizer import load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
@@ -123,7 +123,7 @@ def load_encoder(model: BigBirdForSequenceClassification, pretrained_dir: Path) 
 
 
 def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
-                vocab_size: int) -> BigBirdConfig:  # fmt: skip
+                vocab_size: int, pad_id: int = 0) -> BigBirdConfig:  # fmt: skip
     """The encoder config of a fine-tuning run: the pretrained model's, or a fresh one of
     `fresh_shape` (max_position grown to max_tokens); checked against the tokenizer and
     the input length."""
@@ -132,7 +132,7 @@ def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
     else:
         shape = {**fresh_shape}
         shape["max_position"] = max(shape.get("max_position", 0), max_tokens)
-        config = BigBirdConfig(vocab_size=vocab_size, **shape)
+        config = BigBirdConfig(**{**shape, "vocab_size": vocab_size, "pad_token_id": pad_id})
     if config.vocab_size != vocab_size:
         raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
     if max_tokens > config.max_position:
@@ -156,11 +156,12 @@ def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None
     return model
 
 
-def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, pieces: list[str]):
+def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, tokenizer):
     pos_weight = spec.pos_weight
     if pos_weight is None:
         pos_weight = 8.0 if task_meta["task"] == "chromatin" else 1.0
-    config = task_config(pretrained, spec.model, spec.max_tokens, len(pieces))
+    pieces = tokenizer.pieces
+    config = task_config(pretrained, spec.model, spec.max_tokens, len(pieces), tokenizer.pad_id)
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
@@ -189,10 +190,10 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     pretrained = Path(pretrained) if pretrained else None
     if pretrained is None and tokenizer_path is None:
         raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer")
-    tokenizer = Tokenizer.load(pretrained if pretrained else tokenizer_path)
+    tokenizer = load_tokenizer(pretrained if pretrained else tokenizer_path)
     meta = read_metadata(data_path)
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
-    model = build_model(meta, pretrained, spec, tokenizer.pieces)
+    model = build_model(meta, pretrained, spec, tokenizer)
     rc_augment = spec.rc_augment if spec.rc_augment is not None else meta["task"] != "promoter"
     train = WindowDataset(data_path, "train", tokenizer, spec.max_tokens,
                           rc_augment_seed=spec.seed if rc_augment else None)  # fmt: skip

@@ -20,8 +20,8 @@ import torch
 import yaml
 from torch.utils.data import DataLoader, Dataset
 
-from genobird.corpus import PretrainingDataset, Tokenizer, shard_paths
-from genobird.corpus.tokenizer import CLS_ID, PAD_ID
+from genobird.corpus import PretrainingDataset, shard_paths
+from genobird.corpus.tokenizer import load_tokenizer
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
@@ -121,6 +121,7 @@ class CentredContextDataset(Dataset):
         if scored > length - 1:
             raise ConfigError(f"the scored centre ({scored}) must fit in the window ({length})")
         self.base, self.length, self.scored = base, length, scored
+        self.special = base.special  # the vocabulary's [CLS] and [PAD]
 
     def __len__(self) -> int:
         return len(self.base)
@@ -133,13 +134,13 @@ class CentredContextDataset(Dataset):
         start = min(max(0, centre - span // 2), real - span)
         first_scored = centre - self.scored // 2
         out = {
-            "input_ids": torch.full((self.length,), CLS_ID, dtype=torch.long),
+            "input_ids": torch.full((self.length,), self.special.cls, dtype=torch.long),
             "segment_ids": torch.zeros(self.length, dtype=torch.long),
             "attention_mask": torch.zeros(self.length, dtype=torch.bool),
         }
         for key in out:
             out[key][1 : span + 1] = item[key][start : start + span]
-        out["input_ids"][span + 1 :] = PAD_ID
+        out["input_ids"][span + 1 :] = self.special.pad
         out["attention_mask"][0] = True
         positions, labels = item["masked_positions"], item["masked_labels"]
         keep = (labels != -100) & (positions >= first_scored)
@@ -153,7 +154,10 @@ class CentredContextDataset(Dataset):
 
 # =========================================================================== run
 SECTIONS = {"model", "training", "data", "output", "context_lengths"}
-DATA_KEYS = {"train", "eval", "tokenizer"}
+DATA_KEYS = {"train", "eval", "tokenizer", "init"}
+# What a continued pretraining (data.init) may change of the model it starts from.
+RUNTIME_MODEL_KEYS = {"hidden_dropout", "attention_dropout", "attention_impl",
+                      "gradient_checkpointing"}  # fmt: skip
 
 
 def load_run_config(path: str | Path, overrides: dict | None = None) -> dict:
@@ -179,8 +183,11 @@ def load_run_config(path: str | Path, overrides: dict | None = None) -> dict:
     for dotted, value in (overrides or {}).items():
         section, key = dotted.split(".")
         config.setdefault(section, {})[key] = value
+    data = config.get("data") or {}
+    if "init" in data:  # continued pretraining: the tokenizer comes with the model
+        data.setdefault("tokenizer", data["init"])
     for key in ("train", "tokenizer"):
-        if key not in (config.get("data") or {}):
+        if key not in data:
             raise ConfigError(
                 f"{path}: data.{key} is required (in the file or on the command line)"
             )
@@ -188,8 +195,11 @@ def load_run_config(path: str | Path, overrides: dict | None = None) -> dict:
     return config
 
 
-def _build_model(model_section: dict, pieces: list[str], seed: int) -> BigBirdForPretraining:
-    config = BigBirdConfig(vocab_size=len(pieces), **model_section)
+def _build_model(
+    model_section: dict, pieces: list[str], seed: int, pad_id: int = 0
+) -> BigBirdForPretraining:
+    # the vocabulary, not the config, decides the size and the [PAD] row
+    config = BigBirdConfig(**{**model_section, "vocab_size": len(pieces), "pad_token_id": pad_id})
     # Initialisation draws from the global RNG: fork it so that no global state leaks.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -198,10 +208,36 @@ def _build_model(model_section: dict, pieces: list[str], seed: int) -> BigBirdFo
     return model
 
 
+def _initial_model(model_dir, model_section: dict, tokenizer) -> BigBirdForPretraining:
+    """Continued pretraining: the model of `model_dir` (a genobird pretraining model, one
+    converted from HuggingFace, ...), with only runtime settings taken from the config."""
+    from genobird.model.io import from_pretrained
+
+    fixed = sorted(set(model_section) - RUNTIME_MODEL_KEYS)
+    if fixed:
+        raise ConfigError(
+            f"model.{fixed[0]} is fixed by the initial model {model_dir}; remove it from the "
+            f"config (changeable: {sorted(RUNTIME_MODEL_KEYS)})"
+        )
+    model = from_pretrained(model_dir, config_changes=model_section)
+    if not isinstance(model, BigBirdForPretraining):
+        raise ConfigError(f"{model_dir}: a {type(model).__name__}, not a pretraining model")
+    if model.config.vocab_size != tokenizer.vocab_size:
+        raise ConfigError(
+            f"{model_dir}: {model.config.vocab_size} token embeddings but the tokenizer has "
+            f"{tokenizer.vocab_size} pieces; use the model's own tokenizer"
+        )
+    return model
+
+
 def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_overrides=None):
     training = TrainingConfig(**config.get("training", {}))
     model_section = {**config.get("model", {}), **(model_overrides or {})}
-    model = _build_model(model_section, tokenizer.pieces, training.seed)
+    init = config["data"].get("init")
+    if init:
+        model = _initial_model(init, model_section, tokenizer)
+    else:
+        model = _build_model(model_section, tokenizer.pieces, training.seed, tokenizer.pad_id)
     lengths = tokenizer.piece_lengths
 
     def eval_fn(module, loader, device):
@@ -220,11 +256,20 @@ def run_pretraining(config: dict) -> dict:
     """Train, evaluate and write the model directory; returns the training summary."""
     distributed.init_from_environment()
     data = config["data"]
-    tokenizer = Tokenizer.load(data["tokenizer"])
+    tokenizer = load_tokenizer(data["tokenizer"])
     train_set = PretrainingDataset(
         shard_paths(data["train"]), seed=config["training"].get("seed", 0)
     )
     eval_set = PretrainingDataset(shard_paths(data["eval"])) if data.get("eval") else None
+    for name, shards in (("train", train_set), ("eval", eval_set)):
+        if shards is not None and (shards.special, shards.vocab_size) != (
+            tokenizer.special,
+            tokenizer.vocab_size,
+        ):
+            raise ConfigError(
+                f"data.{name}: instances built with another vocabulary than "
+                f"{data['tokenizer']}; rebuild them with `genobird corpus instances`"
+            )
     max_position = config.get("model", {}).get("max_position", BigBirdConfig.max_position)
     if train_set.spec.max_seq_length > max_position:
         raise ConfigError(
@@ -322,7 +367,7 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
     from genobird.model.io import from_pretrained
 
     model = from_pretrained(model_dir, "cpu").eval()
-    piece_lengths = Tokenizer(Path(model_dir) / "tokenizer.model").piece_lengths
+    piece_lengths = load_tokenizer(model_dir).piece_lengths
     dataset = PretrainingDataset(shard_paths(instances_dir))
     longest = min(model.config.max_position, len(dataset[0]["input_ids"]))
     lengths = sorted(length for length in set(lengths) if 8 <= length <= longest)
