@@ -16,7 +16,6 @@ the tokenizer_config.json that `AutoTokenizer.from_pretrained` reads.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,8 @@ SPECIAL_NAMES = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
 
 
 class HFTokenizer(TokenizerBase):
+    file_name = HF_TOKENIZER_FILE
+
     def __init__(self, path: str | Path):
         from tokenizers import Tokenizer as TokenizersTokenizer
 
@@ -77,13 +78,6 @@ class HFTokenizer(TokenizerBase):
         """The pieces of the ids, concatenated; special tokens are skipped."""
         special = set(self.special.all().tolist())
         return "".join(self.pieces[int(i)] for i in ids if int(i) not in special)
-
-    def save(self, directory: str | Path) -> Path:
-        target = Path(directory) / HF_TOKENIZER_FILE
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.resolve() != self.path.resolve():
-            shutil.copyfile(self.path, target)
-        return target
 
 
 # =========================================================================== export

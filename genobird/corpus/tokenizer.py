@@ -63,6 +63,16 @@ class TokenizerBase:
 
     special: SpecialIds
     piece_lengths: np.ndarray
+    path: Path
+    file_name: str  # what a model directory calls this kind of tokenizer file
+
+    def save(self, directory: str | Path) -> Path:
+        """Copy the tokenizer file into a model directory."""
+        target = Path(directory) / self.file_name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.resolve() != self.path.resolve():
+            shutil.copyfile(self.path, target)
+        return target
 
     @property
     def pad_id(self) -> int:
@@ -129,6 +139,7 @@ class Tokenizer(TokenizerBase):
     """genobird's sentencepiece BPE, its special tokens at ids 0-4 (`SPECIAL_TOKENS`)."""
 
     special = GENOBIRD_SPECIAL_IDS
+    file_name = TOKENIZER_FILE
 
     def __init__(self, model_path: str | Path):
         self.path = Path(model_path)
@@ -162,13 +173,6 @@ class Tokenizer(TokenizerBase):
     def load(path_or_directory: str | Path) -> TokenizerBase:
         """`load_tokenizer`: sentencepiece or tokenizer.json, file or model directory."""
         return load_tokenizer(path_or_directory)
-
-    def save(self, directory: str | Path) -> Path:
-        target = Path(directory) / TOKENIZER_FILE
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.resolve() != self.path.resolve():
-            shutil.copyfile(self.path, target)
-        return target
 
     # ------------------------------------------------------------------ ids
     @property
