@@ -175,6 +175,26 @@ def test_a_block_sparse_transformers_checkpoint_computes_the_same_in_genobird(le
     assert (logits - expected.prediction_logits)[real].abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("length, batch", [(256, 2), (250, 1)])
+def test_an_original_full_transformers_checkpoint_computes_the_same_in_genobird(length, batch):
+    """attention_type original_full imports as genobird's dense attention: hidden states
+    and MLM logits agree to 1e-5 (a block multiple and not, padded and single batches)."""
+    torch.manual_seed(2)
+    theirs = transformers.BigBirdForPreTraining(small_hf_config(attention_type="original_full"))
+    ours = imported(theirs).eval()
+    assert ours.config.attention_type == "dense"
+    ids, segments, mask = inputs(length, batch=batch, padding=37)
+    with torch.no_grad():
+        expected = theirs.eval()(input_ids=ids, token_type_ids=segments, attention_mask=mask,
+                                 output_hidden_states=True)  # fmt: skip
+        hidden = ours.encoder(ids, segments, mask.bool()).sequence
+        positions = torch.arange(length).expand_as(ids)
+        logits = ours(ids, segments, mask.bool(), positions).mlm_logits.view(*ids.shape, -1)
+    real = mask.bool()
+    assert (hidden - expected.hidden_states[-1])[real].abs().max() <= 1e-5
+    assert (logits - expected.prediction_logits)[real].abs().max() <= 1e-5
+
+
 def test_the_1024_token_plan_repeats_blocks_and_genobird_counts_them():
     """Layer 2 of the test model draws, at 1,024 tokens, random blocks that sit in their
     row's window as well: transformers counts them twice, and so must genobird (the test
