@@ -314,26 +314,49 @@ def test_every_impl_computes_the_same_function(impl):
 
 
 # --------------------------------------------------------------------------- FlexAttention
+def listed_blocks(block_mask, head: int, row: int) -> tuple[list[int], list[int]]:
+    """(partial, full) key blocks FlexAttention visits for one query row (batch 0)."""
+    partial = block_mask.kv_indices[0, head, row][: block_mask.kv_num_blocks[0, head, row]]
+    full = block_mask.full_kv_indices[0, head, row][: block_mask.full_kv_num_blocks[0, head, row]]
+    return partial.tolist(), full.tolist()
+
+
 def test_flex_block_lists_are_the_layout_rows():
+    """Every row lists exactly its layout blocks. Unpadded: all "full" but the last block,
+    which runs past N = 500; padded: all "partial", the keys masked by mask_mod."""
     layout = bigbird_layout(500, block_size=32, num_heads=2, seed=6)
-    mask = padding_mask(2, 500, [500, 321])
-    block_mask = flex_block_mask(layout, mask, batch=2)
-    assert block_mask.BLOCK_SIZE == (32, 32)
-    for batch in range(2):
-        for head in range(2):
-            for row in range(layout.num_blocks):
-                partial = block_mask.kv_indices[batch, head, row][
-                    : block_mask.kv_num_blocks[batch, head, row]
-                ]
-                full = block_mask.full_kv_indices[batch, head, row][
-                    : block_mask.full_kv_num_blocks[batch, head, row]
-                ]
-                listed = sorted(partial.tolist() + full.tolist())
-                expected = torch.nonzero(layout.block_mask[head, row]).flatten().tolist()
-                assert listed == expected
-                # padded key blocks (the last, and from token 321 on in batch 1) are partial
-                has_padding = {15} | ({10, 11, 12, 13, 14} if batch == 1 else set())
-                assert set(partial.tolist()) == set(expected) & has_padding
+    unpadded = flex_block_mask(layout, None, batch=2)
+    padded = flex_block_mask(layout, padding_mask(2, 500, [500, 321]), batch=2)
+    assert unpadded.BLOCK_SIZE == (32, 32)
+    assert unpadded.kv_num_blocks.shape[0] == padded.kv_num_blocks.shape[0] == 1  # broadcast
+    for head in range(2):
+        for row in range(layout.num_blocks):
+            expected = torch.nonzero(layout.block_mask[head, row]).flatten().tolist()
+            partial, full = listed_blocks(unpadded, head, row)
+            assert sorted(partial + full) == expected
+            assert partial == [b for b in expected if b == 15]
+            partial, full = listed_blocks(padded, head, row)
+            assert partial == expected and full == []
+
+
+def test_flex_block_lists_are_built_once_per_layout_not_per_call():
+    """Calls with new padding, new batches and other layers' calls reuse the lists: one
+    build per (layout, device, padded or not); the outputs still follow each call's
+    padding (eager FlexAttention against the dense oracle)."""
+    from genobird.attention import flex
+
+    layouts = [bigbird_layout(384, block_size=32, num_heads=2, seed=8, layer=i) for i in range(2)]
+    before = flex.LIST_BUILDS
+    q, k, v = qkv(2, 2, 384)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager FlexAttention warns that it is unfused
+        for lengths in ([384, 200], [300, 384], [384, 384], None):
+            mask = None if lengths is None else padding_mask(2, 384, lengths)
+            for layout in layouts:
+                got = flex_block_sparse_attention(q, k, v, layout, mask)
+                expected = dense_attention(q, k, v, layout.dense_mask(), mask)
+                torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    assert flex.LIST_BUILDS - before == 4  # 2 layouts x (padded, unpadded)
 
 
 @pytest.mark.skipif(

@@ -1,15 +1,17 @@
 """FlexAttention backend (torch.nn.attention.flex_attention) for CUDA.
 
 The layout is handed to FlexAttention as explicit block lists, so the fused kernel visits
-only the layout's blocks. Blocks wholly inside the pattern whose keys are all real go to
-the "full" lists (no mask evaluated); the others go to the partial lists, where
-`mask_mod` masks the padded keys.
+only the layout's blocks. The lists depend on the layout alone (and on whether the call
+has key padding), so they are built once per layout and device and reused by every call
+of that layer at that length; each call only binds its own key validity to `mask_mod`.
 On CPU the same code runs eagerly (unfused, for tests); on CUDA it is compiled once.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import weakref
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
@@ -33,10 +35,43 @@ def key_validity(layout: BlockLayout, key_padding_mask, batch: int, device) -> t
     return valid
 
 
+# Block lists built so far (tests check that they are built once per layout, not per call).
+LIST_BUILDS = 0
+_TEMPLATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _template(layout: BlockLayout, device, padded: bool) -> BlockMask:
+    """The block lists of `layout`, built once per (device, padded) and kept with it.
+
+    Unpadded inputs: every listed block is "full" (no mask evaluated) except a last block
+    that runs past seq_len. Padded inputs: every listed block is "partial", so mask_mod
+    masks the padded keys wherever they are, and the lists need not change with the
+    padding: no per-call sort, transpose or host synchronisation. The cost moves into the
+    kernel (a key-validity lookup in every visited block)."""
+    global LIST_BUILDS
+    cache = _TEMPLATES.setdefault(layout, {})
+    key = (str(device), padded)
+    if key not in cache:
+        LIST_BUILDS += 1
+        pattern = layout.block_mask.to(device)[None]  # [1, H, NB, NB]: broadcast over batch
+        partial_columns = torch.ones(layout.num_blocks, dtype=torch.bool, device=device)
+        if not padded:
+            partial_columns[:] = False
+            partial_columns[-1] = layout.seq_len % layout.block_size != 0
+        counts, indices = _block_lists(pattern & partial_columns)
+        full_counts, full_indices = _block_lists(pattern & ~partial_columns)
+        cache[key] = BlockMask.from_kv_blocks(
+            counts, indices, full_counts, full_indices, BLOCK_SIZE=layout.block_size,
+            seq_lengths=(layout.seq_len, layout.seq_len),
+        )  # fmt: skip
+    return cache[key]
+
+
 def flex_block_mask(
     layout: BlockLayout, key_padding_mask=None, batch: int = 1, device="cpu", compiled=False
 ) -> BlockMask:
-    """The BlockMask that restricts FlexAttention to `layout` (and to real keys).
+    """The BlockMask that restricts FlexAttention to `layout` (and to real keys): the
+    layout's cached block lists with a mask_mod reading this call's key validity.
 
     Eager FlexAttention (CPU) ignores the block lists and evaluates mask_mod everywhere,
     so there mask_mod encodes the whole pattern. The compiled kernel visits only listed
@@ -45,29 +80,26 @@ def flex_block_mask(
     an H100 (28.5 vs 0.9 ms at N=32768).
     """
     size = layout.block_size
-    key_valid = key_validity(layout, key_padding_mask, batch, device)
-    block_has_padding = ~key_valid.view(batch, layout.num_blocks, size).all(dim=-1)  # [B, NB]
+    padded = key_padding_mask is not None
+    key_valid = key_validity(layout, key_padding_mask, batch if padded else 1, device)
     pattern = layout.block_mask.to(device)
-    full = pattern[None] & ~block_has_padding[:, None, None, :]
-    partial = pattern[None] & block_has_padding[:, None, None, :]
-    counts, indices = _block_lists(partial)
-    full_counts, full_indices = _block_lists(full)
 
-    def keys_only(b, h, q_idx, kv_idx):
-        return key_valid[b, kv_idx]
+    if padded:
+
+        def keys_only(b, h, q_idx, kv_idx):
+            return key_valid[b, kv_idx]
+
+    else:  # one row of validity (the tail past seq_len) serves the whole batch
+
+        def keys_only(b, h, q_idx, kv_idx):
+            return key_valid[0, kv_idx]
 
     def pattern_and_keys(b, h, q_idx, kv_idx):
-        return pattern[h, q_idx // size, kv_idx // size] & key_valid[b, kv_idx]
+        return pattern[h, q_idx // size, kv_idx // size] & keys_only(b, h, q_idx, kv_idx)
 
-    return BlockMask.from_kv_blocks(
-        counts,
-        indices,
-        full_counts,
-        full_indices,
-        BLOCK_SIZE=size,
-        mask_mod=keys_only if compiled else pattern_and_keys,
-        seq_lengths=(layout.seq_len, layout.seq_len),
-    )
+    block_mask = copy.copy(_template(layout, device, padded))
+    block_mask.mask_mod = keys_only if compiled else pattern_and_keys
+    return block_mask
 
 
 @functools.cache
