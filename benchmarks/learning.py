@@ -82,7 +82,7 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
     if options.from_scratch:
         runs["genobird, from scratch"] = [
             "finetune", kind, "--data", str(data), "--from-scratch", "--tokenizer",
-            str(pretrained / "tokenizer.model"), "--shape-of", str(pretrained), *finetune,
+            str(pretrained), "--shape-of", str(pretrained), *finetune,
         ]  # fmt: skip
     results = {}
     for name, command in runs.items():
