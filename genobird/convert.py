@@ -109,19 +109,17 @@ def _architecture(hf: dict, source: str) -> str:
     return architecture
 
 
-def _classifier_problem(hf: dict) -> str:
-    """transformers' rule: problem_type if set, else regression for one label."""
-    if hf.get("problem_type"):
-        return HF_PROBLEMS[hf["problem_type"]]
-    return (
-        "regression" if hf.get("num_labels", len(hf.get("id2label", {}))) == 1 else ("single_label")
-    )
-
-
 def _label_names(hf: dict) -> list[str]:
     labels = hf.get("id2label") or {}
     count = hf.get("num_labels", len(labels) or 2)
     return [str(labels.get(str(i), labels.get(i, f"LABEL_{i}"))) for i in range(count)]
+
+
+def _classifier_problem(hf: dict) -> str:
+    """transformers' rule: problem_type if set, else regression for a single label."""
+    if hf.get("problem_type"):
+        return HF_PROBLEMS[hf["problem_type"]]
+    return "regression" if len(_label_names(hf)) == 1 else "single_label"
 
 
 def _build(architecture: str, hf: dict, config):
