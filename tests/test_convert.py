@@ -203,6 +203,14 @@ def test_a_sequence_classifier_converts_to_a_predictor(gena_like, tmp_path):
     assert predictor.feature_names == ["background", "promoter"]
     scores = predictor.predict([dna(300, 5), dna(250, 6)])
     np.testing.assert_allclose(scores.sum(axis=1), 1.0, rtol=1e-6)  # softmax classes
+    fasta = tmp_path / "s.fa"
+    fasta.write_text(f">a\n{dna(300, 5)}\n>b\n{dna(250, 6)}\n")
+    table = tmp_path / "s.tsv"
+    assert main(["-q", "score", "--model", str(out), "--fasta", str(fasta), "--out",
+                 str(table)]) == 0  # fmt: skip
+    scored = np.loadtxt(table, delimiter="\t", skiprows=1, usecols=(2, 3))
+    np.testing.assert_allclose(scored, scores, rtol=1e-5)
+    assert table.read_text().splitlines()[0].split("\t")[2:] == ["background", "promoter"]
 
 
 def test_genobird_models_export_to_transformers(pretraining_data, tmp_path):
