@@ -152,17 +152,9 @@ def test_the_hf_layout_draws_transformers_random_blocks():
     np.testing.assert_array_equal(np.random.get_state()[1], state)  # global numpy untouched
 
 
-@pytest.mark.parametrize("length, batch", [(1024, 2), (390, 2), (400, 1), (150, 1)])
-def test_a_block_sparse_transformers_checkpoint_computes_the_same_in_genobird(length, batch):
-    """transformers' BigBirdForPreTraining in training mode (dropout 0), block_sparse, and
-    its weights in genobird (attention_type "hf"): hidden states and MLM logits agree to
-    1e-5 at every real position; lengths that are and are not block multiples (padded
-    inside), a padded batch, the paper's 1,024-token plan, and an input of at most 5 + 2r
-    blocks, which both compute with full attention."""
-    torch.manual_seed(1)
-    theirs = transformers.BigBirdForPreTraining(small_hf_config()).train()
-    ours = imported(theirs).train()
-    assert ours.config.attention_type == "hf"
+def assert_same_states(ours, theirs, length: int, batch: int) -> None:
+    """Hidden states and MLM logits agree to 1e-5 at every real position of a batch whose
+    last row ends in 37 padding tokens."""
     ids, segments, mask = inputs(length, batch=batch, padding=37)
     with torch.no_grad():
         expected = theirs(input_ids=ids, token_type_ids=segments, attention_mask=mask,
@@ -175,6 +167,20 @@ def test_a_block_sparse_transformers_checkpoint_computes_the_same_in_genobird(le
     assert (logits - expected.prediction_logits)[real].abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("length, batch", [(1024, 2), (390, 2), (400, 1), (150, 1)])
+def test_a_block_sparse_transformers_checkpoint_computes_the_same_in_genobird(length, batch):
+    """transformers' BigBirdForPreTraining in training mode (dropout 0), block_sparse, and
+    its weights in genobird (attention_type "hf"): hidden states and MLM logits agree to
+    1e-5 at every real position; lengths that are and are not block multiples (padded
+    inside), a padded batch, the paper's 1,024-token plan, and an input of at most 5 + 2r
+    blocks, which both compute with full attention."""
+    torch.manual_seed(1)
+    theirs = transformers.BigBirdForPreTraining(small_hf_config()).train()
+    ours = imported(theirs).train()
+    assert ours.config.attention_type == "hf"
+    assert_same_states(ours, theirs, length, batch)
+
+
 @pytest.mark.parametrize("length, batch", [(256, 2), (250, 1)])
 def test_an_original_full_transformers_checkpoint_computes_the_same_in_genobird(length, batch):
     """attention_type original_full imports as genobird's dense attention: hidden states
@@ -183,16 +189,7 @@ def test_an_original_full_transformers_checkpoint_computes_the_same_in_genobird(
     theirs = transformers.BigBirdForPreTraining(small_hf_config(attention_type="original_full"))
     ours = imported(theirs).eval()
     assert ours.config.attention_type == "dense"
-    ids, segments, mask = inputs(length, batch=batch, padding=37)
-    with torch.no_grad():
-        expected = theirs.eval()(input_ids=ids, token_type_ids=segments, attention_mask=mask,
-                                 output_hidden_states=True)  # fmt: skip
-        hidden = ours.encoder(ids, segments, mask.bool()).sequence
-        positions = torch.arange(length).expand_as(ids)
-        logits = ours(ids, segments, mask.bool(), positions).mlm_logits.view(*ids.shape, -1)
-    real = mask.bool()
-    assert (hidden - expected.hidden_states[-1])[real].abs().max() <= 1e-5
-    assert (logits - expected.prediction_logits)[real].abs().max() <= 1e-5
+    assert_same_states(ours, theirs.eval(), length, batch)
 
 
 def test_the_1024_token_plan_repeats_blocks_and_genobird_counts_them():
