@@ -876,7 +876,8 @@ def _add_finetune(commands) -> None:
                      "own longest window")  # fmt: skip
     sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
-                     help="evaluate on both strands (default: chromatin only)")  # fmt: skip
+                     help="evaluate on both strands, and score so with the saved model "
+                     "(default: all but promoter)")  # fmt: skip
     sub.add_argument(
         "--rc-augment",
         action=argparse.BooleanOptionalAction,
@@ -940,7 +941,8 @@ def _add_score(commands) -> None:
 def _add_predictor_options(sub) -> None:
     """How a fine-tuned model runs: the options of `load_predictor`."""
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
-                     help="average both strands (default: chromatin yes, promoter no)")  # fmt: skip
+                     help="average both strands (default: as the model was evaluated at "
+                     "fine-tuning; promoter models: no)")  # fmt: skip
     sub.add_argument("--batch-size", type=int, default=16)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",

@@ -152,7 +152,10 @@ class Predictor:
         self.model = from_pretrained(self.model_dir, self.device).eval()
         self.batch_size, self.chunk_size = batch_size, chunk_size
         self.num_workers = default_workers(self.device) if num_workers is None else num_workers
-        self.rc_average = (self.task == "chromatin") if rc_average is None else rc_average
+        # By default both strands when the model was evaluated on both (recorded at
+        # fine-tuning; older models: chromatin only).
+        default_strands = info.get("rc_average", self.task == "chromatin")
+        self.rc_average = default_strands if rc_average is None else rc_average
 
     def _load_tokenizer(self, description: dict) -> TokenizerBase:
         tokenizer = load_tokenizer(self.model_dir)  # a one-line error when there is none

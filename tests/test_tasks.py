@@ -323,6 +323,7 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["auroc"] >= 0.75, report  # measured 0.845
     assert report["f1"] >= 0.70, report  # measured 0.773
+    assert report["rc_average"] is False  # promoter windows are oriented by strand
     assert (tmp_path / "run" / "report" / "roc_pr.png").read_bytes()[:4] == b"\x89PNG"
     description = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
     assert description["task_info"]["feature_names"] == ["promoter"]
@@ -618,6 +619,13 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert report["training"]["real_tokens_per_second"] > 0
     predictor = load_predictor(tmp_path / "run" / "model", device="cpu")
     assert predictor.model.pooling == "mean"
+    # trained on both strands, so evaluated and scored on both, unless told otherwise
+    assert report["rc_average"] is True and predictor.rc_average is True
+    single = load_predictor(tmp_path / "run" / "model", device="cpu", rc_average=False)
+    sequence = windows.sequences[4]  # a test window
+    reverse = sequence[::-1].translate(str.maketrans("ACGT", "TGCA"))
+    both_strands = (single.predict([sequence]) + single.predict([reverse])) / 2
+    assert np.allclose(predictor.predict([sequence]), both_strands, atol=1e-6)
 
 
 def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_data, tmp_path,

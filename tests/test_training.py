@@ -6,6 +6,7 @@ import json
 import math
 import os
 
+import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -13,7 +14,7 @@ import yaml
 
 from genobird.cli import main
 from genobird.corpus import PretrainingDataset, Tokenizer, shard_paths
-from genobird.errors import CheckpointError
+from genobird.errors import CheckpointError, ConfigError
 from genobird.model import BigBirdConfig, BigBirdForPretraining, from_pretrained
 from genobird.training import EpochSampler, Trainer, TrainingConfig, TrainingError, linear_schedule
 from genobird.training.checkpoint import complete_checkpoints, latest_checkpoint, load_checkpoint
@@ -332,6 +333,43 @@ def test_centred_context_windows_score_the_same_masked_tokens_at_every_length(da
             targets = found if targets is None else targets
             assert found == targets  # the same targets, more context around them
         assert int(item["nsp_labels"]) == -100
+
+
+def test_sliding_context_windows_tile_each_instance_and_score_the_same_tokens(datasets):
+    from genobird.training.pretraining import CentredContextDataset
+
+    train, _ = datasets  # instances of 256 tokens
+    lengths, scored = (16, 32, 64), 8
+    views = {n: CentredContextDataset(train, n, scored, longest=64) for n in lengths}
+    centred = CentredContextDataset(train, 16, scored)
+    assert len(centred) == len(train)
+    assert len(views[16]) == len(views[64]) > 20 * len(train)  # ~24 stretches per instance
+    stretches = {}
+    for index in range(len(views[16])):
+        instance, centre = views[16].windows[index]
+        original = train[instance]
+        real = int(original["attention_mask"].sum())
+        assert 31 <= centre <= real - 32  # a 64-token window fits around every stretch
+        targets = None
+        for length, view in views.items():
+            item = view[index]
+            start = centre - (length - 1) // 2
+            assert torch.equal(
+                item["input_ids"][1:], original["input_ids"][start : start + length - 1]
+            )
+            kept = item["masked_labels"] != -100
+            found = {int(p) - 1 + start for p in item["masked_positions"][kept]}
+            assert all(centre - scored // 2 <= p < centre + scored // 2 for p in found)
+            targets = found if targets is None else targets
+            assert found == targets  # the same masked tokens at every length
+        stretches.setdefault(instance, []).append(centre)
+    for centres in stretches.values():  # disjoint stretches, one every `scored` tokens
+        assert np.diff(centres).tolist() == [scored] * (len(centres) - 1)
+    capped = CentredContextDataset(train, 32, scored, longest=64, max_windows=10)
+    assert len(capped) == 10 and capped.windows[0] == views[16].windows[0]
+    assert capped.windows[-1] == views[16].windows[-1]
+    with pytest.raises(ConfigError, match="longest"):
+        CentredContextDataset(train, 64, scored, longest=32)
 
 
 def test_effective_batch_must_divide():

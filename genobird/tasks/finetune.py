@@ -43,11 +43,10 @@ class FinetuneSpec:
     # Longest input in tokens; None: what the data set's windows need (default_max_tokens)
     max_tokens: int | None = None
     pos_weight: float | None = None  # default: 8 for chromatin (paper), 1 otherwise
-    # Average forward and reverse-complement predictions; default: for chromatin only,
-    # since promoter windows are oriented by strand (their reverse complement is not).
+    # Average forward and reverse-complement predictions at evaluation (and, recorded in
+    # the model, when scoring); default: every task but promoter (strand_symmetric).
     rc_average: bool | None = None
-    # Read each training window on a random strand; default: every task but promoter
-    # (promoter windows are oriented by strand).
+    # Read each training window on a random strand; default: every task but promoter.
     rc_augment: bool | None = None
     # "cls" (the paper's [CLS] pooler) or "mean" (mean of the token states)
     pooling: str = "cls"
@@ -64,6 +63,14 @@ class FinetuneSpec:
         )
     )
     seed: int = 0
+
+
+def strand_symmetric(meta: dict) -> bool:
+    """Whether a data set's labels hold on both strands, the default for reverse-complement
+    augmentation and averaging: chromatin features and classify labels (TF binding, ...)
+    do; promoter windows are oriented by their TSS strand, their reverse complement is not
+    a promoter. A model trained on both strands is evaluated on both (GUE TF 0: ...)."""
+    return meta["task"] != "promoter"
 
 
 def classification_step(model, batch):
@@ -194,7 +201,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     meta = read_metadata(data_path)
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
     model = build_model(meta, pretrained, spec, tokenizer)
-    rc_augment = spec.rc_augment if spec.rc_augment is not None else meta["task"] != "promoter"
+    rc_augment = strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment
     train = WindowDataset(data_path, "train", tokenizer, spec.max_tokens,
                           rc_augment_seed=spec.seed if rc_augment else None)  # fmt: skip
     valid = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens)
@@ -247,9 +254,14 @@ def training_summary(state) -> dict:
     }
 
 
+def evaluation_strands(spec: FinetuneSpec, meta: dict) -> bool:
+    """True when evaluation (and scoring with the saved model) averages both strands."""
+    return strand_symmetric(meta) if spec.rc_average is None else spec.rc_average
+
+
 def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
              training: dict | None = None) -> dict:  # fmt: skip
-    rc_average = spec.rc_average if spec.rc_average is not None else meta["task"] == "chromatin"
+    rc_average = evaluation_strands(spec, meta)
     test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
     valid = None
     if meta["counts"]["valid"] and not is_multilabel(meta):
@@ -265,6 +277,7 @@ def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, repo
         "categories": meta["categories"],
         "window_bp": meta["window_bp"],
         "max_tokens": spec.max_tokens,
+        "rc_average": evaluation_strands(spec, meta),
     }
     save_pretrained(model, directory, extra={"task_info": task})
     tokenizer.save(directory)

@@ -79,6 +79,7 @@ def evaluate_pretraining(model, loader, device, piece_lengths: np.ndarray) -> di
         "mlm_accuracy": correct / masked,
         "bp_per_masked_token": bp / masked,
         "bits_per_character": loss_nats / math.log(2) / bp,
+        "masked_tokens": int(masked),
     }
     if nsp_total:
         metrics["nsp_accuracy"] = nsp_correct / nsp_total
@@ -112,24 +113,50 @@ class TruncatedDataset(Dataset):
 
 
 class CentredContextDataset(Dataset):
-    """Held-out instances seen through a window of `length` tokens centred on the
-    instance ([CLS] + the central length - 1 tokens), scoring only the masks among the
-    central `scored` tokens. Every length scores the same masked tokens, so accuracy
-    across lengths measures what more context on both sides adds, nothing else."""
+    """Held-out instances seen through a window of `length` tokens ([CLS] + length - 1
+    instance tokens) centred on a scored stretch of `scored` tokens; only the masks in
+    that stretch are scored. Every length scores the same masked tokens, so accuracy
+    across lengths measures what more context on both sides adds, nothing else.
 
-    def __init__(self, base: Dataset, length: int, scored: int):
+    By default each instance gives one window, centred on the instance. With `longest`
+    (the longest length compared), the scored stretches tile each instance wherever a
+    window of `longest` fits around them: short contexts are then measured on every
+    masked token an instance offers, not only on its centre. `max_windows` keeps that
+    many windows, evenly spaced over the whole list (the same ones for every length)."""
+
+    def __init__(self, base: Dataset, length: int, scored: int, longest: int | None = None,
+                 max_windows: int | None = None):  # fmt: skip
         if scored > length - 1:
             raise ConfigError(f"the scored centre ({scored}) must fit in the window ({length})")
+        if longest is not None and longest < length:
+            raise ConfigError(f"longest ({longest}) must be at least the length ({length})")
         self.base, self.length, self.scored = base, length, scored
         self.special = base.special  # the vocabulary's [CLS] and [PAD]
+        self.windows = self._windows(longest or 0, max_windows)
+
+    def _windows(self, longest: int, max_windows: int | None) -> list[tuple[int, int]]:
+        """(instance, centre) pairs: centres `scored` apart where a window of `longest`
+        fits in the instance, or the instance's centre when none does (or no longest)."""
+        windows = []
+        for index in range(len(self.base)):
+            real = int(self.base[index]["attention_mask"].sum())
+            span = min(longest - 1, real)
+            first, last = span // 2, real - span + span // 2
+            if not longest:
+                first = last = real // 2
+            windows += [(index, centre) for centre in range(first, last + 1, self.scored)]
+        if max_windows is not None and len(windows) > max_windows:
+            picks = np.linspace(0, len(windows) - 1, max_windows).round().astype(int)
+            windows = [windows[i] for i in picks]
+        return windows
 
     def __len__(self) -> int:
-        return len(self.base)
+        return len(self.windows)
 
     def __getitem__(self, index: int) -> dict:
-        item = self.base[index]
+        instance, centre = self.windows[index]
+        item = self.base[instance]
         real = int(item["attention_mask"].sum())
-        centre = real // 2
         span = min(self.length - 1, real)
         start = min(max(0, centre - span // 2), real - span)
         first_scored = centre - self.scored // 2
@@ -358,12 +385,14 @@ __all__ = [
 ]
 
 
-def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int = 8) -> list[dict]:
+def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int = 8,
+                            max_windows: int = 4000) -> list[dict]:  # fmt: skip
     """Masked-token accuracy of a pretrained model on held-out instances seen through
     centred windows of each length (no retraining: how much the trained model gains from
-    more context on both sides). Every length scores the same masked tokens, those among
-    the central half of the shortest window (CentredContextDataset). Lengths beyond the
-    instances or the model's max_position are left out."""
+    more context on both sides). Every length scores the same masked tokens: those in
+    stretches of half the shortest length, tiled over each instance wherever the longest
+    window fits around them (CentredContextDataset; at most `max_windows` windows).
+    Lengths beyond the instances or the model's max_position are left out."""
     from genobird.model.io import from_pretrained
 
     model = from_pretrained(model_dir, "cpu").eval()
@@ -376,8 +405,9 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
     scored = lengths[0] // 2
     rows = []
     for length in lengths:
-        windows = CentredContextDataset(dataset, length, scored)
+        windows = CentredContextDataset(dataset, length, scored, lengths[-1], max_windows)
         loader = DataLoader(windows, batch_size=batch_size)
         metrics = evaluate_pretraining(model, loader, torch.device("cpu"), piece_lengths)
+        metrics["windows"] = len(windows)
         rows.append({"context_length": length, **metrics})
     return rows
