@@ -6,7 +6,9 @@
 
 1. Bits per base on the held-out chromosomes: the pretrained model's BPC (masked tokens,
    held-out instances) against the order-k Markov baseline on the same held-out DNA
-   (`genobird baseline markov`, k chosen on validation DNA), from the pipeline results.
+   (`genobird baseline markov`, k chosen on validation DNA), from the pipeline results,
+   and masked-token accuracy by context length (the same masked tokens seen through
+   windows of 16-128 tokens tiled over the held-out instances, then 64-512 centred).
 2. Classification on real tasks from ../shared/data (EPDnew TATA promoters with
    DeePromoter negatives; GUE human TF binding 0-4): genobird fine-tuned from the
    pretrained model (and, with --from-scratch, the same recipe from random weights),
@@ -60,6 +62,23 @@ def bits_per_base(results: Path) -> list[tuple]:
         ("genobird (held-out masked tokens)", bpc, bpc / markov["bits_per_bp"]),
         (f"order-{markov['order']} Markov, alpha {markov['alpha']:g}", markov["bits_per_bp"], 1.0),
     ]
+
+
+def context_curves(results: Path, model: Path) -> None:
+    """Masked-token accuracy and BPC against context length, two ranges: short windows
+    tiled over every held-out instance (many scored tokens), long ones centred on it."""
+    from genobird.training.pretraining import mlm_accuracy_by_context
+
+    instances = results / "corpus" / "instances-heldout"
+    print("\nMasked-token accuracy by context (the same masked tokens at every length)\n")
+    print("| tokens | MLM accuracy | bits per bp | masked tokens | windows |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for lengths in ([16, 32, 64, 128], [64, 128, 256, 512]):
+        for row in mlm_accuracy_by_context(model, instances, lengths):
+            accuracy, bits = row["mlm_accuracy"], row["bits_per_character"]
+            cells = (row["context_length"], f"{accuracy:.4f}", f"{bits:.4f}",
+                     row["masked_tokens"], row["windows"])  # fmt: skip
+            print("| " + " | ".join(map(str, cells)) + " |")
 
 
 def classification(task: str, pretrained: Path, work: Path, options) -> dict:
@@ -118,7 +137,13 @@ def main() -> None:
     )
     parser.add_argument("--pretrained", type=Path, help="default: RESULTS/pretrain/model")
     parser.add_argument("--work", type=Path, default=Path("results/benchmark-learning"))
-    parser.add_argument("--tasks", nargs="+", default=["tata", "gue0"], choices=sorted(TASKS))
+    parser.add_argument(
+        "--tasks",
+        nargs="*",
+        default=["tata", "gue0"],
+        choices=sorted(TASKS),
+        help="classification tasks (none: bits per base only)",
+    )
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--learning-rate", type=float, default=3e-4)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -131,6 +156,8 @@ def main() -> None:
         action="store_true",
         help="also fine-tune the same shape from random weights",
     )
+    parser.add_argument("--context", action="store_true",
+                        help="also print masked-token accuracy by context length")  # fmt: skip
     options = parser.parse_args()
     if not SHARED.is_dir():
         raise SystemExit(f"real data not found at {SHARED} (set GENOBIRD_SHARED_DATA)")
@@ -141,6 +168,8 @@ def main() -> None:
         print("| --- | ---: | ---: |")
         for name, bits, ratio in bits_per_base(options.results):
             print(f"| {name} | {bits:.4f} | {ratio:.3f} |")
+    if options.context:
+        context_curves(options.results, pretrained)
     for task in options.tasks:
         print_table(task, classification(task, pretrained, options.work, options))
 
