@@ -626,6 +626,16 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     reverse = sequence[::-1].translate(str.maketrans("ACGT", "TGCA"))
     both_strands = (single.predict([sequence]) + single.predict([reverse])) / 2
     assert np.allclose(predictor.predict([sequence]), both_strands, atol=1e-6)
+    # model selection scored the validation split on both strands too, as the report does
+    from genobird.tasks.finetune import FinetuneSpec, split_probabilities
+    from genobird.tasks.metrics import mean_auroc
+
+    checks = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    best = max(row["eval_auroc"] for row in checks if "eval_auroc" in row)
+    kept = predictor.model
+    spec = FinetuneSpec(max_tokens=predictor.max_tokens)
+    valid = split_probabilities(kept, data, "valid", tokenizer, spec, "cpu", rc_average=True)
+    assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
 
 
 def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_data, tmp_path,

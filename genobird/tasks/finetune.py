@@ -102,9 +102,15 @@ def predict_probabilities(
     return loader_probabilities(model, loader, device)
 
 
-def validation_auroc(model, loader, device) -> dict:
-    """The fine-tuning eval_fn: mean AUROC over features on the validation split."""
-    return {"auroc": mean_auroc(*loader_probabilities(model, loader, device))}
+def validation_auroc(model, loader, device, reverse=None) -> dict:
+    """The fine-tuning eval_fn: mean AUROC over features on the validation split, with
+    `reverse` (the split read on the other strand) averaged over both strands, as the
+    test split is evaluated: model selection scores what the report will."""
+    labels, probabilities = loader_probabilities(model, loader, device)
+    if reverse is not None:
+        other = predict_probabilities(model, reverse, device, loader.batch_size)[1]
+        probabilities = (probabilities + other) / 2
+    return {"auroc": mean_auroc(labels, probabilities)}
 
 
 # Encoder tensors a pretrained model may lack: ETC's learned global tokens, when a task
@@ -206,6 +212,10 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     train = WindowDataset(data_path, "train", tokenizer, spec.max_tokens,
                           rc_augment_seed=spec.seed if rc_augment else None)  # fmt: skip
     valid = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens)
+    reverse = None
+    if evaluation_strands(spec, meta):
+        reverse = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens,
+                                reverse_complement=True)  # fmt: skip
     if not len(train) or not meta["counts"]["test"]:
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     selection = {}
@@ -216,7 +226,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     trainer = Trainer(
         model, train, training, output, classification_step,
         eval_dataset=valid if selection else None,
-        eval_fn=validation_auroc if selection else None,
+        eval_fn=partial(validation_auroc, reverse=reverse) if selection else None,
         collate_fn=partial(collate_windows, block_size=model.config.block_size,
                            pad_id=tokenizer.pad_id),
     )  # fmt: skip
