@@ -212,16 +212,15 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     train = WindowDataset(data_path, "train", tokenizer, spec.max_tokens,
                           rc_augment_seed=spec.seed if rc_augment else None)  # fmt: skip
     valid = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens)
-    reverse = None
-    if evaluation_strands(spec, meta):
-        reverse = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens,
-                                reverse_complement=True)  # fmt: skip
     if not len(train) or not meta["counts"]["test"]:
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
-    selection = {}
+    selection, reverse = {}, None
     if spec.eval_every and len(valid):
         selection = {"eval_every": spec.eval_every, "best_metric": "auroc",
                      "patience": spec.patience}  # fmt: skip
+        if evaluation_strands(spec, meta):
+            reverse = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens,
+                                    reverse_complement=True)  # fmt: skip
     training = TrainingConfig(**{"seed": spec.seed, **spec.training, **selection})
     trainer = Trainer(
         model, train, training, output, classification_step,

@@ -140,11 +140,12 @@ class CentredContextDataset(Dataset):
         windows = []
         for index in range(len(self.base)):
             real = int(self.base[index]["attention_mask"].sum())
-            span = min(longest - 1, real)
-            first, last = span // 2, real - span + span // 2
             if not longest:
-                first = last = real // 2
-            windows += [(index, centre) for centre in range(first, last + 1, self.scored)]
+                windows.append((index, real // 2))
+                continue
+            span = min(longest - 1, real)
+            last = real - span + span // 2
+            windows += [(index, centre) for centre in range(span // 2, last + 1, self.scored)]
         if max_windows is not None and len(windows) > max_windows:
             picks = np.linspace(0, len(windows) - 1, max_windows).round().astype(int)
             windows = [windows[i] for i in picks]
