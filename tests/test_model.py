@@ -457,3 +457,91 @@ def test_sinusoidal_positions_depend_on_distance_alone():
     assert gram[0, 1] > gram[0, 50]  # neighbours are more alike than distant positions
     with pytest.raises(ConfigError, match="position_init must be one of"):
         tiny_config(position_init="rotary")
+
+
+# --------------------------------------------------------------------------- base convolution
+def base_conv_model(**changes) -> BigBirdForPretraining:
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=len(PIECES), base_conv_channels=8, base_conv_width=5,
+                         composed_token_embeddings=True, composed_piece_length=4, **changes)  # fmt: skip
+    model = BigBirdForPretraining(config)
+    model.encoder.embeddings.set_vocabulary(PIECES)
+    return model
+
+
+def base_conv_oracle(conv, ids: list[int], real: int) -> torch.Tensor:
+    """BaseConvolution written out for one sequence: its first `real` tokens spelled as
+    one-hot columns (A C G T N, a marker for a token without bases), a direct sum over
+    the filter's taps, GELU, the maximum over each token's own columns, the projection."""
+    columns, owner = [], []
+    for token, index in enumerate(ids[:real]):
+        piece = PIECES[index].upper()
+        codes = ["ACGTN".index(b) for b in piece] if set(piece) <= set("ACGTN") else [5]
+        columns += codes
+        owner += [token] * len(codes)
+    weight, bias = conv.conv.weight.double(), conv.conv.bias.double()
+    half = weight.shape[-1] // 2
+    filters = []
+    for position in range(len(columns)):
+        total = bias.clone()
+        for tap in range(weight.shape[-1]):
+            source = position + tap - half
+            if 0 <= source < len(columns):
+                total = total + weight[:, columns[source], tap]
+        filters.append(torch.nn.functional.gelu(total))
+    filters = torch.stack(filters)
+    pooled = torch.zeros(len(ids), weight.shape[0], dtype=torch.float64)
+    for token in range(real):
+        pooled[token] = filters[[i for i, o in enumerate(owner) if o == token]].max(0).values
+    return pooled @ conv.project.weight.double().T + conv.project.bias.double()
+
+
+def test_base_convolution_equals_a_per_sequence_oracle():
+    conv = base_conv_model().encoder.embeddings.base_conv.double()
+    with torch.no_grad():  # a trained-looking projection bias, so padding rows are seen
+        conv.project.bias.normal_()
+    rows = [[2, 5, 9, 4, 7, 6, 8, 3], [2, 8, 3, 0, 0, 0, 0, 0]]  # [MASK] = 4, [PAD] = 0
+    ids = torch.tensor(rows)
+    mask = ids != 0
+    with torch.no_grad():
+        features = conv(ids, mask)
+    for row, real in zip(rows, mask.sum(1).tolist(), strict=True):
+        expected = base_conv_oracle(conv, row, real)
+        torch.testing.assert_close(features[rows.index(row), :real], expected[:real])
+    # padding tokens take no columns: their features are the projection of nothing
+    torch.testing.assert_close(features[1, 3:], conv.project.bias.expand(5, -1))
+
+
+def test_base_convolution_features_do_not_depend_on_batch_padding():
+    model = base_conv_model().eval()
+    alone = torch.tensor([[2, 9, 6, 7, 5, 8, 3]])
+    padded = torch.cat([alone, torch.zeros(1, 9, dtype=torch.long)], dim=1)
+    longer = torch.tensor([[2] + [7] * 14 + [3]])
+    batch_ids = torch.cat([padded, longer])
+    with torch.no_grad():
+        single = model.encoder(alone).sequence
+        batched = model.encoder(batch_ids, attention_mask=batch_ids != 0).sequence
+    torch.testing.assert_close(batched[0, :7], single[0], atol=1e-5, rtol=1e-5)
+
+
+def test_base_convolution_trains_saves_and_loads(tmp_path):
+    model = base_conv_model()
+    ids = torch.tensor([[2, 5, 6, 4, 7, 9, 3] * 4])
+    out = model(ids, None, None, torch.tensor([[3, 10]]), torch.tensor([[6, 9]]), torch.tensor([0]))
+    out.loss.backward()
+    assert model.encoder.embeddings.base_conv.conv.weight.grad.abs().sum() > 0
+    save_pretrained(model.eval(), tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    codes = loaded.encoder.embeddings.base_conv.piece_codes
+    assert codes.dtype == torch.int8 and codes[9, :14].tolist() == [2, 0, 3, 3, 0, 1, 0] * 2
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).mlm_logits, model(ids).mlm_logits)
+
+
+def test_base_convolution_refuses_pieces_longer_than_its_table():
+    model = BigBirdForPretraining(tiny_config(vocab_size=len(PIECES), base_conv_channels=4,
+                                              base_conv_max_piece_length=8))  # fmt: skip
+    with pytest.raises(ConfigError, match="raise base_conv_max_piece_length to at least 14"):
+        model.encoder.embeddings.set_vocabulary(PIECES)
+    with pytest.raises(ConfigError, match="base_conv_width must be odd"):
+        tiny_config(base_conv_channels=4, base_conv_width=4)

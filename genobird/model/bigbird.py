@@ -119,6 +119,95 @@ def composed_weight(residual, table, piece_terms) -> torch.Tensor:
     return residual + F.embedding_bag(piece_terms, table, mode="sum", padding_idx=padding)
 
 
+class BaseConvolution(nn.Module):
+    """Per-token features from a convolution over the bases that the tokens spell.
+
+    A BPE piece's bases reach the encoder only through its embedding, so a binding motif
+    that straddles two pieces, or sits at a different offset inside its piece in every
+    sequence, has to be put back together by attention. Here the input is written out
+    base by base (A C G T N, and one marker position for each token without bases, such
+    as [CLS], [SEP] or [MASK], so a masked piece's bases are never seen), convolved with
+    `channels` filters of `width` bases, and each token takes the maximum of every filter
+    over its own bases: the first layer of a CNN on one-hot DNA, pooled back to tokens and
+    added to their embeddings. Padding tokens take no positions, so a real token's
+    features never depend on how far its batch was padded.
+
+    The vocabulary is set once (`set_pieces`) and saved with the weights as `piece_codes`
+    [V, max_piece_length] (int8, `NOTHING` past each piece's end).
+    """
+
+    BASE_CODES = {"A": 0, "C": 1, "G": 2, "T": 3, "N": 4}
+    MARKER = 5  # a token without bases: one position of its own
+    NOTHING = 6  # past a piece's end, and around the sequence: an all-zero column
+    CHANNELS_IN = 6
+
+    def __init__(self, vocab_size: int, hidden_size: int, channels: int, width: int,
+                 max_piece_length: int):  # fmt: skip
+        super().__init__()
+        self.conv = nn.Conv1d(self.CHANNELS_IN, channels, width, padding=width // 2)
+        self.project = nn.Linear(channels, hidden_size)
+        codes = torch.full((vocab_size, max_piece_length), self.NOTHING, dtype=torch.int8)
+        codes[:, 0] = self.MARKER
+        self.register_buffer("piece_codes", codes)
+
+    def set_pieces(self, pieces: list[str]) -> None:
+        """Each DNA piece's bases (case-insensitive; IUPAC codes count as N); any other
+        piece ([CLS], a GENA-LM special...) is a single marker position."""
+        if len(pieces) != len(self.piece_codes):
+            raise ConfigError(
+                f"the vocabulary has {len(pieces)} pieces, the base convolution "
+                f"{len(self.piece_codes)}"
+            )
+        limit = self.piece_codes.shape[1]
+        codes = torch.full(self.piece_codes.shape, self.NOTHING, dtype=torch.int8)
+        codes[:, 0] = self.MARKER
+        for index, piece in enumerate(pieces):
+            bases = piece.upper()
+            if not bases or not set(bases) <= set("ACGTNRYKMSWBDHV"):
+                continue
+            if len(bases) > limit:
+                raise ConfigError(
+                    f"piece {index} ({bases[:20]}...) has {len(bases)} bases; raise "
+                    f"base_conv_max_piece_length to at least {max(map(len, pieces))}"
+                )
+            codes[index, : len(bases)] = torch.tensor([self.BASE_CODES.get(b, 4) for b in bases])
+        self.piece_codes.copy_(codes)
+
+    def spelled_bases(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None):
+        """The batch written out base by base: codes [B, L] and, for each position, the
+        index of the token it belongs to [B, L] (N, one past the last token, for the
+        positions after a sequence's end)."""
+        batch, tokens = input_ids.shape
+        codes = self.piece_codes[input_ids].long()  # [B, N, P]
+        spans = (codes != self.NOTHING).sum(-1)  # [B, N]
+        if attention_mask is not None:
+            spans = spans * attention_mask.long()
+        starts = spans.cumsum(1) - spans
+        length = max(1, int((starts[:, -1] + spans[:, -1]).max()))
+        offsets = torch.arange(codes.shape[-1], device=input_ids.device)
+        used = offsets < spans[..., None]  # [B, N, P]
+        rows = torch.arange(batch, device=input_ids.device)[:, None, None].expand_as(used)
+        token = torch.arange(tokens, device=input_ids.device)[None, :, None].expand_as(used)
+        positions = (starts[..., None] + offsets)[used]
+        base_codes = torch.full((batch, length), self.NOTHING, device=input_ids.device)
+        base_codes[rows[used], positions] = codes[used]
+        owner = torch.full((batch, length), tokens, device=input_ids.device)
+        owner[rows[used], positions] = token[used]
+        return base_codes, owner
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """input_ids: long [B, N] -> features [B, N, C] (zeros for padding tokens)."""
+        base_codes, owner = self.spelled_bases(input_ids, attention_mask)
+        one_hot = F.one_hot(base_codes, self.CHANNELS_IN + 1)[..., : self.CHANNELS_IN]
+        dtype = self.conv.weight.dtype
+        filters = F.gelu(self.conv(one_hot.to(dtype).transpose(1, 2))).transpose(1, 2)  # [B, L, K]
+        batch, tokens = input_ids.shape
+        pooled = filters.new_zeros(batch, tokens + 1, filters.shape[-1])
+        index = owner[..., None].expand_as(filters)
+        pooled = pooled.scatter_reduce(1, index, filters, "amax", include_self=False)
+        return self.project(pooled[:, :tokens])
+
+
 def sinusoidal_positions(length: int, hidden_size: int) -> torch.Tensor:
     """The Transformer's sin/cos position code [length, hidden], unit variance per entry.
     Used as the *initial* value of the learned position table: the dot product of two
@@ -144,6 +233,12 @@ class Embeddings(nn.Module):
             )  # fmt: skip
         else:
             self.tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.base_conv = None
+        if config.base_conv_channels:
+            self.base_conv = BaseConvolution(
+                config.vocab_size, config.hidden_size, config.base_conv_channels,
+                config.base_conv_width, config.base_conv_max_piece_length,
+            )  # fmt: skip
         self.positions = nn.Embedding(config.max_position, config.hidden_size)
         self.segments = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -153,9 +248,12 @@ class Embeddings(nn.Module):
         self.token_scale = config.hidden_size**0.5 if config.rescale_embeddings else 1.0
 
     def set_vocabulary(self, pieces: list[str]) -> None:
-        """Give composed token embeddings their pieces (nothing to do for a free table)."""
+        """Give composed token embeddings and the base convolution their pieces (nothing
+        to do for a free table alone)."""
         if isinstance(self.tokens, ComposedTokenEmbedding):
             self.tokens.set_pieces(pieces)
+        if self.base_conv is not None:
+            self.base_conv.set_pieces(pieces)
 
     def init_positions(self, std: float) -> None:
         if self.position_init == "sinusoidal":
@@ -163,7 +261,8 @@ class Embeddings(nn.Module):
             with torch.no_grad():
                 self.positions.weight.copy_(code * std)
 
-    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         length = input_ids.shape[1]
         if length > self.max_position:
             raise ConfigError(
@@ -171,6 +270,8 @@ class Embeddings(nn.Module):
             )
         positions = torch.arange(length, device=input_ids.device)
         x = self.tokens(input_ids) * self.token_scale + self.positions(positions)[None]
+        if self.base_conv is not None:
+            x = x + self.base_conv(input_ids, attention_mask)
         if segment_ids is not None:
             x = x + self.segments(segment_ids)
         else:
@@ -306,8 +407,8 @@ class BigBirdEncoder(nn.Module):
         tokens (None: all real). ETC only: `global_embeddings` [B, G, C] (G at most
         num_global_tokens) and `global_mask` bool [B, G] replace the learned global
         tokens with input-dependent ones (one per question token, paragraph, candidate...)."""
-        x = self.embeddings(input_ids, segment_ids)
         mask = attention_mask.bool() if attention_mask is not None else None
+        x = self.embeddings(input_ids, segment_ids, mask)
         slots = 0
         if self.config.attention_type == "etc":
             x, mask, slots = self._prepend_global_tokens(x, mask, global_embeddings, global_mask)

@@ -57,6 +57,14 @@ class BigBirdConfig:
     # models; genobird's pipelines turn it on (benchmarks/README.md, "Learning real DNA").
     composed_token_embeddings: bool = False
     composed_piece_length: int = 16
+    # A convolution over the bases the tokens spell, max-pooled to each token and added
+    # to its embedding (model.bigbird.BaseConvolution): `base_conv_channels` filters of
+    # `base_conv_width` bases (0 channels: off, as in BigBird and imported models).
+    # Pieces may hold up to `base_conv_max_piece_length` bases (genobird's vocabularies
+    # cap pieces at 64).
+    base_conv_channels: int = 0
+    base_conv_width: int = 9
+    base_conv_max_piece_length: int = 64
     # Initial position table: "normal" (BERT's N(0, initializer_range)) or "sinusoidal"
     # (the Transformer's sin/cos code at the same scale, still learned afterwards).
     position_init: str = "normal"
@@ -107,6 +115,15 @@ class BigBirdConfig:
         if self.composed_piece_length < 1:
             raise ConfigError(
                 f"composed_piece_length must be positive, got {self.composed_piece_length}"
+            )
+        if self.base_conv_channels < 0:
+            raise ConfigError(f"base_conv_channels must be >= 0, got {self.base_conv_channels}")
+        if self.base_conv_width < 1 or self.base_conv_width % 2 == 0:
+            raise ConfigError(f"base_conv_width must be odd, got {self.base_conv_width}")
+        if self.base_conv_max_piece_length < 1:
+            raise ConfigError(
+                f"base_conv_max_piece_length must be positive, got "
+                f"{self.base_conv_max_piece_length}"
             )
         if self.num_window_blocks < 1 or self.num_window_blocks % 2 == 0:
             raise ConfigError(f"num_window_blocks must be odd, got {self.num_window_blocks}")

@@ -83,6 +83,12 @@ def config_to_hf(config: BigBirdConfig, architecture: str) -> dict:
     """config.json for transformers, describing `config` exactly (or refusing)."""
     if config.attention_type == "etc":
         raise CheckpointError("attention_type 'etc' has no HuggingFace BigBird counterpart")
+    if config.base_conv_channels:
+        raise CheckpointError(
+            "this model adds a base convolution to its token embeddings "
+            "(base_conv_channels), which HuggingFace BigBird has no room for; export a "
+            "model trained without it"
+        )
     if (config.num_global_blocks, config.num_window_blocks) != (2, 3):
         raise CheckpointError(
             "HuggingFace BigBird fixes 2 global blocks and a window of 3 blocks; this model "
