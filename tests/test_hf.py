@@ -232,5 +232,5 @@ def test_unsupported_hf_configs_are_named():
             config_from_hf({**base, key: value})
     with pytest.raises(CheckpointError, match="'etc' has no HuggingFace BigBird counterpart"):
         config_to_hf(BigBirdConfig(**SHAPE, attention_type="etc", num_global_tokens=16), "x")
-    with pytest.raises(CheckpointError, match="base convolution .* no room for"):
+    with pytest.raises(CheckpointError, match=r"base convolution .* no room for"):
         config_to_hf(BigBirdConfig(**SHAPE, base_conv_channels=8), "x")

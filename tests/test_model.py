@@ -463,7 +463,8 @@ def test_sinusoidal_positions_depend_on_distance_alone():
 def base_conv_model(**changes) -> BigBirdForPretraining:
     torch.manual_seed(0)
     config = tiny_config(vocab_size=len(PIECES), base_conv_channels=8, base_conv_width=5,
-                         composed_token_embeddings=True, composed_piece_length=4, **changes)  # fmt: skip
+                         composed_token_embeddings=True, composed_piece_length=4,
+                         **changes)  # fmt: skip
     model = BigBirdForPretraining(config)
     model.encoder.embeddings.set_vocabulary(PIECES)
     return model

@@ -136,7 +136,7 @@ class BaseConvolution(nn.Module):
     [V, max_piece_length] (int8, `NOTHING` past each piece's end).
     """
 
-    BASE_CODES = {"A": 0, "C": 1, "G": 2, "T": 3, "N": 4}
+    BASES = "ACGTN"  # codes 0-4; other IUPAC letters are N
     MARKER = 5  # a token without bases: one position of its own
     NOTHING = 6  # past a piece's end, and around the sequence: an all-zero column
     CHANNELS_IN = 6
@@ -170,7 +170,8 @@ class BaseConvolution(nn.Module):
                     f"piece {index} ({bases[:20]}...) has {len(bases)} bases; raise "
                     f"base_conv_max_piece_length to at least {max(map(len, pieces))}"
                 )
-            codes[index, : len(bases)] = torch.tensor([self.BASE_CODES.get(b, 4) for b in bases])
+            base_codes = [self.BASES.index(b) if b in self.BASES else 4 for b in bases]
+            codes[index, : len(bases)] = torch.tensor(base_codes)
         self.piece_codes.copy_(codes)
 
     def spelled_bases(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None):
