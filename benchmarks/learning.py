@@ -8,7 +8,8 @@
    held-out instances) against the order-k Markov baseline on the same held-out DNA
    (`genobird baseline markov`, k chosen on validation DNA), from the pipeline results,
    and masked-token accuracy by context length (the same masked tokens seen through
-   windows of 16-128 tokens tiled over the held-out instances, then 64-512 centred).
+   windows of 8-128 tokens tiled over the held-out instances, then 64-512 centred; each
+   length's gain over the previous one paired token by token, with a 95% interval).
 2. Classification on real tasks from ../shared/data (EPDnew TATA promoters with
    DeePromoter negatives; GUE human TF binding 0-4): genobird fine-tuned from the
    pretrained model (and, with --from-scratch, the same recipe from random weights),
@@ -67,17 +68,25 @@ def bits_per_base(results: Path) -> list[tuple]:
 def context_curves(results: Path, model: Path) -> None:
     """Masked-token accuracy and BPC against context length, two ranges: short windows
     tiled over every held-out instance (many scored tokens), long ones centred on it."""
+    from genobird.report import context_gain_text
     from genobird.training.pretraining import mlm_accuracy_by_context
 
     instances = results / "corpus" / "instances-heldout"
-    print("\nMasked-token accuracy by context (the same masked tokens at every length)\n")
-    print("| tokens | MLM accuracy | bits per bp | masked tokens | windows |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
-    for lengths in ([16, 32, 64, 128], [64, 128, 256, 512]):
-        for row in mlm_accuracy_by_context(model, instances, lengths):
-            accuracy, bits = row["mlm_accuracy"], row["bits_per_character"]
-            cells = (row["context_length"], f"{accuracy:.4f}", f"{bits:.4f}",
-                     row["masked_tokens"], row["windows"])  # fmt: skip
+    print("\nMasked-token accuracy by context (the same masked tokens at every length; gains")
+    print("over the previous length paired token by token, with 95% intervals)\n")
+    print(
+        "| tokens | MLM accuracy | gain [95%] | bits per bp | bits saved [95%] | masked | windows |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for lengths, windows in (([8, 16, 32, 64, 128], 40_000), ([64, 128, 256, 512], 4_000)):
+        for row in mlm_accuracy_by_context(model, instances, lengths, max_windows=windows):
+            saved = ""
+            if "bits_gain" in row:
+                low, high = row["bits_gain_ci95"]
+                saved = f"{row['bits_gain']:+.4f} [{low:+.4f}, {high:+.4f}]"
+            cells = (row["context_length"], f"{row['mlm_accuracy']:.4f}", context_gain_text(row),
+                     f"{row['bits_per_character']:.4f}", saved, row["masked_tokens"],
+                     row["windows"])  # fmt: skip
             print("| " + " | ".join(map(str, cells)) + " |")
 
 

@@ -140,10 +140,20 @@ def pretraining_section(results: Path, context_lengths: list[int]) -> str:
         text += _image(_figure_png(figure), "MLM accuracy against context length")
         plt.close(figure)
         text += _table(
-            [(r["context_length"], r["mlm_accuracy"], r["bits_per_character"]) for r in rows],
-            ("tokens", "MLM accuracy", "bits per character"),
-        )
+            [(r["context_length"], r["mlm_accuracy"], r["bits_per_character"],
+              context_gain_text(r)) for r in rows],
+            ("tokens", "MLM accuracy", "bits per character",
+             "accuracy gain over the previous length [95% interval]"),
+        )  # fmt: skip
     return text
+
+
+def context_gain_text(row: dict) -> str:
+    """'+0.0123 [+0.0050, +0.0196]' for a context length after the first, else ''."""
+    if "accuracy_gain" not in row:
+        return ""
+    low, high = row["accuracy_gain_ci95"]
+    return f"{row['accuracy_gain']:+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")

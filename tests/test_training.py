@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -370,6 +371,40 @@ def test_sliding_context_windows_tile_each_instance_and_score_the_same_tokens(da
     assert capped.windows[-1] == views[16].windows[-1]
     with pytest.raises(ConfigError, match="longest"):
         CentredContextDataset(train, 64, scored, longest=32)
+
+
+def test_context_gains_are_paired_on_the_same_masked_tokens(pretraining_data, tmp_path):
+    from genobird.model import save_pretrained
+    from genobird.training.pretraining import mlm_accuracy_by_context, paired_context_gain
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    model = make_model(vocab_size=tokenizer.vocab_size)
+    save_pretrained(model, tmp_path / "model")
+    tokenizer.save(tmp_path / "model")
+    rows = mlm_accuracy_by_context(tmp_path / "model", pretraining_data["eval"], [16, 32, 64])
+    assert [row["context_length"] for row in rows] == [16, 32, 64]
+    assert len({row["masked_tokens"] for row in rows}) == 1
+    assert "accuracy_gain" not in rows[0]
+    for shorter, longer in itertools.pairwise(rows):
+        gain = longer["mlm_accuracy"] - shorter["mlm_accuracy"]
+        assert longer["accuracy_gain"] == pytest.approx(gain, abs=1e-9)
+        saved = shorter["bits_per_character"] - longer["bits_per_character"]
+        assert longer["bits_gain"] == pytest.approx(saved, rel=1e-4, abs=1e-7)
+        low, high = longer["accuracy_gain_ci95"]
+        assert low <= longer["accuracy_gain"] <= high
+
+    lengths = np.array([1, 2, 4])  # piece id -> bp
+    shorter = {"labels": np.array([1, 2, 1, 2]), "correct": np.array([0, 0, 1, 0], bool),
+               "loss_nats": np.array([1.0, 2.0, 1.0, 2.0])}  # fmt: skip
+    longer = {**shorter, "correct": np.array([1, 1, 1, 0], bool),
+              "loss_nats": np.array([0.5, 1.0, 1.0, 2.0])}  # fmt: skip
+    gain = paired_context_gain(shorter, longer, lengths)
+    assert gain["accuracy_gain"] == pytest.approx(0.5)
+    half = 1.96 * np.std([1, 1, 0, 0], ddof=1) / 2
+    assert gain["accuracy_gain_ci95"] == pytest.approx([0.5 - half, 0.5 + half])
+    assert gain["bits_gain"] == pytest.approx(1.5 / math.log(2) / 12)  # 1.5 nats over 12 bp
+    with pytest.raises(ConfigError, match="same masked tokens"):
+        paired_context_gain(shorter, {**longer, "labels": np.array([2, 2, 1, 2])}, lengths)
 
 
 def test_effective_batch_must_divide():

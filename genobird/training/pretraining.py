@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import yaml
 from torch.utils.data import DataLoader, Dataset
 
@@ -54,35 +55,55 @@ def pretraining_step(model, batch) -> tuple[torch.Tensor, dict]:
 
 
 @torch.no_grad()
-def evaluate_pretraining(model, loader, device, piece_lengths: np.ndarray) -> dict:
-    """Masked-token accuracy and loss, NSP accuracy and bits per character."""
+def masked_token_scores(model, loader, device) -> dict[str, np.ndarray]:
+    """Every masked token of `loader`, in order: its label, whether the model's top piece
+    is it, and its loss in nats; plus the NSP hits and count over the batches."""
     model.eval()
-    loss_nats = correct = masked = bp = nsp_correct = nsp_total = 0.0
+    labels_seen, hits, losses = [], [], []
+    nsp_correct = nsp_total = 0
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
         out = _forward(model, batch, with_nsp_loss=False)
         labels = batch["masked_labels"].reshape(-1)
         labels = labels[labels != -100]
         logits = out.mlm_logits.float()
-        loss_nats += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
-        correct += float((logits.argmax(-1) == labels).sum())
-        masked += len(labels)
-        bp += float(piece_lengths[labels.cpu().numpy()].sum())
+        losses.append(F.cross_entropy(logits, labels, reduction="none").cpu().numpy())
+        hits.append((logits.argmax(-1) == labels).cpu().numpy())
+        labels_seen.append(labels.cpu().numpy())
         nsp = batch["nsp_labels"]
         keep = nsp != -100
-        nsp_correct += float((out.nsp_logits.argmax(-1)[keep] == nsp[keep]).sum())
-        nsp_total += float(keep.sum())
+        nsp_correct += int((out.nsp_logits.argmax(-1)[keep] == nsp[keep]).sum())
+        nsp_total += int(keep.sum())
+    return {
+        "labels": _joined(labels_seen, np.int64),
+        "correct": _joined(hits, bool),
+        "loss_nats": _joined(losses, np.float32),
+        "nsp_correct": nsp_correct,
+        "nsp_total": nsp_total,
+    }
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
+def evaluate_pretraining(model, loader, device, piece_lengths: np.ndarray) -> dict:
+    """Masked-token accuracy and loss, NSP accuracy and bits per character."""
+    scores = masked_token_scores(model, loader, device)
+    masked = len(scores["labels"])
     if not masked:
         raise ConfigError("the evaluation set has no masked tokens")
+    loss_nats = float(scores["loss_nats"].astype(np.float64).sum())
+    bp = float(piece_lengths[scores["labels"]].sum())
     metrics = {
         "mlm_loss": loss_nats / masked,
-        "mlm_accuracy": correct / masked,
+        "mlm_accuracy": float(scores["correct"].mean()),
         "bp_per_masked_token": bp / masked,
         "bits_per_character": loss_nats / math.log(2) / bp,
-        "masked_tokens": int(masked),
+        "masked_tokens": masked,
     }
-    if nsp_total:
-        metrics["nsp_accuracy"] = nsp_correct / nsp_total
+    if scores["nsp_total"]:
+        metrics["nsp_accuracy"] = scores["nsp_correct"] / scores["nsp_total"]
     return metrics
 
 
@@ -393,7 +414,12 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
     more context on both sides). Every length scores the same masked tokens: those in
     stretches of half the shortest length, tiled over each instance wherever the longest
     window fits around them (CentredContextDataset; at most `max_windows` windows).
-    Lengths beyond the instances or the model's max_position are left out."""
+    Lengths beyond the instances or the model's max_position are left out.
+
+    Since the tokens are the same, each length after the first also gets its gain over
+    the previous one, paired token by token, with a 95% interval (mean +- 1.96 standard
+    errors of the per-token differences): `accuracy_gain` (in accuracy) and `bits_gain`
+    (bits per bp saved; positive = the longer context predicts better)."""
     from genobird.model.io import from_pretrained
 
     model = from_pretrained(model_dir, "cpu").eval()
@@ -404,11 +430,46 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
     if not lengths:
         return []
     scored = lengths[0] // 2
-    rows = []
+    rows, previous = [], None
     for length in lengths:
         windows = CentredContextDataset(dataset, length, scored, lengths[-1], max_windows)
         loader = DataLoader(windows, batch_size=batch_size)
-        metrics = evaluate_pretraining(model, loader, torch.device("cpu"), piece_lengths)
-        metrics["windows"] = len(windows)
-        rows.append({"context_length": length, **metrics})
+        scores = masked_token_scores(model, loader, torch.device("cpu"))
+        row = {"context_length": length, **context_metrics(scores, piece_lengths)}
+        row["windows"] = len(windows)
+        if previous is not None:
+            row.update(paired_context_gain(previous, scores, piece_lengths))
+        rows.append(row)
+        previous = scores
     return rows
+
+
+def context_metrics(scores: dict, piece_lengths: np.ndarray) -> dict:
+    masked = len(scores["labels"])
+    if not masked:
+        raise ConfigError("the held-out windows hold no masked tokens")
+    bp = float(piece_lengths[scores["labels"]].sum())
+    loss = float(scores["loss_nats"].astype(np.float64).sum())
+    return {
+        "mlm_accuracy": float(scores["correct"].mean()),
+        "bits_per_character": loss / math.log(2) / bp,
+        "masked_tokens": masked,
+    }
+
+
+def paired_context_gain(shorter: dict, longer: dict, piece_lengths: np.ndarray) -> dict:
+    """What the longer context adds on the same masked tokens: the mean per-token
+    difference and its 95% interval, for accuracy and for bits per bp."""
+    if not np.array_equal(shorter["labels"], longer["labels"]):
+        raise ConfigError("context lengths must score the same masked tokens to be compared")
+    bp_per_token = float(piece_lengths[shorter["labels"]].mean())
+    accuracy = longer["correct"].astype(np.float64) - shorter["correct"]
+    # bits per bp saved, per token, scaled so that their mean is the BPC difference
+    bits = (shorter["loss_nats"].astype(np.float64) - longer["loss_nats"]) / math.log(2)
+    bits /= bp_per_token
+    out = {}
+    for name, values in (("accuracy_gain", accuracy), ("bits_gain", bits)):
+        half = 1.96 * float(values.std(ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+        out[name] = float(values.mean())
+        out[name + "_ci95"] = [float(values.mean()) - half, float(values.mean()) + half]
+    return out
