@@ -473,7 +473,8 @@ def base_conv_model(**changes) -> BigBirdForPretraining:
 def base_conv_oracle(conv, ids: list[int], real: int) -> torch.Tensor:
     """BaseConvolution written out for one sequence: its first `real` tokens spelled as
     one-hot columns (A C G T N, a marker for a token without bases), a direct sum over
-    the filter's taps, GELU, the maximum over each token's own columns, the projection."""
+    the filter's taps, ReLU, the maximum over each token's own columns (torch.amax: the
+    gradient split evenly among equal maxima), the projection."""
     columns, owner = [], []
     for token, index in enumerate(ids[:real]):
         piece = PIECES[index].upper()
@@ -489,11 +490,11 @@ def base_conv_oracle(conv, ids: list[int], real: int) -> torch.Tensor:
             source = position + tap - half
             if 0 <= source < len(columns):
                 total = total + weight[:, columns[source], tap]
-        filters.append(torch.nn.functional.gelu(total))
+        filters.append(torch.relu(total))
     filters = torch.stack(filters)
     pooled = torch.zeros(len(ids), weight.shape[0], dtype=torch.float64)
     for token in range(real):
-        pooled[token] = filters[[i for i, o in enumerate(owner) if o == token]].max(0).values
+        pooled[token] = filters[[i for i, o in enumerate(owner) if o == token]].amax(0)
     return pooled @ conv.project.weight.double().T + conv.project.bias.double()
 
 
@@ -504,13 +505,23 @@ def test_base_convolution_equals_a_per_sequence_oracle():
     rows = [[2, 5, 9, 4, 7, 6, 8, 3], [2, 8, 3, 0, 0, 0, 0, 0]]  # [MASK] = 4, [PAD] = 0
     ids = torch.tensor(rows)
     mask = ids != 0
-    with torch.no_grad():
-        features = conv(ids, mask)
-    for row, real in zip(rows, mask.sum(1).tolist(), strict=True):
-        expected = base_conv_oracle(conv, row, real)
-        torch.testing.assert_close(features[rows.index(row), :real], expected[:real])
+    features = conv(ids, mask).detach()
+    for index, (row, real) in enumerate(zip(rows, mask.sum(1).tolist(), strict=True)):
+        expected = base_conv_oracle(conv, row, real).detach()
+        torch.testing.assert_close(features[index, :real], expected[:real])
     # padding tokens take no columns: their features are the projection of nothing
     torch.testing.assert_close(features[1, 3:], conv.project.bias.expand(5, -1))
+    # gradients through the pooling reach the filters that won each maximum, as the oracle's
+    weights = torch.randn(features.shape, dtype=torch.float64, generator=torch.Generator())
+    (conv(ids, mask)[mask] * weights[mask]).sum().backward()
+    ours = conv.conv.weight.grad.clone()
+    conv.zero_grad()
+    reals = mask.sum(1).tolist()
+    oracle = [
+        base_conv_oracle(conv, row, real)[:real] for row, real in zip(rows, reals, strict=True)
+    ]
+    sum((out * weights[i, : len(out)]).sum() for i, out in enumerate(oracle)).backward()
+    torch.testing.assert_close(ours, conv.conv.weight.grad)
 
 
 def test_base_convolution_features_do_not_depend_on_batch_padding():

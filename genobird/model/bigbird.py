@@ -127,8 +127,8 @@ class BaseConvolution(nn.Module):
     sequence, has to be put back together by attention. Here the input is written out
     base by base (A C G T N, and one marker position for each token without bases, such
     as [CLS], [SEP] or [MASK], so a masked piece's bases are never seen), convolved with
-    `channels` filters of `width` bases, and each token takes the maximum of every filter
-    over its own bases: the first layer of a CNN on one-hot DNA, pooled back to tokens and
+    `channels` filters of `width` bases (ReLU), and each token takes the maximum of every
+    filter over its own bases: the first layer of a CNN on one-hot DNA, pooled back to tokens and
     added to their embeddings. Padding tokens take no positions, so a real token's
     features never depend on how far its batch was padded.
 
@@ -196,17 +196,40 @@ class BaseConvolution(nn.Module):
         owner[rows[used], positions] = token[used]
         return base_codes, owner
 
+    def _convolve(self, base_codes: torch.Tensor) -> torch.Tensor:
+        """self.conv over the one-hot bases, computed as one matrix product of each
+        position's window [B, L, width x 6] with the filters: the output comes out as
+        [B, L, K], the layout the pooling reads (conv1d's [B, K, L] cost a transposing
+        copy as long as the convolution itself on CPU)."""
+        width = self.conv.kernel_size[0]
+        padded = F.pad(base_codes, (width // 2, width // 2), value=self.NOTHING)
+        windows = F.one_hot(padded.unfold(1, width, 1), self.CHANNELS_IN + 1)  # [B, L, W, 7]
+        windows = windows[..., : self.CHANNELS_IN].flatten(2).to(self.conv.weight.dtype)
+        filters = self.conv.weight.permute(2, 1, 0).reshape(-1, self.conv.out_channels)
+        return windows @ filters + self.conv.bias
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """input_ids: long [B, N] -> features [B, N, C] (zeros for padding tokens)."""
         base_codes, owner = self.spelled_bases(input_ids, attention_mask)
-        one_hot = F.one_hot(base_codes, self.CHANNELS_IN + 1)[..., : self.CHANNELS_IN]
-        dtype = self.conv.weight.dtype
-        filters = F.gelu(self.conv(one_hot.to(dtype).transpose(1, 2))).transpose(1, 2)  # [B, L, K]
+        filters = F.relu(self._convolve(base_codes))  # [B, L, K]
         batch, tokens = input_ids.shape
-        pooled = filters.new_zeros(batch, tokens + 1, filters.shape[-1])
-        index = owner[..., None].expand_as(filters)
-        pooled = pooled.scatter_reduce(1, index, filters, "amax", include_self=False)
-        return self.project(pooled[:, :tokens])
+        # Each row's positions belong to tokens 0..N-1 in order, then to N (past the end),
+        # so the flattened rows are B * (N + 1) contiguous segments, some empty (padding
+        # tokens). The maximum comes from segment_reduce, several times faster than
+        # scatter_reduce on CPU; the gradient goes to the winning positions, split evenly
+        # among ties as torch.amax does (repeats make ties: a poly-A piece has many equal
+        # windows), through index_add (segment_reduce's own backward splits ties unevenly).
+        segment = torch.arange(batch, device=owner.device)[:, None] * (tokens + 1) + owner
+        segment = segment.reshape(-1)
+        flat = filters.reshape(-1, filters.shape[-1])  # [B * L, K]
+        with torch.no_grad():
+            lengths = torch.bincount(segment, minlength=batch * (tokens + 1))
+            best = torch.segment_reduce(flat, "max", lengths=lengths, unsafe=True)
+            winners = (flat == best[segment]).to(flat.dtype)
+            ties = torch.zeros_like(best).index_add_(0, segment, winners)
+            share = winners / ties[segment]
+        pooled = torch.zeros_like(best).index_add(0, segment, flat * share)  # [B * (N + 1), K]
+        return self.project(pooled.view(batch, tokens + 1, -1)[:, :tokens])
 
 
 def sinusoidal_positions(length: int, hidden_size: int) -> torch.Tensor:
