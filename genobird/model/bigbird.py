@@ -128,9 +128,9 @@ class BaseConvolution(nn.Module):
     base by base (A C G T N, and one marker position for each token without bases, such
     as [CLS], [SEP] or [MASK], so a masked piece's bases are never seen), convolved with
     `channels` filters of `width` bases (ReLU), and each token takes the maximum of every
-    filter over its own bases: the first layer of a CNN on one-hot DNA, pooled back to tokens and
-    added to their embeddings. Padding tokens take no positions, so a real token's
-    features never depend on how far its batch was padded.
+    filter over its own bases: the first layer of a CNN on one-hot DNA, pooled back to
+    tokens and added to their embeddings. Padding tokens take no positions, so a real
+    token's features never depend on how far its batch was padded.
 
     The vocabulary is set once (`set_pieces`) and saved with the weights as `piece_codes`
     [V, max_piece_length] (int8, `NOTHING` past each piece's end).
@@ -209,27 +209,35 @@ class BaseConvolution(nn.Module):
         return windows @ filters + self.conv.bias
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """input_ids: long [B, N] -> features [B, N, C] (zeros for padding tokens)."""
+        """input_ids: long [B, N] -> features [B, N, C] (the projection's bias alone for
+        padding tokens)."""
         base_codes, owner = self.spelled_bases(input_ids, attention_mask)
         filters = F.relu(self._convolve(base_codes))  # [B, L, K]
-        batch, tokens = input_ids.shape
-        # Each row's positions belong to tokens 0..N-1 in order, then to N (past the end),
-        # so the flattened rows are B * (N + 1) contiguous segments, some empty (padding
-        # tokens). The maximum comes from segment_reduce, several times faster than
-        # scatter_reduce on CPU; the gradient goes to the winning positions, split evenly
-        # among ties as torch.amax does (repeats make ties: a poly-A piece has many equal
-        # windows), through index_add (segment_reduce's own backward splits ties unevenly).
-        segment = torch.arange(batch, device=owner.device)[:, None] * (tokens + 1) + owner
-        segment = segment.reshape(-1)
-        flat = filters.reshape(-1, filters.shape[-1])  # [B * L, K]
-        with torch.no_grad():
-            lengths = torch.bincount(segment, minlength=batch * (tokens + 1))
-            best = torch.segment_reduce(flat, "max", lengths=lengths, unsafe=True)
-            winners = (flat == best[segment]).to(flat.dtype)
-            ties = torch.zeros_like(best).index_add_(0, segment, winners)
-            share = winners / ties[segment]
-        pooled = torch.zeros_like(best).index_add(0, segment, flat * share)  # [B * (N + 1), K]
-        return self.project(pooled.view(batch, tokens + 1, -1)[:, :tokens])
+        return self.project(max_per_token(filters, owner, input_ids.shape[1]))
+
+
+def max_per_token(filters: torch.Tensor, owner: torch.Tensor, tokens: int) -> torch.Tensor:
+    """filters [B, L, K], owner [B, L] (the token of each position; `tokens` past the end)
+    -> each token's maximum over its own positions [B, N, K] (0 for a token without any).
+
+    Each row's positions belong to tokens 0..N-1 in order, then to N, so the flattened
+    rows are B * (N + 1) contiguous segments, some empty. The maximum comes from
+    segment_reduce, several times faster than scatter_reduce on CPU; the gradient goes to
+    the winning positions, split evenly among ties as torch.amax does (repeats make ties:
+    a poly-A piece has many equal windows), through index_add, because segment_reduce's
+    own backward does not split ties evenly."""
+    batch = filters.shape[0]
+    segment = torch.arange(batch, device=owner.device)[:, None] * (tokens + 1) + owner
+    segment = segment.reshape(-1)
+    flat = filters.reshape(-1, filters.shape[-1])  # [B * L, K]
+    with torch.no_grad():
+        lengths = torch.bincount(segment, minlength=batch * (tokens + 1))
+        best = torch.segment_reduce(flat, "max", lengths=lengths, unsafe=True)
+        winners = (flat == best[segment]).to(flat.dtype)
+        ties = torch.zeros_like(best).index_add_(0, segment, winners)
+        share = winners / ties[segment]
+    pooled = torch.zeros_like(best).index_add(0, segment, flat * share)  # [B * (N + 1), K]
+    return pooled.view(batch, tokens + 1, -1)[:, :tokens]
 
 
 def sinusoidal_positions(length: int, hidden_size: int) -> torch.Tensor:
