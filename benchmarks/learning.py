@@ -55,8 +55,8 @@ def metrics(folder: Path) -> dict:
     return json.loads((folder / "report" / "metrics.json").read_text())
 
 
-def bits_per_base(results: Path) -> list[tuple]:
-    summary = json.loads((results / "pretrain" / "model" / "training_summary.json").read_text())
+def bits_per_base(results: Path, model: Path) -> list[tuple]:
+    summary = json.loads((model / "training_summary.json").read_text())
     markov = json.loads((results / "baselines" / "markov.json").read_text())
     bpc = summary["eval"]["bits_per_character"]
     return [
@@ -78,7 +78,7 @@ def context_curves(results: Path, model: Path) -> None:
         "| tokens | MLM accuracy | gain [95%] | bits per bp | bits saved [95%] | masked | windows |"
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for lengths, windows in (([8, 16, 32, 64, 128], 40_000), ([64, 128, 256, 512], 4_000)):
+    for lengths, windows in (([8, 16, 32, 64, 128], 20_000), ([64, 128, 256, 512], 4_000)):
         for row in mlm_accuracy_by_context(model, instances, lengths, max_windows=windows):
             saved = ""
             if "bits_gain" in row:
@@ -175,7 +175,7 @@ def main() -> None:
         print("Bits per base on the held-out chromosomes\n")
         print("| model | bits per bp | / Markov |")
         print("| --- | ---: | ---: |")
-        for name, bits, ratio in bits_per_base(options.results):
+        for name, bits, ratio in bits_per_base(options.results, pretrained):
             print(f"| {name} | {bits:.4f} | {ratio:.3f} |")
     if options.context:
         context_curves(options.results, pretrained)
