@@ -78,7 +78,7 @@ def context_curves(results: Path, model: Path) -> None:
         "| tokens | MLM accuracy | gain [95%] | bits per bp | bits saved [95%] | masked | windows |"
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for lengths, windows in (([8, 16, 32, 64, 128], 20_000), ([64, 128, 256, 512], 4_000)):
+    for lengths, windows in (([8, 16, 32, 64, 128], 10_000), ([64, 128, 256, 512], 4_000)):
         for row in mlm_accuracy_by_context(model, instances, lengths, max_windows=windows):
             saved = ""
             if "bits_gain" in row:
