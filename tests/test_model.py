@@ -550,6 +550,12 @@ def test_base_convolution_trains_saves_and_loads(tmp_path):
         torch.testing.assert_close(loaded(ids).mlm_logits, model(ids).mlm_logits)
 
 
+def test_base_convolution_without_a_vocabulary_is_refused():
+    model = BigBirdForPretraining(tiny_config(vocab_size=len(PIECES), base_conv_channels=4))
+    with pytest.raises(ConfigError, match="base convolution needs the vocabulary's pieces"):
+        model(torch.tensor([[2, 5, 6, 3]]))
+
+
 def test_base_convolution_refuses_pieces_longer_than_its_table():
     model = BigBirdForPretraining(tiny_config(vocab_size=len(PIECES), base_conv_channels=4,
                                               base_conv_max_piece_length=8))  # fmt: skip

@@ -18,6 +18,7 @@ from torch.utils.checkpoint import checkpoint
 from genobird.attention import BlockLayout, attention, bigbird_layout, hf_bigbird_layout
 from genobird.attention.layouts import etc_padded_global_count
 from genobird.errors import ConfigError
+from genobird.genome.alphabet import ALPHABET, IUPAC_AMBIGUITY
 from genobird.model.config import BigBirdConfig
 
 
@@ -136,7 +137,7 @@ class BaseConvolution(nn.Module):
     [V, max_piece_length] (int8, `NOTHING` past each piece's end).
     """
 
-    BASES = "ACGTN"  # codes 0-4; other IUPAC letters are N
+    BASES = ALPHABET  # A C G T N: codes 0-4; other IUPAC letters are N
     MARKER = 5  # a token without bases: one position of its own
     NOTHING = 6  # past a piece's end, and around the sequence: an all-zero column
     CHANNELS_IN = 6
@@ -146,9 +147,20 @@ class BaseConvolution(nn.Module):
         super().__init__()
         self.conv = nn.Conv1d(self.CHANNELS_IN, channels, width, padding=width // 2)
         self.project = nn.Linear(channels, hidden_size)
-        codes = torch.full((vocab_size, max_piece_length), self.NOTHING, dtype=torch.int8)
-        codes[:, 0] = self.MARKER
-        self.register_buffer("piece_codes", codes)
+        self.register_buffer("piece_codes", self._marker_codes(vocab_size, max_piece_length))
+        self.has_pieces = False
+
+    @classmethod
+    def _marker_codes(cls, vocab_size: int, max_piece_length: int) -> torch.Tensor:
+        """Every piece as a token without bases: one marker position."""
+        codes = torch.full((vocab_size, max_piece_length), cls.NOTHING, dtype=torch.int8)
+        codes[:, 0] = cls.MARKER
+        return codes
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if prefix + "piece_codes" in state_dict:
+            self.has_pieces = True
 
     def set_pieces(self, pieces: list[str]) -> None:
         """Each DNA piece's bases (case-insensitive; IUPAC codes count as N); any other
@@ -159,11 +171,10 @@ class BaseConvolution(nn.Module):
                 f"{len(self.piece_codes)}"
             )
         limit = self.piece_codes.shape[1]
-        codes = torch.full(self.piece_codes.shape, self.NOTHING, dtype=torch.int8)
-        codes[:, 0] = self.MARKER
+        codes = self._marker_codes(*self.piece_codes.shape)
         for index, piece in enumerate(pieces):
             bases = piece.upper()
-            if not bases or not set(bases) <= set("ACGTNRYKMSWBDHV"):
+            if not bases or not set(bases) <= set(ALPHABET + IUPAC_AMBIGUITY):
                 continue
             if len(bases) > limit:
                 raise ConfigError(
@@ -173,6 +184,7 @@ class BaseConvolution(nn.Module):
             base_codes = [self.BASES.index(b) if b in self.BASES else 4 for b in bases]
             codes[index, : len(bases)] = torch.tensor(base_codes)
         self.piece_codes.copy_(codes)
+        self.has_pieces = True
 
     def spelled_bases(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None):
         """The batch written out base by base: codes [B, L] and, for each position, the
@@ -211,6 +223,11 @@ class BaseConvolution(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """input_ids: long [B, N] -> features [B, N, C] (the projection's bias alone for
         padding tokens)."""
+        if not self.has_pieces:  # else every piece would be read as a token without bases
+            raise ConfigError(
+                "the base convolution needs the vocabulary's pieces: build the model with "
+                "its tokenizer (set_vocabulary) or load its saved weights"
+            )
         base_codes, owner = self.spelled_bases(input_ids, attention_mask)
         filters = F.relu(self._convolve(base_codes))  # [B, L, K]
         return self.project(max_per_token(filters, owner, input_ids.shape[1]))

@@ -90,21 +90,26 @@ def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
 def evaluate_pretraining(model, loader, device, piece_lengths: np.ndarray) -> dict:
     """Masked-token accuracy and loss, NSP accuracy and bits per character."""
     scores = masked_token_scores(model, loader, device)
+    metrics = masked_token_metrics(scores, piece_lengths)
+    if scores["nsp_total"]:
+        metrics["nsp_accuracy"] = scores["nsp_correct"] / scores["nsp_total"]
+    return metrics
+
+
+def masked_token_metrics(scores: dict, piece_lengths: np.ndarray) -> dict:
+    """Loss, accuracy and bits per character of `masked_token_scores`."""
     masked = len(scores["labels"])
     if not masked:
         raise ConfigError("the evaluation set has no masked tokens")
     loss_nats = float(scores["loss_nats"].astype(np.float64).sum())
     bp = float(piece_lengths[scores["labels"]].sum())
-    metrics = {
+    return {
         "mlm_loss": loss_nats / masked,
         "mlm_accuracy": float(scores["correct"].mean()),
         "bp_per_masked_token": bp / masked,
         "bits_per_character": loss_nats / math.log(2) / bp,
         "masked_tokens": masked,
     }
-    if scores["nsp_total"]:
-        metrics["nsp_accuracy"] = scores["nsp_correct"] / scores["nsp_total"]
-    return metrics
 
 
 class TruncatedDataset(Dataset):
@@ -435,26 +440,13 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
         windows = CentredContextDataset(dataset, length, scored, lengths[-1], max_windows)
         loader = DataLoader(windows, batch_size=batch_size)
         scores = masked_token_scores(model, loader, torch.device("cpu"))
-        row = {"context_length": length, **context_metrics(scores, piece_lengths)}
+        row = {"context_length": length, **masked_token_metrics(scores, piece_lengths)}
         row["windows"] = len(windows)
         if previous is not None:
             row.update(paired_context_gain(previous, scores, piece_lengths))
         rows.append(row)
         previous = scores
     return rows
-
-
-def context_metrics(scores: dict, piece_lengths: np.ndarray) -> dict:
-    masked = len(scores["labels"])
-    if not masked:
-        raise ConfigError("the held-out windows hold no masked tokens")
-    bp = float(piece_lengths[scores["labels"]].sum())
-    loss = float(scores["loss_nats"].astype(np.float64).sum())
-    return {
-        "mlm_accuracy": float(scores["correct"].mean()),
-        "bits_per_character": loss / math.log(2) / bp,
-        "masked_tokens": masked,
-    }
 
 
 def paired_context_gain(shorter: dict, longer: dict, piece_lengths: np.ndarray) -> dict:
