@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from genobird.errors import CheckpointError, ConfigError
 from genobird.model import (
@@ -400,6 +401,21 @@ def test_composed_token_embeddings_sum_each_pieces_bases():
     same_bases = weight[7] - tokens.residual[7]  # "acgT" is composed as "ACGT"
     other = composed_oracle(torch.zeros_like(tokens.residual), tokens.table, "ACGT", 7, 4)
     torch.testing.assert_close(same_bases, other)
+
+
+def test_composed_embeddings_compose_only_the_batchs_pieces_with_the_full_tables_result():
+    tokens = composed_model(piece_length=4).encoder.embeddings.tokens
+    ids = torch.tensor([[2, 5, 6, 5, 9], [7, 7, 0, 0, 0]])
+    fast = tokens(ids)
+    fast.square().sum().backward()
+    grads = tokens.residual.grad.clone(), tokens.table.grad.clone()
+    tokens.zero_grad()
+    full = F.embedding(ids, tokens.weight)  # every piece composed
+    full.square().sum().backward()
+    torch.testing.assert_close(fast, full)
+    torch.testing.assert_close(grads[0], tokens.residual.grad)
+    torch.testing.assert_close(grads[1], tokens.table.grad)
+    assert grads[0][1].abs().sum() == 0  # a piece not in the batch gets no gradient
 
 
 def test_composed_embeddings_train_through_input_and_tied_decoder(tmp_path):
