@@ -2,7 +2,7 @@
 
     python benchmarks/learning.py --results results/human-mini            # after the pipeline
     python benchmarks/learning.py --results results/human-mini --tasks tata gue0 gue1 \
-        --from-scratch --steps 2000 --eval-every 200 --patience 3
+        --from-scratch --steps 3000 --eval-every 500 --patience 3
 
 1. Bits per base on the held-out chromosomes: the pretrained model's BPC (masked tokens,
    held-out instances) against the order-k Markov baseline on the same held-out DNA
@@ -153,10 +153,10 @@ def main() -> None:
         choices=sorted(TASKS),
         help="classification tasks (none: bits per base only)",
     )
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--learning-rate", type=float, default=3e-4)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--eval-every", type=int, default=200)
+    parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--pooling", choices=["cls", "mean"], default="cls")
     parser.add_argument("--cnn-minutes", type=float, default=5.0)
