@@ -100,6 +100,8 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
     finetune = ["--max-steps", str(options.steps), "--learning-rate", str(options.learning_rate),
                 "--batch-size", str(options.batch_size), "--eval-every", str(options.eval_every),
                 "--patience", str(options.patience), "--pooling", options.pooling]  # fmt: skip
+    if options.dropout is not None:
+        finetune += ["--dropout", str(options.dropout)]
     kind = "promoter" if task == "tata" else "classify"
     runs = {
         "genobird": ["finetune", kind, "--data", str(data), "--pretrained", str(pretrained),
@@ -160,6 +162,7 @@ def main() -> None:
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--pooling", choices=["cls", "mean"], default="cls")
     parser.add_argument("--cnn-minutes", type=float, default=5.0)
+    parser.add_argument("--dropout", type=float, help="fine-tuning dropout (default: the model's)")
     parser.add_argument(
         "--from-scratch",
         action="store_true",

@@ -365,6 +365,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         rc_average=args.rc_average,
         rc_augment=args.rc_augment,
         pooling=args.pooling,
+        dropout=args.dropout,
         eval_every=args.eval_every,
         patience=args.patience,
         training=training,
@@ -890,6 +891,11 @@ def _add_finetune(commands) -> None:
         default="cls",
         help="[CLS] pooler (the paper), the mean of the token states, or HuggingFace "
         "BigBird's head on [CLS] (exportable with `convert to-hf`)",
+    )
+    sub.add_argument(
+        "--dropout",
+        type=float,
+        help="dropout on hidden states while fine-tuning (default: the model's own)",
     )
     sub.add_argument(
         "--eval-every",

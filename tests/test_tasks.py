@@ -638,8 +638,9 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
 
 
-def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_data, tmp_path,
-                                                                  capsys):  # fmt: skip
+def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
+    pretraining_data, tmp_path, capsys
+):
     from genobird import load_predictor
     from genobird.corpus import Tokenizer
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
@@ -662,9 +663,12 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory(pretraining_d
                "--shape-of", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
     assert main([*command, "--pretrained", str(tmp_path / "shaped")]) == 1
     assert "--shape-of is for --from-scratch" in capsys.readouterr().err
-    assert main([*command, "--from-scratch"]) == 0
+    assert main([*command, "--from-scratch", "--dropout", "1.5"]) == 1
+    assert "hidden_dropout must be in [0, 1), got 1.5" in capsys.readouterr().err
+    assert main([*command, "--from-scratch", "--dropout", "0.2"]) == 0
     config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["config"]
     assert {key: config[key] for key in shape} == shape
+    assert config["hidden_dropout"] == 0.2  # fine-tuned with it (BigBirdConfig's own: 0.1)
     # the fresh model composed its token embeddings from the tokenizer's pieces
     tokens = load_predictor(tmp_path / "run" / "model", device="cpu").model.encoder.embeddings
     terms = tokens.tokens.piece_terms

@@ -50,6 +50,9 @@ class FinetuneSpec:
     rc_augment: bool | None = None
     # "cls" (the paper's [CLS] pooler) or "mean" (mean of the token states)
     pooling: str = "cls"
+    # Dropout on the encoder's hidden states and the head while fine-tuning (None: the
+    # model's own; genobird's pretraining configs use 0, which overfits small tasks).
+    dropout: float | None = None
     # Evaluate validation AUROC every `eval_every` steps (0: never), keep the best weights,
     # and stop after `patience` evaluations without improvement (0: run all steps).
     eval_every: int = 0
@@ -176,6 +179,8 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
         pos_weight = 8.0 if task_meta["task"] == "chromatin" else 1.0
     pieces = tokenizer.pieces
     config = task_config(pretrained, spec.model, spec.max_tokens, len(pieces), tokenizer.pad_id)
+    if spec.dropout is not None:
+        config = replace(config, hidden_dropout=spec.dropout)
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
