@@ -117,12 +117,25 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
     results = {}
     for name, command in runs.items():
         output = folder / name.replace(", ", "-").replace(" ", "-")
-        if not (output / "report" / "metrics.json").is_file():
-            started = time.perf_counter()
-            run([*command, "--output", str(output)])
-            (output / "seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
+        cached_run(command, output)
         results[name] = {**metrics(output), "seconds": float((output / "seconds.txt").read_text())}
     return results
+
+
+def cached_run(command: list[str], output: Path) -> None:
+    """Run `command` into `output` unless a finished run is there. Its command is recorded
+    (command.json), and a finished run made with other settings (steps, dropout...) is an
+    error rather than a silently reused figure; runs from before the record are reused."""
+    record = output / "command.json"
+    if (output / "report" / "metrics.json").is_file():
+        if record.is_file() and json.loads(record.read_text()) != command:
+            raise SystemExit(f"{output} was run with other settings ({record}); "
+                             "give another --work folder")  # fmt: skip
+        return
+    started = time.perf_counter()
+    run([*command, "--output", str(output)])
+    (output / "seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
+    record.write_text(json.dumps(command) + "\n")
 
 
 def print_table(task: str, results: dict) -> None:
