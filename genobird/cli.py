@@ -495,7 +495,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from genobird.report import build_report
 
     out = args.out or args.results / "report.html"
-    build_report(args.results, out, args.context_lengths)
+    build_report(args.results, out, args.context_lengths, context_windows=args.context_windows)
     print(f"wrote {out}")
     return EXIT_OK
 
@@ -1044,6 +1044,9 @@ def _add_report(commands) -> None:
     sub.add_argument("--out", type=Path, help="HTML file (default: RESULTS/report.html)")
     sub.add_argument("--context-lengths", type=int, nargs="+", default=[128, 256, 512, 1024],
                      help="tokens at which to measure the pretrained MLM accuracy")  # fmt: skip
+    sub.add_argument("--context-windows", type=int, default=4000,
+                     help="held-out windows scored at each context length (fewer: faster, "
+                          "wider intervals)")  # fmt: skip
 
 
 def _add_layout(commands) -> None:

@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from genobird.errors import InputError
+from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_write
 
 TASKS = ("promoter", "chromatin")
@@ -101,7 +101,7 @@ def markov_comparison(results: Path, evaluation: dict) -> str:
     )
 
 
-def pretraining_section(results: Path, context_lengths: list[int]) -> str:
+def pretraining_section(results: Path, context_lengths: list[int], context_windows: int) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,7 +130,9 @@ def pretraining_section(results: Path, context_lengths: list[int]) -> str:
         text += markov_comparison(results, final)
     instances = results / "corpus" / "instances-heldout"
     if context_lengths and (folder / "model").is_dir() and instances.is_dir():
-        rows = mlm_accuracy_by_context(folder / "model", instances, context_lengths)
+        rows = mlm_accuracy_by_context(
+            folder / "model", instances, context_lengths, max_windows=context_windows
+        )
         figure, axis = plt.subplots(figsize=(5, 3.5))
         axis.plot([r["context_length"] for r in rows], [r["mlm_accuracy"] for r in rows], "o-")
         axis.set_xscale("log", base=2)
@@ -141,19 +143,22 @@ def pretraining_section(results: Path, context_lengths: list[int]) -> str:
         plt.close(figure)
         text += _table(
             [(r["context_length"], r["mlm_accuracy"], r["bits_per_character"],
-              context_gain_text(r)) for r in rows],
+              context_gain_text(r, "accuracy_gain"), context_gain_text(r, "bits_gain"),
+              r["windows"]) for r in rows],
             ("tokens", "MLM accuracy", "bits per character",
-             "accuracy gain over the previous length [95% interval]"),
+             "accuracy gain over the previous length [95% interval]",
+             "bits per bp saved over the previous length [95% interval]", "windows"),
         )  # fmt: skip
     return text
 
 
-def context_gain_text(row: dict) -> str:
-    """'+0.0123 [+0.0050, +0.0196]' for a context length after the first, else ''."""
-    if "accuracy_gain" not in row:
+def context_gain_text(row: dict, gain: str = "accuracy_gain") -> str:
+    """'+0.0123 [+0.0050, +0.0196]': a context length's `gain` ("accuracy_gain" or
+    "bits_gain") over the previous length with its 95% interval; '' for the first."""
+    if gain not in row:
         return ""
-    low, high = row["accuracy_gain_ci95"]
-    return f"{row['accuracy_gain']:+.4f} [{low:+.4f}, {high:+.4f}]"
+    low, high = row[gain + "_ci95"]
+    return f"{row[gain]:+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")
@@ -244,14 +249,19 @@ table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;pad
 font-size:90%;text-align:right}th{background:#f3f3f3}img{max-width:100%;margin:.5em 0}"""
 
 
-def build_report(results, out, context_lengths=(128, 256, 512, 1024), title=None) -> Path:
-    """Write the HTML report of the pipeline results in `results` to `out`."""
+def build_report(
+    results, out, context_lengths=(128, 256, 512, 1024), title=None, context_windows=4000
+) -> Path:
+    """Write the HTML report of the pipeline results in `results` to `out`; the context
+    ablation scores at most `context_windows` held-out windows per length."""
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise InputError(f"{results}: no such results folder; run the pipeline first")
+    if context_windows < 1:
+        raise ConfigError(f"context windows must be at least 1, got {context_windows}")
     sections = [
         corpus_section(results),
-        pretraining_section(results, list(context_lengths)),
+        pretraining_section(results, list(context_lengths), context_windows),
         *(finetune_section(results, folder) for folder in task_folders(results)),
         scores_section(results, out),
     ]

@@ -173,6 +173,25 @@ def test_lint_reports_nothing(tmp_path, name):
     assert done.returncode == 0 and "Congratulations" in done.stdout + done.stderr, done.stdout
 
 
+def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
+    config = pipeline("demo")
+    config["promoter"].update(dropout=0.2, eval_every=50, patience=2)
+    config["chromatin"]["pooling"] = "mean"
+    config["report"] = {"context_lengths": [16, 32], "context_windows": 300}
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
+    assert done.returncode == 0, done.stderr[-2000:]
+    promoter = next(line for line in done.stdout.splitlines() if "finetune promoter" in line)
+    chromatin = next(line for line in done.stdout.splitlines() if "finetune chromatin" in line)
+    for option in ("--dropout 0.2", "--eval-every 50", "--patience 2"):
+        assert option in promoter and option not in chromatin
+    assert "--pooling mean" in chromatin and "--pooling" not in promoter
+    report = next(line for line in done.stdout.splitlines() if "genobird -q report" in line)
+    assert "--context-lengths 16 32 --context-windows 300" in report
+    config["promoter"]["dropout"] = 1.0
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0 and "['promoter']['dropout']" in done.stdout + done.stderr
+
+
 def test_unknown_config_key_fails_before_any_rule_naming_it(tmp_path):
     config = pipeline("demo")
     config["corpus"]["pases"] = 2
@@ -247,6 +266,9 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
                     "chromatin", "Score tables"):  # fmt: skip
         assert heading in page, heading
     assert page.count("data:image/png;base64,") >= 4  # curves, context, ROC/PR plots
+    # the config's context lengths, each after the first with its paired gains
+    assert "<td>16</td>" in page and "<td>64</td>" in page
+    assert "bits per bp saved over the previous length" in page
     assert 'href="score/promoter_variants.tsv"' in page
     again = snakemake(*base, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr

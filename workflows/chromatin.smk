@@ -84,6 +84,7 @@ if HAS_CHROMATIN:
             steps=CHROMATIN["max_steps"],
             rate=CHROMATIN["learning_rate"],
             batch=CHROMATIN["batch_size"],
+            options=finetune_options(CHROMATIN),
         log:
             f"{RESULTS}/logs/chromatin_finetune.log",
         threads: 2
@@ -97,4 +98,4 @@ if HAS_CHROMATIN:
             "genobird -q finetune chromatin --data {input.data} --output {params.output}"
             " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
             " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
-            " > {log} 2>&1"
+            " {params.options} > {log} 2>&1"

@@ -23,7 +23,19 @@ def sequence_task_command(wildcards, input):
     return command
 
 
-def sequence_task_options(task):
-    """The optional fine-tuning settings of a sequence task, as genobird finetune options."""
-    keys = ("eval_every", "patience", "pooling")
-    return " ".join(f"--{key.replace('_', '-')} {task[key]}" for key in keys if key in task)
+def finetune_options(section):
+    """The optional fine-tuning settings of a config section (promoter, chromatin or one
+    sequence task), as genobird finetune options."""
+    keys = ("eval_every", "patience", "pooling", "dropout")
+    return " ".join(f"--{key.replace('_', '-')} {section[key]}" for key in keys if key in section)
+
+
+def report_context_options(report):
+    """genobird report options of the config's `report` section (genobird's defaults for
+    what it leaves out)."""
+    options = ""
+    if "context_lengths" in report:
+        options += " --context-lengths " + " ".join(map(str, report["context_lengths"]))
+    if "context_windows" in report:
+        options += f" --context-windows {report['context_windows']}"
+    return options

@@ -43,6 +43,7 @@ if HAS_PROMOTER:
             steps=PROMOTER["max_steps"],
             rate=PROMOTER["learning_rate"],
             batch=PROMOTER["batch_size"],
+            options=finetune_options(PROMOTER),
         log:
             f"{RESULTS}/logs/promoter_finetune.log",
         threads: 2
@@ -56,4 +57,4 @@ if HAS_PROMOTER:
             "genobird -q finetune promoter --data {input.data} --output {params.output}"
             " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
             " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
-            " > {log} 2>&1"
+            " {params.options} > {log} 2>&1"

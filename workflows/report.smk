@@ -12,6 +12,7 @@ rule report:
         f"{RESULTS}/report.html",
     params:
         results=lambda wildcards, output: os.path.dirname(output[0]),
+        context=report_context_options(config.get("report", {})),
     log:
         f"{RESULTS}/logs/report.log",
     threads: 1
@@ -20,4 +21,4 @@ rule report:
     conda:
         ENV
     shell:
-        "genobird -q report --results {params.results} --out {output} > {log} 2>&1"
+        "genobird -q report --results {params.results} --out {output}{params.context} > {log} 2>&1"

@@ -37,7 +37,7 @@ rule sequence_task_finetune:
         steps=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["max_steps"],
         rate=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["learning_rate"],
         batch=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["batch_size"],
-        selection=lambda wildcards: sequence_task_options(SEQUENCE_TASKS[wildcards.name]),
+        selection=lambda wildcards: finetune_options(SEQUENCE_TASKS[wildcards.name]),
     wildcard_constraints:
         name="|".join(SEQUENCE_TASKS) or "none",
     log:
