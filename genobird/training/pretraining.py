@@ -158,14 +158,23 @@ class CentredContextDataset(Dataset):
             raise ConfigError(f"longest ({longest}) must be at least the length ({length})")
         self.base, self.length, self.scored = base, length, scored
         self.special = base.special  # the vocabulary's [CLS] and [PAD]
+        self._last: tuple[int, dict] | None = None
         self.windows = self._windows(longest or 0, max_windows)
+
+    def _instance(self, index: int) -> dict:
+        """The base's instance `index`. Consecutive windows mostly share an instance, and
+        reading one from its shard costs more than the model's forward pass on a short
+        window, so the last one read is kept (callers never modify it)."""
+        if self._last is None or self._last[0] != index:
+            self._last = (index, self.base[index])
+        return self._last[1]
 
     def _windows(self, longest: int, max_windows: int | None) -> list[tuple[int, int]]:
         """(instance, centre) pairs: centres `scored` apart where a window of `longest`
         fits in the instance, or the instance's centre when none does (or no longest)."""
         windows = []
         for index in range(len(self.base)):
-            real = int(self.base[index]["attention_mask"].sum())
+            real = int(self._instance(index)["attention_mask"].sum())
             if not longest:
                 windows.append((index, real // 2))
                 continue
@@ -182,7 +191,7 @@ class CentredContextDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         instance, centre = self.windows[index]
-        item = self.base[instance]
+        item = self._instance(instance)
         real = int(item["attention_mask"].sum())
         span = min(self.length - 1, real)
         start = min(max(0, centre - span // 2), real - span)
@@ -412,6 +421,9 @@ __all__ = [
 ]
 
 
+SHORT_WINDOW_TOKENS = 512  # tokens per batch of the context ablation's short windows
+
+
 def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int = 8,
                             max_windows: int = 4000) -> list[dict]:  # fmt: skip
     """Masked-token accuracy of a pretrained model on held-out instances seen through
@@ -438,7 +450,8 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
     rows, previous = [], None
     for length in lengths:
         windows = CentredContextDataset(dataset, length, scored, lengths[-1], max_windows)
-        loader = DataLoader(windows, batch_size=batch_size)
+        # short windows in bigger batches: per-batch overhead, not tokens, costs there
+        loader = DataLoader(windows, batch_size=max(batch_size, SHORT_WINDOW_TOKENS // length))
         scores = masked_token_scores(model, loader, torch.device("cpu"))
         row = {"context_length": length, **masked_token_metrics(scores, piece_lengths)}
         row["windows"] = len(windows)
