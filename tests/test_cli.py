@@ -104,3 +104,12 @@ def test_report_on_a_missing_results_folder_is_a_one_line_error(tmp_path, capsys
     assert main(["report", "--results", str(tmp_path / "nowhere")]) == 1
     err = capsys.readouterr().err
     assert "no such results folder; run the pipeline first" in err and len(err.splitlines()) == 1
+
+
+def test_report_with_no_context_windows_is_a_one_line_error_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert main(["report", "--results", str(tmp_path), "--out", str(out),
+                 "--context-windows", "0"]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "context windows must be at least 1, got 0" in err and len(err.splitlines()) == 1
+    assert not out.exists()
