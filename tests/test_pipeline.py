@@ -218,6 +218,15 @@ def test_keys_of_the_other_reference_source_are_refused_by_name(tmp_path):
     del config["chromatin"]["max_bins"]  # required with the demo's peak labels
     done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
     assert done.returncode != 0 and "'max_bins' is a required property" in done.stdout + done.stderr
+    config = pipeline("demo")
+    config["chromatin"]["deepsea_features"] = "features.tsv"  # a download-only key
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "instance['chromatin']:\n    'deepsea_features'" in output
+    config = pipeline("grch37")
+    config["chromatin"]["max_bins"] = 100  # demo and own-FASTA only
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0 and "'max_bins' should not be valid" in done.stdout + done.stderr
 
 
 def test_a_manifest_entry_that_does_not_exist_is_named(tmp_path):

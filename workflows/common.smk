@@ -33,9 +33,9 @@ def finetune_options(section):
 def report_context_options(report):
     """genobird report options of the config's `report` section (genobird's defaults for
     what it leaves out)."""
-    options = ""
+    options = []
     if "context_lengths" in report:
-        options += " --context-lengths " + " ".join(map(str, report["context_lengths"]))
+        options += ["--context-lengths", *map(str, report["context_lengths"])]
     if "context_windows" in report:
-        options += f" --context-windows {report['context_windows']}"
-    return options
+        options += ["--context-windows", str(report["context_windows"])]
+    return " ".join(options)

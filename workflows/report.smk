@@ -21,4 +21,4 @@ rule report:
     conda:
         ENV
     shell:
-        "genobird -q report --results {params.results} --out {output}{params.context} > {log} 2>&1"
+        "genobird -q report --results {params.results} --out {output} {params.context} > {log} 2>&1"
