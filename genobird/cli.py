@@ -220,6 +220,7 @@ def cmd_dataset_promoter(args: argparse.Namespace) -> int:
         upstream=args.upstream,
         downstream=args.downstream,
         hard_negatives=args.hard_negatives,
+        training_negatives=args.training_negatives,
         min_distance=args.min_distance,
         off_end=args.off_end,
         valid_chromosomes=tuple(args.valid_chromosomes),
@@ -237,14 +238,15 @@ def cmd_dataset_promoter(args: argparse.Namespace) -> int:
 def cmd_dataset_promoter_sequences(args: argparse.Namespace) -> int:
     from genobird.tasks.promoter import PromoterSpec, build_promoter_sequence_dataset
 
+    spec = PromoterSpec(seed=args.seed, training_negatives=args.training_negatives)
     windows, problems = build_promoter_sequence_dataset(
-        args.positives, args.out, PromoterSpec(seed=args.seed), args.valid_fraction,
-        args.test_fraction,
-    )  # fmt: skip
+        args.positives, args.out, spec, args.valid_fraction, args.test_fraction
+    )
     _report_rejected(problems)
+    positives = sum(int(label[0]) for label in windows.labels)
     print(
-        f"wrote {args.out}: {len(windows) // 2:,} promoters and as many DeePromoter negatives; "
-        f"{len(problems)} records skipped"
+        f"wrote {args.out}: {positives:,} promoters and {len(windows) - positives:,} DeePromoter "
+        f"negatives; {len(problems)} records skipped"
     )
     return EXIT_OK
 
@@ -757,6 +759,7 @@ def _add_dataset(commands) -> None:
     promoter.add_argument("--downstream", type=int, default=3000)
     promoter.add_argument("--liftover", type=Path, help="chain file hg38 -> hg19")
     promoter.add_argument("--hard-negatives", type=int, default=0, help="per positive")
+    _add_training_negatives_argument(promoter)
     promoter.add_argument("--min-distance", type=int, default=10_000)
     promoter.add_argument("--off-end", choices=["skip", "pad"], default="skip")
     _add_split_arguments(promoter)
@@ -769,6 +772,7 @@ def _add_dataset(commands) -> None:
     )
     sequences.add_argument("--positives", type=Path, required=True, help="text or FASTA")
     sequences.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    _add_training_negatives_argument(sequences)
     _add_fraction_arguments(sequences)
     chromatin = _subparser(
         actions,
@@ -834,6 +838,16 @@ def _add_dataset(commands) -> None:
     classify.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
     _add_fraction_arguments(classify)
+
+
+def _add_training_negatives_argument(parser) -> None:
+    parser.add_argument(
+        "--training-negatives",
+        type=int,
+        default=1,
+        help="DeePromoter negatives per positive in the training split (validation and "
+        "test keep one each)",
+    )
 
 
 def _add_fraction_arguments(parser) -> None:

@@ -175,21 +175,45 @@ def test_lint_reports_nothing(tmp_path, name):
 
 def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     config = pipeline("demo")
-    config["promoter"].update(dropout=0.2, eval_every=50, patience=2)
+    config["promoter"].update(
+        dropout=0.2, eval_every=50, patience=2, pos_weight=4, training_negatives=4
+    )
     config["chromatin"]["pooling"] = "mean"
     config["report"] = {"context_lengths": [16, 32], "context_windows": 300}
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-2000:]
     promoter = next(line for line in done.stdout.splitlines() if "finetune promoter" in line)
     chromatin = next(line for line in done.stdout.splitlines() if "finetune chromatin" in line)
-    for option in ("--dropout 0.2", "--eval-every 50", "--patience 2"):
+    for option in ("--dropout 0.2", "--eval-every 50", "--patience 2", "--pos-weight 4"):
         assert option in promoter and option not in chromatin
     assert "--pooling mean" in chromatin and "--pooling" not in promoter
+    data = next(line for line in done.stdout.splitlines() if "dataset promoter " in line)
+    assert "--training-negatives 4" in data
     report = next(line for line in done.stdout.splitlines() if "genobird -q report" in line)
     assert "--context-lengths 16 32 --context-windows 300" in report
     config["promoter"]["dropout"] = 1.0
     done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
     assert done.returncode != 0 and "['promoter']['dropout']" in done.stdout + done.stderr
+
+
+def test_promoter_sequence_task_takes_training_negatives_and_only_it(tmp_path):
+    config = pipeline("demo")
+    positives = tmp_path / "promoters.txt"
+    positives.write_text("ACGT" * 75 + "\n")
+    task = {"promoter_sequences": str(positives), "max_steps": 10, "learning_rate": 1e-4,
+            "batch_size": 4, "training_negatives": 3, "pos_weight": 3}  # fmt: skip
+    config["sequence_tasks"] = {"tata": task}
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    data = next(line for line in lines if "dataset promoter-sequences" in line)
+    assert "--training-negatives 3" in data
+    assert "--pos-weight 3" in next(line for line in lines if "finetune promoter" in line)
+    config["sequence_tasks"] = {"gue": {**task, "input": str(positives)}}
+    del config["sequence_tasks"]["gue"]["promoter_sequences"]
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "'promoter_sequences' is a dependency of" in output
 
 
 def test_unknown_config_key_fails_before_any_rule_naming_it(tmp_path):

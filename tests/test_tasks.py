@@ -388,7 +388,7 @@ def test_promoter_sequences_get_paired_deepromoter_negatives_in_their_split(tmp_
     out = tmp_path / "p.h5"
     assert main(["-q", "dataset", "promoter-sequences", "--positives", str(source),
                  "--out", str(out)]) == 0  # fmt: skip
-    assert "39 promoters and as many DeePromoter negatives; 1 records skipped" in (
+    assert "39 promoters and 39 DeePromoter negatives; 1 records skipped" in (
         capsys.readouterr().out
     )
     with h5py.File(out, "r") as handle:
@@ -404,6 +404,48 @@ def test_promoter_sequences_get_paired_deepromoter_negatives_in_their_split(tmp_
         )
         assert 8 <= kept < 20 and len(negative) == 300
     assert {"train", "valid", "test"} <= set(splits)
+
+
+def read_promoter_rows(path):
+    with h5py.File(path, "r") as handle:
+        sequences = [s.decode() for s in handle["sequences"][:]]
+        return sequences, handle["labels"][:, 0].tolist(), handle["split"][:].astype(str).tolist()
+
+
+def test_extra_training_negatives_leave_splits_and_first_negatives_as_they_were(tmp_path):
+    rng = np.random.default_rng(3)
+    positives = ["".join(rng.choice(list("ACGT"), 200)) for _ in range(60)]
+    source = write(tmp_path / "tata.txt", "\n".join(positives) + "\n")
+    one, four = tmp_path / "one.h5", tmp_path / "four.h5"
+    for out, extra in ((one, []), (four, ["--training-negatives", "4"])):
+        command = ["-q", "dataset", "promoter-sequences", "--positives", str(source)]
+        assert main([*command, "--out", str(out), *extra]) == 0
+    single, more = read_promoter_rows(one), read_promoter_rows(four)
+    rows_of = {}  # positive -> [(sequence, label, split)] in file order
+    for rows, name in ((single, "one"), (more, "four")):
+        current = None
+        for sequence, label, split in zip(*rows, strict=True):
+            if label == 1:
+                current = sequence
+            rows_of.setdefault((name, current), []).append((sequence, label, split))
+    for positive in positives:
+        before, after = rows_of[("one", positive)], rows_of[("four", positive)]
+        split = before[0][2]
+        assert {row[2] for row in after} == {split}  # negatives stay in their split
+        assert after[:2] == before  # same split and same first negative
+        assert len(after) == (5 if split == "train" else 2)
+        assert len({row[0] for row in after}) == len(after)  # each negative drawn afresh
+    assert {"train", "valid", "test"} <= set(single[2])
+
+
+def test_training_negatives_below_one_is_a_one_line_error(tmp_path, capsys):
+    source = write(tmp_path / "tata.txt", "ACGT" * 50 + "\n")
+    out = tmp_path / "p.h5"
+    assert main(["-q", "dataset", "promoter-sequences", "--positives", str(source),
+                 "--out", str(out), "--training-negatives", "0"]) != 0  # fmt: skip
+    error = capsys.readouterr().err.strip()
+    assert "training_negatives must be at least 1, got 0" in error and "\n" not in error
+    assert not out.exists()
 
 
 def test_classify_dataset_from_separate_split_files(tmp_path):

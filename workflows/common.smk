@@ -15,7 +15,8 @@ def sequence_task_inputs(wildcards):
 
 def sequence_task_command(wildcards, input):
     if "promoter_sequences" in input.keys():
-        return f"genobird -q dataset promoter-sequences --positives {input.promoter_sequences}"
+        negatives = training_negatives_option(SEQUENCE_TASKS[wildcards.name])
+        return f"genobird -q dataset promoter-sequences --positives {input.promoter_sequences} {negatives}"
     command = f"genobird -q dataset classify --input {input.input}"
     for key in ("valid", "test"):
         if key in input.keys():
@@ -26,8 +27,15 @@ def sequence_task_command(wildcards, input):
 def finetune_options(section):
     """The optional fine-tuning settings of a config section (promoter, chromatin or one
     sequence task), as genobird finetune options."""
-    keys = ("eval_every", "patience", "pooling", "dropout")
+    keys = ("eval_every", "patience", "pooling", "dropout", "pos_weight")
     return " ".join(f"--{key.replace('_', '-')} {section[key]}" for key in keys if key in section)
+
+
+def training_negatives_option(section):
+    """The DeePromoter negatives per training positive of a promoter config section."""
+    if "training_negatives" not in section:
+        return ""
+    return f"--training-negatives {section['training_negatives']}"
 
 
 def report_context_options(report):

@@ -17,6 +17,7 @@ if HAS_PROMOTER:
             downstream=PROMOTER["downstream"],
             valid=" ".join(SPLIT["valid_chromosomes"]),
             test=" ".join(SPLIT["test_chromosomes"]),
+            negatives=training_negatives_option(PROMOTER),
         log:
             f"{RESULTS}/logs/promoter_data.log",
         threads: 1
@@ -27,7 +28,8 @@ if HAS_PROMOTER:
         shell:
             "genobird -q dataset promoter --tss {input.tss} --reference {input.fasta} --out {output}"
             " --upstream {params.upstream} --downstream {params.downstream}"
-            " --valid-chromosomes {params.valid} --test-chromosomes {params.test} > {log} 2>&1"
+            " --valid-chromosomes {params.valid} --test-chromosomes {params.test}"
+            " {params.negatives} > {log} 2>&1"
 
 
     rule promoter_finetune:

@@ -8,7 +8,9 @@ be lifted to hg19 with `liftover=CHAIN` (the maintained `liftover` package).
 Negatives, as Oubounyt et al. (DeePromoter): each positive is split into 20 equal
 subsequences; 8 chosen at random are kept and the other 12 replaced by random bases.
 The choice is drawn afresh for every negative: one public implementation reused a
-single pattern for all negatives, which a model learns instead of biology. Optionally
+single pattern for all negatives, which a model learns instead of biology. The training
+split may get several negatives per positive (`training_negatives`); validation and
+test keep one each, the published balance, so their metrics stay comparable. Optionally
 also "hard" negatives: real genomic windows at least `min_distance` from any TSS.
 
 The split is by chromosome, so no window of a test chromosome is seen in training.
@@ -38,6 +40,7 @@ class PromoterSpec:
     segments: int = 20
     kept_segments: int = 8
     hard_negatives: int = 0  # per positive
+    training_negatives: int = 1  # DeePromoter negatives per training positive
     min_distance: int = 10_000  # of hard negatives from any TSS
     off_end: str = "skip"  # windows past a contig end: "skip" (reported) or "pad" with N
     valid_chromosomes: tuple[str, ...] = ("chr7",)
@@ -51,6 +54,10 @@ class PromoterSpec:
             raise ConfigError("need 0 < kept_segments < segments")
         if self.upstream + self.downstream < self.segments:
             raise ConfigError("the window must be at least one base per segment")
+        if self.training_negatives < 1:
+            raise ConfigError(
+                f"training_negatives must be at least 1, got {self.training_negatives}"
+            )
 
 
 def tss_of(interval) -> int:
@@ -105,6 +112,23 @@ def shuffled_negative(
     return codes.tobytes().decode("ascii")
 
 
+def deepromoter_negatives(sequence: str, split: str, rng, extra_rng, spec: PromoterSpec):
+    """The negatives made from one positive: one, plus `training_negatives - 1` more in
+    the training split. The extra ones come from their own generator, so adding them
+    leaves every split and first negative as they were without them."""
+    negatives = [shuffled_negative(sequence, rng, spec.segments, spec.kept_segments)]
+    if split == "train":
+        negatives += [
+            shuffled_negative(sequence, extra_rng, spec.segments, spec.kept_segments)
+            for _ in range(spec.training_negatives - 1)
+        ]
+    return negatives
+
+
+def extra_negatives_rng(spec: PromoterSpec) -> np.random.Generator:
+    return np.random.default_rng([spec.seed, 1])
+
+
 def split_of(chrom: str, spec: PromoterSpec) -> str:
     return chromosome_split(chrom, spec.valid_chromosomes, spec.test_chromosomes)
 
@@ -117,7 +141,7 @@ def build_promoter_dataset(
     reference = Reference(fasta)
     problems: list[BadRecord] = []
     rows = read_tss(tss_bed, reference.lengths, problems, liftover_chain)
-    rng = np.random.default_rng(spec.seed)
+    rng, extra_rng = np.random.default_rng(spec.seed), extra_negatives_rng(spec)
     windows = WindowSet(task="promoter", feature_names=["promoter"], categories=["promoter"])
     kept_tss = []
     for chrom, tss, strand, name in rows:
@@ -129,8 +153,8 @@ def build_promoter_dataset(
         sequence = reference.fetch(chrom, window.start, window.end, strand, pad=True)
         split = split_of(chrom, spec)
         windows.add(sequence, [1], chrom, window.start, window.end, strand, split)
-        negative = shuffled_negative(sequence, rng, spec.segments, spec.kept_segments)
-        windows.add(negative, [0], chrom, window.start, window.end, strand, split)
+        for negative in deepromoter_negatives(sequence, split, rng, extra_rng, spec):
+            windows.add(negative, [0], chrom, window.start, window.end, strand, split)
         kept_tss.append((chrom, tss))
     if not kept_tss:
         raise InputError(f"{tss_bed}: no usable TSS ({len(problems)} rows rejected)")
@@ -146,12 +170,12 @@ def build_promoter_sequence_dataset(
     test_fraction: float = 0.1,
 ) -> tuple[WindowSet, list[BadRecord]]:  # fmt: skip
     """Promoter sequences without coordinates (one per line, or FASTA), as DeePromoter
-    publishes EPDnew's: each positive with one DeePromoter negative made from it, the
-    pair kept in the same seeded split so no negative shares DNA with another split."""
+    publishes EPDnew's: each positive with its DeePromoter negatives, all kept in the
+    positive's seeded split so no negative shares DNA with another split."""
     from genobird.tasks.classify import draw_split, read_plain_sequences
 
     spec.validate()
-    rng = np.random.default_rng(spec.seed)
+    rng, extra_rng = np.random.default_rng(spec.seed), extra_negatives_rng(spec)
     problems: list[BadRecord] = []
     windows = WindowSet("promoter", ["promoter"], ["promoter"])
     for name, sequence in read_plain_sequences(path, problems):
@@ -159,9 +183,9 @@ def build_promoter_sequence_dataset(
             problems.append(BadRecord(str(path), 0, f"{name}: shorter than {spec.segments} bp"))
             continue
         split = draw_split(rng, valid_fraction, test_fraction)
-        negative = shuffled_negative(sequence, rng, spec.segments, spec.kept_segments)
         windows.add(sequence, [1], name, 0, len(sequence), "+", split)
-        windows.add(negative, [0], f"{name}/negative", 0, len(sequence), "+", split)
+        for negative in deepromoter_negatives(sequence, split, rng, extra_rng, spec):
+            windows.add(negative, [0], f"{name}/negative", 0, len(sequence), "+", split)
     if not len(windows):
         raise InputError(f"{path}: no usable promoter sequence ({len(problems)} rejected)")
     windows.write(out_path)
