@@ -95,13 +95,19 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
     folder = work / task
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "data.h5"
-    if not data.is_file():
-        run([*TASKS[task], "--out", str(data)])
+    dataset = list(TASKS[task])
+    if task == "tata" and options.training_negatives != 1:
+        dataset += ["--training-negatives", str(options.training_negatives)]
+    cached_data(dataset, data)
     finetune = ["--max-steps", str(options.steps), "--learning-rate", str(options.learning_rate),
                 "--batch-size", str(options.batch_size), "--eval-every", str(options.eval_every),
                 "--patience", str(options.patience), "--pooling", options.pooling]  # fmt: skip
     if options.dropout is not None:
         finetune += ["--dropout", str(options.dropout)]
+    if options.pos_weight is not None:
+        finetune += ["--pos-weight", str(options.pos_weight)]
+    if options.rc_augment:
+        finetune += ["--rc-augment", "--rc-average"]
     kind = "promoter" if task == "tata" else "classify"
     runs = {
         "genobird": ["finetune", kind, "--data", str(data), "--pretrained", str(pretrained),
@@ -120,6 +126,19 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
         cached_run(command, output)
         results[name] = {**metrics(output), "seconds": float((output / "seconds.txt").read_text())}
     return results
+
+
+def cached_data(command: list[str], data: Path) -> None:
+    """Build the data set unless it is there; one built by another command (other
+    training negatives) is an error, since every run in the folder uses it."""
+    record = data.with_suffix(".command.json")
+    if data.is_file():
+        if record.is_file() and json.loads(record.read_text()) != command:
+            raise SystemExit(f"{data} was built by another command ({record}); "
+                             "give another --work folder")  # fmt: skip
+        return
+    run([*command, "--out", str(data)])
+    record.write_text(json.dumps(command) + "\n")
 
 
 def cached_run(command: list[str], output: Path) -> None:
@@ -176,6 +195,11 @@ def main() -> None:
     parser.add_argument("--pooling", choices=["cls", "mean"], default="cls")
     parser.add_argument("--cnn-minutes", type=float, default=5.0)
     parser.add_argument("--dropout", type=float, help="fine-tuning dropout (default: the model's)")
+    parser.add_argument("--pos-weight", type=float, help="weight of a positive in the loss")
+    parser.add_argument("--rc-augment", action="store_true",
+                        help="tata: train on a random strand, score both (GUE always)")  # fmt: skip
+    parser.add_argument("--training-negatives", type=int, default=1,
+                        help="tata: DeePromoter negatives per training positive")  # fmt: skip
     parser.add_argument(
         "--from-scratch",
         action="store_true",
