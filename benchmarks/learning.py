@@ -108,6 +108,8 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
         finetune += ["--pos-weight", str(options.pos_weight)]
     if options.rc_augment:
         finetune += ["--rc-augment", "--rc-average"]
+    if options.seed:
+        finetune += ["--seed", str(options.seed)]
     kind = "promoter" if task == "tata" else "classify"
     runs = {
         "genobird": ["finetune", kind, "--data", str(data), "--pretrained", str(pretrained),
@@ -198,6 +200,7 @@ def main() -> None:
     parser.add_argument("--pos-weight", type=float, help="weight of a positive in the loss")
     parser.add_argument("--rc-augment", action="store_true",
                         help="tata: train on a random strand, score both (GUE always)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="fine-tuning seed (genobird runs)")
     parser.add_argument("--training-negatives", type=int, default=1,
                         help="tata: DeePromoter negatives per training positive")  # fmt: skip
     parser.add_argument(
