@@ -28,7 +28,11 @@ def finetune_options(section):
     """The optional fine-tuning settings of a config section (promoter, chromatin or one
     sequence task), as genobird finetune options."""
     keys = ("eval_every", "patience", "pooling", "dropout", "pos_weight")
-    return " ".join(f"--{key.replace('_', '-')} {section[key]}" for key in keys if key in section)
+    options = [f"--{key.replace('_', '-')} {section[key]}" for key in keys if key in section]
+    if "rc_augment" in section:  # scored on the strands it was trained on
+        strands = "" if section["rc_augment"] else "no-"
+        options += [f"--{strands}rc-augment --{strands}rc-average"]
+    return " ".join(options)
 
 
 def training_negatives_option(section):
