@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 
 import h5py
 import numpy as np
@@ -82,6 +83,22 @@ def test_promoter_windows_are_oriented_and_negatives_paired(demo_reference, tmp_
         chromosome_split(c, ("chr3",), ("chrX",)) == s for c, s in zip(chroms, splits, strict=True)
     )
     assert not problems
+
+
+def test_promoter_windows_get_extra_negatives_in_training_only(demo_reference, tmp_path):
+    splits = {"valid_chromosomes": ("chr3",), "test_chromosomes": ("chrX",)}
+    built = {}
+    for negatives in (1, 3):
+        spec = PromoterSpec(upstream=200, downstream=100, training_negatives=negatives, **splits)
+        windows, _ = build_promoter_dataset(
+            demo_reference / "tss.bed", demo_reference / "genome.fa", tmp_path / "p.h5", spec
+        )
+        labels = [int(label[0]) for label in windows.labels]
+        built[negatives] = Counter(zip(windows.splits, labels, strict=True))
+    one, three = built[1], built[3]
+    assert three[("train", 1)] == one[("train", 1)] and three[("train", 0)] == 3 * one[("train", 0)]
+    for split in ("valid", "test"):
+        assert three[(split, 0)] == one[(split, 0)] == one[(split, 1)] > 0
 
 
 def test_tss_bed_problems_are_reported_skipped_or_padded(demo_reference, tmp_path):
