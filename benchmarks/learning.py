@@ -96,7 +96,7 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "data.h5"
     dataset = list(TASKS[task])
-    if task == "tata" and options.training_negatives != 1:
+    if options.training_negatives != 1:  # main() allows it with tata only
         dataset += ["--training-negatives", str(options.training_negatives)]
     cached_data(dataset, data)
     finetune = ["--max-steps", str(options.steps), "--learning-rate", str(options.learning_rate),
@@ -108,7 +108,7 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
         finetune += ["--pos-weight", str(options.pos_weight)]
     if options.rc_augment:
         finetune += ["--rc-augment", "--rc-average"]
-    if options.seed:
+    if options.seed:  # seed 0 is finetune's default: keeps earlier runs' records valid
         finetune += ["--seed", str(options.seed)]
     kind = "promoter" if task == "tata" else "classify"
     runs = {
@@ -131,13 +131,11 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
 
 
 def cached_data(command: list[str], data: Path) -> None:
-    """Build the data set unless it is there; one built by another command (other
-    training negatives) is an error, since every run in the folder uses it."""
+    """Build the data set unless it is there; every run in the folder uses it, so one
+    built by another command (other training negatives) is an error."""
     record = data.with_suffix(".command.json")
     if data.is_file():
-        if record.is_file() and json.loads(record.read_text()) != command:
-            raise SystemExit(f"{data} was built by another command ({record}); "
-                             "give another --work folder")  # fmt: skip
+        refuse_other_command(record, command, data)
         return
     run([*command, "--out", str(data)])
     record.write_text(json.dumps(command) + "\n")
@@ -149,14 +147,19 @@ def cached_run(command: list[str], output: Path) -> None:
     error rather than a silently reused figure; runs from before the record are reused."""
     record = output / "command.json"
     if (output / "report" / "metrics.json").is_file():
-        if record.is_file() and json.loads(record.read_text()) != command:
-            raise SystemExit(f"{output} was run with other settings ({record}); "
-                             "give another --work folder")  # fmt: skip
+        refuse_other_command(record, command, output)
         return
     started = time.perf_counter()
     run([*command, "--output", str(output)])
     (output / "seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
     record.write_text(json.dumps(command) + "\n")
+
+
+def refuse_other_command(record: Path, command: list[str], made: Path) -> None:
+    """A cached file or run made by another command is an error, not a reused figure."""
+    if record.is_file() and json.loads(record.read_text()) != command:
+        raise SystemExit(f"{made} was made by another command ({record}); "
+                         "give another --work folder")  # fmt: skip
 
 
 def print_table(task: str, results: dict) -> None:
@@ -211,6 +214,8 @@ def main() -> None:
     parser.add_argument("--context", action="store_true",
                         help="also print masked-token accuracy by context length")  # fmt: skip
     options = parser.parse_args()
+    if options.training_negatives != 1 and set(options.tasks) - {"tata"}:
+        parser.error("--training-negatives applies to the tata task only")
     if not SHARED.is_dir():
         raise SystemExit(f"real data not found at {SHARED} (set GENOBIRD_SHARED_DATA)")
     pretrained = options.pretrained or options.results / "pretrain" / "model"

@@ -15,8 +15,8 @@ def sequence_task_inputs(wildcards):
 
 def sequence_task_command(wildcards, input):
     if "promoter_sequences" in input.keys():
-        negatives = training_negatives_option(SEQUENCE_TASKS[wildcards.name])
-        return f"genobird -q dataset promoter-sequences --positives {input.promoter_sequences} {negatives}"
+        command = f"genobird -q dataset promoter-sequences --positives {input.promoter_sequences}"
+        return f"{command} {training_negatives_option(SEQUENCE_TASKS[wildcards.name])}"
     command = f"genobird -q dataset classify --input {input.input}"
     for key in ("valid", "test"):
         if key in input.keys():
