@@ -22,7 +22,9 @@ from genobird.training.checkpoint import complete_checkpoints, latest_checkpoint
 from genobird.training.pretraining import (
     TruncatedDataset,
     evaluate_pretraining,
+    hide_scored_tokens,
     load_run_config,
+    masked_token_scores,
     pretraining_step,
 )
 
@@ -83,11 +85,19 @@ def test_loss_falls_on_the_demo_corpus(datasets, pretraining_data, tmp_path):
     config = training_config(max_steps=60, checkpoint_every=1000, warmup_steps=5)
     trainer = Trainer(model, train, config, tmp_path, pretraining_step)
     before = evaluate_pretraining(
-        model, torch.utils.data.DataLoader(held_out, 8), "cpu", tokenizer.piece_lengths
+        model,
+        torch.utils.data.DataLoader(held_out, 8),
+        "cpu",
+        tokenizer.piece_lengths,
+        tokenizer.mask_id,
     )
     run(trainer)
     after = evaluate_pretraining(
-        model, torch.utils.data.DataLoader(held_out, 8), "cpu", tokenizer.piece_lengths
+        model,
+        torch.utils.data.DataLoader(held_out, 8),
+        "cpu",
+        tokenizer.piece_lengths,
+        tokenizer.mask_id,
     )
     assert after["mlm_loss"] < before["mlm_loss"] - 0.5
     assert after["bits_per_character"] < before["bits_per_character"]
@@ -101,34 +111,43 @@ def test_bits_per_character_follows_its_definition(datasets, pretraining_data):
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     model = make_model().eval()
     loader = torch.utils.data.DataLoader(held_out, 8)
-    metrics = evaluate_pretraining(model, loader, "cpu", tokenizer.piece_lengths)
+    metrics = evaluate_pretraining(model, loader, "cpu", tokenizer.piece_lengths, tokenizer.mask_id)
     expected = metrics["mlm_loss"] / math.log(2) / metrics["bp_per_masked_token"]
     assert metrics["bits_per_character"] == pytest.approx(expected)
     assert metrics["mlm_loss"] == pytest.approx(math.log(500), rel=0.1)  # untrained: ~uniform
     assert 0.3 < metrics["nsp_accuracy"] < 0.7
 
 
-def test_composed_embeddings_learn_more_than_a_free_table_in_the_same_steps(
-    datasets, pretraining_data, tmp_path
-):
-    """The reason genobird's pipelines compose token embeddings from bases (and start
-    positions sin/cos): at the same budget the model leaves the unigram level sooner."""
-    train, held_out = datasets
+def test_scoring_never_shows_the_model_a_scored_token(datasets, pretraining_data):
+    """BERT masking leaves 10% of the chosen tokens unchanged in the input; scoring them
+    as they are would let the model read the answer. Whatever the input holds at a
+    scored position (the stored 80/10/10 corruption, the true token, [MASK]), the scores
+    are those of [MASK] there."""
+    _, held_out = datasets
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
-    loader = torch.utils.data.DataLoader(held_out, 8)
-    recipes = {
-        "free table": {},
-        "composed": dict(composed_token_embeddings=True, position_init="sinusoidal"),
+    model = make_model().eval()
+    batch = next(iter(torch.utils.data.DataLoader(held_out, 8)))
+    scored = batch["masked_labels"] != -100
+    shown = batch["input_ids"].gather(1, batch["masked_positions"])
+    assert (shown[scored] == batch["masked_labels"][scored]).any()  # the 10% kept as they are
+    revealed = batch["input_ids"].clone()
+    revealed.scatter_(
+        1, batch["masked_positions"], torch.where(scored, batch["masked_labels"], shown)
+    )
+    inputs = {"stored": batch, "revealed": {**batch, "input_ids": revealed}}
+    scores = {
+        name: masked_token_scores(model, [variant], "cpu", tokenizer.mask_id)
+        for name, variant in inputs.items()
     }
-    bits = {}
-    for name, changes in recipes.items():
-        model = make_model(vocab_size=tokenizer.vocab_size, **changes)
-        model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
-        config = training_config(max_steps=60, checkpoint_every=1000, warmup_steps=5)
-        run(Trainer(model, train, config, tmp_path / name, pretraining_step))
-        metrics = evaluate_pretraining(model, loader, "cpu", tokenizer.piece_lengths)
-        bits[name] = metrics["bits_per_character"]
-    assert bits["composed"] < bits["free table"] - 0.02, bits
+    np.testing.assert_array_equal(scores["stored"]["loss_nats"], scores["revealed"]["loss_nats"])
+    hidden = hide_scored_tokens(inputs["revealed"], tokenizer.mask_id)
+    assert (
+        hidden["input_ids"].gather(1, batch["masked_positions"])[scored] == tokenizer.mask_id
+    ).all()
+    untouched = ~torch.zeros_like(revealed, dtype=torch.bool).scatter_(
+        1, batch["masked_positions"], scored
+    )
+    assert torch.equal(hidden["input_ids"][untouched], revealed[untouched])
 
 
 # --------------------------------------------------------------------------- resume
