@@ -101,6 +101,26 @@ def markov_comparison(results: Path, evaluation: dict) -> str:
     )
 
 
+def held_out_evaluation(summary: dict, model_dir: Path, instances: Path) -> tuple[dict, str]:
+    """(held-out figures, HTML note): the training summary's own, or, for a summary
+    written before every scored token was shown as [MASK] (its figures let the model
+    read a tenth of the answers), the saved model scored again, or nothing."""
+    from genobird.model.io import CONFIG_FILE
+    from genobird.training.pretraining import HELDOUT_SCORING, evaluate_saved_model
+
+    final = summary.get("eval") or {}
+    if not final or summary.get("heldout_scoring") == HELDOUT_SCORING:
+        return final, ""
+    if instances.is_dir() and (model_dir / CONFIG_FILE).is_file():
+        note = ("<p>Scored again for this report: the training summary was written when "
+                "scoring let the model see a tenth of the masked tokens.</p>")  # fmt: skip
+        return evaluate_saved_model(model_dir, instances), note
+    note = ("<p>Not shown: the training summary was written when scoring let the model see "
+            "a tenth of the masked tokens, and the held-out instances to score it again "
+            f"are missing ({instances}).</p>")  # fmt: skip
+    return {}, note
+
+
 def pretraining_section(results: Path, context_lengths: list[int], context_windows: int) -> str:
     import matplotlib
 
@@ -124,11 +144,13 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
         text += _image(_figure_png(figure), "pretraining curves")
         plt.close(figure)
     summary_path = folder / "model" / "training_summary.json"
-    if summary_path.is_file():
-        final = json.loads(summary_path.read_text()).get("eval") or {}
-        text += "<h3>Held-out evaluation</h3>" + _table(sorted(final.items()))
-        text += markov_comparison(results, final)
     instances = results / "corpus" / "instances-heldout"
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        final, note = held_out_evaluation(summary, folder / "model", instances)
+        text += "<h3>Held-out evaluation</h3>" + note
+        if final:
+            text += _table(sorted(final.items())) + markov_comparison(results, final)
     if context_lengths and (folder / "model").is_dir() and instances.is_dir():
         rows = mlm_accuracy_by_context(
             folder / "model", instances, context_lengths, max_windows=context_windows

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from genobird.report import build_report
+from genobird.training.pretraining import HELDOUT_SCORING
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -16,7 +17,8 @@ def _write_json(path: Path, value: dict) -> None:
 def test_report_sets_genobird_beside_markov_and_classifier_baselines(tmp_path):
     results = tmp_path / "results"
     _write_json(results / "pretrain" / "model" / "training_summary.json",
-                {"eval": {"bits_per_character": 1.7712, "mlm_accuracy": 0.061}})  # fmt: skip
+                {"eval": {"bits_per_character": 1.7712, "mlm_accuracy": 0.061},
+                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
     _write_json(results / "baselines" / "markov.json",
                 {"order": 9, "alpha": 2.0, "bits_per_bp": 1.8123})  # fmt: skip
     binary = {"split": "test", "f1": 0.8, "mcc": 0.6123, "auroc": 0.9, "auprc": 0.88,
@@ -39,3 +41,18 @@ def test_report_sets_genobird_beside_markov_and_classifier_baselines(tmp_path):
     assert "<td>0.6123</td>" in page and "<td>0.6512</td>" in page
     assert "prediction std, CTCF</td><td>5e-05" in page  # a collapsed feature shows
     assert "Fine-tuning: chromatin" in page
+
+
+def test_report_withholds_held_out_figures_scored_with_the_answers_visible(tmp_path):
+    """A training summary without `heldout_scoring` was written when scoring left BERT's
+    unchanged tenth of the masked tokens visible: its bits are not comparable with the
+    Markov baseline. With no held-out instances to score the model again, the report
+    says so and shows neither figure."""
+    results = tmp_path / "results"
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"eval": {"bits_per_character": 1.7469, "mlm_accuracy": 0.086}})  # fmt: skip
+    _write_json(results / "baselines" / "markov.json",
+                {"order": 10, "alpha": 4.0, "bits_per_bp": 1.7697})  # fmt: skip
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    assert "Held-out evaluation" in page and "Not shown" in page
+    assert "1.747" not in page and "Bits per base on the held-out chromosomes" not in page

@@ -470,6 +470,31 @@ def test_two_process_ddp_gives_identical_weights_on_both_ranks(pretraining_data,
 
 
 # --------------------------------------------------------------------------- command line
+def test_report_scores_a_summary_written_with_the_answers_visible_again(pretraining_data, tmp_path):
+    """A training summary without `heldout_scoring` (written before every scored token
+    was shown as [MASK]) is not reported as it is: the report scores the saved model on
+    the held-out instances again and says so."""
+    from genobird.model import save_pretrained
+    from genobird.report import build_report
+    from genobird.training.pretraining import evaluate_saved_model
+
+    results = tmp_path / "results"
+    model_dir = results / "pretrain" / "model"
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    save_pretrained(make_model(vocab_size=tokenizer.vocab_size), model_dir)
+    tokenizer.save(model_dir)
+    (model_dir / "training_summary.json").write_text(
+        json.dumps({"eval": {"bits_per_character": 0.1234, "mlm_accuracy": 0.5678}})
+    )
+    (results / "corpus").mkdir()
+    (results / "corpus" / "instances-heldout").symlink_to(pretraining_data["eval"])
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    rescored = evaluate_saved_model(model_dir, pretraining_data["eval"])
+    assert "Scored again" in page
+    assert f"<td>{rescored['bits_per_character']:.4g}</td>" in page
+    assert "0.1234" not in page and "0.5678" not in page
+
+
 def test_pretrain_command_writes_a_model_directory_and_the_context_ablation(
     pretraining_data, tmp_path, capsys
 ):

@@ -32,6 +32,10 @@ from genobird.training.trainer import Trainer, TrainingConfig
 log = logging.getLogger(__name__)
 
 PAPER_BPC = {"SRILM": 1.57, "BERT (512 tokens)": 1.23, "BigBird (4096 tokens)": 1.12}
+# How held-out masked tokens are scored (hide_scored_tokens), recorded in each
+# training_summary.json: a summary without it was written when scoring left BERT's
+# unchanged tenth of the scored tokens visible, and its figures are not comparable.
+HELDOUT_SCORING = "every scored token shown as [MASK]"
 
 
 # =========================================================================== task
@@ -361,6 +365,7 @@ def run_pretraining(config: dict) -> dict:
         "steps": trainer.state.step,
         "train_last": trainer.state.history[-1] if trainer.state.history else {},
         "eval": final,
+        "heldout_scoring": HELDOUT_SCORING,
         "paper_bits_per_character": PAPER_BPC,
         "bits_per_character_definition": (
             "masked-token cross-entropy in bits / mean bp per masked token"
@@ -428,6 +433,7 @@ def plot_context_ablation(results: list[dict], path: Path) -> None:
 
 
 __all__ = [
+    "HELDOUT_SCORING",
     "TruncatedDataset",
     "evaluate_pretraining",
     "evaluate_saved_model",
