@@ -495,6 +495,24 @@ def test_report_scores_a_summary_written_with_the_answers_visible_again(pretrain
     assert "0.1234" not in page and "0.5678" not in page
 
 
+def test_a_saved_model_is_never_scored_on_instances_of_another_vocabulary(
+    pretraining_data, tmp_path
+):
+    from genobird.corpus import VocabSpec, train_vocabulary
+    from genobird.model import save_pretrained
+    from genobird.training.pretraining import evaluate_saved_model, mlm_accuracy_by_context
+
+    other = train_vocabulary(
+        pretraining_data["folder"] / "train.txt", tmp_path / "other.model", VocabSpec(400)
+    )
+    save_pretrained(make_model(vocab_size=other.vocab_size), tmp_path / "model")
+    other.save(tmp_path / "model")
+    with pytest.raises(ConfigError, match="another vocabulary"):
+        evaluate_saved_model(tmp_path / "model", pretraining_data["eval"])
+    with pytest.raises(ConfigError, match="another vocabulary"):
+        mlm_accuracy_by_context(tmp_path / "model", pretraining_data["eval"], [16, 32])
+
+
 def test_pretrain_command_writes_a_model_directory_and_the_context_ablation(
     pretraining_data, tmp_path, capsys
 ):

@@ -334,6 +334,15 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
     return trainer
 
 
+def require_same_vocabulary(shards: PretrainingDataset, tokenizer, name: str, source) -> None:
+    """Instances must use the model's vocabulary: other ids would be scored as garbage."""
+    if (shards.special, shards.vocab_size) != (tokenizer.special, tokenizer.vocab_size):
+        raise ConfigError(
+            f"{name}: instances built with another vocabulary than {source}; "
+            "rebuild them with `genobird corpus instances`"
+        )
+
+
 def run_pretraining(config: dict) -> dict:
     """Train, evaluate and write the model directory; returns the training summary."""
     distributed.init_from_environment()
@@ -344,14 +353,8 @@ def run_pretraining(config: dict) -> dict:
     )
     eval_set = PretrainingDataset(shard_paths(data["eval"])) if data.get("eval") else None
     for name, shards in (("train", train_set), ("eval", eval_set)):
-        if shards is not None and (shards.special, shards.vocab_size) != (
-            tokenizer.special,
-            tokenizer.vocab_size,
-        ):
-            raise ConfigError(
-                f"data.{name}: instances built with another vocabulary than "
-                f"{data['tokenizer']}; rebuild them with `genobird corpus instances`"
-            )
+        if shards is not None:
+            require_same_vocabulary(shards, tokenizer, f"data.{name}", data["tokenizer"])
     max_position = config.get("model", {}).get("max_position", BigBirdConfig.max_position)
     if train_set.spec.max_seq_length > max_position:
         raise ConfigError(
@@ -448,14 +451,23 @@ __all__ = [
 SHORT_WINDOW_TOKENS = 512  # tokens per batch of the context ablation's short windows
 
 
-def evaluate_saved_model(model_dir, instances_dir, batch_size: int = 8) -> dict:
-    """Held-out masked-token metrics of a saved pretrained model, scored the way this
-    version scores (a training_summary.json written by an older one may differ)."""
+def saved_model_and_instances(model_dir, instances_dir):
+    """(model on CPU in eval mode, its tokenizer, the instances), the instances checked
+    against the model's vocabulary."""
     from genobird.model.io import from_pretrained
 
     model = from_pretrained(model_dir, "cpu").eval()
     tokenizer = load_tokenizer(model_dir)
-    loader = DataLoader(PretrainingDataset(shard_paths(instances_dir)), batch_size=batch_size)
+    dataset = PretrainingDataset(shard_paths(instances_dir))
+    require_same_vocabulary(dataset, tokenizer, str(instances_dir), model_dir)
+    return model, tokenizer, dataset
+
+
+def evaluate_saved_model(model_dir, instances_dir, batch_size: int = 8) -> dict:
+    """Held-out masked-token metrics of a saved pretrained model, scored the way this
+    version scores (a training_summary.json written by an older one may differ)."""
+    model, tokenizer, dataset = saved_model_and_instances(model_dir, instances_dir)
+    loader = DataLoader(dataset, batch_size=batch_size)
     return evaluate_pretraining(model, loader, "cpu", tokenizer.piece_lengths, tokenizer.mask_id)
 
 
@@ -472,11 +484,8 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
     the previous one, paired token by token, with a 95% interval (mean +- 1.96 standard
     errors of the per-token differences): `accuracy_gain` (in accuracy) and `bits_gain`
     (bits per bp saved; positive = the longer context predicts better)."""
-    from genobird.model.io import from_pretrained
-
-    model = from_pretrained(model_dir, "cpu").eval()
-    piece_lengths = load_tokenizer(model_dir).piece_lengths
-    dataset = PretrainingDataset(shard_paths(instances_dir))
+    model, tokenizer, dataset = saved_model_and_instances(model_dir, instances_dir)
+    piece_lengths = tokenizer.piece_lengths
     longest = min(model.config.max_position, len(dataset[0]["input_ids"]))
     lengths = sorted(length for length in set(lengths) if 8 <= length <= longest)
     if not lengths:
@@ -487,7 +496,7 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
         windows = CentredContextDataset(dataset, length, scored, lengths[-1], max_windows)
         # short windows in bigger batches: per-batch overhead, not tokens, costs there
         loader = DataLoader(windows, batch_size=max(batch_size, SHORT_WINDOW_TOKENS // length))
-        scores = masked_token_scores(model, loader, torch.device("cpu"), dataset.special.mask)
+        scores = masked_token_scores(model, loader, torch.device("cpu"), tokenizer.mask_id)
         row = {"context_length": length, **masked_token_metrics(scores, piece_lengths)}
         row["windows"] = len(windows)
         if previous is not None:
