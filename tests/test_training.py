@@ -513,6 +513,25 @@ def test_a_saved_model_is_never_scored_on_instances_of_another_vocabulary(
         mlm_accuracy_by_context(tmp_path / "model", pretraining_data["eval"], [16, 32])
 
 
+def test_instances_of_a_vocabulary_of_the_same_size_but_other_pieces_are_refused(
+    pretraining_data, tmp_path
+):
+    from genobird.corpus import VocabSpec, train_vocabulary
+    from genobird.corpus.instances import PretrainingDataset, shard_paths
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.training.pretraining import require_same_vocabulary
+
+    shards = PretrainingDataset(shard_paths(pretraining_data["eval"]))
+    own = load_tokenizer(pretraining_data["tokenizer"])
+    spec = VocabSpec(shards.vocab_size, max_piece_length=6)
+    other = train_vocabulary(pretraining_data["folder"] / "train.txt", tmp_path / "o.model", spec)
+    assert (other.vocab_size, other.special) == (own.vocab_size, own.special)
+    assert other.pieces != own.pieces
+    require_same_vocabulary(shards, own, "eval", "own")  # no error
+    with pytest.raises(ConfigError, match="another vocabulary"):
+        require_same_vocabulary(shards, other, "eval", "other")
+
+
 def test_pretrain_command_writes_a_model_directory_and_the_context_ablation(
     pretraining_data, tmp_path, capsys
 ):

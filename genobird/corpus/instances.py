@@ -192,8 +192,10 @@ def _assemble(a, b, is_next, a_doc, b_doc, rng, spec, vocab_size, special) -> In
 
 # =========================================================================== shards
 def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab_size: int,
-                special: SpecialIds = GENOBIRD_SPECIAL_IDS) -> None:  # fmt: skip
-    """One HDF5 shard, written atomically; padding holds the vocabulary's [PAD]."""
+                special: SpecialIds = GENOBIRD_SPECIAL_IDS,
+                vocabulary: str = "") -> None:  # fmt: skip
+    """One HDF5 shard, written atomically; padding holds the vocabulary's [PAD];
+    `vocabulary` is the tokenizer's `vocabulary_digest`."""
     n, width, predictions = len(instances), spec.max_seq_length, spec.predictions
     ids = np.full((n, width), special.pad, dtype=np.uint16)
     segments = np.zeros((n, width), dtype=np.uint8)
@@ -226,7 +228,7 @@ def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab
         handle.attrs.update(
             format=FORMAT, max_seq_length=width, max_predictions=predictions,
             vocab_size=vocab_size, dynamic_masking=spec.dynamic_masking, instances=n,
-            special_ids=json.dumps(special.to_dict()),
+            special_ids=json.dumps(special.to_dict()), vocabulary=vocabulary,
         )  # fmt: skip
 
 
@@ -249,7 +251,10 @@ def _chunk_job(job):
                 instance.a_document += first_document
                 instance.b_document += first_document
                 instances.append(instance)
-    write_shard(Path(out_path), instances, spec, tokenizer.vocab_size, tokenizer.special)
+    write_shard(
+        Path(out_path), instances, spec, tokenizer.vocab_size, tokenizer.special,
+        tokenizer.vocabulary_digest,
+    )  # fmt: skip
     bp = sum(len(s) for s in flat)
     return out_path, len(instances), bp, fallbacks[0]
 
@@ -379,6 +384,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         self.vocab_size = int(attrs["vocab_size"])
         # shards written before special ids were recorded hold genobird's
         self.special = SpecialIds.from_dict(json.loads(attrs.get("special_ids", "{}")))
+        self.vocabulary = str(attrs.get("vocabulary", ""))  # "": written before it was kept
         self.epoch = 0
         self._handles: dict[int, h5py.File] = {}
 

@@ -10,6 +10,7 @@ back to a span of base pairs (`token_offsets`), i.e. to genome coordinates.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,6 +74,12 @@ class TokenizerBase:
         if target.resolve() != self.path.resolve():
             shutil.copyfile(self.path, target)
         return target
+
+    @property
+    def vocabulary_digest(self) -> str:
+        """Identifies the pieces and their order: two vocabularies of the same size and
+        special ids can still map ids to different pieces."""
+        return hashlib.sha256("\n".join(self.pieces).encode()).hexdigest()[:16]
 
     @property
     def pad_id(self) -> int:

@@ -336,7 +336,10 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
 
 def require_same_vocabulary(shards: PretrainingDataset, tokenizer, name: str, source) -> None:
     """Instances must use the model's vocabulary: other ids would be scored as garbage."""
-    if (shards.special, shards.vocab_size) != (tokenizer.special, tokenizer.vocab_size):
+    same_pieces = not shards.vocabulary or shards.vocabulary == tokenizer.vocabulary_digest
+    if (shards.special, shards.vocab_size) != (tokenizer.special, tokenizer.vocab_size) or (
+        not same_pieces
+    ):
         raise ConfigError(
             f"{name}: instances built with another vocabulary than {source}; "
             "rebuild them with `genobird corpus instances`"
