@@ -98,6 +98,27 @@ def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_
     assert planned_jobs(plan) == 17
 
 
+def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp_path, shared_data):
+    """pipelines/human-gpu.yaml is given after human-mini.yaml; Snakemake merges the two."""
+    base = write_config(tmp_path, _at(pipeline("human-mini"), shared_data))
+    overlay = {**_at(pipeline("human-gpu"), shared_data), "results": str(tmp_path / "results")}
+    (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(overlay))
+    done = snakemake("-n", "-p", "--cores", "16", "--configfile", base, str(tmp_path / "gpu.yaml"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = done.stdout
+    assert (
+        "torchrun --standalone --nproc_per_node 1 -m genobird.cli -q pretrain "
+        "--config pipelines/pretrain/human-gpu.yaml"
+    ) in plan
+    assert "--max-steps 3600" in plan
+    for task in range(5):
+        assert f"--valid {shared_data}/tasks/gue_human_tf/{task}/dev.csv" in plan
+    recipe = "--max-steps 2000 --learning-rate 0.0001 --batch-size 32 --eval-every 500"
+    assert plan.count(recipe) == 5
+    assert "dataset promoter-sequences --positives" in plan  # human-mini's TATA task stays
+    assert planned_jobs(plan) == 17 + 4 * 4  # each added task: data, fine-tuning, 2 baselines
+
+
 def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
     config = pipeline("human-mini")
     config["reference"]["tss"] = "tss.bed"

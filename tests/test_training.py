@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -557,6 +558,41 @@ def test_pretrain_command_writes_a_model_directory_and_the_context_ablation(
     # a second run resumes from the final checkpoint: no step is taken again
     assert main(["-q", "pretrain", "--config", str(path)]) == 0
     assert "pretrained 4 steps" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).parents[1] / "pipelines" / "pretrain").glob("*.yaml")),
+    ids=lambda path: path.name,
+)
+def test_every_shipped_pretraining_config_loads_and_builds_its_model_shape(path):
+    config = load_run_config(path)
+    BigBirdConfig(**config["model"], vocab_size=100)  # validates the shape's arithmetic
+
+
+class _Captured(Exception):
+    """Raised by a stand-in for train_one once it has what the test wants."""
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_the_config_chooses_new_masks_each_epoch_over_the_stored_ones(
+    pretraining_data, tmp_path, monkeypatch, dynamic
+):
+    from genobird.training import pretraining
+
+    def capture_training_set(config, output, train_set, *rest, **options):
+        raise _Captured(train_set)
+
+    monkeypatch.setattr(pretraining, "train_one", capture_training_set)
+    data = {k: str(pretraining_data[k]) for k in ("train", "eval", "tokenizer")}
+    config = {"model": MODEL, "training": {"seed": 3}, "output": str(tmp_path / "run"),
+              "data": {**data, "dynamic_masking": dynamic}}  # fmt: skip
+    with pytest.raises(_Captured) as captured:
+        pretraining.run_pretraining(config)
+    train_set = captured.value.args[0]
+    first = train_set[0]["masked_positions"].clone()
+    train_set.set_epoch(1)
+    assert np.array_equal(first, train_set[0]["masked_positions"]) != dynamic
 
 
 def test_pretrain_config_typos_fail_before_training(tmp_path, capsys):

@@ -236,7 +236,9 @@ class CentredContextDataset(Dataset):
 
 # =========================================================================== run
 SECTIONS = {"model", "training", "data", "output", "context_lengths"}
-DATA_KEYS = {"train", "eval", "tokenizer", "init"}
+# dynamic_masking: a new mask of the training instances each epoch (also over shards
+# written with stored masks, which are undone first): for runs of many epochs
+DATA_KEYS = {"train", "eval", "tokenizer", "init", "dynamic_masking"}
 # What a continued pretraining (data.init) may change of the model it starts from.
 RUNTIME_MODEL_KEYS = {"hidden_dropout", "attention_dropout", "attention_impl",
                       "gradient_checkpointing"}  # fmt: skip
@@ -352,7 +354,9 @@ def run_pretraining(config: dict) -> dict:
     data = config["data"]
     tokenizer = load_tokenizer(data["tokenizer"])
     train_set = PretrainingDataset(
-        shard_paths(data["train"]), seed=config["training"].get("seed", 0)
+        shard_paths(data["train"]),
+        dynamic_masking=data.get("dynamic_masking"),
+        seed=config["training"].get("seed", 0),
     )
     eval_set = PretrainingDataset(shard_paths(data["eval"])) if data.get("eval") else None
     for name, shards in (("train", train_set), ("eval", eval_set)):
@@ -455,11 +459,11 @@ SHORT_WINDOW_TOKENS = 512  # tokens per batch of the context ablation's short wi
 
 
 def saved_model_and_instances(model_dir, instances_dir):
-    """(model on CPU in eval mode, its tokenizer, the instances), the instances checked
-    against the model's vocabulary."""
+    """(model in eval mode on the default device, a GPU where there is one; its tokenizer;
+    the instances), the instances checked against the model's vocabulary."""
     from genobird.model.io import from_pretrained
 
-    model = from_pretrained(model_dir, "cpu").eval()
+    model = from_pretrained(model_dir, distributed.default_device()).eval()
     tokenizer = load_tokenizer(model_dir)
     dataset = PretrainingDataset(shard_paths(instances_dir))
     require_same_vocabulary(dataset, tokenizer, str(instances_dir), model_dir)
@@ -471,7 +475,8 @@ def evaluate_saved_model(model_dir, instances_dir, batch_size: int = 8) -> dict:
     version scores (a training_summary.json written by an older one may differ)."""
     model, tokenizer, dataset = saved_model_and_instances(model_dir, instances_dir)
     loader = DataLoader(dataset, batch_size=batch_size)
-    return evaluate_pretraining(model, loader, "cpu", tokenizer.piece_lengths, tokenizer.mask_id)
+    device = next(model.parameters()).device
+    return evaluate_pretraining(model, loader, device, tokenizer.piece_lengths, tokenizer.mask_id)
 
 
 def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int = 8,
@@ -499,7 +504,8 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
         windows = CentredContextDataset(dataset, length, scored, lengths[-1], max_windows)
         # short windows in bigger batches: per-batch overhead, not tokens, costs there
         loader = DataLoader(windows, batch_size=max(batch_size, SHORT_WINDOW_TOKENS // length))
-        scores = masked_token_scores(model, loader, torch.device("cpu"), tokenizer.mask_id)
+        device = next(model.parameters()).device
+        scores = masked_token_scores(model, loader, device, tokenizer.mask_id)
         row = {"context_length": length, **masked_token_metrics(scores, piece_lengths)}
         row["windows"] = len(windows)
         if previous is not None:
