@@ -415,6 +415,8 @@ def test_shards_written_without_masks_for_dynamic_masking(corpus, tmp_path):
         assert "masked_positions" not in handle and handle.attrs["dynamic_masking"]
     item = PretrainingDataset(shard_paths(tmp_path))[0]
     assert (item["masked_labels"] != -100).sum() >= 1
+    with pytest.raises(InputError, match=r"written without masks.*dynamic_masking: false"):
+        PretrainingDataset(shard_paths(tmp_path), dynamic_masking=False)
 
 
 def test_instance_spec_validation():

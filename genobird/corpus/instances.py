@@ -375,6 +375,11 @@ class PretrainingDataset(torch.utils.data.Dataset):
         self.offsets = np.cumsum([0, *self.counts])
         self.stored_masks = not attrs["dynamic_masking"]
         self.dynamic = (not self.stored_masks) if dynamic_masking is None else dynamic_masking
+        if not (self.dynamic or self.stored_masks):
+            raise InputError(
+                f"{self.paths[0].parent}: instances written without masks can only be masked "
+                "as they load; drop dynamic_masking: false"
+            )
         self.spec = InstanceSpec(
             max_seq_length=int(attrs["max_seq_length"]),
             max_predictions=int(attrs["max_predictions"]),
