@@ -595,6 +595,17 @@ def test_the_config_chooses_new_masks_each_epoch_over_the_stored_ones(
     assert np.array_equal(first, train_set[0]["masked_positions"]) != dynamic
 
 
+def test_dynamic_masking_that_is_not_a_boolean_is_refused(pretraining_data, tmp_path):
+    from genobird.training.pretraining import run_pretraining
+
+    data = {k: str(pretraining_data[k]) for k in ("train", "tokenizer")}
+    config = {"model": MODEL, "training": {}, "output": str(tmp_path / "run"),
+              "data": {**data, "dynamic_masking": "false"}}  # fmt: skip
+    with pytest.raises(ConfigError, match="dynamic_masking must be true or false, got 'false'"):
+        run_pretraining(config)
+    assert not (tmp_path / "run").exists()
+
+
 def test_pretrain_config_typos_fail_before_training(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text("model: {hiden_size: 3}\ndata: {train: x, tokenizer: y}\n")

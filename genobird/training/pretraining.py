@@ -339,9 +339,8 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
 def require_same_vocabulary(shards: PretrainingDataset, tokenizer, name: str, source) -> None:
     """Instances must use the model's vocabulary: other ids would be scored as garbage."""
     same_pieces = not shards.vocabulary or shards.vocabulary == tokenizer.vocabulary_digest
-    if (shards.special, shards.vocab_size) != (tokenizer.special, tokenizer.vocab_size) or (
-        not same_pieces
-    ):
+    same_ids = (shards.special, shards.vocab_size) == (tokenizer.special, tokenizer.vocab_size)
+    if not (same_pieces and same_ids):
         raise ConfigError(
             f"{name}: instances built with another vocabulary than {source}; "
             "rebuild them with `genobird corpus instances`"
@@ -352,6 +351,10 @@ def run_pretraining(config: dict) -> dict:
     """Train, evaluate and write the model directory; returns the training summary."""
     distributed.init_from_environment()
     data = config["data"]
+    if data.get("dynamic_masking") not in (None, True, False):  # "false" would read as true
+        raise ConfigError(
+            f"data.dynamic_masking must be true or false, got {data['dynamic_masking']!r}"
+        )
     tokenizer = load_tokenizer(data["tokenizer"])
     train_set = PretrainingDataset(
         shard_paths(data["train"]),
@@ -499,12 +502,12 @@ def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int =
     if not lengths:
         return []
     scored = lengths[0] // 2
+    device = next(model.parameters()).device
     rows, previous = [], None
     for length in lengths:
         windows = CentredContextDataset(dataset, length, scored, lengths[-1], max_windows)
         # short windows in bigger batches: per-batch overhead, not tokens, costs there
         loader = DataLoader(windows, batch_size=max(batch_size, SHORT_WINDOW_TOKENS // length))
-        device = next(model.parameters()).device
         scores = masked_token_scores(model, loader, device, tokenizer.mask_id)
         row = {"context_length": length, **masked_token_metrics(scores, piece_lengths)}
         row["windows"] = len(windows)
