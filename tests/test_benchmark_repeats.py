@@ -1,0 +1,67 @@
+"""benchmarks/repeats.py: the counting behind "where a genome's predictable bits lie"."""
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def repeats():
+    spec = importlib.util.spec_from_file_location("repeats", REPO / "benchmarks" / "repeats.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def random_dna(rng, length: int) -> str:
+    return "".join(rng.choice(list("ACGT"), length))
+
+
+def genome_with_a_repeat(rng, element: str, length: int, copies: int) -> str:
+    """Random bases with copies of one element, in lowercase."""
+    parts = []
+    for _ in range(copies):
+        parts += [random_dna(rng, length // copies - len(element)), element.lower()]
+    return "".join(parts)
+
+
+def test_markov_bits_split_the_saving_to_the_repeat_copies(repeats):
+    rng = np.random.default_rng(0)
+    element = random_dna(rng, 200)
+    train = [genome_with_a_repeat(rng, element, 60_000, 40)]
+    heldout = [genome_with_a_repeat(rng, element, 20_000, 10)]
+    table = repeats.markov_bits_by_case(train, heldout)
+    assert table[0]["repeat_share"] == pytest.approx(np.mean(repeats.is_lowercase(heldout[0])))
+    assert table[0]["repeat"] == pytest.approx(table[0]["other"], abs=0.05)  # no context
+    assert table[10]["repeat"] < 0.5 < 1.9 < table[10]["other"]  # the copies are memorised
+
+
+def test_every_piece_is_scored_once_with_its_own_label_and_flag(repeats):
+    special = SimpleNamespace(pad_id=0, cls_id=1, sep_id=2, mask_id=3)
+    windows = [(list(range(10, 30)), np.arange(20) % 3 == 0),
+               (list(range(40, 53)), np.ones(13, dtype=bool))]  # fmt: skip
+    seen, flags = [], []
+    for offset in range(repeats.MASK_EVERY):
+        batch, repeat = repeats.masked_batch(windows, offset, special)
+        scored = batch["masked_labels"] != -100
+        ids = batch["input_ids"].gather(1, batch["masked_positions"])
+        assert (ids[scored] == batch["masked_labels"][scored]).all()  # the label sits there
+        seen += batch["masked_labels"][scored].tolist()
+        flags += repeat.tolist()
+    assert sorted(seen) == list(range(10, 30)) + list(range(40, 53))
+    flag_of = {**{10 + i: i % 3 == 0 for i in range(20)}, **{i: True for i in range(40, 53)}}
+    assert flags == [flag_of[piece] for piece in seen]
+
+
+def test_neighbour_probabilities_sum_to_one(repeats):
+    runs = [([5, 6, 7, 5, 6, 8, 5, 6, 7], None), ([7, 7, 6, 5], None)]
+    counts = repeats.PieceCounts(runs, vocab_size=10)
+    for left, right in ((5, 7), (6, 5), (9, 9)):  # seen pair, left seen only, unseen
+        total = sum(counts.given_neighbours(left, piece, right) for piece in range(10))
+        assert total == pytest.approx(1.0)
+    assert counts.given_neighbours(5, 6, 7) > counts.frequency(6)
