@@ -69,9 +69,10 @@ def bits_per_base(results: Path, model: Path) -> list[tuple]:
     ]
 
 
-def context_curves(results: Path, model: Path) -> None:
+def context_curves(results: Path, model: Path, short_windows: int = 10_000) -> None:
     """Masked-token accuracy and BPC against context length, two ranges: short windows
-    tiled over every held-out instance (many scored tokens), long ones centred on it."""
+    tiled over every held-out instance (at most `short_windows`: more score more tokens
+    and narrow the intervals), long ones centred on it."""
     from genobird.report import context_gain_text
     from genobird.training.pretraining import mlm_accuracy_by_context
 
@@ -82,7 +83,7 @@ def context_curves(results: Path, model: Path) -> None:
         "| tokens | MLM accuracy | gain [95%] | bits per bp | bits saved [95%] | masked | windows |"
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for lengths, windows in (([8, 16, 32, 64, 128], 10_000), ([64, 128, 256, 512], 4_000)):
+    for lengths, windows in (([8, 16, 32, 64, 128], short_windows), ([64, 128, 256, 512], 4_000)):
         for row in mlm_accuracy_by_context(model, instances, lengths, max_windows=windows):
             saved = ""
             if "bits_gain" in row:
@@ -231,6 +232,8 @@ def main() -> None:
     )
     parser.add_argument("--context", action="store_true",
                         help="also print masked-token accuracy by context length")  # fmt: skip
+    parser.add_argument("--context-windows", type=int, default=10_000,
+                        help="--context: at most this many windows of 8-128 tokens")  # fmt: skip
     options = parser.parse_args()
     if options.training_negatives != 1 and set(options.tasks) - {"tata"}:
         parser.error("--training-negatives applies to the tata task only")
@@ -244,7 +247,7 @@ def main() -> None:
         for name, bits, ratio in bits_per_base(options.results, pretrained):
             print(f"| {name} | {bits:.4f} | {ratio:.3f} |")
     if options.context:
-        context_curves(options.results, pretrained)
+        context_curves(options.results, pretrained, options.context_windows)
     gue = {}
     for task in options.tasks:
         results = classification(task, pretrained, options.work, options)
