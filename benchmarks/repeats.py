@@ -39,7 +39,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from genobird.baselines.markov import _fit, base_counts, dna_codes
+from genobird.baselines.markov import base_counts, dna_codes, fit_counts
 from genobird.corpus.tokenizer import load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def is_lowercase(sequence: str) -> np.ndarray:
 
 def markov_bits_by_case(train: list[str], heldout: list[str]) -> dict[int, dict[str, float]]:
     """Bits per bp of each order on the held-out A/C/G/T bases: all, repeat, other."""
-    counts = _fit([dna_codes(s) for s in train], max(MARKOV_ORDERS), both_strands=True)
+    counts = fit_counts([dna_codes(s) for s in train], max(MARKOV_ORDERS), both_strands=True)
     lowercase = np.concatenate([is_lowercase(s)[dna_codes(s) < 4] for s in heldout])
     result = {}
     for order in MARKOV_ORDERS:

@@ -152,7 +152,9 @@ class MarkovResult:
         }
 
 
-def _fit(sequences: list[np.ndarray], max_order: int, both_strands: bool) -> MarkovCounts:
+def fit_counts(sequences: list[np.ndarray], max_order: int, both_strands: bool) -> MarkovCounts:
+    """Counts of every order up to `max_order` over the sequences (and over their reverse
+    complements too with `both_strands`)."""
     counts = MarkovCounts(max_order)
     for codes in sequences:
         counts.add(codes)
@@ -192,7 +194,7 @@ def markov_baseline(
             f"{train_bp} training bases are too few to cut a validation part of "
             f"{valid_fraction:.0%}; give more training DNA"
         )
-    counts = _fit(fit, max(orders), both_strands)
+    counts = fit_counts(fit, max(orders), both_strands)
     scores = {}
     for k in orders:  # the counts of an order serve every alpha
         per_sequence = [base_counts(counts, codes, k) for codes in valid]
@@ -201,7 +203,7 @@ def markov_baseline(
         scores.update({(k, alpha): smoothed_bits(hits, seen, alpha) / valid_bp for alpha in ALPHAS})
     order, alpha = min(scores, key=scores.get)
     log.info("Markov order %d, alpha %g chosen on %d validation bases", order, alpha, valid_bp)
-    counts = _fit(train, order, both_strands)
+    counts = fit_counts(train, order, both_strands)
     bits = sum(sequence_bits(counts, codes, order, alpha) for codes in heldout)
     return MarkovResult(
         order, alpha, bits / heldout_bp, heldout_bp, train_bp,
