@@ -155,13 +155,16 @@ def piece_bits_by_case(train_runs, heldout_runs, tokenizer) -> dict[str, dict[st
     }
 
 
-def model_bits_by_case(model_dir: Path, heldout_runs, batch_size: int = 8) -> dict[str, float]:
-    """Bits per bp of a pretrained model's masked-piece predictions, all pieces scored."""
+def model_bits_by_case(model_dir: Path, heldout_runs, tokenizer,
+                       batch_size: int = 8) -> dict[str, float]:  # fmt: skip
+    """Bits per bp of a pretrained model's masked-piece predictions, all pieces scored;
+    `heldout_runs` were cut into pieces by `tokenizer`, the model's (require_vocabulary)."""
     from genobird.model.io import from_pretrained
+    from genobird.training import distributed
     from genobird.training.pretraining import masked_token_scores
 
-    tokenizer = load_tokenizer(model_dir)
-    model = from_pretrained(model_dir, "cpu").eval()
+    device = distributed.default_device()  # a GPU where there is one
+    model = from_pretrained(model_dir, device).eval()
     width = model.config.max_position - 2  # [CLS] window [SEP]
     windows = [(ids[i : i + width], repeat[i : i + width])
                for ids, repeat in heldout_runs for i in range(0, len(ids), width)]  # fmt: skip
@@ -169,10 +172,19 @@ def model_bits_by_case(model_dir: Path, heldout_runs, batch_size: int = 8) -> di
         masked_batch(windows[i : i + batch_size], offset, tokenizer)
         for offset in range(MASK_EVERY) for i in range(0, len(windows), batch_size)
     ], strict=True)  # fmt: skip
-    scores = masked_token_scores(model, batches, torch.device("cpu"), tokenizer.mask_id)
+    scores = masked_token_scores(model, batches, device, tokenizer.mask_id)
     repeat = np.concatenate(repeat)
     bits = scores["loss_nats"].astype(np.float64) / math.log(2)
     return split_mean(bits, tokenizer.piece_lengths[scores["labels"]].astype(float), repeat)
+
+
+def require_vocabulary(model_dir: Path, tokenizer) -> None:
+    """Pieces cut by another vocabulary would be scored as garbage, without an error."""
+    if load_tokenizer(model_dir).vocabulary_digest != tokenizer.vocabulary_digest:
+        raise SystemExit(
+            f"{model_dir} was trained with another vocabulary than {tokenizer.path}; "
+            "give its corpus's tokenizer with --tokenizer"
+        )
 
 
 def masked_batch(windows, offset: int, tokenizer) -> tuple[dict, np.ndarray]:
@@ -242,6 +254,10 @@ def main() -> None:
     for key in ("reference", "tokenizer"):
         if not Path(options[key]).is_file():
             raise SystemExit(f"{options[key]} is missing: run the pipeline first (make demo)")
+    tokenizer = load_tokenizer(options["tokenizer"])
+    model = Path(options["model"]) if (Path(options["model"]) / "config.json").is_file() else None
+    if model is not None:
+        require_vocabulary(model, tokenizer)  # before minutes of counting
     sequences = read_chromosomes(Path(options["reference"]), options["train"] + options["heldout"])
     train = [sequences[name] for name in options["train"]]
     heldout = [sequences[name] for name in options["heldout"]]
@@ -252,14 +268,11 @@ def main() -> None:
     print_table("Bits per bp, Markov models of the bases (both strands, add-4)",
                 {f"order {k}": row for k, row in markov.items()})  # fmt: skip
 
-    tokenizer = load_tokenizer(options["tokenizer"])
     train_runs = [run for s in train for run in tokenised_runs(s, tokenizer)]
     heldout_runs = [run for s in heldout for run in tokenised_runs(s, tokenizer)]
     pieces = piece_bits_by_case(train_runs, heldout_runs, tokenizer)
-    if (Path(options["model"]) / "config.json").is_file():
-        pieces[f"genobird {options['model']}"] = model_bits_by_case(
-            Path(options["model"]), heldout_runs
-        )
+    if model is not None:
+        pieces[f"genobird {model}"] = model_bits_by_case(model, heldout_runs, tokenizer)
     print_table(f"Bits per bp, count models of the {tokenizer.vocab_size} pieces "
                 "(pieces with a neighbour on each side)", pieces)  # fmt: skip
 

@@ -65,3 +65,19 @@ def test_neighbour_probabilities_sum_to_one(repeats):
         total = sum(counts.given_neighbours(left, piece, right) for piece in range(10))
         assert total == pytest.approx(1.0)
     assert counts.given_neighbours(5, 6, 7) > counts.frequency(6)
+
+
+def test_a_model_of_another_vocabulary_is_refused_before_scoring(
+    repeats, pretraining_data, tmp_path
+):
+    from genobird.corpus import VocabSpec, train_vocabulary
+    from genobird.corpus.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    tokenizer.save(tmp_path / "model")
+    repeats.require_vocabulary(tmp_path / "model", tokenizer)  # its own: accepted
+    other = train_vocabulary(
+        pretraining_data["folder"] / "train.txt", tmp_path / "other.model", VocabSpec(300)
+    )
+    with pytest.raises(SystemExit, match="trained with another vocabulary"):
+        repeats.require_vocabulary(tmp_path / "model", other)
