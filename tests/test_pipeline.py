@@ -110,10 +110,10 @@ def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp
         "torchrun --standalone --nproc_per_node 1 -m genobird.cli -q pretrain "
         "--config pipelines/pretrain/human-gpu.yaml"
     ) in plan
-    assert "--max-steps 3600" in plan
+    assert "--max-steps 6000" in plan
     for task in range(5):
         assert f"--valid {shared_data}/tasks/gue_human_tf/{task}/dev.csv" in plan
-    recipe = "--max-steps 2000 --learning-rate 0.0001 --batch-size 32 --eval-every 500"
+    recipe = "--max-steps 4000 --learning-rate 0.0001 --batch-size 32 --eval-every 500"
     assert plan.count(recipe) == 5
     assert "dataset promoter-sequences --positives" in plan  # human-mini's TATA task stays
     assert planned_jobs(plan) == 17 + 4 * 4  # each added task: data, fine-tuning, 2 baselines
