@@ -223,6 +223,22 @@ def test_pretraining_losses_and_masked_slots():
     torch.testing.assert_close(out.loss, out.mlm_loss + out.nsp_loss)
 
 
+def test_mean_pooling_reads_the_real_tokens_only():
+    """Mean pooling equals the average of each input's real token states, computed row by
+    row, whatever the padding holds."""
+    torch.manual_seed(0)
+    model = BigBirdForSequenceClassification(tiny_config(), 2, pooling="mean").eval()
+    ids, segments, mask = batch()
+    states = encode(model, ids, segments, mask)
+    expected = torch.stack([states[row, mask[row]].mean(0) for row in range(2)])
+    torch.testing.assert_close(model.head(expected), model(ids, segments, mask).logits)
+    other = ids.clone()
+    other[1, 250:] = 7  # padding: the pooled vector, hence the logits, must not move
+    torch.testing.assert_close(
+        model(other, segments, mask).logits, model(ids, segments, mask).logits
+    )
+
+
 def test_multi_label_head_uses_pos_weight():
     torch.manual_seed(0)
     ids, segments, mask = batch()

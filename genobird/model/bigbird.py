@@ -699,6 +699,20 @@ class BigBirdForSequenceClassification(nn.Module):
             "pooling": self.pooling,
         }
 
+    def pool(self, encoded, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """One [B, C] vector per input, read by the head."""
+        if self.pooling == "cls":
+            return encoded.pooled
+        if self.pooling == "hf":
+            return encoded.sequence[:, 0]
+        states = encoded.sequence  # "mean": the average of the real tokens' states
+        weights = (
+            attention_mask.to(states.dtype)
+            if attention_mask is not None
+            else torch.ones(states.shape[:2], dtype=states.dtype, device=states.device)
+        )[..., None]
+        return (states * weights).sum(1) / weights.sum(1).clamp(min=1)
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -707,19 +721,7 @@ class BigBirdForSequenceClassification(nn.Module):
         labels: torch.Tensor | None = None,
     ) -> ClassificationOutput:
         encoded = self.encoder(input_ids, segment_ids, attention_mask)
-        if self.pooling == "mean":  # the average of the real tokens' states, [B, C]
-            weights = (
-                attention_mask.to(encoded.sequence.dtype)
-                if attention_mask is not None
-                else torch.ones(
-                    input_ids.shape, dtype=encoded.sequence.dtype, device=input_ids.device
-                )
-            )[..., None]
-            pooled = (encoded.sequence * weights).sum(1) / weights.sum(1).clamp(min=1)
-        elif self.pooling == "hf":
-            pooled = encoded.sequence[:, 0]
-        else:
-            pooled = encoded.pooled
+        pooled = self.pool(encoded, attention_mask)
         logits = self.head(pooled)
         loss = None
         if labels is not None:
