@@ -66,10 +66,13 @@ def is_lowercase(sequence: str) -> np.ndarray:
 def markov_bits_by_case(train: list[str], heldout: list[str]) -> dict[int, dict[str, float]]:
     """Bits per bp of each order on the held-out A/C/G/T bases: all, repeat, other."""
     counts = fit_counts([dna_codes(s) for s in train], max(MARKOV_ORDERS), both_strands=True)
-    lowercase = np.concatenate([is_lowercase(s)[dna_codes(s) < 4] for s in heldout])
+    codes = [dna_codes(s) for s in heldout]
+    lowercase = np.concatenate(
+        [is_lowercase(s)[c < 4] for s, c in zip(heldout, codes, strict=True)]
+    )
     result = {}
     for order in MARKOV_ORDERS:
-        per_sequence = [base_counts(counts, dna_codes(s), order) for s in heldout]
+        per_sequence = [base_counts(counts, c, order) for c in codes]
         hits = np.concatenate([h for h, _ in per_sequence])
         seen = np.concatenate([n for _, n in per_sequence])
         bits = -np.log2((hits + ALPHA) / (seen + 4 * ALPHA))
@@ -213,6 +216,16 @@ def masked_batch(windows, offset: int, tokenizer) -> tuple[dict, np.ndarray]:
     return batch, np.concatenate(repeat)
 
 
+def scored_model(model_dir: Path, given: bool) -> Path | None:
+    """The model to score: the pipeline's only if it has been trained, but one named with
+    --model must be a model directory (skipping it would drop its row without a word)."""
+    if (model_dir / "config.json").is_file():
+        return model_dir
+    if given:
+        raise SystemExit(f"--model {model_dir}: not a genobird model directory (no config.json)")
+    return None
+
+
 def defaults_from(config_path: Path) -> dict:
     config = yaml.safe_load(config_path.read_text())
     results = REPO / config["results"]
@@ -255,7 +268,7 @@ def main() -> None:
         if not Path(options[key]).is_file():
             raise SystemExit(f"{options[key]} is missing: run the pipeline first (make demo)")
     tokenizer = load_tokenizer(options["tokenizer"])
-    model = Path(options["model"]) if (Path(options["model"]) / "config.json").is_file() else None
+    model = scored_model(Path(options["model"]), given=args.model is not None)
     if model is not None:
         require_vocabulary(model, tokenizer)  # before minutes of counting
     sequences = read_chromosomes(Path(options["reference"]), options["train"] + options["heldout"])

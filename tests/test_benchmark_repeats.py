@@ -81,3 +81,12 @@ def test_a_model_of_another_vocabulary_is_refused_before_scoring(
     )
     with pytest.raises(SystemExit, match="trained with another vocabulary"):
         repeats.require_vocabulary(tmp_path / "model", other)
+
+
+def test_a_named_model_that_is_not_one_is_an_error_the_default_is_optional(repeats, tmp_path):
+    (tmp_path / "model").mkdir()
+    assert repeats.scored_model(tmp_path / "model", given=False) is None  # not trained yet
+    with pytest.raises(SystemExit, match="not a genobird model directory"):
+        repeats.scored_model(tmp_path / "model", given=True)
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert repeats.scored_model(tmp_path / "model", given=True) == tmp_path / "model"

@@ -699,7 +699,7 @@ class BigBirdForSequenceClassification(nn.Module):
             "pooling": self.pooling,
         }
 
-    def pool(self, encoded, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """One [B, C] vector per input, read by the head."""
         if self.pooling == "cls":
             return encoded.pooled
