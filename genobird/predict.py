@@ -98,12 +98,15 @@ class WindowInputs(torch.utils.data.Dataset):
         return [window_ids(self.tokenizer, s, self.max_tokens) for s in strands], "N" in window
 
 
-def collate_strands(items: list, block_size: int,
-                    pad_id: int) -> tuple[list[torch.Tensor], list[bool]]:  # fmt: skip
-    """([ids of every window on strand k, padded] for each strand, N flags)."""
+def collate_strands(items: list, block_size: int, pad_id: int,
+                    dense_length: int = 0) -> tuple[list[torch.Tensor], list[bool]]:  # fmt: skip
+    """([ids of every window on strand k, padded (`padded_length`)] for each strand, N flags)."""
     strands = len(items[0][0])
+    padded = functools.partial(
+        pad_ids, block_size=block_size, pad_id=pad_id, dense_length=dense_length
+    )
     return (
-        [pad_ids([ids[k] for ids, _ in items], block_size, pad_id) for k in range(strands)],
+        [padded([ids[k] for ids, _ in items]) for k in range(strands)],
         [flag for _, flag in items],
     )
 
@@ -191,6 +194,7 @@ class Predictor:
                 collate_strands,
                 block_size=self.model.config.block_size,
                 pad_id=self.tokenizer.pad_id,
+                dense_length=self.model.encoder.dense_input_length(),
             ),
             # workers start per call: only worth it when there is more than one batch
             num_workers=self.num_workers if len(windows) > self.batch_size else 0,

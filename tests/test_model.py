@@ -154,6 +154,33 @@ def test_short_input_uses_dense_for_that_call_only():
     assert torch.isfinite(short).all()
 
 
+@pytest.mark.parametrize("random_blocks", [0, 3])
+def test_dense_input_length_is_where_the_model_still_computes_full_attention(random_blocks):
+    """Up to `dense_input_length` every query block attends every key block (the first and
+    last blocks global, a window of 3, r random: 4 + r blocks), so the model computes full
+    attention, at lengths between whole blocks too; one block more and it does not."""
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config(num_random_blocks=random_blocks)).double().eval()
+    full = BigBirdForPretraining(
+        tiny_config(num_random_blocks=random_blocks, attention_type="dense")
+    ).double()
+    full.load_state_dict(model.state_dict())
+    dense_length = model.encoder.dense_input_length()
+    assert dense_length == (4 + random_blocks) * 16
+    for length, attends_fully in ((dense_length - 3, True), (dense_length, True),
+                                  (dense_length + 16, False)):  # fmt: skip
+        ids, segments, mask = batch(length=length, padded_from=length - 5)
+        sparse, dense = (encode(m.eval(), ids, segments, mask) for m in (model, full))
+        assert torch.allclose(sparse, dense, rtol=0, atol=1e-10) == attends_fully, length
+
+
+def test_dense_input_length_of_full_attention_and_etc_models():
+    full = BigBirdForPretraining(tiny_config(attention_type="dense"))
+    assert full.encoder.dense_input_length() == 1024  # max_position
+    etc = BigBirdForPretraining(tiny_config(attention_type="etc", num_global_tokens=5))
+    assert etc.encoder.dense_input_length() == 16  # its global segment lengthens the input
+
+
 def test_real_tokens_ignore_what_padding_holds():
     torch.manual_seed(0)
     model = BigBirdForPretraining(tiny_config()).eval()

@@ -365,6 +365,32 @@ def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraini
     assert short["input_ids"].shape[1] == -(-len(items[0]["input_ids"]) // 8) * 8  # one block
 
 
+def test_batches_the_model_attends_densely_pad_to_a_multiple_of_8_not_whole_blocks():
+    """Block padding buys nothing below the model's densely attended length (blocks of
+    16, 3 random: 112 tokens): such a batch pads to a multiple of 8 and gets the same
+    logits as padded to whole blocks; a longer batch still pads to whole blocks."""
+    import torch
+
+    from genobird.model import BigBirdConfig, BigBirdForSequenceClassification
+    from genobird.tasks.data import collate_windows, window_collate
+
+    config = BigBirdConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=4,
+                           intermediate_size=64, max_position=256, block_size=16)  # fmt: skip
+    torch.manual_seed(0)
+    model = BigBirdForSequenceClassification(config, 2, pooling="mean").eval()
+    assert model.encoder.dense_input_length() == 112
+    rng = np.random.default_rng(0)
+    items = [{"input_ids": rng.integers(5, 60, n), "labels": np.zeros(1)} for n in (85, 60)]
+    fitted = window_collate(model, pad_id=0)(items)
+    blocks = collate_windows(items, block_size=16, pad_id=0)
+    assert fitted["input_ids"].shape[1] == 88 and blocks["input_ids"].shape[1] == 96
+    with torch.no_grad():
+        logits = [model(b["input_ids"], None, b["attention_mask"]).logits for b in (fitted, blocks)]
+    torch.testing.assert_close(logits[0], logits[1])
+    longer = [{"input_ids": rng.integers(5, 60, 120), "labels": np.zeros(1)}]
+    assert window_collate(model, pad_id=0)(longer)["input_ids"].shape[1] == 128
+
+
 def test_windows_take_their_special_ids_from_the_tokenizer(pretraining_data):
     """GENA-LM's layout ([CLS] 1, [SEP] 2, [PAD] 3), not genobird's (2, 3, 0)."""
     from genobird.corpus import Tokenizer

@@ -18,6 +18,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import h5py
@@ -175,35 +176,45 @@ def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarr
 SHORT_MULTIPLE = 8
 
 
-def padded_length(longest: int, block_size: int) -> int:
+def padded_length(longest: int, block_size: int, dense_length: int = 0) -> int:
     """A batch's length: its longest input rounded up to whole attention blocks, so a
-    data set of similar windows meets few distinct lengths (one layout each). Inputs
-    within one block are attended densely whatever their length: they round up to a
-    multiple of 8 only (a 101 bp GUE sequence, 27 tokens, costs 32 positions, not 64)."""
-    step = SHORT_MULTIPLE if longest <= block_size else block_size
+    data set of similar windows meets few distinct lengths (one layout each). Inputs the
+    model attends densely whatever their length (one block, or up to `dense_length`:
+    `BigBirdEncoder.dense_input_length`) round up to a multiple of 8 only: a 101 bp GUE
+    sequence, 27 tokens, costs 32 positions, not 64; a 500 bp one, 85 tokens, 88, not 128."""
+    step = SHORT_MULTIPLE if longest <= max(block_size, dense_length) else block_size
     return -(-longest // step) * step
 
 
-def pad_ids(rows: list[np.ndarray], block_size: int, pad_id: int) -> torch.Tensor:
+def pad_ids(rows: list[np.ndarray], block_size: int, pad_id: int,
+            dense_length: int = 0) -> torch.Tensor:  # fmt: skip
     """long [B, N] of token id rows padded with the tokenizer's [PAD] id to
     `padded_length` of the longest."""
-    length = padded_length(max(len(row) for row in rows), block_size)
+    length = padded_length(max(len(row) for row in rows), block_size, dense_length)
     out = np.full((len(rows), length), pad_id, dtype=np.int64)
     for index, row in enumerate(rows):
         out[index, : len(row)] = row
     return torch.from_numpy(out)
 
 
-def collate_windows(items: list[dict], block_size: int, pad_id: int) -> dict:
-    """Stack WindowDataset items into a batch padded to its own longest window (rounded up
-    to `block_size`), not to the model's maximum: a 300 bp window costs its ~64 tokens."""
-    input_ids = pad_ids([item["input_ids"] for item in items], block_size, pad_id)
+def collate_windows(items: list[dict], block_size: int, pad_id: int,
+                    dense_length: int = 0) -> dict:  # fmt: skip
+    """Stack WindowDataset items into a batch padded to its own longest window
+    (`padded_length`), not to `max_tokens`: a 300 bp window costs about 56 positions,
+    not 1,024."""
+    input_ids = pad_ids([item["input_ids"] for item in items], block_size, pad_id, dense_length)
     return {
         "input_ids": input_ids,
         "segment_ids": torch.zeros_like(input_ids),
         "attention_mask": input_ids != pad_id,
         "labels": torch.from_numpy(np.stack([item["labels"] for item in items])),
     }
+
+
+def window_collate(model, pad_id: int):
+    """`collate_windows` fitted to `model`: its block size and densely attended length."""
+    return partial(collate_windows, block_size=model.config.block_size, pad_id=pad_id,
+                   dense_length=model.encoder.dense_input_length())  # fmt: skip
 
 
 def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int,

@@ -28,9 +28,9 @@ from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save
 from genobird.model.io import read_model_description
 from genobird.tasks.data import (
     WindowDataset,
-    collate_windows,
     default_max_tokens,
     read_metadata,
+    window_collate,
 )
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.training import Trainer, TrainingConfig
@@ -99,8 +99,7 @@ def loader_probabilities(model, loader, device) -> tuple[np.ndarray, np.ndarray]
 def predict_probabilities(
     model, dataset, device, batch_size: int = 16
 ) -> tuple[np.ndarray, np.ndarray]:
-    collate = partial(collate_windows, block_size=model.config.block_size,
-                      pad_id=dataset.tokenizer.pad_id)  # fmt: skip
+    collate = window_collate(model, dataset.tokenizer.pad_id)
     loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate)
     return loader_probabilities(model, loader, device)
 
@@ -231,8 +230,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         model, train, training, output, classification_step,
         eval_dataset=valid if selection else None,
         eval_fn=partial(validation_auroc, reverse=reverse) if selection else None,
-        collate_fn=partial(collate_windows, block_size=model.config.block_size,
-                           pad_id=tokenizer.pad_id),
+        collate_fn=window_collate(model, tokenizer.pad_id),
     )  # fmt: skip
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
