@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.train import CONFIGS, dna_pieces
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification
-from genobird.tasks.data import padded_length
+from genobird.tasks.data import model_padding, padded_length
 
 VOCAB_SIZE = 16_000
 
@@ -68,10 +68,10 @@ def padding_variants(length: int, ids: torch.Tensor) -> dict:
     """One model on the batch padded two ways: as fine-tuning pads it, to whole blocks."""
     model = build(512, whole_table=False)
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    block, dense = model.config.block_size, model.encoder.dense_input_length()
+    fitted = padded_length(length, **model_padding(model))
+    blocks = padded_length(length, model.config.block_size)
     variants = {}
-    for name, width in (("fitted padding", padded_length(length, block, dense)),
-                        ("whole blocks", padded_length(length, block))):  # fmt: skip
+    for name, width in (("fitted padding", fitted), ("whole blocks", blocks)):
         padded = torch.zeros(ids.shape[0], width, dtype=ids.dtype)  # [PAD] is 0
         padded[:, :length] = ids
         variants[name] = (model, optimiser, padded)

@@ -47,7 +47,7 @@ from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord, Interval
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
-from genobird.tasks.data import pad_ids, window_ids
+from genobird.tasks.data import model_padding, pad_ids, window_ids
 
 LOG_ODDS_EPSILON = 1e-6
 VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
@@ -191,10 +191,7 @@ class Predictor:
             inputs,
             batch_size=self.batch_size,
             collate_fn=functools.partial(
-                collate_strands,
-                block_size=self.model.config.block_size,
-                pad_id=self.tokenizer.pad_id,
-                dense_length=self.model.encoder.dense_input_length(),
+                collate_strands, pad_id=self.tokenizer.pad_id, **model_padding(self.model)
             ),
             # workers start per call: only worth it when there is more than one batch
             num_workers=self.num_workers if len(windows) > self.batch_size else 0,

@@ -211,10 +211,16 @@ def collate_windows(items: list[dict], block_size: int, pad_id: int,
     }
 
 
+def model_padding(model) -> dict:
+    """The `padded_length` arguments that fit `model`: its block size and the length it
+    attends densely. The one home of how a model's batches are padded."""
+    return {"block_size": model.config.block_size,
+            "dense_length": model.encoder.dense_input_length()}  # fmt: skip
+
+
 def window_collate(model, pad_id: int):
-    """`collate_windows` fitted to `model`: its block size and densely attended length."""
-    return partial(collate_windows, block_size=model.config.block_size, pad_id=pad_id,
-                   dense_length=model.encoder.dense_input_length())  # fmt: skip
+    """`collate_windows` fitted to `model` (`model_padding`)."""
+    return partial(collate_windows, pad_id=pad_id, **model_padding(model))
 
 
 def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int,
