@@ -370,6 +370,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         dropout=args.dropout,
         eval_every=args.eval_every,
         patience=args.patience,
+        layer_decay=args.layer_decay,
         training=training,
         seed=args.seed,
     )  # fmt: skip
@@ -924,6 +925,10 @@ def _add_finetune(commands) -> None:
         help="stop after this many checks without improvement (0: never)",
     )
     sub.add_argument("--learning-rate", type=float, default=3e-4)
+    sub.add_argument("--layer-decay", type=float, default=1.0,
+                     help="layer-wise learning-rate decay: each encoder layer learns this "
+                     "times as fast as the one above it, the embeddings slowest "
+                     "(1: one rate)")  # fmt: skip
     sub.add_argument("--warmup-steps", type=int, default=20)
     sub.add_argument("--max-steps", type=int, default=300)
     sub.add_argument("--batch-size", type=int, default=8)

@@ -766,6 +766,56 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
             assert used == 0
 
 
+def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tmp_path, capsys):
+    """ELECTRA's layer-wise decay: the top layer (and the head) learn at the base rate,
+    the layer below at `decay` times it, the embeddings at decay**layers."""
+    import safetensors.torch
+    import torch
+
+    from genobird.corpus import Tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+    from genobird.tasks.finetune import layer_decay_scales
+
+    assert layer_decay_scales(2, 1.0) == {}
+    assert layer_decay_scales(2, 0.5) == {
+        "encoder.": 0.25, "encoder.pooler.": 1.0, "encoder.layers.0.": 0.5, "encoder.layers.1.": 1.0
+    }  # fmt: skip
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                 max_position=256, block_size=32)  # fmt: skip
+    torch.manual_seed(0)
+    pretrained = tmp_path / "pretrained"
+    save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=tokenizer.vocab_size, **shape)),
+                    pretrained)  # fmt: skip
+    tokenizer.save(pretrained)
+    start = safetensors.torch.load_file(str(pretrained / "model.safetensors"))
+    windows = WindowSet("classify", ["y"], ["label"])
+    rng = np.random.default_rng(6)
+    for index in range(64):
+        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
+                    "test" if index % 4 == 0 else "train")  # fmt: skip
+    data = windows.write(tmp_path / "d.h5")
+    command = ["-q", "finetune", "classify", "--data", str(data), "--pretrained", str(pretrained),
+               "--max-steps", "5", "--learning-rate", "1e-2", "--warmup-steps", "0"]  # fmt: skip
+
+    def largest_change(decay: float) -> dict[str, float]:
+        output = tmp_path / f"run-{decay}"
+        assert main([*command, "--output", str(output), "--layer-decay", str(decay)]) == 0
+        tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+        parts = ("encoder.embeddings.", "encoder.layers.0.", "encoder.layers.1.")
+        return {part: max(float((tuned[name] - start[name]).abs().max())
+                          for name in start if name.startswith(part))
+                for part in parts}  # fmt: skip
+
+    one_rate, decayed = largest_change(1.0), largest_change(0.1)
+    assert decayed["encoder.layers.1."] == pytest.approx(one_rate["encoder.layers.1."], rel=0.5)
+    assert decayed["encoder.layers.0."] < 0.3 * one_rate["encoder.layers.0."]
+    assert decayed["encoder.embeddings."] < 0.03 * one_rate["encoder.embeddings."]
+    assert main([*command, "--output", str(tmp_path / "bad"), "--layer-decay", "0"]) == 1
+    assert "layer_decay must be in (0, 1], got 0.0" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "model").exists()
+
+
 # --------------------------------------------------------------------------- DeepSEA CSV
 def _deepsea_csv_rows(count: int, length: int, seed: int) -> tuple[list[str], np.ndarray]:
     rng = np.random.default_rng(seed)

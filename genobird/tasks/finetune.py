@@ -57,6 +57,10 @@ class FinetuneSpec:
     # and stop after `patience` evaluations without improvement (0: run all steps).
     eval_every: int = 0
     patience: int = 0
+    # Layer-wise learning-rate decay (ELECTRA's): the top encoder layer at the base rate,
+    # each layer below it `layer_decay` times the one above, the embeddings below the
+    # bottom layer; the head and pooler at the base rate. 1: one rate for all.
+    layer_decay: float = 1.0
     training: dict = field(default_factory=dict)
     # Without pretrained weights: BigBirdConfig fields of the fresh model (the demo's
     # tiny shape unless given; max_position grows to max_tokens when needed).
@@ -172,6 +176,19 @@ def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None
     return model
 
 
+def layer_decay_scales(num_layers: int, decay: float) -> dict:
+    """`TrainingConfig.learning_rate_scales` for layer-wise decay: layer i of L at
+    decay**(L-1-i), the rest of the encoder (embeddings) at decay**L, the pooler at 1."""
+    if not 0 < decay <= 1:
+        raise ConfigError(f"layer_decay must be in (0, 1], got {decay}")
+    if decay == 1:
+        return {}
+    scales = {"encoder.": decay**num_layers, "encoder.pooler.": 1.0}
+    for index in range(num_layers):
+        scales[f"encoder.layers.{index}."] = decay ** (num_layers - 1 - index)
+    return scales
+
+
 def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, tokenizer):
     pos_weight = spec.pos_weight
     if pos_weight is None:
@@ -226,6 +243,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
             reverse = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens,
                                     reverse_complement=True)  # fmt: skip
     training = TrainingConfig(**{"seed": spec.seed, **spec.training, **selection})
+    if scales := layer_decay_scales(model.config.num_layers, spec.layer_decay):
+        training = replace(training, learning_rate_scales=scales)
     trainer = Trainer(
         model, train, training, output, classification_step,
         eval_dataset=valid if selection else None,
