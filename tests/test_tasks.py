@@ -723,6 +723,16 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
 
 
+def _random_classify_data(path, count: int, seed: int):
+    """`count` random 60 bp windows, labels alternating, every fourth in the test split."""
+    windows = WindowSet("classify", ["y"], ["label"])
+    rng = np.random.default_rng(seed)
+    for index in range(count):
+        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
+                    "test" if index % 4 == 0 else "train")  # fmt: skip
+    return windows.write(path)
+
+
 def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
     pretraining_data, tmp_path, capsys
 ):
@@ -737,12 +747,7 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
                  position_init="sinusoidal")  # fmt: skip
     save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
                     tmp_path / "shaped")  # fmt: skip
-    windows = WindowSet("classify", ["y"], ["label"])
-    rng = np.random.default_rng(5)
-    for index in range(40):
-        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
-                    "test" if index % 4 == 0 else "train")  # fmt: skip
-    data = windows.write(tmp_path / "d.h5")
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=5)
     command = ["-q", "finetune", "classify", "--data", str(data), "--output",
                str(tmp_path / "run"), "--tokenizer", str(pretraining_data["tokenizer"]),
                "--shape-of", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
@@ -789,12 +794,7 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
                     pretrained)  # fmt: skip
     tokenizer.save(pretrained)
     start = safetensors.torch.load_file(str(pretrained / "model.safetensors"))
-    windows = WindowSet("classify", ["y"], ["label"])
-    rng = np.random.default_rng(6)
-    for index in range(64):
-        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
-                    "test" if index % 4 == 0 else "train")  # fmt: skip
-    data = windows.write(tmp_path / "d.h5")
+    data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
     command = ["-q", "finetune", "classify", "--data", str(data), "--pretrained", str(pretrained),
                "--max-steps", "5", "--learning-rate", "1e-2", "--warmup-steps", "0"]  # fmt: skip
 
