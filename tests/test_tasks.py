@@ -801,6 +801,8 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     def largest_change(decay: float) -> dict[str, float]:
         output = tmp_path / f"run-{decay}"
         assert main([*command, "--output", str(output), "--layer-decay", str(decay)]) == 0
+        report = json.loads((output / "report" / "metrics.json").read_text())
+        assert report["layer_decay"] == decay  # the report names the recipe
         tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
         parts = ("encoder.embeddings.", "encoder.layers.0.", "encoder.layers.1.")
         return {part: max(float((tuned[name] - start[name]).abs().max())

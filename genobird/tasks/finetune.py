@@ -178,7 +178,8 @@ def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None
 
 def layer_decay_scales(num_layers: int, decay: float) -> dict:
     """`TrainingConfig.learning_rate_scales` for layer-wise decay: layer i of L at
-    decay**(L-1-i), the rest of the encoder (embeddings) at decay**L, the pooler at 1."""
+    decay**(L-1-i), the rest of the encoder (its input: embeddings, and ETC's global
+    tokens) at decay**L, the pooler at 1."""
     if not 0 < decay <= 1:
         raise ConfigError(f"layer_decay must be in (0, 1], got {decay}")
     if decay == 1:
@@ -298,7 +299,8 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
     valid = None
     if meta["counts"]["valid"] and not is_multilabel(meta):
         valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
-    extra = {"rc_average": rc_average, "pooling": spec.pooling, "training": training or {}}
+    extra = {"rc_average": rc_average, "pooling": spec.pooling, "layer_decay": spec.layer_decay,
+             "training": training or {}}  # fmt: skip
     return write_evaluation(output / "report", meta, test, valid, extra)
 
 
