@@ -245,6 +245,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
                                     reverse_complement=True)  # fmt: skip
     training = TrainingConfig(**{"seed": spec.seed, **spec.training, **selection})
     if scales := layer_decay_scales(model.config.num_layers, spec.layer_decay):
+        if training.learning_rate_scales:  # one would silently replace the other
+            raise ConfigError("give layer_decay or training.learning_rate_scales, not both")
         training = replace(training, learning_rate_scales=scales)
     trainer = Trainer(
         model, train, training, output, classification_step,
