@@ -91,7 +91,7 @@ def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_
     assert "--chromosomes 22:20000001-21000000 --passes 1" in plan  # the held-out piece
     assert "dataset promoter-sequences --positives" in plan
     assert f"--valid {shared_data}/tasks/gue_human_tf/0/dev.csv" in plan
-    # GUE TF 0's recipe, the one that takes the 2-core model past both baselines
+    # GUE TF 0's recipe, the one that takes the 2-core model past the k-mer LR
     gue_recipe = "--max-steps 3000 --learning-rate 0.0003 --batch-size 32 --eval-every 500"
     assert f"{gue_recipe} --pooling mean --dropout 0.3 --rc-augment --rc-average" in plan
     assert "genobird -q baseline markov" in plan and "--orders 0-10" in plan
