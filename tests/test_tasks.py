@@ -780,7 +780,7 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     from genobird.corpus import Tokenizer
     from genobird.errors import ConfigError
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
-    from genobird.tasks.finetune import FinetuneSpec, finetune, layer_decay_scales
+    from genobird.tasks.finetune import FinetuneSpec, layer_decay_scales
 
     assert layer_decay_scales(2, 1.0) == {}
     assert layer_decay_scales(2, 0.5) == {
@@ -817,11 +817,8 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     assert main([*command, "--output", str(tmp_path / "bad"), "--layer-decay", "0"]) == 1
     assert "layer_decay must be in (0, 1], got 0.0" in capsys.readouterr().err
     assert not (tmp_path / "bad" / "model").exists()
-    training = {"learning_rate_scales": {"head.": 2.0}, "max_steps": 1, "batch_size": 8,
-                "effective_batch_size": 8}  # fmt: skip
-    both = FinetuneSpec(layer_decay=0.5, training=training)
     with pytest.raises(ConfigError, match=r"layer_decay or training\.learning_rate_scales"):
-        finetune(data, tmp_path / "both", both, pretrained)
+        FinetuneSpec(layer_decay=0.5, training={"learning_rate_scales": {"head.": 2.0}})
 
 
 # --------------------------------------------------------------------------- DeepSEA CSV

@@ -71,6 +71,14 @@ class FinetuneSpec:
     )
     seed: int = 0
 
+    def __post_init__(self):
+        # checked here, before any data or model is loaded
+        if not 0 < self.layer_decay <= 1:
+            raise ConfigError(f"layer_decay must be in (0, 1], got {self.layer_decay}")
+        if self.layer_decay != 1 and self.training.get("learning_rate_scales"):
+            # one would silently replace the other
+            raise ConfigError("give layer_decay or training.learning_rate_scales, not both")
+
 
 def strand_symmetric(meta: dict) -> bool:
     """Whether a data set's labels hold on both strands, the default for reverse-complement
@@ -245,8 +253,6 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
                                     reverse_complement=True)  # fmt: skip
     training = TrainingConfig(**{"seed": spec.seed, **spec.training, **selection})
     if scales := layer_decay_scales(model.config.num_layers, spec.layer_decay):
-        if training.learning_rate_scales:  # one would silently replace the other
-            raise ConfigError("give layer_decay or training.learning_rate_scales, not both")
         training = replace(training, learning_rate_scales=scales)
     trainer = Trainer(
         model, train, training, output, classification_step,
