@@ -360,6 +360,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         "eval_every": 0,
         "progress": not args.quiet,
         "seed": args.seed,
+        "ema_decay": args.ema_decay,
     }
     spec = FinetuneSpec(
         max_tokens=args.max_tokens,
@@ -929,6 +930,10 @@ def _add_finetune(commands) -> None:
                      help="layer-wise learning-rate decay: each encoder layer learns this "
                      "times as fast as the one above it, the embeddings slowest "
                      "(1: one rate)")  # fmt: skip
+    sub.add_argument("--ema-decay", type=float, default=0.0,
+                     help="evaluate, select and keep an exponential moving average of the "
+                     "weights with this decay per step, e.g. 0.999 (0: the weights as "
+                     "trained)")  # fmt: skip
     sub.add_argument("--warmup-steps", type=int, default=20)
     sub.add_argument("--max-steps", type=int, default=300)
     sub.add_argument("--batch-size", type=int, default=8)

@@ -821,6 +821,32 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
         FinetuneSpec(layer_decay=0.5, training={"learning_rate_scales": {"head.": 2.0}})
 
 
+def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp_path, capsys):
+    """--ema-decay: the saved model is the weight average, the last checkpoint the weights
+    as trained (to resume from); the report names the decay; a decay outside [0, 1) is a
+    one-line error that writes no model."""
+    import safetensors.torch
+    import torch
+
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=7)
+    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
+               "--batch-size", "4", "--learning-rate", "1e-2"]  # fmt: skip
+    output = tmp_path / "run"
+    assert main([*command, "--output", str(output), "--ema-decay", "0.9"]) == 0
+    report = json.loads((output / "report" / "metrics.json").read_text())
+    assert report["ema_decay"] == 0.9
+    saved = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    trained = safetensors.torch.load_file(
+        str(output / "checkpoints" / "step-00000004" / "model.safetensors")
+    )
+    assert saved.keys() == trained.keys()
+    assert any(not torch.equal(saved[name], trained[name]) for name in saved)
+    assert main([*command, "--output", str(tmp_path / "bad"), "--ema-decay", "1"]) == 1
+    assert "ema_decay must be in [0, 1) (0: no averaging), got 1.0" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "model").exists()
+
+
 # --------------------------------------------------------------------------- DeepSEA CSV
 def _deepsea_csv_rows(count: int, length: int, seed: int) -> tuple[list[str], np.ndarray]:
     rng = np.random.default_rng(seed)

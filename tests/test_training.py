@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -668,3 +669,112 @@ def test_model_selection_needs_the_metric(tmp_path):
                       lambda module, loader, device: {"loss": 1.0})  # fmt: skip
     with pytest.raises(TrainingError, match="no finite 'auroc'"):
         run(trainer)
+
+
+# --------------------------------------------------------------------------- weight average
+def _ema_oracle(trajectory: list[float], decay: float) -> float:
+    """The averaged weight after each update, written out: TensorFlow's warmed-up decay."""
+    average = trajectory[0]
+    for updates, weight in enumerate(trajectory[1:], start=1):
+        current = min(decay, (1 + updates) / (10 + updates))
+        average = current * average + (1 - current) * weight
+    return average
+
+
+def test_weight_average_follows_its_definition_and_restores_the_weights():
+    from genobird.training.averaging import WeightAverage
+
+    model = _Regression()
+    average = WeightAverage(model, decay=0.9)
+    trajectory = [0.0]
+    for value in [1.0, -2.0, 5.0, 0.5, 3.0, 3.0, 3.0, 7.0, -1.0, 2.0, 4.0, 4.0, 6.0]:
+        with torch.no_grad():
+            model.weight.fill_(value)
+        average.update(model)
+        trajectory.append(value)
+    expected = _ema_oracle(trajectory, 0.9)
+    with average.applied(model):
+        assert model.weight.item() == pytest.approx(expected, rel=1e-6)
+    assert model.weight.item() == 6.0  # its own weights back after the block
+    average.copy_to(model)
+    assert model.weight.item() == pytest.approx(expected, rel=1e-6)
+
+
+def _trained_weight(output: Path) -> float:
+    """The weight in a run's last checkpoint: the trained one, never the average."""
+    import safetensors.torch
+
+    folder = latest_checkpoint(output / "checkpoints")
+    return safetensors.torch.load_file(str(folder / "model.safetensors"))["weight"].item()
+
+
+def test_training_ends_with_the_averaged_weights_and_evaluates_them(tmp_path):
+    """The average changes what is evaluated and kept, never the training itself: the
+    trained weights match a run without averaging bit for bit."""
+    trajectory, evaluated = [], []
+
+    def recording_step(model, batch):
+        trajectory.append(model.weight.item())  # the weights before each update
+        return _step(model, batch)
+
+    def eval_fn(module, loader, device):
+        evaluated.append(module.weight.item())
+        return {}
+
+    config = training_config(max_steps=12, effective_batch_size=2, checkpoint_every=100,
+                             eval_every=4, learning_rate=0.1, ema_decay=0.8)  # fmt: skip
+    averaged, plain = _Regression(), _Regression()
+    run(Trainer(averaged, _Points(), config, tmp_path / "ema", recording_step, _Points(), eval_fn))
+    run(Trainer(plain, _Points(), replace(config, ema_decay=0.0), tmp_path / "plain", _step))
+    trained = _trained_weight(tmp_path / "ema")
+    assert trained == plain.weight.item() == _trained_weight(tmp_path / "plain")
+    trajectory.append(trained)
+    assert averaged.weight.item() == pytest.approx(_ema_oracle(trajectory, 0.8), rel=1e-5)
+    assert abs(averaged.weight.item() - trained) > 0.01
+    # the evaluations at steps 4, 8 and 12 saw the average of the weights until then
+    expected = [_ema_oracle(trajectory[: step + 1], 0.8) for step in (4, 8, 12)]
+    assert evaluated == pytest.approx(expected, rel=1e-5)
+
+
+def test_model_selection_keeps_the_averaged_weights_of_the_best_evaluation(tmp_path):
+    scores = iter([0.5, 0.9, 0.6])
+    evaluated = []
+
+    def eval_fn(module, loader, device):
+        evaluated.append(module.weight.item())
+        return {"auroc": next(scores)}
+
+    config = training_config(max_steps=6, effective_batch_size=2, checkpoint_every=100,
+                             eval_every=2, best_metric="auroc", learning_rate=0.1,
+                             ema_decay=0.8)  # fmt: skip
+    model = _Regression()
+    state = run(Trainer(model, _Points(), config, tmp_path, _step, _Points(), eval_fn))
+    assert state.best_step == 4
+    assert model.weight.item() == evaluated[1] != _trained_weight(tmp_path)
+
+
+def test_an_interrupted_averaged_run_resumes_to_the_same_average(tmp_path):
+    config = training_config(max_steps=8, effective_batch_size=2, checkpoint_every=3,
+                             learning_rate=0.1, ema_decay=0.7)  # fmt: skip
+    straight = _Regression()
+    run(Trainer(straight, _Points(), config, tmp_path / "a", _step))
+    calls = {"n": 0}
+
+    def failing_step(model, batch):
+        calls["n"] += 1
+        if calls["n"] > 4:
+            raise Interrupt
+        return _step(model, batch)
+
+    with pytest.raises(Interrupt):
+        run(Trainer(_Regression(), _Points(), config, tmp_path / "b", failing_step))
+    resumed = _Regression()
+    run(Trainer(resumed, _Points(), config, tmp_path / "b", _step), resume=True)
+    assert resumed.weight.item() == straight.weight.item()
+    assert straight.weight.item() != _trained_weight(tmp_path / "a")
+
+
+def test_an_averaging_decay_outside_zero_to_one_is_refused():
+    for decay in (-0.1, 1.0, 1.5):
+        with pytest.raises(ConfigError, match=r"ema_decay must be in \[0, 1\)"):
+            training_config(ema_decay=decay)

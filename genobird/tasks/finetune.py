@@ -34,6 +34,7 @@ from genobird.tasks.data import (
 )
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.training import Trainer, TrainingConfig
+from genobird.training.averaging import check_decay
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class FinetuneSpec:
         if self.layer_decay != 1 and self.training.get("learning_rate_scales"):
             # one would silently replace the other
             raise ConfigError("give layer_decay or training.learning_rate_scales, not both")
+        check_decay(self.training.get("ema_decay", 0.0))
 
 
 def strand_symmetric(meta: dict) -> bool:
@@ -307,8 +309,13 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
     valid = None
     if meta["counts"]["valid"] and not is_multilabel(meta):
         valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
-    extra = {"rc_average": rc_average, "pooling": spec.pooling, "layer_decay": spec.layer_decay,
-             "training": training or {}}  # fmt: skip
+    extra = {
+        "rc_average": rc_average,
+        "pooling": spec.pooling,
+        "layer_decay": spec.layer_decay,
+        "ema_decay": spec.training.get("ema_decay", 0.0),
+        "training": training or {},
+    }
     return write_evaluation(output / "report", meta, test, valid, extra)
 
 

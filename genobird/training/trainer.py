@@ -26,6 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from genobird.errors import ConfigError, GenobirdError
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.training import distributed
+from genobird.training.averaging import WeightAverage, check_decay
 from genobird.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,12 @@ class TrainingConfig:
     # end; training stops after `patience` evaluations without improvement (0: never).
     best_metric: str | None = None
     patience: int = 0
+    # Exponential moving average of the weights (0: none): evaluation, model selection
+    # and the end of training use the averaged weights (genobird.training.averaging).
+    ema_decay: float = 0.0
+
+    def __post_init__(self):
+        check_decay(self.ema_decay)
 
     def accumulation_steps(self, world_size: int) -> int:
         per_step = self.batch_size * world_size
@@ -204,6 +212,7 @@ class Trainer:
             self.optimizer, linear_schedule(config.warmup_steps, config.max_steps)
         )
         self.state = TrainState()
+        self.average = WeightAverage(self.module, config.ema_decay) if config.ema_decay else None
         self.autocast_dtype = autocast_dtype(config.mixed_precision, self.device)
         self._first_bad: torch.Tensor | None = None  # see _record_finite
         self._bad_values: torch.Tensor | None = None
@@ -230,6 +239,11 @@ class Trainer:
         if self.device.type == "cuda" and "rng_cuda" in saved:
             torch.cuda.set_rng_state(saved["rng_cuda"], self.device)
         self.state = TrainState(**saved["train_state"])
+        if self.average is not None:
+            if "weight_average" in saved:
+                self.average.load_state_dict(saved["weight_average"])
+            else:  # averaging switched on for a resumed run: it starts here
+                self.average = WeightAverage(self.module, self.config.ema_decay)
         self._truncate_metrics()
         log.info("resumed from %s (step %d)", folder, self.state.step)
         return True
@@ -254,6 +268,8 @@ class Trainer:
         }
         if self.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state(self.device)
+        if self.average is not None:
+            state["weight_average"] = self.average.state_dict()
         return state
 
     def save(self) -> Path | None:
@@ -328,6 +344,8 @@ class Trainer:
             metrics, step_tokens = self._optimizer_step(batches)
             tokens += step_tokens
             self.state.step += 1
+            if self.average is not None:
+                self.average.update(self.module)
             bar.update()
             if self.state.step % config.log_every == 0 or self.state.step == config.max_steps:
                 self._check_finite()
@@ -354,7 +372,8 @@ class Trainer:
                          self.state.step, config.best_metric, config.patience)  # fmt: skip
                 break
         bar.close()
-        self.restore_best()
+        if not self.restore_best() and self.average is not None:
+            self.average.copy_to(self.module)
         return self.state
 
     # ------------------------------------------------------------------ model selection
@@ -379,22 +398,25 @@ class Trainer:
                 from genobird.fileio import atomic_path
 
                 self.best_path.parent.mkdir(parents=True, exist_ok=True)
-                with atomic_path(self.best_path) as tmp:
+                with atomic_path(self.best_path) as tmp, self._averaged():
                     safetensors.torch.save_model(self.module, str(tmp))
             return False
         self.state.stale_evaluations += 1
         patience = self.config.patience
         return bool(patience) and self.state.stale_evaluations >= patience
 
-    def restore_best(self) -> None:
-        """Load the weights of the best evaluation (when model selection ran)."""
-        if self.config.best_metric and self.state.best_score is not None:
-            import safetensors.torch
+    def restore_best(self) -> bool:
+        """Load the weights of the best evaluation (when model selection ran); False when
+        there were none."""
+        if not (self.config.best_metric and self.state.best_score is not None):
+            return False
+        import safetensors.torch
 
-            distributed.barrier()
-            safetensors.torch.load_model(self.module, str(self.best_path), device=str(self.device))
-            log.info("restored the weights of step %d (%s %.4f)", self.state.best_step,
-                     self.config.best_metric, self.state.best_score)  # fmt: skip
+        distributed.barrier()
+        safetensors.torch.load_model(self.module, str(self.best_path), device=str(self.device))
+        log.info("restored the weights of step %d (%s %.4f)", self.state.best_step,
+                 self.config.best_metric, self.state.best_score)  # fmt: skip
+        return True
 
     def _optimizer_step(self, batches) -> tuple[dict, int]:
         """One update. Its metrics stay on the device (tensors) and its finiteness is
@@ -459,10 +481,14 @@ class Trainer:
         loader = DataLoader(
             self.eval_dataset, batch_size=self.config.batch_size, collate_fn=self.collate_fn
         )
-        with self._autocast():
+        with self._autocast(), self._averaged():
             metrics = self.eval_fn(self.module, loader, self.device)
         self.model.train()
         return metrics
+
+    def _averaged(self):
+        """The module with its averaged weights inside the block (when averaging)."""
+        return self.average.applied(self.module) if self.average else nullcontext()
 
     def _log(self, metrics: dict, prefix: str = "") -> None:
         record = {"step": self.state.step, **{prefix + k: v for k, v in metrics.items()}}
