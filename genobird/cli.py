@@ -481,6 +481,23 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_baseline_compare(args: argparse.Namespace) -> int:
+    from genobird.tasks.compare import describe_difference, paired_bootstrap, read_predictions
+
+    first, second = (read_predictions(run) for run in args.runs)
+    result = paired_bootstrap(first, second, args.resamples, args.seed)
+    result["a"], result["b"] = str(first.source), str(second.source)
+    if args.out:
+        with atomic_write(args.out) as handle:
+            json.dump(result, handle, indent=2)
+    print(f"A {first.source}\nB {second.source}\n{result['examples']:,} test sequences, "
+          f"{args.resamples:,} paired resamples; A - B with its 95% interval:")  # fmt: skip
+    for name, row in result["metrics"].items():
+        print(f"  {name:<6} A {row['a']:.3f}  B {row['b']:.3f}  A - B {describe_difference(row)}"
+              f"  (A ahead in {row['a_better_share']:.0%} of resamples)")  # fmt: skip
+    return EXIT_OK
+
+
 def _headline(report: dict) -> str:
     """The figures a run prints: F1, MCC, AUROC, AUPRC (binary) or median AUROCs."""
     headline = ("f1", "mcc", "auroc", "auprc") if "f1" in report else ("median_auroc",)
@@ -1053,6 +1070,20 @@ def _add_baseline(commands) -> None:
                              default=None, help="average both strands (default: all tasks "
                              "but promoter)")  # fmt: skip
             sub.add_argument("--max-minutes", type=float, default=10.0, help="training budget")
+
+    compare = _subparser(
+        kinds,
+        "compare",
+        "Two predictors (fine-tuned or baseline runs) on the same test split, paired: each "
+        "metric's difference A - B with a 95% bootstrap interval over the test sequences.",
+        cmd_baseline_compare,
+    )
+    compare.add_argument("runs", type=Path, nargs=2, metavar="RUN",
+                         help="output folders of genobird finetune or genobird baseline "
+                         "(A, then B)")  # fmt: skip
+    compare.add_argument("--resamples", type=int, default=2000)
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--out", type=Path, help="JSON report")
 
 
 def _add_report(commands) -> None:

@@ -211,7 +211,39 @@ def comparison_table(results: Path, folder: str) -> str:
     reports = [(name, json.loads(path.read_text())) for name, path in runs]
     columns = BINARY_COLUMNS if "f1" in reports[0][1] else MULTILABEL_COLUMNS
     rows = [(name, *(report.get(key, "-") for key in columns)) for name, report in reports]
-    return _table(rows, ("model", *columns))
+    text = _table(rows, ("model", *columns))
+    if "f1" in reports[0][1]:
+        text += paired_difference_table([(name, path.parent) for name, path in runs])
+    return text
+
+
+def paired_difference_table(reports: list[tuple[str, Path]], resamples: int = 2000) -> str:
+    """genobird minus each baseline on the same test sequences, with 95% intervals
+    (genobird.tasks.compare); empty where a run wrote no test predictions."""
+    from genobird.tasks.compare import (
+        METRICS,
+        describe_difference,
+        paired_bootstrap,
+        read_predictions,
+    )
+    from genobird.tasks.metrics import PREDICTIONS
+
+    present = [(name, folder) for name, folder in reports if (folder / PREDICTIONS).is_file()]
+    if len(present) < 2 or present[0][1] != reports[0][1]:
+        return ""
+    genobird = read_predictions(present[0][1])
+    rows = []
+    for name, folder in present[1:]:
+        try:
+            result = paired_bootstrap(genobird, read_predictions(folder), resamples)
+        except InputError as error:  # another data set's split: no pairing, say why
+            rows.append((name, *["-"] * (len(METRICS) - 1), str(error)))
+            continue
+        rows.append((name, *(describe_difference(result["metrics"][m]) for m in METRICS)))
+    note = (f"<p>genobird minus each baseline on the same {genobird.labels.size:,} test "
+            f"sequences, with 95% paired bootstrap intervals ({resamples:,} resamples); "
+            "an interval that holds 0 is a tie on this split.</p>")  # fmt: skip
+    return note + _table(rows, ("genobird minus", *METRICS))
 
 
 def spread_rows(metrics: dict, shown: int = 20) -> list[tuple]:

@@ -37,6 +37,7 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **optio
         (data.test.labels, test),
         None if data.multilabel else (data.valid.labels, valid),
         {"baseline": details},
+        data.path,
     )
 
 

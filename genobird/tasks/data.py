@@ -15,6 +15,7 @@ central tokens, so the TSS or bin centre stays in the middle of what the model s
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -160,6 +161,22 @@ def read_split(path: str | Path, split: str) -> tuple[list[str], np.ndarray]:
         sequences = [s.decode("ascii") for s in handle["sequences"][:][rows]]
         labels = handle["labels"][:][rows]
     return sequences, labels
+
+
+def split_fingerprint(path: str | Path, split: str, rows_per_read: int = 65_536) -> str:
+    """SHA-256 of one split's sequences and labels, in file order: two predictors' test
+    predictions can be compared example by example only where their fingerprints match.
+    Read in slices, so a DeepSEA-sized file is never held whole."""
+    digests = {"sequences": hashlib.sha256(), "labels": hashlib.sha256()}
+    with h5py.File(path, "r") as handle:
+        in_split = handle["split"][:].astype(str) == split
+        for start in range(0, len(in_split), rows_per_read):
+            chosen = in_split[start : start + rows_per_read]
+            if chosen.any():
+                for name, digest in digests.items():
+                    digest.update(handle[name][start : start + len(chosen)][chosen].tobytes())
+    both = b"".join(digest.digest() for digest in digests.values())
+    return hashlib.sha256(both).hexdigest()
 
 
 def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarray:

@@ -316,7 +316,7 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "ema_decay": spec.training.get("ema_decay", 0.0),
         "training": training or {},
     }
-    return write_evaluation(output / "report", meta, test, valid, extra)
+    return write_evaluation(output / "report", meta, test, valid, extra, data_path)
 
 
 def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict) -> None:

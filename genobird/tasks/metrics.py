@@ -9,6 +9,7 @@ import numpy as np
 from sklearn import metrics as skm
 
 from genobird.fileio import atomic_path, atomic_write
+from genobird.tasks.data import split_fingerprint
 
 
 def binary_metrics(labels: np.ndarray, probabilities: np.ndarray, threshold: float = 0.5) -> dict:
@@ -90,13 +91,18 @@ def is_multilabel(meta: dict) -> bool:
     return meta["task"] == "chromatin" or len(meta["feature_names"]) > 1
 
 
-def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None) -> dict:
+def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
+                     data_path: Path | None = None) -> dict:  # fmt: skip
     """The test-split report every predictor writes (fine-tuned model or baseline):
-    metrics.json and the ROC/PR (and AUROC-by-category) plots in `report_dir`.
+    metrics.json, the ROC/PR (and AUROC-by-category) plots, and, given the data set's
+    `data_path`, each test sequence's prediction (test_predictions.npz, what
+    `genobird baseline compare` pairs) in `report_dir`.
 
     test, valid: (labels [N, F], probabilities [N, F]); binary tasks also report F1 etc.
     at the threshold that maximises F1 on `valid`."""
     labels, probabilities = test
+    if data_path is not None:
+        write_test_predictions(report_dir, meta, test, split_fingerprint(data_path, "test"))
     names, categories = meta["feature_names"], meta["categories"]
     if is_multilabel(meta):
         metrics = multilabel_metrics(labels, probabilities, names, categories)
@@ -113,6 +119,26 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None)
     with atomic_write(report_dir / "metrics.json") as handle:
         json.dump(report, handle, indent=2)
     return report
+
+
+PREDICTIONS = "test_predictions.npz"
+
+
+def write_test_predictions(report_dir: Path, meta: dict, test, fingerprint: str) -> Path:
+    """labels [N, F], probabilities [N, F] (float32), the feature names and the test
+    split's fingerprint (genobird.tasks.data.split_fingerprint)."""
+    labels, probabilities = test
+    path = Path(report_dir) / PREDICTIONS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.savez_compressed(
+            handle,
+            labels=np.asarray(labels, dtype=np.uint8),
+            probabilities=np.asarray(probabilities, dtype=np.float32),
+            feature_names=np.asarray(meta["feature_names"], dtype=str),
+            fingerprint=np.asarray(fingerprint),
+        )
+    return path
 
 
 def prediction_spread(probabilities: np.ndarray, names: list[str]) -> dict:

@@ -1,0 +1,165 @@
+"""Two predictors on the same test split, compared example by example.
+
+A test split of 1,000 sequences gives an MCC a standard error of about 0.025, so two
+models' figures a few hundredths apart may not differ at all. Both predictors scored
+the same sequences, so their difference is measured paired: the test sequences are
+resampled with replacement (`resamples` times), each metric is computed for both
+predictors on every resample, and the 2.5th and 97.5th percentiles of the differences
+give a 95% interval (Efron and Tibshirani's percentile bootstrap). An interval that
+holds zero means the split cannot tell the two apart.
+
+A resample is a vector of counts per test sequence; the metrics are computed as
+count-weighted sums, many resamples at once (scikit-learn's metrics with
+`sample_weight` are the oracle in the tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from genobird.errors import InputError
+from genobird.tasks.metrics import PREDICTIONS
+
+METRICS = ("mcc", "f1", "auroc")
+THRESHOLD = 0.5  # as binary_metrics: predicted positive at probability >= 0.5
+# resample counts held at once ([batch, N]; the AUROC keeps a few float64 copies)
+CELLS_PER_BATCH = 4_000_000
+
+
+@dataclass(frozen=True)
+class Predictions:
+    labels: np.ndarray  # int [N]
+    probabilities: np.ndarray  # float [N]
+    feature: str
+    fingerprint: str
+    source: Path
+
+
+def predictions_file(location: str | Path) -> Path:
+    """The test_predictions.npz of a run folder, its report folder, or the file itself."""
+    location = Path(location)
+    for candidate in (location, location / PREDICTIONS, location / "report" / PREDICTIONS):
+        if candidate.is_file():
+            return candidate
+    raise InputError(
+        f"{location}: no {PREDICTIONS} (give a fine-tuning or baseline output folder; runs "
+        "made before the predictions were written must be rerun)"
+    )
+
+
+def read_predictions(location: str | Path) -> Predictions:
+    path = predictions_file(location)
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            labels, probabilities = saved["labels"], saved["probabilities"]
+            names, fingerprint = saved["feature_names"].tolist(), str(saved["fingerprint"])
+    except (OSError, ValueError, KeyError) as error:
+        raise InputError(f"{path}: not a genobird predictions file ({error})") from None
+    if labels.shape[1] != 1:
+        raise InputError(
+            f"{path}: {labels.shape[1]} features; comparison is for single-feature tasks "
+            "(promoter, classify)"
+        )
+    return Predictions(labels[:, 0].astype(int), probabilities[:, 0].astype(float), names[0],
+                       fingerprint, path)  # fmt: skip
+
+
+def weighted_confusion(counts: np.ndarray, labels: np.ndarray, predicted: np.ndarray):
+    """(tp, fp, fn, tn), each [R], of R resamples given as counts per example [R, N]."""
+    positive, negative = labels == 1, labels == 0
+    counts = counts.astype(np.float64)
+    return (counts @ (positive & predicted), counts @ (negative & predicted),
+            counts @ (positive & ~predicted), counts @ (negative & ~predicted))  # fmt: skip
+
+
+def resampled_mcc(counts, labels, probabilities) -> np.ndarray:
+    tp, fp, fn, tn = weighted_confusion(counts, labels, probabilities >= THRESHOLD)
+    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mcc = (tp * tn - fp * fn) / denominator
+    return np.where(denominator > 0, mcc, 0.0)  # scikit-learn's value when undefined
+
+
+def resampled_f1(counts, labels, probabilities) -> np.ndarray:
+    tp, fp, fn, _ = weighted_confusion(counts, labels, probabilities >= THRESHOLD)
+    denominator = 2 * tp + fp + fn
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, 2 * tp / denominator, 0.0)
+
+
+def resampled_auroc(counts, labels, probabilities) -> np.ndarray:
+    """AUROC of each resample: for every positive, the weight of the negatives scored
+    below it, plus half of those tied with it (the Mann-Whitney statistic)."""
+    order = np.argsort(probabilities, kind="stable")
+    scores, labels, counts = probabilities[order], labels[order], counts[:, order]
+    starts = np.flatnonzero(np.r_[True, scores[1:] != scores[:-1]])  # groups of equal scores
+    counts = counts.astype(np.float64)
+    negatives = np.add.reduceat(counts * (labels == 0), starts, axis=1)
+    positives = np.add.reduceat(counts * (labels == 1), starts, axis=1)
+    below = np.cumsum(negatives, axis=1) - negatives
+    pairs = positives.sum(1) * negatives.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (positives * (below + negatives / 2)).sum(1) / pairs
+
+
+RESAMPLED = {"mcc": resampled_mcc, "f1": resampled_f1, "auroc": resampled_auroc}
+
+
+def check_same_split(a: Predictions, b: Predictions) -> None:
+    if a.fingerprint != b.fingerprint or not np.array_equal(a.labels, b.labels):
+        raise InputError(
+            f"{a.source} and {b.source} scored different test splits; compare two runs on "
+            "the same data set"
+        )
+    if len(np.unique(a.labels)) < 2:
+        raise InputError(f"{a.source}: the test split has one class only; nothing to compare")
+
+
+def resample_counts(rng: np.random.Generator, examples: int, resamples: int):
+    """Batches of resamples, each [batch, examples]: how often each test sequence is drawn."""
+    batch = max(1, CELLS_PER_BATCH // examples)
+    for start in range(0, resamples, batch):
+        size = min(batch, resamples - start)
+        drawn = rng.integers(0, examples, size=(size, examples))
+        drawn += np.arange(size)[:, None] * examples  # resample r counts into row r
+        yield np.bincount(drawn.ravel(), minlength=size * examples).reshape(size, examples)
+
+
+def paired_bootstrap(a: Predictions, b: Predictions, resamples: int = 2000, seed: int = 0,
+                     metrics=METRICS) -> dict:  # fmt: skip
+    """Each metric for a and b on the whole split, a - b, the 95% percentile interval of
+    a - b over `resamples` paired resamples, and the share of resamples where a wins."""
+    check_same_split(a, b)
+    if resamples < 100:
+        raise InputError(f"resamples must be at least 100 for a 95% interval, got {resamples}")
+    whole = np.ones((1, len(a.labels)), dtype=np.int32)
+    differences = {name: [] for name in metrics}
+    for counts in resample_counts(np.random.default_rng(seed), len(a.labels), resamples):
+        for name in metrics:
+            metric = RESAMPLED[name]
+            differences[name].append(
+                metric(counts, a.labels, a.probabilities)
+                - metric(counts, b.labels, b.probabilities)
+            )
+    result = {"examples": len(a.labels), "resamples": resamples, "seed": seed, "metrics": {}}
+    for name in metrics:
+        metric = RESAMPLED[name]
+        spread = np.concatenate(differences[name])
+        spread = spread[np.isfinite(spread)]  # a resample with one class has no AUROC
+        value_a = float(metric(whole, a.labels, a.probabilities)[0])
+        value_b = float(metric(whole, b.labels, b.probabilities)[0])
+        low, high = np.percentile(spread, [2.5, 97.5])
+        result["metrics"][name] = {
+            "a": value_a, "b": value_b, "difference": value_a - value_b,
+            "low": float(low), "high": float(high),
+            "a_better_share": float((spread > 0).mean()),
+        }  # fmt: skip
+    return result
+
+
+def describe_difference(row: dict) -> str:
+    """'+0.012 [-0.020, +0.045]', the difference with its interval."""
+    return f"{row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"

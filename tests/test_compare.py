@@ -1,0 +1,147 @@
+"""Paired comparison of two predictors on one test split (`genobird baseline compare`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn import metrics as skm
+
+from genobird.cli import main
+from genobird.errors import InputError
+from genobird.report import build_report
+from genobird.tasks.compare import (
+    Predictions,
+    paired_bootstrap,
+    resample_counts,
+    resampled_auroc,
+    resampled_f1,
+    resampled_mcc,
+)
+from tests.test_baselines import _motif_dataset
+
+
+def _scores(seed: int, examples: int = 400, noise: float = 0.3):
+    """Labels and probabilities that follow them, rounded so that scores tie."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, examples)
+    probabilities = np.clip(0.5 + (labels - 0.5) * 0.4 + rng.normal(0, noise, examples), 0, 1)
+    return labels, np.round(probabilities, 2)
+
+
+def _predictions(labels, probabilities, name: str, fingerprint: str = "split") -> Predictions:
+    return Predictions(labels, probabilities, "label", fingerprint, Path(name))
+
+
+def test_resampled_metrics_equal_scikit_learn_with_sample_weights():
+    labels, probabilities = _scores(0)
+    counts = next(resample_counts(np.random.default_rng(1), len(labels), 6))
+    assert counts.shape == (6, len(labels)) and (counts.sum(1) == len(labels)).all()
+    predicted = probabilities >= 0.5
+    for row in range(len(counts)):
+        weight = counts[row]
+        assert resampled_mcc(counts, labels, probabilities)[row] == pytest.approx(
+            skm.matthews_corrcoef(labels, predicted, sample_weight=weight)
+        )
+        assert resampled_f1(counts, labels, probabilities)[row] == pytest.approx(
+            skm.f1_score(labels, predicted, sample_weight=weight)
+        )
+        assert resampled_auroc(counts, labels, probabilities)[row] == pytest.approx(
+            skm.roc_auc_score(labels, probabilities, sample_weight=weight)
+        )
+    # a predictor of one class: MCC 0 (scikit-learn's convention), not NaN
+    constant = np.zeros_like(probabilities)
+    assert resampled_mcc(counts, labels, constant).tolist() == [0.0] * len(counts)
+
+
+def test_paired_bootstrap_measures_a_real_difference_and_finds_none_between_equals():
+    labels, good = _scores(2, examples=1000, noise=0.25)
+    _, poor = _scores(2, examples=1000, noise=0.6)  # the same labels, noisier scores
+    better, worse = _predictions(labels, good, "a"), _predictions(labels, poor, "b")
+    result = paired_bootstrap(better, worse, resamples=500, seed=3)
+    assert result["examples"] == 1000 and result["resamples"] == 500
+    for name, row in result["metrics"].items():
+        whole = {"mcc": skm.matthews_corrcoef, "f1": skm.f1_score}.get(name)
+        if whole is not None:
+            assert row["a"] == pytest.approx(whole(labels, good >= 0.5))
+        assert row["difference"] == pytest.approx(row["a"] - row["b"])
+        assert 0 < row["low"] < row["difference"] < row["high"], name
+        assert row["a_better_share"] == 1.0
+    # the same resamples, the other way round: the interval mirrored
+    swapped = paired_bootstrap(worse, better, resamples=500, seed=3)["metrics"]["mcc"]
+    assert swapped["low"] == pytest.approx(-result["metrics"]["mcc"]["high"])
+    itself = paired_bootstrap(better, better, resamples=200)["metrics"]["auroc"]
+    assert itself["difference"] == itself["low"] == itself["high"] == 0.0
+    assert itself["a_better_share"] == 0.0
+
+
+def test_predictions_of_different_splits_are_not_paired():
+    labels, probabilities = _scores(4)
+    first = _predictions(labels, probabilities, "a", "split-1")
+    with pytest.raises(InputError, match="scored different test splits"):
+        paired_bootstrap(first, _predictions(labels, probabilities, "b", "split-2"))
+    with pytest.raises(InputError, match="resamples must be at least 100"):
+        paired_bootstrap(first, first, resamples=10)
+
+
+def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
+    pretraining_data, tmp_path, capsys
+):
+    data = _motif_dataset(tmp_path / "motif.h5", n=300)
+    finetuned, kmer = tmp_path / "finetuned", tmp_path / "kmer"
+    assert main(["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+                 "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
+                 "--batch-size", "8", "--output", str(finetuned)]) == 0  # fmt: skip
+    assert main(["-q", "baseline", "kmer-lr", "--data", str(data), "--output", str(kmer)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "compare.json"
+    assert main(["baseline", "compare", str(finetuned), str(kmer), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "60 test sequences, 2,000 paired resamples" in printed
+    result = json.loads(out.read_text())
+    # the predictions files hold what each run's metrics.json was computed from
+    for run, side in ((finetuned, "a"), (kmer, "b")):
+        report = json.loads((run / "report" / "metrics.json").read_text())
+        for name in ("mcc", "f1", "auroc"):
+            assert result["metrics"][name][side] == pytest.approx(report[name])
+    assert result["metrics"]["auroc"]["difference"] < 0  # 3 steps from scratch vs k-mers
+    assert f"mcc    A {result['metrics']['mcc']['a']:.3f}" in printed
+
+    other = _motif_dataset(tmp_path / "other.h5", n=300, seed=1)
+    assert main(["-q", "baseline", "kmer-lr", "--data", str(other), "--output",
+                 str(tmp_path / "other")]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["baseline", "compare", str(finetuned), str(tmp_path / "other")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "scored different test splits" in error and "\n" not in error
+    assert main(["baseline", "compare", str(finetuned), str(tmp_path)]) == 1
+    assert "no test_predictions.npz" in capsys.readouterr().err
+
+    results = tmp_path / "results"
+    shutil.copytree(finetuned / "report", results / "tasks" / "motif" / "report")
+    shutil.copytree(kmer, results / "tasks" / "motif" / "baselines" / "kmer-lr")
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    assert "genobird minus each baseline on the same 60 test sequences" in page
+    low, high = result["metrics"]["auroc"]["low"], result["metrics"]["auroc"]["high"]
+    assert f"[{low:+.3f}, {high:+.3f}]" in page  # the same 2,000 resamples (seed 0)
+
+
+def test_a_split_fingerprint_follows_that_split_only(tmp_path):
+    import h5py
+
+    from genobird.tasks.data import split_fingerprint
+
+    data = _motif_dataset(tmp_path / "motif.h5", n=50)
+    test = split_fingerprint(data, "test")
+    assert split_fingerprint(data, "test", rows_per_read=7) == test  # read in slices
+    with h5py.File(data, "r+") as handle:
+        splits = handle["split"][:].astype(str)
+        first_train, first_test = (int(np.flatnonzero(splits == s)[0]) for s in ("train", "test"))
+        handle["sequences"][first_train] = b"A" * len(handle["sequences"][first_train])
+    assert split_fingerprint(data, "test") == test  # a training row changed
+    with h5py.File(data, "r+") as handle:
+        handle["labels"][first_test] = 1 - handle["labels"][first_test]
+    assert split_fingerprint(data, "test") != test
