@@ -482,7 +482,12 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline_compare(args: argparse.Namespace) -> int:
-    from genobird.tasks.compare import describe_difference, paired_bootstrap, read_predictions
+    from genobird.tasks.compare import (
+        describe_difference,
+        describe_value,
+        paired_bootstrap,
+        read_predictions,
+    )
 
     first, second = (read_predictions(run) for run in args.runs)
     result = paired_bootstrap(first, second, args.resamples, args.seed)
@@ -491,10 +496,11 @@ def cmd_baseline_compare(args: argparse.Namespace) -> int:
         with atomic_write(args.out) as handle:
             json.dump(result, handle, indent=2)
     print(f"A {first.source}\nB {second.source}\n{result['examples']:,} test sequences, "
-          f"{args.resamples:,} paired resamples; A - B with its 95% interval:")  # fmt: skip
+          f"{args.resamples:,} paired resamples; 95% intervals:")  # fmt: skip
     for name, row in result["metrics"].items():
-        print(f"  {name:<6} A {row['a']:.3f}  B {row['b']:.3f}  A - B {describe_difference(row)}"
-              f"  (A ahead in {row['a_better_share']:.0%} of resamples)")  # fmt: skip
+        print(f"  {name:<6} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
+              f"A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} "
+              "of resamples)")  # fmt: skip
     return EXIT_OK
 
 

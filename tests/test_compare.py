@@ -69,6 +69,12 @@ def test_paired_bootstrap_measures_a_real_difference_and_finds_none_between_equa
             assert row["a"] == pytest.approx(whole(labels, good >= 0.5))
         assert row["difference"] == pytest.approx(row["a"] - row["b"])
         assert 0 < row["low"] < row["difference"] < row["high"], name
+        for side in "ab":  # each predictor's own interval holds its figure
+            assert row[f"{side}_low"] < row[side] < row[f"{side}_high"], (name, side)
+        # pairing: the difference is known better than either figure
+        assert (
+            row["high"] - row["low"] < row["a_high"] - row["a_low"] + row["b_high"] - row["b_low"]
+        )
         assert row["a_better_share"] == 1.0
     # the same resamples, the other way round: the interval mirrored
     swapped = paired_bootstrap(worse, better, resamples=500, seed=3)["metrics"]["mcc"]
@@ -108,7 +114,8 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
         for name in ("mcc", "f1", "auroc"):
             assert result["metrics"][name][side] == pytest.approx(report[name])
     assert result["metrics"]["auroc"]["difference"] < 0  # 3 steps from scratch vs k-mers
-    assert f"mcc    A {result['metrics']['mcc']['a']:.3f}" in printed
+    mcc = result["metrics"]["mcc"]
+    assert f"mcc    A {mcc['a']:.3f} [{mcc['a_low']:.3f}, {mcc['a_high']:.3f}]" in printed
 
     other = _motif_dataset(tmp_path / "other.h5", n=300, seed=1)
     assert main(["-q", "baseline", "kmer-lr", "--data", str(other), "--output",

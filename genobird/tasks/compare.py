@@ -130,36 +130,46 @@ def resample_counts(rng: np.random.Generator, examples: int, resamples: int):
 
 def paired_bootstrap(a: Predictions, b: Predictions, resamples: int = 2000, seed: int = 0,
                      metrics=METRICS) -> dict:  # fmt: skip
-    """Each metric for a and b on the whole split, a - b, the 95% percentile interval of
-    a - b over `resamples` paired resamples, and the share of resamples where a wins."""
+    """Each metric for a and b on the whole split with its own 95% interval, a - b with
+    the 95% percentile interval of a - b over `resamples` paired resamples, and the share
+    of resamples where a wins."""
     check_same_split(a, b)
     if resamples < 100:
         raise InputError(f"resamples must be at least 100 for a 95% interval, got {resamples}")
-    whole = np.ones((1, len(a.labels)), dtype=np.int32)
-    differences = {name: [] for name in metrics}
+    drawn = {(name, side): [] for name in metrics for side in "ab"}
     for counts in resample_counts(np.random.default_rng(seed), len(a.labels), resamples):
         for name in metrics:
-            metric = RESAMPLED[name]
-            differences[name].append(
-                metric(counts, a.labels, a.probabilities)
-                - metric(counts, b.labels, b.probabilities)
-            )
+            for side, predictions in (("a", a), ("b", b)):
+                values = RESAMPLED[name](counts, predictions.labels, predictions.probabilities)
+                drawn[name, side].append(values)
+    whole = np.ones((1, len(a.labels)), dtype=np.int32)
     result = {"examples": len(a.labels), "resamples": resamples, "seed": seed, "metrics": {}}
     for name in metrics:
-        metric = RESAMPLED[name]
-        spread = np.concatenate(differences[name])
-        spread = spread[np.isfinite(spread)]  # a resample with one class has no AUROC
-        value_a = float(metric(whole, a.labels, a.probabilities)[0])
-        value_b = float(metric(whole, b.labels, b.probabilities)[0])
-        low, high = np.percentile(spread, [2.5, 97.5])
-        result["metrics"][name] = {
-            "a": value_a, "b": value_b, "difference": value_a - value_b,
-            "low": float(low), "high": float(high),
-            "a_better_share": float((spread > 0).mean()),
-        }  # fmt: skip
+        row = {}
+        for side, predictions in (("a", a), ("b", b)):
+            value = RESAMPLED[name](whole, predictions.labels, predictions.probabilities)[0]
+            row[side] = float(value)
+            row[f"{side}_low"], row[f"{side}_high"] = interval(np.concatenate(drawn[name, side]))
+        spread = np.concatenate(drawn[name, "a"]) - np.concatenate(drawn[name, "b"])
+        row["difference"] = row["a"] - row["b"]
+        row["low"], row["high"] = interval(spread)
+        row["a_better_share"] = float((spread[np.isfinite(spread)] > 0).mean())
+        result["metrics"][name] = row
     return result
+
+
+def interval(values: np.ndarray) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles, over the resamples where the metric is defined
+    (a resample with one class has no AUROC)."""
+    low, high = np.percentile(values[np.isfinite(values)], [2.5, 97.5])
+    return float(low), float(high)
 
 
 def describe_difference(row: dict) -> str:
     """'+0.012 [-0.020, +0.045]', the difference with its interval."""
     return f"{row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+
+
+def describe_value(row: dict, side: str) -> str:
+    """'0.951 [0.930, 0.970]', one predictor's figure with its interval."""
+    return f"{row[side]:.3f} [{row[side + '_low']:.3f}, {row[side + '_high']:.3f}]"
