@@ -223,6 +223,8 @@ def test_cnn_learns_planted_motifs_multilabel(tmp_path):
     assert report["median_auroc"] > 0.9
     assert set(report["median_auroc_by_category"]) == {"TF"}
     assert report["baseline"]["rc_average"] is True
+    # per-sequence predictions are kept for single-feature tasks only (compare's)
+    assert not (tmp_path / "cnn" / "report" / "test_predictions.npz").exists()
 
 
 def test_cnn_reverse_complement_average_scores_both_strands_alike():

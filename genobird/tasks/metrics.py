@@ -94,14 +94,16 @@ def is_multilabel(meta: dict) -> bool:
 def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
                      data_path: Path | None = None) -> dict:  # fmt: skip
     """The test-split report every predictor writes (fine-tuned model or baseline):
-    metrics.json, the ROC/PR (and AUROC-by-category) plots, and, given the data set's
-    `data_path`, each test sequence's prediction (test_predictions.npz, what
-    `genobird baseline compare` pairs) in `report_dir`.
+    metrics.json, the ROC/PR (and AUROC-by-category) plots, and, for a single-feature task
+    given the data set's `data_path`, each test sequence's prediction
+    (test_predictions.npz, what `genobird baseline compare` pairs) in `report_dir`. A
+    chromatin split's would be N x 919 floats, gigabytes for DeepSEA's; `genobird score`
+    writes those where they are wanted.
 
     test, valid: (labels [N, F], probabilities [N, F]); binary tasks also report F1 etc.
     at the threshold that maximises F1 on `valid`."""
     labels, probabilities = test
-    if data_path is not None:
+    if data_path is not None and not is_multilabel(meta):
         write_test_predictions(report_dir, meta, test, split_fingerprint(data_path, "test"))
     names, categories = meta["feature_names"], meta["categories"]
     if is_multilabel(meta):
