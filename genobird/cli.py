@@ -1087,8 +1087,9 @@ def _add_baseline(commands) -> None:
     compare.add_argument("runs", type=Path, nargs=2, metavar="RUN",
                          help="output folders of genobird finetune or genobird baseline "
                          "(A, then B)")  # fmt: skip
-    compare.add_argument("--resamples", type=int, default=2000)
-    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--resamples", type=int, default=2000,
+                         help="resamples of the test sequences (at least 100)")  # fmt: skip
+    compare.add_argument("--seed", type=int, default=0, help="seed of the resampling")
     compare.add_argument("--out", type=Path, help="JSON report")
 
 
