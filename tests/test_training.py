@@ -690,13 +690,13 @@ def test_weight_average_follows_its_definition_and_restores_the_weights():
     for value in [1.0, -2.0, 5.0, 0.5, 3.0, 3.0, 3.0, 7.0, -1.0, 2.0, 4.0, 4.0, 6.0]:
         with torch.no_grad():
             model.weight.fill_(value)
-        average.update(model)
+        average.update()
         trajectory.append(value)
     expected = _ema_oracle(trajectory, 0.9)
-    with average.applied(model):
+    with average.applied():
         assert model.weight.item() == pytest.approx(expected, rel=1e-6)
     assert model.weight.item() == 6.0  # its own weights back after the block
-    average.copy_to(model)
+    average.copy_to_module()
     assert model.weight.item() == pytest.approx(expected, rel=1e-6)
 
 

@@ -27,49 +27,52 @@ def check_decay(decay: float) -> None:
 
 class WeightAverage:
     """The running average of every floating-point tensor in a module's state dict,
-    kept in float32 on the module's device."""
+    kept in float32 on the module's device.
+
+    The module's tensors are looked up once: state-dict tensors share storage with the
+    parameters and buffers, which the optimiser and `load_state_dict` change in place, so
+    an update (every step) is one lerp per tensor and builds no state dict."""
 
     def __init__(self, module: nn.Module, decay: float):
         check_decay(decay)
         self.decay = decay
         self.updates = 0
-        self.averages = {
-            name: tensor.detach().float().clone()
-            for name, tensor in module.state_dict().items()
+        self.live = {
+            name: tensor for name, tensor in module.state_dict().items()
             if tensor.is_floating_point()
+        }  # fmt: skip
+        self.averages = {
+            name: tensor.detach().float().clone() for name, tensor in self.live.items()
         }
 
     def current_decay(self) -> float:
         return min(self.decay, (1 + self.updates) / (10 + self.updates))
 
     @torch.no_grad()
-    def update(self, module: nn.Module) -> None:
+    def update(self) -> None:
         """Fold the module's present weights into the average (after an optimiser step)."""
         self.updates += 1
         weight = 1 - self.current_decay()
-        state = module.state_dict()
         for name, average in self.averages.items():
-            average.lerp_(state[name].float(), weight)
+            average.lerp_(self.live[name].float(), weight)
 
     @torch.no_grad()
-    def copy_to(self, module: nn.Module) -> None:
+    def copy_to_module(self) -> None:
         """Replace the module's weights by the averaged ones."""
-        state = module.state_dict()
         for name, average in self.averages.items():
-            state[name].copy_(average)
+            self.live[name].copy_(average)
 
     @contextmanager
-    def applied(self, module: nn.Module):
+    def applied(self):
         """The module with the averaged weights inside the block, its own after it."""
-        state = module.state_dict()
-        own = {name: state[name].detach().clone() for name in self.averages}
-        self.copy_to(module)
+        own = {name: tensor.detach().clone() for name, tensor in self.live.items()}
+        self.copy_to_module()
         try:
-            yield module
+            yield
         finally:
             with torch.no_grad():
                 for name, tensor in own.items():
-                    state[name].copy_(tensor)
+                    self.live[name].copy_(tensor)
 
     def state_dict(self) -> dict:
         return {"decay": self.decay, "updates": self.updates, "averages": self.averages}

@@ -243,6 +243,8 @@ class Trainer:
             if "weight_average" in saved:
                 self.average.load_state_dict(saved["weight_average"])
             else:  # averaging switched on for a resumed run: it starts here
+                log.info("no weight average in %s: averaging starts at step %d", folder,
+                         self.state.step)  # fmt: skip
                 self.average = WeightAverage(self.module, self.config.ema_decay)
         self._truncate_metrics()
         log.info("resumed from %s (step %d)", folder, self.state.step)
@@ -345,7 +347,7 @@ class Trainer:
             tokens += step_tokens
             self.state.step += 1
             if self.average is not None:
-                self.average.update(self.module)
+                self.average.update()
             bar.update()
             if self.state.step % config.log_every == 0 or self.state.step == config.max_steps:
                 self._check_finite()
@@ -373,7 +375,7 @@ class Trainer:
                 break
         bar.close()
         if not self.restore_best() and self.average is not None:
-            self.average.copy_to(self.module)
+            self.average.copy_to_module()
         return self.state
 
     # ------------------------------------------------------------------ model selection
@@ -488,7 +490,7 @@ class Trainer:
 
     def _averaged(self):
         """The module with its averaged weights inside the block (when averaging)."""
-        return self.average.applied(self.module) if self.average else nullcontext()
+        return self.average.applied() if self.average else nullcontext()
 
     def _log(self, metrics: dict, prefix: str = "") -> None:
         record = {"step": self.state.step, **{prefix + k: v for k, v in metrics.items()}}
