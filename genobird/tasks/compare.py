@@ -33,7 +33,6 @@ CELLS_PER_BATCH = 4_000_000
 class Predictions:
     labels: np.ndarray  # int [N]
     probabilities: np.ndarray  # float [N]
-    feature: str
     fingerprint: str
     source: Path
 
@@ -55,7 +54,7 @@ def read_predictions(location: str | Path) -> Predictions:
     try:
         with np.load(path, allow_pickle=False) as saved:
             labels, probabilities = saved["labels"], saved["probabilities"]
-            names, fingerprint = saved["feature_names"].tolist(), str(saved["fingerprint"])
+            fingerprint = str(saved["fingerprint"])
     except (OSError, ValueError, KeyError) as error:
         raise InputError(f"{path}: not a genobird predictions file ({error})") from None
     if labels.shape[1] != 1:
@@ -63,8 +62,8 @@ def read_predictions(location: str | Path) -> Predictions:
             f"{path}: {labels.shape[1]} features; comparison is for single-feature tasks "
             "(promoter, classify)"
         )
-    return Predictions(labels[:, 0].astype(int), probabilities[:, 0].astype(float), names[0],
-                       fingerprint, path)  # fmt: skip
+    return Predictions(labels[:, 0].astype(int), probabilities[:, 0].astype(float), fingerprint,
+                       path)  # fmt: skip
 
 
 def weighted_confusion(counts: np.ndarray, labels: np.ndarray, predicted: np.ndarray):
