@@ -372,6 +372,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         eval_every=args.eval_every,
         patience=args.patience,
         layer_decay=args.layer_decay,
+        bpe_dropout=args.bpe_dropout,
         training=training,
         seed=args.seed,
     )  # fmt: skip
@@ -957,6 +958,10 @@ def _add_finetune(commands) -> None:
                      help="evaluate, select and keep an exponential moving average of the "
                      "weights with this decay per step, e.g. 0.999 (0: the weights as "
                      "trained)")  # fmt: skip
+    sub.add_argument("--bpe-dropout", type=float, default=0.0,
+                     help="cut each training window into pieces with BPE-dropout, each "
+                     "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
+                     "own pieces); evaluation reads the tokenizer's own")  # fmt: skip
     sub.add_argument("--warmup-steps", type=int, default=20)
     sub.add_argument("--max-steps", type=int, default=300)
     sub.add_argument("--batch-size", type=int, default=8)

@@ -14,6 +14,7 @@ import torch
 from genobird.cli import main
 from genobird.corpus import InstanceSpec, read_documents, write_instances
 from genobird.corpus.tokenizer import load_tokenizer
+from genobird.errors import ConfigError
 from genobird.model import from_pretrained
 from genobird.predict import load_predictor
 
@@ -356,3 +357,9 @@ def test_exported_vocabulary_encodes_real_human_dna_as_genobird(shared_data, tmp
                for start in range(0, 2_000_000, 2_000)]  # fmt: skip
     auto = transformers.AutoTokenizer.from_pretrained(model)
     assert auto(windows, add_special_tokens=False)["input_ids"] == tokenizer.encode_batch(windows)
+
+
+def test_bpe_dropout_needs_a_sentencepiece_tokenizer(pretraining_data, tmp_path):
+    gena_lm_tokenizer(sentences(pretraining_data)[:300], tmp_path / "tokenizer.json")
+    with pytest.raises(ConfigError, match="BPE dropout needs a sentencepiece tokenizer"):
+        load_tokenizer(tmp_path / "tokenizer.json").encode_sampled("ACGT", 0.1, seed=0)

@@ -1026,3 +1026,66 @@ def test_a_bad_peak_file_is_a_one_line_error_naming_it(tmp_path):
     with pytest.raises(FormatError, match=r"rev\.bed: interval chr2:50-30 has start > end"):
         read_peaks(reversed_)
     assert read_peaks(write(tmp_path / "empty.bed", "")) == {}
+
+
+def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
+    pretraining_data, tmp_path, capsys
+):
+    """--bpe-dropout: training windows are cut into more, shorter pieces that still spell
+    the window (or its reverse complement), drawn afresh each epoch and the same on a
+    resumed run; training on them moves the weights elsewhere than the tokenizer's own
+    pieces (same seed); the report names the rate."""
+    import safetensors.torch
+    import torch
+
+    from genobird.corpus import Tokenizer
+    from genobird.tasks.data import WindowDataset, read_split
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=3)
+    sequences, _ = read_split(data, "train")
+
+    def spelled(item) -> str:
+        return tokenizer.decode(item["input_ids"][1:-1])
+
+    plain = WindowDataset(data, "train", tokenizer, 512)
+    sampled = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.3, bpe_seed=5)
+    both = WindowDataset(data, "train", tokenizer, 512, rc_augment_seed=1, bpe_dropout=0.3)
+    for index, sequence in enumerate(sequences):
+        assert spelled(plain[index]) == sequence
+        assert spelled(sampled[index]) == sequence
+        assert spelled(both[index]) in (sequence, reverse_complement(sequence))
+    lengths = [[len(d[i]["input_ids"]) for i in range(len(d))] for d in (plain, sampled)]
+    assert np.mean(lengths[1]) > 1.1 * np.mean(lengths[0])  # merges were skipped
+    again = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.3, bpe_seed=5)
+    assert all(np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"])
+               for i in range(len(sampled)))  # fmt: skip
+    again.set_epoch(1)
+    assert any(not np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"])
+               for i in range(len(sampled)))  # fmt: skip
+    off = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.0, bpe_seed=5)
+    assert all(np.array_equal(plain[i]["input_ids"], off[i]["input_ids"]) for i in range(30))
+
+    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
+               "--batch-size", "4"]  # fmt: skip
+    assert main([*command, "--output", str(tmp_path / "run"), "--bpe-dropout", "0.1"]) == 0
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    assert report["bpe_dropout"] == 0.1
+    assert main([*command, "--output", str(tmp_path / "same-seed")]) == 0
+    weights = [safetensors.torch.load_file(str(tmp_path / run / "model" / "model.safetensors"))
+               for run in ("run", "same-seed")]  # fmt: skip
+    assert any(not torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    assert main([*command, "--output", str(tmp_path / "bad"), "--bpe-dropout", "1"]) == 1
+    assert "bpe_dropout must be in [0, 1), got 1.0" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "model").exists()
+
+
+def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
+    from types import SimpleNamespace
+
+    from genobird.tasks.finetune import FinetuneSpec, training_max_tokens
+
+    model = SimpleNamespace(config=SimpleNamespace(max_position=512))
+    assert training_max_tokens(FinetuneSpec(max_tokens=32), model) == 32
+    assert training_max_tokens(FinetuneSpec(max_tokens=32, bpe_dropout=0.1), model) == 512

@@ -19,7 +19,7 @@ import numpy as np
 import sentencepiece as spm
 
 from genobird.corpus.fast_bpe import FastBPE
-from genobird.errors import CheckpointError
+from genobird.errors import CheckpointError, ConfigError
 from genobird.genome.alphabet import normalise_dna
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -109,6 +109,15 @@ class TokenizerBase:
         if normalise:
             sequence = normalise_dna(sequence)
         return self.encode_batch([sequence])[0]
+
+    def encode_sampled(self, sequence: str, dropout: float, seed: int) -> list[int]:
+        """Ids of a normalised sequence with BPE-dropout (Provilkov et al., 2020): each merge
+        skipped with probability `dropout`, the draws fixed by `seed`. Every
+        segmentation spells the same bases."""
+        raise ConfigError(
+            f"{self.path}: BPE dropout needs a sentencepiece tokenizer (tokenizer.model); "
+            "fine-tune without --bpe-dropout"
+        )
 
     def token_offsets(self, ids) -> np.ndarray:
         """[T, 2] base-pair (start, end) of each token within the decoded sequence;
@@ -204,6 +213,13 @@ class Tokenizer(TokenizerBase):
         if self._fast is not None:
             return self._fast.encode(sequences, threads)
         return self._processor.encode(sequences, num_threads=threads)
+
+    def encode_sampled(self, sequence: str, dropout: float, seed: int) -> list[int]:
+        # sentencepiece draws from one process-wide generator, seeded again for each call
+        # so that a window's segmentation depends on its seed alone (resumable, and the
+        # same in every data-loader worker)
+        spm.set_random_generator_seed(seed)
+        return self._processor.encode(sequence, enable_sampling=True, alpha=dropout)
 
     def decode(self, ids) -> str:
         """DNA of the ids; special tokens are skipped."""

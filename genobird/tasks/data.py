@@ -179,9 +179,12 @@ def split_fingerprint(path: str | Path, split: str, rows_per_read: int = 65_536)
     return hashlib.sha256(both).hexdigest()
 
 
-def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarray:
-    """[CLS] + the window's central tokens + [SEP], at most `max_tokens`, unpadded."""
-    ids = tokenizer.encode(sequence, normalise=False)
+def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int,
+               ids: list[int] | None = None) -> np.ndarray:  # fmt: skip
+    """[CLS] + the window's central tokens + [SEP], at most `max_tokens`, unpadded; `ids`:
+    the sequence's tokens when already encoded (a sampled segmentation)."""
+    if ids is None:
+        ids = tokenizer.encode(sequence, normalise=False)
     room = max_tokens - 2
     if len(ids) > room:
         first = (len(ids) - room) // 2
@@ -257,15 +260,18 @@ class WindowDataset(torch.utils.data.Dataset):
     pads each batch). With `reverse_complement`, every window is read on the other
     strand (for strand averaging at evaluation). With `rc_augment_seed`, each window is
     read on a strand drawn from (seed, epoch, index): reverse-complement augmentation
-    that a resumed run repeats exactly."""
+    that a resumed run repeats exactly. With `bpe_dropout` > 0, each window is cut into
+    pieces with BPE-dropout, the draws fixed by (`bpe_seed`, epoch, index) likewise."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
-                 reverse_complement: bool = False, rc_augment_seed: int | None = None):  # fmt: skip
+                 reverse_complement: bool = False, rc_augment_seed: int | None = None,
+                 bpe_dropout: float = 0.0, bpe_seed: int = 0):  # fmt: skip
         if split not in SPLITS:
             raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
         self.reverse = reverse_complement
         self.rc_augment_seed, self.epoch = rc_augment_seed, 0
+        self.bpe_dropout, self.bpe_seed = bpe_dropout, bpe_seed
         with h5py.File(self.path, "r") as handle:
             if handle.attrs.get("format") != FORMAT:
                 raise InputError(f"{path}: not a genobird sequence data set")
@@ -287,6 +293,14 @@ class WindowDataset(torch.utils.data.Dataset):
         coin = np.random.default_rng([self.rc_augment_seed, self.epoch, index]).random()
         return bool(coin < 0.5)
 
+    def _sampled_ids(self, sequence: str, index: int) -> list[int] | None:
+        """A BPE-dropout segmentation of the window (None: the tokenizer's own)."""
+        if not self.bpe_dropout:
+            return None
+        draw = np.random.default_rng([self.bpe_seed, self.epoch, index, 1])
+        seed = int(draw.integers(1 << 31))
+        return self.tokenizer.encode_sampled(sequence, self.bpe_dropout, seed)
+
     def __getitem__(self, index: int) -> dict:
         if self._handle is None:
             self._handle = h5py.File(self.path, "r")
@@ -294,8 +308,9 @@ class WindowDataset(torch.utils.data.Dataset):
         sequence = self._handle["sequences"][row].decode("ascii")
         if self._flip(index):
             sequence = reverse_complement(sequence)
+        sampled = self._sampled_ids(sequence, index)
         return {
-            "input_ids": window_ids(self.tokenizer, sequence, self.max_tokens),
+            "input_ids": window_ids(self.tokenizer, sequence, self.max_tokens, sampled),
             "labels": self._handle["labels"][row].astype(np.float32),
         }
 
