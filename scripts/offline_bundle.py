@@ -97,6 +97,7 @@ def runtime_closure(root: str, target_has: set[str], python_version: str) -> dic
     only: a package the target has brings its own dependencies."""
     environment = target_environment(python_version)
     pins: dict[str, str] = {}
+    installed_version(root)  # not installed here: one line, not a traceback
     pending = [root]
     while pending:
         name = pending.pop()
@@ -220,10 +221,12 @@ class InputCopier:
     def copy(self, source: str) -> str:
         target = self.bundle / "inputs" / bundled_name(source)
         earlier = self.copied.get(target)
-        if earlier is not None and Path(earlier).resolve() != Path(source).resolve():
-            raise BundleError(
-                f"{source} and {earlier} would both be bundled as {target}; rename one of them"
-            )
+        if earlier is not None:
+            if Path(earlier).resolve() != Path(source).resolve():
+                raise BundleError(
+                    f"{source} and {earlier} would both be bundled as {target}; rename one of them"
+                )
+            return target.as_posix()  # named again: copied already
         self.copied[target] = source
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)

@@ -112,6 +112,8 @@ def test_the_wheel_list_is_the_runtime_closure_the_target_lacks(bundle):
                 needed = bundle.canonical(requirement.name)
                 assert needed in pins or needed in target_has, (name, needed)
 
+    with pytest.raises(bundle.BundleError, match="not-installed-here is needed but not installed"):
+        bundle.runtime_closure("not-installed-here", target_has, "3.12")
     without_snakemake = bundle.runtime_closure("genobird", target_has | {"snakemake"}, "3.12")
     assert "yte" not in without_snakemake  # snakemake's own need
     assert without_snakemake["pyyaml"] == metadata.version("pyyaml")  # genobird's too

@@ -179,12 +179,14 @@ def split_fingerprint(path: str | Path, split: str, rows_per_read: int = 65_536)
     return hashlib.sha256(both).hexdigest()
 
 
-def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int,
-               ids: list[int] | None = None) -> np.ndarray:  # fmt: skip
-    """[CLS] + the window's central tokens + [SEP], at most `max_tokens`, unpadded; `ids`:
-    the sequence's tokens when already encoded (a sampled segmentation)."""
-    if ids is None:
-        ids = tokenizer.encode(sequence, normalise=False)
+def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarray:
+    """[CLS] + the window's central tokens + [SEP], at most `max_tokens`, unpadded."""
+    return framed_ids(tokenizer, tokenizer.encode(sequence, normalise=False), max_tokens)
+
+
+def framed_ids(tokenizer: Tokenizer, ids: list[int], max_tokens: int) -> np.ndarray:
+    """A window's token ids, its central ones when there are too many, between [CLS]
+    and [SEP]: at most `max_tokens` in all."""
     room = max_tokens - 2
     if len(ids) > room:
         first = (len(ids) - room) // 2
@@ -293,10 +295,11 @@ class WindowDataset(torch.utils.data.Dataset):
         coin = np.random.default_rng([self.rc_augment_seed, self.epoch, index]).random()
         return bool(coin < 0.5)
 
-    def _sampled_ids(self, sequence: str, index: int) -> list[int] | None:
-        """A BPE-dropout segmentation of the window (None: the tokenizer's own)."""
+    def _token_ids(self, sequence: str, index: int) -> list[int]:
+        """The window's pieces: the tokenizer's own, or a BPE-dropout cut drawn from
+        (bpe_seed, epoch, index)."""
         if not self.bpe_dropout:
-            return None
+            return self.tokenizer.encode(sequence, normalise=False)
         draw = np.random.default_rng([self.bpe_seed, self.epoch, index, 1])
         seed = int(draw.integers(1 << 31))
         return self.tokenizer.encode_sampled(sequence, self.bpe_dropout, seed)
@@ -308,9 +311,9 @@ class WindowDataset(torch.utils.data.Dataset):
         sequence = self._handle["sequences"][row].decode("ascii")
         if self._flip(index):
             sequence = reverse_complement(sequence)
-        sampled = self._sampled_ids(sequence, index)
+        ids = self._token_ids(sequence, index)
         return {
-            "input_ids": window_ids(self.tokenizer, sequence, self.max_tokens, sampled),
+            "input_ids": framed_ids(self.tokenizer, ids, self.max_tokens),
             "labels": self._handle["labels"][row].astype(np.float32),
         }
 
