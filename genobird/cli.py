@@ -20,7 +20,7 @@ from pathlib import Path
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from genobird import __version__
-from genobird.errors import GenobirdError
+from genobird.errors import GenobirdError, InputError
 from genobird.fileio import atomic_write
 
 log = logging.getLogger("genobird")
@@ -483,26 +483,47 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline_compare(args: argparse.Namespace) -> int:
-    from genobird.tasks.compare import (
-        describe_difference,
-        describe_value,
-        paired_bootstrap,
-        read_predictions,
-    )
+    from genobird.tasks.compare import paired_bootstrap, read_predictions
 
-    first, second = (read_predictions(run) for run in args.runs)
-    result = paired_bootstrap(first, second, args.resamples, args.seed)
-    result["a"], result["b"] = str(first.source), str(second.source)
+    if args.against is None and len(args.runs) != 2:
+        raise InputError(
+            f"compare takes two runs (A, then B), got {len(args.runs)}; to compare seeds "
+            "of one recipe with another, give A's runs, then --against and B's runs"
+        )
+    a_runs, b_runs = (args.runs, args.against) if args.against else ([args.runs[0]], [args.runs[1]])
+    sides = {"A": [read_predictions(run) for run in a_runs],
+             "B": [read_predictions(run) for run in b_runs]}  # fmt: skip
+    result = paired_bootstrap(sides["A"], sides["B"], args.resamples, args.seed)
+    result["a"], result["b"] = ([str(run.source) for run in runs] for runs in sides.values())
     if args.out:
         with atomic_write(args.out) as handle:
             json.dump(result, handle, indent=2)
-    print(f"A {first.source}\nB {second.source}\n{result['examples']:,} test sequences, "
-          f"{args.resamples:,} paired resamples; 95% intervals:")  # fmt: skip
-    for name, row in result["metrics"].items():
-        print(f"  {name:<6} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
-              f"A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} "
-              "of resamples)")  # fmt: skip
+    _print_comparison(result, sides, args.resamples)
     return EXIT_OK
+
+
+def _print_comparison(result: dict, sides: dict, resamples: int) -> None:
+    from genobird.tasks.compare import describe_difference, describe_value
+
+    for label, runs in sides.items():
+        if len(runs) == 1:
+            print(f"{label} {runs[0].source}")
+        else:
+            print(
+                f"{label} the mean of {len(runs)} runs: " + ", ".join(str(r.source) for r in runs)
+            )
+    print(f"{result['examples']:,} test sequences, {resamples:,} paired resamples; 95% "
+          "intervals:")  # fmt: skip
+    for name, row in result["metrics"].items():
+        line = (f"  {name:<6} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
+                f"A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} "
+                "of resamples)")  # fmt: skip
+        for side in "ab":
+            if len(row[f"{side}_runs"]) > 1:
+                line += f"; {side.upper()}'s runs " + " / ".join(
+                    f"{value:.3f}" for value in row[f"{side}_runs"]
+                )
+        print(line)
 
 
 def _headline(report: dict) -> str:
@@ -1089,9 +1110,13 @@ def _add_baseline(commands) -> None:
         "metric's difference A - B with a 95% bootstrap interval over the test sequences.",
         cmd_baseline_compare,
     )
-    compare.add_argument("runs", type=Path, nargs=2, metavar="RUN",
-                         help="output folders of genobird finetune or genobird baseline "
-                         "(A, then B)")  # fmt: skip
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN",
+                         help="output folders of genobird finetune or genobird baseline: "
+                         "A, then B; or A's runs (seeds of one recipe, compared as their "
+                         "mean) when --against is given")  # fmt: skip
+    compare.add_argument("--against", type=Path, nargs="+", metavar="RUN",
+                         help="B's runs (one, or seeds of one recipe, compared as their "
+                         "mean)")  # fmt: skip
     compare.add_argument("--resamples", type=int, default=2000,
                          help="resamples of the test sequences (at least 100)")  # fmt: skip
     compare.add_argument("--seed", type=int, default=0, help="seed of the resampling")

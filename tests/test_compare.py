@@ -85,6 +85,41 @@ def test_paired_bootstrap_measures_a_real_difference_and_finds_none_between_equa
     assert itself["a_better_share"] == 0.0
 
 
+def test_a_side_of_several_runs_counts_as_their_mean_on_every_resample():
+    labels, good = _scores(5, examples=600, noise=0.25)
+    _, fair = _scores(5, examples=600, noise=0.4)
+    _, poor = _scores(5, examples=600, noise=0.7)
+    good, fair, poor = (_predictions(labels, p, n) for p, n in ((good, "g"), (fair, "f"),
+                                                                 (poor, "p")))  # fmt: skip
+    alone = {run.source: paired_bootstrap(run, poor, resamples=300, seed=7)["metrics"]
+             for run in (good, fair)}  # fmt: skip
+    both = paired_bootstrap([good, fair], poor, resamples=300, seed=7)["metrics"]
+    for name, row in both.items():
+        singles = [alone[run.source][name] for run in (good, fair)]
+        assert row["a_runs"] == pytest.approx([single["a"] for single in singles])
+        assert row["a"] == pytest.approx(np.mean(row["a_runs"]))
+        assert row["b_runs"] == [singles[0]["b"]]
+        assert row["difference"] == pytest.approx(np.mean([s["difference"] for s in singles]))
+    # the interval is taken over the resamples of the mean: rebuilt here from the same draws
+    counts = np.concatenate(list(resample_counts(np.random.default_rng(7), 600, 300)))
+    means = (resampled_mcc(counts, labels, good.probabilities)
+             + resampled_mcc(counts, labels, fair.probabilities)) / 2  # fmt: skip
+    spread = means - resampled_mcc(counts, labels, poor.probabilities)
+    expected = np.percentile(spread, [2.5, 97.5])
+    assert [both["mcc"]["low"], both["mcc"]["high"]] == pytest.approx(expected)
+    assert both["mcc"]["high"] - both["mcc"]["low"] < max(
+        alone[run.source]["mcc"]["high"] - alone[run.source]["mcc"]["low"] for run in (good, fair)
+    )
+    # the same run twice is that run
+    twice = paired_bootstrap([good, good], poor, resamples=300, seed=7)["metrics"]["mcc"]
+    assert twice["low"] == pytest.approx(alone[good.source]["mcc"]["low"])
+    elsewhere = _predictions(labels, fair.probabilities, "other", "split-2")
+    with pytest.raises(InputError, match="scored different test splits"):
+        paired_bootstrap([good, elsewhere], poor)
+    with pytest.raises(InputError, match="at least one run"):
+        paired_bootstrap([], poor)
+
+
 def test_predictions_of_different_splits_are_not_paired():
     labels, probabilities = _scores(4)
     first = _predictions(labels, probabilities, "a", "split-1")
@@ -117,6 +152,26 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
     assert result["metrics"]["auroc"]["difference"] < 0  # 3 steps from scratch vs k-mers
     mcc = result["metrics"]["mcc"]
     assert f"mcc    A {mcc['a']:.3f} [{mcc['a_low']:.3f}, {mcc['a_high']:.3f}]" in printed
+
+    # seeds of one recipe against a baseline: A is the mean of its runs
+    reseeded = tmp_path / "reseeded"
+    assert main(["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+                 "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
+                 "--batch-size", "8", "--seed", "1", "--output", str(reseeded)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["baseline", "compare", str(finetuned), str(reseeded), "--against", str(kmer),
+                 "--out", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    seeds = json.loads(out.read_text())
+    assert printed.startswith("A the mean of 2 runs: ")
+    assert len(seeds["a"]) == 2 and len(seeds["b"]) == 1
+    auroc = seeds["metrics"]["auroc"]
+    assert auroc["a_runs"][0] == pytest.approx(result["metrics"]["auroc"]["a"])
+    assert auroc["a_runs"][0] != auroc["a_runs"][1]  # another seed, other predictions
+    assert "A's runs " + " / ".join(f"{v:.3f}" for v in auroc["a_runs"]) in printed
+    assert main(["baseline", "compare", str(finetuned), str(reseeded), str(kmer)]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "compare takes two runs (A, then B), got 3" in error and "\n" not in error
 
     other = _motif_dataset(tmp_path / "other.h5", n=300, seed=1)
     assert main(["-q", "baseline", "kmer-lr", "--data", str(other), "--output",

@@ -8,6 +8,11 @@ predictors on every resample, and the 2.5th and 97.5th percentiles of the differ
 give a 95% interval (Efron and Tibshirani's percentile bootstrap). An interval that
 holds zero means the split cannot tell the two apart.
 
+A side may be several runs of one recipe (seeds): its figure on each resample is the
+mean of its runs' figures on that resample. The interval then covers the test split's
+sampling for those seeds; how far the seeds spread is reported beside it (each run's
+figure on the whole split), since a few seeds cannot be resampled meaningfully.
+
 A resample is a vector of counts per test sequence; the metrics are computed as
 count-weighted sums, many resamples at once (scikit-learn's metrics with
 `sample_weight` are the oracle in the tests).
@@ -15,6 +20,7 @@ count-weighted sums, many resamples at once (scikit-learn's metrics with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +123,20 @@ def check_same_split(a: Predictions, b: Predictions) -> None:
         raise InputError(f"{a.source}: the test split has one class only; nothing to compare")
 
 
+def as_runs(side: Predictions | Sequence[Predictions]) -> tuple[Predictions, ...]:
+    """One run, or several runs of one recipe, as a non-empty tuple."""
+    runs = (side,) if isinstance(side, Predictions) else tuple(side)
+    if not runs:
+        raise InputError("each side of a comparison needs at least one run")
+    return runs
+
+
+def mean_over_runs(name: str, counts: np.ndarray, runs: Sequence[Predictions]) -> np.ndarray:
+    """Metric `name` of each resample, averaged over the runs."""
+    values = [RESAMPLED[name](counts, run.labels, run.probabilities) for run in runs]
+    return np.mean(values, axis=0)
+
+
 def resample_counts(rng: np.random.Generator, examples: int, resamples: int):
     """Batches of resamples, each [batch, examples]: how often each test sequence is drawn."""
     batch = max(1, CELLS_PER_BATCH // examples)
@@ -127,28 +147,34 @@ def resample_counts(rng: np.random.Generator, examples: int, resamples: int):
         yield np.bincount(drawn.ravel(), minlength=size * examples).reshape(size, examples)
 
 
-def paired_bootstrap(a: Predictions, b: Predictions, resamples: int = 2000, seed: int = 0,
-                     metrics=METRICS) -> dict:  # fmt: skip
+def paired_bootstrap(a: Predictions | Sequence[Predictions],
+                     b: Predictions | Sequence[Predictions], resamples: int = 2000,
+                     seed: int = 0, metrics=METRICS) -> dict:  # fmt: skip
     """Each metric for a and b on the whole split with its own 95% interval, a - b with
     the 95% percentile interval of a - b over `resamples` paired resamples, and the share
-    of resamples where a wins."""
-    check_same_split(a, b)
+    of resamples where a wins. A side given as several runs counts as their mean, and
+    `{side}_runs` lists each run's figure on the whole split."""
+    sides = {"a": as_runs(a), "b": as_runs(b)}
+    first = sides["a"][0]
+    for run in sides["a"][1:] + sides["b"]:
+        check_same_split(first, run)
     if resamples < 100:
         raise InputError(f"resamples must be at least 100 for a 95% interval, got {resamples}")
-    drawn = {(name, side): [] for name in metrics for side in "ab"}
-    for counts in resample_counts(np.random.default_rng(seed), len(a.labels), resamples):
+    drawn = {(name, side): [] for name in metrics for side in sides}
+    for counts in resample_counts(np.random.default_rng(seed), len(first.labels), resamples):
         for name in metrics:
-            for side, predictions in (("a", a), ("b", b)):
-                values = RESAMPLED[name](counts, predictions.labels, predictions.probabilities)
-                drawn[name, side].append(values)
-    whole = np.ones((1, len(a.labels)), dtype=np.int32)
-    result = {"examples": len(a.labels), "resamples": resamples, "seed": seed, "metrics": {}}
+            for side, runs in sides.items():
+                drawn[name, side].append(mean_over_runs(name, counts, runs))
+    whole = np.ones((1, len(first.labels)), dtype=np.int32)
+    result = {"examples": len(first.labels), "resamples": resamples, "seed": seed,
+              "metrics": {}}  # fmt: skip
     for name in metrics:
         row = {}
-        for side, predictions in (("a", a), ("b", b)):
-            value = RESAMPLED[name](whole, predictions.labels, predictions.probabilities)[0]
-            row[side] = float(value)
+        for side, runs in sides.items():
+            each = [float(mean_over_runs(name, whole, (run,))[0]) for run in runs]
+            row[side] = float(np.mean(each))
             row[f"{side}_low"], row[f"{side}_high"] = interval(np.concatenate(drawn[name, side]))
+            row[f"{side}_runs"] = each
         spread = np.concatenate(drawn[name, "a"]) - np.concatenate(drawn[name, "b"])
         row["difference"] = row["a"] - row["b"]
         row["low"], row["high"] = interval(spread)
