@@ -1181,6 +1181,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("genobird: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as Unix tools do
+        _discard_stdout()
+        return EXIT_FAILURE
     except OSError as exc:  # files the user named: missing, unreadable, disk full
         name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
         _fail(f"error:{name} {exc.strerror or exc}", args)
@@ -1191,6 +1194,12 @@ def main(argv: list[str] | None = None) -> int:
             args,
         )
     return EXIT_FAILURE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit finds no closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _fail(message: str, args: argparse.Namespace) -> None:

@@ -1,5 +1,8 @@
 """The command line through main(argv): exit codes, one-line errors, no tracebacks."""
 
+import os
+import sys
+
 import pytest
 
 from genobird.cli import build_parser, main
@@ -65,6 +68,21 @@ def test_internal_errors_are_one_line_without_debug(monkeypatch, capsys):
     assert "internal error: RuntimeError: boom" in err and "--debug" in err
     with pytest.raises(RuntimeError):
         main(["--debug", "reference", "list"])
+
+
+def test_a_reader_that_leaves_early_stops_the_command_quietly():
+    import subprocess
+
+    # a command whose output outruns the pipe's buffer, read by `head -c 1`
+    script = (
+        "import sys, genobird.cli as cli\n"
+        "cli.cmd_reference_list = lambda args: [print('x' * 99) for _ in range(20000)] and 0\n"
+        "sys.exit(cli.main(['reference', 'list']))\n"
+    )
+    shell = f'{sys.executable} -c "$SCRIPT" | head -c 1 > /dev/null; echo ${{PIPESTATUS[0]}}'
+    done = subprocess.run(["bash", "-c", shell], env={**os.environ, "SCRIPT": script},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.stdout.strip() == "1" and done.stderr == ""
 
 
 def _leaf_commands(parser, prefix=()):
