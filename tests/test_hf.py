@@ -234,3 +234,6 @@ def test_unsupported_hf_configs_are_named():
         config_to_hf(BigBirdConfig(**SHAPE, attention_type="etc", num_global_tokens=16), "x")
     with pytest.raises(CheckpointError, match=r"base convolution .* no room for"):
         config_to_hf(BigBirdConfig(**SHAPE, base_conv_channels=8), "x")
+    for change in ({"position_encoding": "rotary"}, {"layer_norm": "pre"}):
+        with pytest.raises(CheckpointError, match=r"only a learned position table .* post-"):
+            config_to_hf(BigBirdConfig(**SHAPE, **change), "x")

@@ -91,6 +91,13 @@ def test_gelu_new_and_rescaled_embeddings_compute_huggingfaces_formulas(tmp_path
         ({"num_window_blocks": 4}, "must be odd"),
         ({"hidden_dropout": 1.0}, r"in \[0, 1\)"),
         ({"hidden_act": "relu"}, "hidden_act must be one of"),
+        ({"position_encoding": "alibi"}, "position_encoding must be one of"),
+        (
+            {"position_encoding": "rotary", "attention_type": "etc", "num_global_tokens": 4},
+            "'rotary' is not supported with attention_type 'etc'",
+        ),
+        ({"position_encoding": "rotary", "hidden_size": 36}, "even head dim, got 9"),
+        ({"layer_norm": "sandwich"}, "layer_norm must be one of"),
     ],
 )
 def test_invalid_config_values_are_named(changes, message):
@@ -106,9 +113,11 @@ def test_unknown_config_field_is_named(tmp_path):
 
 
 # --------------------------------------------------------------------------- the function
-def test_block_sparse_model_equals_the_dense_oracle_model_in_fp64():
+@pytest.mark.parametrize("shape", [{}, {"position_encoding": "rotary", "layer_norm": "pre"}])
+def test_block_sparse_model_equals_the_dense_oracle_model_in_fp64(shape):
     torch.manual_seed(0)
-    model = BigBirdForPretraining(tiny_config(attention_impl="block_sparse")).double().eval()
+    model = BigBirdForPretraining(tiny_config(attention_impl="block_sparse", **shape))
+    model = model.double().eval()
     ids, segments, mask = batch()
     layout = model.encoder.layers[0].attention.layout_for(320, torch.device("cpu"))
     assert not layout.is_dense  # 20 blocks: the sparse path is really exercised
@@ -283,9 +292,10 @@ def test_multi_label_head_uses_pos_weight():
     assert weighted(ids, segments, mask, labels).loss > plain(ids, segments, mask, labels).loss
 
 
-def test_tiny_model_overfits_one_batch():
+@pytest.mark.parametrize("shape", [{}, {"position_encoding": "rotary", "layer_norm": "pre"}])
+def test_tiny_model_overfits_one_batch(shape):
     torch.manual_seed(0)
-    model = BigBirdForPretraining(tiny_config(hidden_size=64, num_heads=4)).train()
+    model = BigBirdForPretraining(tiny_config(hidden_size=64, num_heads=4, **shape)).train()
     ids, segments, mask = batch(length=256)
     positions = torch.arange(0, 240, 8).repeat(2, 1)
     labels = torch.gather(ids, 1, positions)
@@ -516,6 +526,87 @@ def test_sinusoidal_positions_depend_on_distance_alone():
     assert gram[0, 1] > gram[0, 50]  # neighbours are more alike than distant positions
     with pytest.raises(ConfigError, match="position_init must be one of"):
         tiny_config(position_init="rotary")
+
+
+# --------------------------------------------------------------------------- rotary, pre-LayerNorm
+def rotary_oracle(x: torch.Tensor) -> torch.Tensor:
+    """RoFormer's rotation written with complex numbers: dimensions (i, i + D/2) of the
+    token at position p are one complex number, multiplied by exp(1j p 10000^(-2i/D))."""
+    half = x.shape[-1] // 2
+    pairs = torch.complex(x[..., :half].double(), x[..., half:].double())
+    frequency = 10_000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
+    angle = torch.arange(x.shape[-2], dtype=torch.float64)[:, None] * frequency
+    turned = pairs * torch.polar(torch.ones_like(angle), angle)
+    return torch.cat([turned.real, turned.imag], dim=-1)
+
+
+def test_rotary_positions_turn_each_pair_by_its_position():
+    from genobird.model.bigbird import rotate_by_position
+
+    x = torch.randn(2, 3, 600, 8, dtype=torch.float64)
+    torch.testing.assert_close(rotate_by_position(x), rotary_oracle(x), rtol=0, atol=1e-12)
+    half = rotate_by_position(x.to(torch.bfloat16))  # turned in fp32, returned in bf16
+    assert half.dtype == torch.bfloat16
+    torch.testing.assert_close(half.double(), rotary_oracle(x), rtol=0.02, atol=0.05)
+    # one query vector and one key vector at every position score by their distance alone
+    same_q = rotate_by_position(x[:1, :1, :1].expand(1, 1, 600, 8).contiguous())[0, 0]
+    same_k = rotate_by_position(x[:1, :1, 1:2].expand(1, 1, 600, 8).contiguous())[0, 0]
+    scores = same_q @ same_k.T  # [N, N]
+    for distance in (-7, 0, 5, 300):
+        torch.testing.assert_close(scores.diagonal(distance)[:-50], scores.diagonal(distance)[50:])
+    assert scores[0, :20].std() > 1e-3  # while the score changes with the distance
+
+
+def test_rotary_model_has_no_position_table_and_reads_token_order():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(
+        tiny_config(position_encoding="rotary", attention_type="dense")
+    ).eval()
+    assert model.encoder.embeddings.positions is None
+    assert not any("positions" in name for name in model.state_dict())
+    plain = BigBirdForPretraining(tiny_config(attention_type="dense")).eval()
+    with torch.no_grad():  # sharper attention than at initialisation, and no position table
+        for layer in [*model.encoder.layers, *plain.encoder.layers]:
+            layer.attention.qkv.weight.mul_(30)
+        plain.encoder.embeddings.positions.weight.zero_()
+    ids = torch.randint(5, 60, (1, 64))
+    states = model.encoder(ids).sequence
+    reversed_states = model.encoder(ids.flip(1)).sequence.flip(1)
+    # without any position signal, full attention would give each token the same state
+    # in either order
+    assert (states - reversed_states).abs().max() > 0.1
+    unordered = plain.encoder(ids).sequence
+    torch.testing.assert_close(unordered, plain.encoder(ids.flip(1)).sequence.flip(1))
+
+
+def test_pre_layer_norm_layers_add_each_sublayer_to_the_raw_residual_stream():
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config(layer_norm="pre")).eval()
+    ids, segments, mask = batch()
+    layer = model.encoder.layers[0]
+    x = torch.randn(2, 320, 32)
+    norm = layer.attention_norm
+    attended = x + layer.attention(F.layer_norm(x, (32,), norm.weight, norm.bias, 1e-12), mask)
+    expected = attended + layer.feed_forward(
+        F.layer_norm(attended, (32,), layer.output_norm.weight, layer.output_norm.bias, 1e-12)
+    )
+    torch.testing.assert_close(layer(x, mask), expected)
+    with torch.no_grad():
+        model.encoder.final_norm.weight.fill_(2.0)
+    top = encode(model, ids, segments, mask)[0]
+    assert torch.allclose(top.std(-1, unbiased=False), torch.full((320,), 2.0), atol=1e-3)
+
+
+def test_rotary_pre_norm_model_saves_and_loads(tmp_path):
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(tiny_config(position_encoding="rotary", layer_norm="pre"))
+    save_pretrained(model.eval(), tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    assert (loaded.config.position_encoding, loaded.config.layer_norm) == ("rotary", "pre")
+    ids, segments, mask = batch()
+    torch.testing.assert_close(
+        encode(loaded, ids, segments, mask), encode(model, ids, segments, mask)
+    )
 
 
 # --------------------------------------------------------------------------- base convolution

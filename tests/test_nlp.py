@@ -524,6 +524,18 @@ def test_shared_weights_reuse_the_encoder_layers(text_tokenizer):
     assert count_parameters(shared) < count_parameters(separate)
 
 
+def test_summarizer_needs_the_encoders_position_table():
+    from genobird.errors import ConfigError
+    from genobird.model import BigBirdConfig
+    from genobird.nlp.seq2seq import BigBirdForSummarization
+
+    config = BigBirdConfig(vocab_size=40, hidden_size=32, num_layers=2, num_heads=2,
+                           intermediate_size=64, max_position=64, block_size=8,
+                           position_encoding="rotary")  # fmt: skip
+    with pytest.raises(ConfigError, match="summarisation needs position_encoding 'absolute'"):
+        BigBirdForSummarization(config, 2)
+
+
 def test_rouge_matches_hand_counts_and_documents_are_checked(tmp_path):
     from genobird.nlp.summarize import read_summaries, rouge
 

@@ -784,7 +784,8 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
 
     assert layer_decay_scales(2, 1.0) == {}
     assert layer_decay_scales(2, 0.5) == {
-        "encoder.": 0.25, "encoder.pooler.": 1.0, "encoder.layers.0.": 0.5, "encoder.layers.1.": 1.0
+        "encoder.": 0.25, "encoder.pooler.": 1.0, "encoder.final_norm.": 1.0,
+        "encoder.layers.0.": 0.5, "encoder.layers.1.": 1.0,
     }  # fmt: skip
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,

@@ -297,7 +297,9 @@ class Embeddings(nn.Module):
                 config.vocab_size, config.hidden_size, config.base_conv_channels,
                 config.base_conv_width, config.base_conv_max_piece_length,
             )  # fmt: skip
-        self.positions = nn.Embedding(config.max_position, config.hidden_size)
+        self.positions = None  # rotary positions enter in every layer's attention instead
+        if config.position_encoding == "absolute":
+            self.positions = nn.Embedding(config.max_position, config.hidden_size)
         self.segments = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
@@ -314,7 +316,7 @@ class Embeddings(nn.Module):
             self.base_conv.set_pieces(pieces)
 
     def init_positions(self, std: float) -> None:
-        if self.position_init == "sinusoidal":
+        if self.positions is not None and self.position_init == "sinusoidal":
             code = sinusoidal_positions(*self.positions.weight.shape)
             with torch.no_grad():
                 self.positions.weight.copy_(code * std)
@@ -326,8 +328,9 @@ class Embeddings(nn.Module):
             raise ConfigError(
                 f"input of {length} tokens is longer than max_position {self.max_position}"
             )
-        positions = torch.arange(length, device=input_ids.device)
-        x = self.tokens(input_ids) * self.token_scale + self.positions(positions)[None]
+        x = self.tokens(input_ids) * self.token_scale
+        if self.positions is not None:
+            x = x + self.positions(torch.arange(length, device=input_ids.device))[None]
         if self.base_conv is not None:
             x = x + self.base_conv(input_ids, attention_mask)
         if segment_ids is not None:
@@ -338,6 +341,28 @@ class Embeddings(nn.Module):
 
 
 # =========================================================================== attention
+@functools.lru_cache(maxsize=16)
+def rotary_angles(length: int, head_dim: int, device: torch.device, dtype: torch.dtype):
+    """cos and sin [N, D] of RoFormer's rotation: dimension pair (i, i + D/2) of the token
+    at position p is turned by p * 10000^(-2i/D) (GPT-NeoX's half-split pairing). The
+    angles are computed in fp64: in fp32, p * frequency at p = 4,000 is off by 2e-4 rad."""
+    frequency = 10_000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angle = torch.arange(length, dtype=torch.float64)[:, None] * frequency  # [N, D/2]
+    angle = torch.cat([angle, angle], dim=-1)
+    return angle.cos().to(device, dtype), angle.sin().to(device, dtype)
+
+
+def rotate_by_position(x: torch.Tensor) -> torch.Tensor:
+    """Queries or keys [B, H, N, D] rotated by their position (in fp32 at least, as
+    softmax statistics): the dot product of a rotated query and key depends on their
+    positions only through their distance."""
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    cos, sin = rotary_angles(x.shape[2], x.shape[3], x.device, dtype)
+    first, second = x.to(dtype).chunk(2, dim=-1)
+    turned = torch.cat([-second, first], dim=-1)
+    return (x.to(dtype) * cos + turned * sin).to(x.dtype)
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention over the layer's BigBird layout.
 
@@ -393,6 +418,8 @@ class SelfAttention(nn.Module):
         heads, dim = self.config.num_heads, self.config.head_dim
         # [B, N, 3C] -> 3 x [B, H, N, D]
         q, k, v = self.qkv(x).view(batch, length, 3, heads, dim).permute(2, 0, 3, 1, 4)
+        if self.config.position_encoding == "rotary":
+            q, k = rotate_by_position(q), rotate_by_position(k)
         out = attention(
             q,
             k,
@@ -418,7 +445,8 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """BERT's post-LayerNorm block, as BigBird's released models use."""
+    """BERT's post-LayerNorm block, as BigBird's released models use, or (layer_norm
+    "pre") each sublayer reading a LayerNorm-ed copy of the residual stream."""
 
     def __init__(self, config: BigBirdConfig, layer_index: int):
         super().__init__()
@@ -427,8 +455,12 @@ class EncoderLayer(nn.Module):
         self.feed_forward = FeedForward(config)
         self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
+        self.pre_norm = config.layer_norm == "pre"
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
+        if self.pre_norm:
+            x = x + self.dropout(self.attention(self.attention_norm(x), key_padding_mask))
+            return x + self.dropout(self.feed_forward(self.output_norm(x)))
         x = self.attention_norm(x + self.dropout(self.attention(x, key_padding_mask)))
         return self.output_norm(x + self.dropout(self.feed_forward(x)))
 
@@ -449,6 +481,10 @@ class BigBirdEncoder(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(EncoderLayer(config, i) for i in range(config.num_layers))
+        # pre-LayerNorm layers leave the residual stream unnormalised: one LayerNorm at the top
+        self.final_norm = None
+        if config.layer_norm == "pre":
+            self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
         if config.attention_type == "etc":
             self.global_tokens = nn.Embedding(config.num_global_tokens, config.hidden_size)
@@ -500,6 +536,8 @@ class BigBirdEncoder(nn.Module):
                 x = checkpoint(layer, x, mask, use_reentrant=False)
             else:
                 x = layer(x, mask)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         sequence = x[:, slots:]
         pooled = torch.tanh(self.pooler(sequence[:, 0]))
         global_states = x[:, : self.config.num_global_tokens] if slots else None  # [B, G, C]

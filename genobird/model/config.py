@@ -12,6 +12,8 @@ from genobird.errors import ConfigError
 ATTENTION_TYPES = ("itc", "etc", "dense", "hf")
 ACTIVATIONS = ("gelu", "gelu_new")
 POSITION_INITS = ("normal", "sinusoidal")
+POSITION_ENCODINGS = ("absolute", "rotary")
+LAYER_NORMS = ("post", "pre")
 
 
 @dataclass
@@ -68,6 +70,14 @@ class BigBirdConfig:
     # Initial position table: "normal" (BERT's N(0, initializer_range)) or "sinusoidal"
     # (the Transformer's sin/cos code at the same scale, still learned afterwards).
     position_init: str = "normal"
+    # Where positions enter: "absolute", a learned table added to the token embeddings
+    # (BERT, BigBird); or "rotary", queries and keys rotated by their position in every
+    # layer (RoFormer's RoPE, no table), so attention scores depend on the distance
+    # between tokens from the first step. A deviation from the paper; ITC and dense only.
+    position_encoding: str = "absolute"
+    # "post": BERT's post-LayerNorm block, as BigBird's released models; "pre": LayerNorm
+    # before each sublayer and once after the last layer (a deviation from the paper).
+    layer_norm: str = "post"
     # BERT's dropouts and initialisation.
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
@@ -112,6 +122,20 @@ class BigBirdConfig:
             raise ConfigError(
                 f"position_init must be one of {POSITION_INITS}, got {self.position_init!r}"
             )
+        if self.position_encoding not in POSITION_ENCODINGS:
+            raise ConfigError(
+                f"position_encoding must be one of {POSITION_ENCODINGS}, "
+                f"got {self.position_encoding!r}"
+            )
+        if self.position_encoding == "rotary" and self.attention_type == "etc":
+            raise ConfigError(
+                "position_encoding 'rotary' is not supported with attention_type 'etc' "
+                "(its prepended global tokens have no position); use 'absolute'"
+            )
+        if self.position_encoding == "rotary" and self.head_dim % 2:
+            raise ConfigError(f"rotary positions need an even head dim, got {self.head_dim}")
+        if self.layer_norm not in LAYER_NORMS:
+            raise ConfigError(f"layer_norm must be one of {LAYER_NORMS}, got {self.layer_norm!r}")
         if self.composed_piece_length < 1:
             raise ConfigError(
                 f"composed_piece_length must be positive, got {self.composed_piece_length}"

@@ -89,6 +89,12 @@ def config_to_hf(config: BigBirdConfig, architecture: str) -> dict:
             "(base_conv_channels), which HuggingFace BigBird has no room for; export a "
             "model trained without it"
         )
+    if (config.position_encoding, config.layer_norm) != ("absolute", "post"):
+        raise CheckpointError(
+            f"this model uses position_encoding {config.position_encoding!r} and "
+            f"layer_norm {config.layer_norm!r}; HuggingFace BigBird has only a learned "
+            "position table ('absolute') and post-LayerNorm layers ('post')"
+        )
     if (config.num_global_blocks, config.num_window_blocks) != (2, 3):
         raise CheckpointError(
             "HuggingFace BigBird fixes 2 global blocks and a window of 3 blocks; this model "

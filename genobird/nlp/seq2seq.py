@@ -109,6 +109,11 @@ class BigBirdForSummarization(nn.Module):
             raise ConfigError(
                 f"share_weights needs decoder_layers <= encoder layers ({config.num_layers})"
             )
+        if config.position_encoding != "absolute":
+            raise ConfigError(
+                "summarisation needs position_encoding 'absolute': its decoder reads the "
+                "encoder's position table"
+            )
         self.config = config
         self.decoder_layers, self.share_weights = decoder_layers, share_weights
         self.max_target_tokens = max_target_tokens

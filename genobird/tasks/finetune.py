@@ -195,12 +195,12 @@ def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None
 def layer_decay_scales(num_layers: int, decay: float) -> dict:
     """`TrainingConfig.learning_rate_scales` for layer-wise decay: layer i of L at
     decay**(L-1-i), the rest of the encoder (its input: embeddings, and ETC's global
-    tokens) at decay**L, the pooler at 1."""
+    tokens) at decay**L, the pooler (and a pre-LayerNorm encoder's final norm) at 1."""
     if not 0 < decay <= 1:
         raise ConfigError(f"layer_decay must be in (0, 1], got {decay}")
     if decay == 1:
         return {}
-    scales = {"encoder.": decay**num_layers, "encoder.pooler.": 1.0}
+    scales = {"encoder.": decay**num_layers, "encoder.pooler.": 1.0, "encoder.final_norm.": 1.0}
     for index in range(num_layers):
         scales[f"encoder.layers.{index}."] = decay ** (num_layers - 1 - index)
     return scales
