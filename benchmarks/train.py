@@ -10,7 +10,8 @@ is the median step. MFU = 3 x forward FLOPs (genobird.model.model_flops_per_toke
 counts the block-sparse attention actually computed) / step time / `--peak-tflops`.
 With `--base-conv K` each configuration is also run with a K-filter base convolution
 (model.bigbird.BaseConvolution) over a vocabulary of random DNA pieces of 1-12 bases
-(6.5 on average; genobird's 16,000-piece human vocabulary: 6.1), and the ratio printed.
+(6.5 on average; genobird's 16,000-piece human vocabulary: 6.1), and the ratio printed;
+with `--rotary`, also with rotary positions instead of the position table.
 """
 
 from __future__ import annotations
@@ -71,11 +72,12 @@ def batch(config: BigBirdConfig, size: int, length: int, device):
     }
 
 
-def measure(name: str, args, base_conv: int = 0) -> dict:
+def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absolute") -> dict:
     config = BigBirdConfig(
         vocab_size=VOCAB_SIZE, max_position=args.length, **CONFIGS[name],
         gradient_checkpointing=args.checkpointing, attention_impl=args.impl,
         attention_dropout=args.attention_dropout, base_conv_channels=base_conv,
+        position_encoding=position_encoding,
     )  # fmt: skip
     model = BigBirdForPretraining(config)
     if base_conv:
@@ -134,6 +136,8 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--base-conv", type=int, default=0, metavar="K",
                         help="also run each config with a K-filter base convolution")  # fmt: skip
+    parser.add_argument("--rotary", action="store_true",
+                        help="also run each config with rotary positions")  # fmt: skip
     parser.add_argument("--peak-tflops", type=float, help="device peak, for MFU (H100 bf16: 989)")
     args = parser.parse_args(argv)
     print(
@@ -153,12 +157,21 @@ def main(argv=None) -> int:
         if "mfu" in row:
             text += f", MFU {100 * row['mfu']:.1f}%"
         print(text)
+        table = row
         if args.base_conv:
-            with_conv = measure(name, args, args.base_conv)
+            with_conv = table = measure(name, args, args.base_conv)
             print(
                 f"{name} + base convolution ({args.base_conv} filters): "
                 f"{with_conv['step_s']:.2f} s/step, {with_conv['tokens_per_s']:,.0f} tokens/s, "
                 f"{with_conv['tokens_per_s'] / row['tokens_per_s']:.2f}x the throughput without"
+            )
+        if args.rotary:
+            rotary = measure(name, args, args.base_conv, "rotary")
+            ratio = rotary["tokens_per_s"] / table["tokens_per_s"]
+            print(
+                f"{name} with rotary positions: {rotary['step_s']:.2f} s/step, "
+                f"{rotary['tokens_per_s']:,.0f} tokens/s, {ratio:.2f}x the throughput with "
+                "the position table"
             )
     return 0
 
