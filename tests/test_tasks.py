@@ -784,9 +784,9 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
 
     assert layer_decay_scales(2, 1.0) == {}
     assert layer_decay_scales(2, 0.5) == {
-        "encoder.": 0.25, "encoder.pooler.": 1.0, "encoder.final_norm.": 1.0,
-        "encoder.layers.0.": 0.5, "encoder.layers.1.": 1.0,
+        "encoder.": 0.25, "encoder.pooler.": 1.0, "encoder.layers.0.": 0.5, "encoder.layers.1.": 1.0
     }  # fmt: skip
+    assert layer_decay_scales(2, 0.5, final_norm=True)["encoder.final_norm."] == 1.0
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
                  max_position=256, block_size=32)  # fmt: skip
@@ -820,6 +820,20 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     assert not (tmp_path / "bad" / "model").exists()
     with pytest.raises(ConfigError, match=r"layer_decay or training\.learning_rate_scales"):
         FinetuneSpec(layer_decay=0.5, training={"learning_rate_scales": {"head.": 2.0}})
+    # a pre-LayerNorm encoder's final norm sits above the top layer: the base rate
+    pre_norm = tmp_path / "pre-norm"
+    pre_norm_config = BigBirdConfig(vocab_size=tokenizer.vocab_size, layer_norm="pre", **shape)
+    save_pretrained(BigBirdForPretraining(pre_norm_config), pre_norm)
+    tokenizer.save(pre_norm)
+    before = safetensors.torch.load_file(str(pre_norm / "model.safetensors"))
+    output = tmp_path / "pre-norm-run"
+    pre_norm_command = [str(pre_norm) if part == str(pretrained) else part for part in command]
+    assert main([*pre_norm_command, "--output", str(output), "--layer-decay", "0.1"]) == 0
+    after = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    moved = {
+        name: float((after[name] - before[name]).abs().max()) for name in after if name in before
+    }
+    assert moved["encoder.final_norm.weight"] > 5 * moved["encoder.layers.0.output_norm.weight"]
 
 
 def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp_path, capsys):

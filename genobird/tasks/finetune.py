@@ -192,15 +192,18 @@ def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None
     return model
 
 
-def layer_decay_scales(num_layers: int, decay: float) -> dict:
+def layer_decay_scales(num_layers: int, decay: float, final_norm: bool = False) -> dict:
     """`TrainingConfig.learning_rate_scales` for layer-wise decay: layer i of L at
     decay**(L-1-i), the rest of the encoder (its input: embeddings, and ETC's global
-    tokens) at decay**L, the pooler (and a pre-LayerNorm encoder's final norm) at 1."""
+    tokens) at decay**L, the pooler (and a pre-LayerNorm encoder's `final_norm`, above
+    the top layer) at 1."""
     if not 0 < decay <= 1:
         raise ConfigError(f"layer_decay must be in (0, 1], got {decay}")
     if decay == 1:
         return {}
-    scales = {"encoder.": decay**num_layers, "encoder.pooler.": 1.0, "encoder.final_norm.": 1.0}
+    scales = {"encoder.": decay**num_layers, "encoder.pooler.": 1.0}
+    if final_norm:
+        scales["encoder.final_norm."] = 1.0
     for index in range(num_layers):
         scales[f"encoder.layers.{index}."] = decay ** (num_layers - 1 - index)
     return scales
@@ -263,7 +266,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
             reverse = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens,
                                     reverse_complement=True)  # fmt: skip
     training = TrainingConfig(**{"seed": spec.seed, **spec.training, **selection})
-    if scales := layer_decay_scales(model.config.num_layers, spec.layer_decay):
+    final_norm = model.encoder.final_norm is not None
+    if scales := layer_decay_scales(model.config.num_layers, spec.layer_decay, final_norm):
         training = replace(training, learning_rate_scales=scales)
     trainer = Trainer(
         model, train, training, output, classification_step,
