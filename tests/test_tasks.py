@@ -1104,3 +1104,51 @@ def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
     model = SimpleNamespace(config=SimpleNamespace(max_position=512))
     assert training_max_tokens(FinetuneSpec(max_tokens=32), model) == 32
     assert training_max_tokens(FinetuneSpec(max_tokens=32, bpe_dropout=0.1), model) == 512
+
+
+def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
+    tmp_path, pretraining_data, capsys
+):
+    """A fine-tuning folder's checkpoints belong to one recipe and one pretrained model: a
+    rerun into it with either changed stops with one line instead of continuing them."""
+    import safetensors.torch
+    import torch
+
+    from genobird.corpus import Tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                 max_position=256, block_size=32)  # fmt: skip
+    pretrained = tmp_path / "pretrained"
+
+    def pretrain(seed: int) -> None:
+        torch.manual_seed(seed)
+        model = BigBirdForPretraining(BigBirdConfig(vocab_size=tokenizer.vocab_size, **shape))
+        save_pretrained(model, pretrained)
+        tokenizer.save(pretrained)
+
+    pretrain(seed=0)
+    data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
+    output = tmp_path / "run"
+    command = ["-q", "finetune", "classify", "--data", str(data), "--pretrained", str(pretrained),
+               "--output", str(output), "--max-steps", "4", "--checkpoint-every", "2"]  # fmt: skip
+    assert main(command) == 0
+    tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    assert main(command) == 0  # the same run again: resumed from its last checkpoint
+
+    assert main([*command, "--bpe-dropout", "0.1"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert (
+        "step-00000004 was written by a run with other settings (task.bpe_dropout: 0.0 -> 0.1)"
+        in error
+    )
+    assert error.endswith(f"delete {output / 'checkpoints'} to start afresh")
+    assert len(error.splitlines()) == 1
+    assert main([*command, "--max-steps", "6"]) == 1
+    assert "training.max_steps: 4 -> 6" in capsys.readouterr().err
+    pretrain(seed=1)  # the pretrained model rebuilt in place: another start
+    assert main(command) == 1
+    assert "pretrained_weights: " in capsys.readouterr().err
+    kept = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    assert all(torch.equal(tuned[name], kept[name]) for name in tuned)  # nothing overwritten

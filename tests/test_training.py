@@ -190,6 +190,66 @@ def test_interrupted_and_resumed_run_equals_uninterrupted_bitwise(datasets, tmp_
     assert steps == list(range(1, 9))  # the steps after the checkpoint were not logged twice
 
 
+def test_a_checkpoint_resumes_only_under_the_settings_that_wrote_it(datasets, tmp_path):
+    train, _ = datasets
+    config = training_config(max_steps=3, checkpoint_every=3)
+    recipe = {"task": {"bpe_dropout": 0.0}}
+    run(Trainer(make_model(), train, config, tmp_path, pretraining_step, run_identity=recipe))
+    # how often a run logs and checkpoints, and its micro-batch, may change on resume
+    moved = training_config(max_steps=3, checkpoint_every=1, log_every=2, batch_size=1)
+    assert Trainer(make_model(), train, moved, tmp_path, pretraining_step,
+                   run_identity=recipe).resume()  # fmt: skip
+    refusals = {
+        r"training\.max_steps: 3 -> 6": (training_config(max_steps=6), recipe),
+        r"training\.learning_rate: 0\.002 -> 0\.001": (
+            training_config(max_steps=3, learning_rate=1e-3), recipe),
+        r"task\.bpe_dropout: 0\.0 -> 0\.1": (config, {"task": {"bpe_dropout": 0.1}}),
+    }  # fmt: skip
+    for change, (changed, identity) in refusals.items():
+        trainer = Trainer(make_model(), train, changed, tmp_path, pretraining_step,
+                          run_identity=identity)  # fmt: skip
+        with pytest.raises(CheckpointError, match=rf"other settings \({change}\); .* delete "):
+            trainer.resume()
+
+
+def test_a_checkpoint_from_before_run_settings_is_checked_on_its_training_config(
+    datasets, tmp_path
+):
+    class OlderTrainer(Trainer):  # wrote checkpoints without the "run" entry
+        def _training_state(self):
+            return {k: v for k, v in super()._training_state().items() if k != "run"}
+
+    train, _ = datasets
+    config = training_config(max_steps=3, checkpoint_every=3)
+    run(OlderTrainer(make_model(), train, config, tmp_path, pretraining_step))
+    assert "run" not in load_checkpoint(latest_checkpoint(tmp_path / "checkpoints"), make_model())
+    identity = {"task": {"bpe_dropout": 0.1}}  # not recorded then: cannot be checked
+    assert Trainer(make_model(), train, config, tmp_path, pretraining_step,
+                   run_identity=identity).resume()  # fmt: skip
+    longer = Trainer(make_model(), train, training_config(max_steps=6), tmp_path, pretraining_step)
+    with pytest.raises(CheckpointError, match=r"training\.max_steps: 3 -> 6"):
+        longer.resume()
+
+
+def test_changed_settings_names_each_difference_once_and_ignores_added_ones():
+    from genobird.training.trainer import changed_settings
+
+    before = {"training": {"max_steps": 3, "seed": 0}, "model": {"rotary": False}}
+    now = {"training": {"max_steps": 6, "seed": 0, "new_field": 1}, "model": {"rotary": True}}
+    assert changed_settings(before, now) == [
+        "model.rotary: False -> True", "training.max_steps: 3 -> 6"
+    ]  # fmt: skip
+    assert changed_settings(before, before) == []
+
+
+def test_a_pretraining_checkpoint_is_tied_to_the_model_but_not_to_its_kernel():
+    from genobird.training.pretraining import model_identity
+
+    config = make_model().config
+    assert model_identity(config) == model_identity(config.replace(attention_impl="dense"))
+    assert model_identity(config) != model_identity(config.replace(hidden_dropout=0.3))
+
+
 def test_keeps_the_last_k_checkpoints(datasets, tmp_path):
     train, _ = datasets
     config = training_config(max_steps=5, checkpoint_every=1, keep_checkpoints=2)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -23,9 +23,9 @@ from torch.utils.data import DataLoader
 
 from genobird.corpus.tokenizer import load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
-from genobird.fileio import atomic_write
+from genobird.fileio import atomic_write, file_digest
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
-from genobird.model.io import read_model_description
+from genobird.model.io import WEIGHTS_FILE, read_model_description
 from genobird.tasks.data import (
     WindowDataset,
     default_max_tokens,
@@ -274,6 +274,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         eval_dataset=valid if selection else None,
         eval_fn=partial(validation_auroc, reverse=reverse) if selection else None,
         collate_fn=window_collate(model, tokenizer.pad_id),
+        run_identity=run_identity(spec, pretrained, meta),
     )  # fmt: skip
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
@@ -284,6 +285,15 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if trainer.is_main:
         save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
     return report
+
+
+def run_identity(spec: FinetuneSpec, pretrained: Path | None, meta: dict) -> dict:
+    """What a fine-tuning checkpoint must share with its resumption besides the training
+    settings: the recipe, the starting weights (by digest: a pretrained model rebuilt in
+    place is another start) and the data set's split sizes."""
+    recipe = {k: v for k, v in asdict(spec).items() if k != "training"}
+    weights = file_digest(pretrained / WEIGHTS_FILE) if pretrained else None
+    return {"task": recipe, "pretrained_weights": weights, "examples": meta["counts"]}
 
 
 def training_max_tokens(spec: FinetuneSpec, model) -> int:

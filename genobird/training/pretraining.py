@@ -314,6 +314,13 @@ def _initial_model(model_dir, model_section: dict, tokenizer) -> BigBirdForPretr
     return model
 
 
+def model_identity(config) -> dict:
+    """The model fields a pretraining checkpoint must share with its resumption: all but
+    the two that change how it is computed, not what (a run may move from GPU to CPU)."""
+    return {k: v for k, v in config.to_dict().items()
+            if k not in ("attention_impl", "gradient_checkpointing")}  # fmt: skip
+
+
 def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_overrides=None):
     training = TrainingConfig(**config.get("training", {}))
     model_section = {**config.get("model", {}), **(model_overrides or {})}
@@ -327,7 +334,8 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
     def eval_fn(module, loader, device):
         return evaluate_pretraining(module, loader, device, lengths, tokenizer.mask_id)
 
-    trainer = Trainer(model, train_set, training, output, pretraining_step, eval_set, eval_fn)
+    trainer = Trainer(model, train_set, training, output, pretraining_step, eval_set, eval_fn,
+                      run_identity={"model": model_identity(model.config)})  # fmt: skip
     with torch.random.fork_rng(devices=[]):  # dropout's stream, saved in checkpoints
         torch.manual_seed(training.seed)
         if not config.get("no_resume"):

@@ -8,7 +8,10 @@ metrics as JSON lines and a progress bar.
 Exact resume: the data order is a permutation drawn per epoch from (seed, epoch); a
 checkpoint stores the position in it, the optimiser and scheduler, and the torch RNG
 states (dropout). A run interrupted and resumed therefore takes the same steps as one
-that never stopped; on CPU the final parameters are bitwise equal (tested).
+that never stopped; on CPU the final parameters are bitwise equal (tested). A checkpoint
+also records the settings that decide the run's result (`run_settings`); one written
+under other settings (a changed recipe rerun into the same folder) is refused, not
+silently continued.
 
 A step never waits for the device: its metrics stay tensors and whether its loss and
 gradient were finite is recorded on the device, read (one synchronisation) only at
@@ -34,7 +37,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from genobird.errors import ConfigError, GenobirdError
+from genobird.errors import CheckpointError, ConfigError, GenobirdError
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.training import distributed
 from genobird.training.averaging import WeightAverage, check_decay
@@ -91,6 +94,34 @@ class TrainingConfig:
                 f"batch_size x processes = {per_step}"
             )
         return self.effective_batch_size // per_step
+
+
+# TrainingConfig fields a resumed run may change: how often it logs and checkpoints, how
+# it loads data, how the batch is split over processes, the device's precision, the bar.
+# Every other field, and what the caller adds, decides the run's result.
+OPERATIONAL_SETTINGS = frozenset(
+    {"checkpoint_every", "keep_checkpoints", "log_every", "num_workers", "progress",
+     "batch_size", "mixed_precision"}
+)  # fmt: skip
+
+
+def run_settings(config: TrainingConfig, identity: dict | None = None) -> dict:
+    """What a checkpoint must share with the run that resumes it."""
+    training = {k: v for k, v in asdict(config).items() if k not in OPERATIONAL_SETTINGS}
+    return {"training": training, **(identity or {})}
+
+
+def changed_settings(before: dict, now: dict, prefix: str = "") -> list[str]:
+    """`name: old -> new` for each setting present in both that differs (a setting one
+    side lacks is one added or dropped between versions, not a change of recipe)."""
+    changes = []
+    for key in before.keys() & now.keys():
+        old, new = before[key], now[key]
+        if isinstance(old, dict) and isinstance(new, dict):
+            changes += changed_settings(old, new, f"{prefix}{key}.")
+        elif old != new:
+            changes.append(f"{prefix}{key}: {old!r} -> {new!r}")
+    return sorted(changes)
 
 
 @dataclass
@@ -185,8 +216,12 @@ class Trainer:
         eval_fn: Callable | None = None,
         device: str | torch.device | None = None,
         collate_fn: Callable | None = None,
+        run_identity: dict | None = None,
     ):
         self.config = config
+        # what, besides the training settings, a checkpoint must share with its resumption
+        # (the task's recipe, the starting weights): see run_settings
+        self.run = run_settings(config, run_identity)
         self.collate_fn = collate_fn  # None: torch's default stacking
         self.output_dir = Path(output_dir)
         self.rank, self.world = distributed.rank(), distributed.world_size()
@@ -233,6 +268,7 @@ class Trainer:
         if folder is None:
             return False
         saved = load_checkpoint(folder, self.module, map_location=self.device)
+        self._check_same_run(folder, saved)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
         torch.set_rng_state(saved["rng_cpu"])
@@ -249,6 +285,18 @@ class Trainer:
         self._truncate_metrics()
         log.info("resumed from %s (step %d)", folder, self.state.step)
         return True
+
+    def _check_same_run(self, folder: Path, saved: dict) -> None:
+        # checkpoints from before run settings were recorded hold the training config only
+        before = saved.get("run") or {"training": saved.get("config", {})}
+        changes = changed_settings(before, self.run)
+        if changes:
+            more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
+            shown = ", ".join(changes[:3]) + more
+            raise CheckpointError(
+                f"{folder} was written by a run with other settings ({shown}); restore them "
+                f"to resume it, or delete {self.checkpoint_root} to start afresh"
+            )
 
     def _truncate_metrics(self) -> None:
         """Drop metric lines logged after the checkpoint: those steps will be redone."""
@@ -267,6 +315,7 @@ class Trainer:
             "rng_cpu": torch.get_rng_state(),
             "train_state": asdict(self.state),
             "config": asdict(self.config),
+            "run": self.run,
         }
         if self.device.type == "cuda":
             state["rng_cuda"] = torch.cuda.get_rng_state(self.device)
