@@ -122,6 +122,25 @@ def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp
     assert planned_jobs(plan) == 17 + 4 * 4  # each added task: data, fine-tuning, 2 baselines
 
 
+def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_path, shared_data):
+    """pipelines/human-mini-gue.yaml adds GUE TF 1-4 to human-mini and refits TF 0."""
+    base = write_config(tmp_path, _at(pipeline("human-mini"), shared_data))
+    overlay = tmp_path / "gue.yaml"
+    overlay.write_text(yaml.safe_dump(_at(pipeline("human-mini-gue"), shared_data)))
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = done.stdout
+    for task in range(5):
+        assert f"--valid {shared_data}/tasks/gue_human_tf/{task}/dev.csv" in plan
+    recipe = "--max-steps 6000 --learning-rate 0.0003 --batch-size 32 --eval-every 500"
+    finetunes = [line for line in plan.splitlines() if "finetune classify" in line]
+    assert len(finetunes) == 5
+    assert all(recipe in line and "--bpe-dropout 0.1" in line for line in finetunes)
+    tata = next(line for line in plan.splitlines() if "--max-steps 400" in line)
+    assert "--bpe-dropout" not in tata  # human-mini's TATA task stays as it was
+    assert planned_jobs(plan) == 17 + 4 * 4  # each added task: data, fine-tuning, 2 baselines
+
+
 def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
     config = pipeline("human-mini")
     config["reference"]["tss"] = "tss.bed"
