@@ -239,9 +239,11 @@ SECTIONS = {"model", "training", "data", "output", "context_lengths"}
 # dynamic_masking: a new mask of the training instances each epoch (also over shards
 # written with stored masks, which are undone first): for runs of many epochs
 DATA_KEYS = {"train", "eval", "tokenizer", "init", "dynamic_masking"}
+# Model fields that change how the model is computed, not what: a run may move between
+# kernels (GPU to CPU) and checkpoint its activations or not, and still resume.
+COMPUTATION_MODEL_KEYS = {"attention_impl", "gradient_checkpointing"}
 # What a continued pretraining (data.init) may change of the model it starts from.
-RUNTIME_MODEL_KEYS = {"hidden_dropout", "attention_dropout", "attention_impl",
-                      "gradient_checkpointing"}  # fmt: skip
+RUNTIME_MODEL_KEYS = {"hidden_dropout", "attention_dropout"} | COMPUTATION_MODEL_KEYS
 
 
 def load_run_config(path: str | Path, overrides: dict | None = None) -> dict:
@@ -315,10 +317,8 @@ def _initial_model(model_dir, model_section: dict, tokenizer) -> BigBirdForPretr
 
 
 def model_identity(config) -> dict:
-    """The model fields a pretraining checkpoint must share with its resumption: all but
-    the two that change how it is computed, not what (a run may move from GPU to CPU)."""
-    return {k: v for k, v in config.to_dict().items()
-            if k not in ("attention_impl", "gradient_checkpointing")}  # fmt: skip
+    """The model fields a pretraining checkpoint must share with its resumption."""
+    return {k: v for k, v in config.to_dict().items() if k not in COMPUTATION_MODEL_KEYS}
 
 
 def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_overrides=None):

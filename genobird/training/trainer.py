@@ -278,7 +278,8 @@ class Trainer:
         if self.average is not None:
             if "weight_average" in saved:
                 self.average.load_state_dict(saved["weight_average"])
-            else:  # averaging switched on for a resumed run: it starts here
+            else:  # a checkpoint from before weight averaging existed: it starts here
+                # (one written with averaging off is refused by _check_same_run)
                 log.info("no weight average in %s: averaging starts at step %d", folder,
                          self.state.step)  # fmt: skip
                 self.average = WeightAverage(self.module, self.config.ema_decay)
