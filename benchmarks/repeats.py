@@ -34,19 +34,19 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from genobird.baselines.markov import base_counts, dna_codes, fit_counts
 from genobird.corpus.tokenizer import load_tokenizer
+from genobird.likelihood import DEFAULT_STRIDE
 
 REPO = Path(__file__).resolve().parents[1]
 MARKOV_ORDERS = (0, 2, 5, 8, 10)
 ALPHA = 4.0
 CHUNK_BP = 100_000  # tokenised in chunks, as the corpus cuts documents
-MASK_EVERY = 7  # about the 15% of pieces masked in training
+MASK_EVERY = DEFAULT_STRIDE  # about the 15% of pieces masked in training
 
 
 def read_chromosomes(reference: Path, names: list[str]) -> dict[str, str]:
@@ -162,23 +162,20 @@ def model_bits_by_case(model_dir: Path, heldout_runs, tokenizer,
                        batch_size: int = 8) -> dict[str, float]:  # fmt: skip
     """Bits per bp of a pretrained model's masked-piece predictions, all pieces scored;
     `heldout_runs` were cut into pieces by `tokenizer`, the model's (require_vocabulary)."""
+    from genobird.likelihood import piece_bits
     from genobird.model.io import from_pretrained
     from genobird.training import distributed
-    from genobird.training.pretraining import masked_token_scores
 
     device = distributed.default_device()  # a GPU where there is one
     model = from_pretrained(model_dir, device).eval()
     width = model.config.max_position - 2  # [CLS] window [SEP]
     windows = [(ids[i : i + width], repeat[i : i + width])
                for ids, repeat in heldout_runs for i in range(0, len(ids), width)]  # fmt: skip
-    batches, repeat = zip(*[
-        masked_batch(windows[i : i + batch_size], offset, tokenizer)
-        for offset in range(MASK_EVERY) for i in range(0, len(windows), batch_size)
-    ], strict=True)  # fmt: skip
-    scores = masked_token_scores(model, batches, device, tokenizer.mask_id)
-    repeat = np.concatenate(repeat)
-    bits = scores["loss_nats"].astype(np.float64) / math.log(2)
-    return split_mean(bits, tokenizer.piece_lengths[scores["labels"]].astype(float), repeat)
+    bits = piece_bits(model, tokenizer, [list(ids) for ids, _ in windows], MASK_EVERY,
+                      batch_size, device)  # fmt: skip
+    pieces = np.concatenate([np.asarray(ids) for ids, _ in windows])
+    repeat = np.concatenate([np.asarray(flags) for _, flags in windows])
+    return split_mean(np.concatenate(bits), tokenizer.piece_lengths[pieces].astype(float), repeat)
 
 
 def require_vocabulary(model_dir: Path, tokenizer) -> None:
@@ -188,32 +185,6 @@ def require_vocabulary(model_dir: Path, tokenizer) -> None:
             f"{model_dir} was trained with another vocabulary than {tokenizer.path}; "
             "give its corpus's tokenizer with --tokenizer"
         )
-
-
-def masked_batch(windows, offset: int, tokenizer) -> tuple[dict, np.ndarray]:
-    """Windows as one pretraining batch, every MASK_EVERY-th piece from `offset` scored,
-    and the scored pieces' repeat flags in the order they are scored."""
-    length = max(len(ids) for ids, _ in windows) + 2
-    slots = -(-length // MASK_EVERY)
-    input_ids = torch.full((len(windows), length), tokenizer.pad_id, dtype=torch.long)
-    positions = torch.zeros((len(windows), slots), dtype=torch.long)
-    labels = torch.full((len(windows), slots), -100, dtype=torch.long)
-    repeat = []
-    for row, (ids, is_repeat) in enumerate(windows):
-        input_ids[row, : len(ids) + 2] = torch.tensor([tokenizer.cls_id, *ids, tokenizer.sep_id])
-        scored = np.arange(offset, len(ids), MASK_EVERY)
-        positions[row, : len(scored)] = torch.from_numpy(scored + 1)
-        labels[row, : len(scored)] = torch.tensor([ids[i] for i in scored], dtype=torch.long)
-        repeat.append(is_repeat[scored])
-    batch = {
-        "input_ids": input_ids,
-        "segment_ids": torch.zeros_like(input_ids),
-        "attention_mask": input_ids != tokenizer.pad_id,
-        "masked_positions": positions,
-        "masked_labels": labels,
-        "nsp_labels": torch.full((len(windows),), -100, dtype=torch.long),
-    }
-    return batch, np.concatenate(repeat)
 
 
 def scored_model(model_dir: Path, given: bool) -> Path | None:

@@ -388,24 +388,50 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from genobird.scoring import write_scores
 
-    kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
+    kind, source = _score_source(args, ("fasta", "bed", "vcf"))
+    predictor = _load_predictor(args)
+    summary = write_scores(
+        predictor, kind, source, args.out, args.format, args.features, args.reference,
+        args.tiles, progress=not args.quiet, chromosomes=args.chromosomes,
+    )  # fmt: skip
+    return _finish_scoring(summary, kind, source, args)
+
+
+def cmd_likelihood(args: argparse.Namespace) -> int:
+    from genobird.likelihood import LikelihoodScorer
+    from genobird.scoring import write_scores
+
+    kind, source = _score_source(args, ("fasta", "bed"))
+    scorer = LikelihoodScorer(
+        args.model, args.device, args.stride, args.both_strands, args.batch_size
+    )
+    summary = write_scores(
+        scorer, kind, source, args.out, args.format, None, args.reference,
+        progress=not args.quiet, chromosomes=args.chromosomes,
+    )  # fmt: skip
+    return _finish_scoring(summary, kind, source, args)
+
+
+def _score_source(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[str, Path]:
+    """The input kind and file of a scoring command, checked against its other options."""
+    kind, source = next((k, getattr(args, k)) for k in kinds if getattr(args, k))
     if kind != "fasta" and args.reference is None:
         raise GenobirdError(f"--{kind} needs --reference FASTA to cut the windows from")
     if kind == "fasta" and args.chromosomes:
         raise GenobirdError("--chromosomes selects BED regions or VCF variants, not FASTA records")
-    predictor = _load_predictor(args)
-    out = args.out
-    summary = write_scores(
-        predictor, kind, source, out, args.format, args.features, args.reference,
-        args.tiles, progress=not args.quiet, chromosomes=args.chromosomes,
-    )  # fmt: skip
+    return kind, source
+
+
+def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) -> int:
+    """Say what a scoring command wrote; exit 1 when nothing was scored, or with --strict
+    when anything was rejected."""
     print(
         f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
         + ", ".join(str(p) for p in summary.outputs)
     )
     if summary.scored == 0:
         reason = (
-            f"all {summary.rejected:,} records were rejected (reasons in {out}.rejected.tsv)"
+            f"all {summary.rejected:,} records were rejected (reasons in {args.out}.rejected.tsv)"
             if summary.rejected
             else f"{source} has no {kind.upper()} records"
         )
@@ -608,6 +634,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataset(commands)
     _add_finetune(commands)
     _add_score(commands)
+    _add_likelihood(commands)
     _add_ism(commands)
     _add_baseline(commands)
     _add_report(commands)
@@ -1014,6 +1041,36 @@ def _add_score(commands) -> None:
     sub.add_argument("--features", nargs="+", help="only these feature columns")
     sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
     _add_predictor_options(sub)
+    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def _add_likelihood(commands) -> None:
+    sub = _subparser(
+        commands,
+        "likelihood",
+        "Score FASTA records or BED regions zero-shot with a pretrained language model: "
+        "the bits it needs to predict each sequence's pieces from their context (every "
+        "piece masked once), in all and per bp. Exit 1 when nothing was scored.",
+        cmd_likelihood,
+    )
+    sub.add_argument("--model", type=Path, required=True,
+                     help="pretraining model directory (e.g. RESULTS/pretrain/model)")  # fmt: skip
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--fasta", type=Path, help="sequences to score, each whole")
+    inputs.add_argument("--bed", type=Path, help="regions to score as they are")
+    sub.add_argument("--reference", type=Path, help="genome FASTA (for --bed)")
+    sub.add_argument("--chromosomes", nargs="+", help="only the BED regions on these chromosomes")
+    sub.add_argument("--out", type=Path, required=True, help="output file")
+    sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
+    sub.add_argument("--stride", type=int,
+                     help="pieces this far apart are masked together, in as many passes "
+                     "(default 7: as pretraining scores its held-out bits per bp; one "
+                     "larger than a sequence's piece count masks one piece at a time)")  # fmt: skip
+    sub.add_argument("--both-strands", action=argparse.BooleanOptionalAction, default=True,
+                     help="average the scores of both strands (--no-both-strands: the "
+                     "given strand; BED regions on their own)")  # fmt: skip
+    sub.add_argument("--batch-size", type=int, default=32)
+    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
 
 

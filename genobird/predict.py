@@ -267,7 +267,7 @@ class Predictor:
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """Chunks of scores of the BED's regions (only those on `chromosomes` if given)."""
         reference = reference if isinstance(reference, Reference) else Reference(reference)
-        wanted = _wanted_contigs(reference, chromosomes)
+        wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
         for interval in read_bed(path, contigs=reference.lengths, problems=rejected):
@@ -302,7 +302,7 @@ class Predictor:
     ) -> Iterator[tuple[dict, list[BadRecord]]]:
         """Chunks of {score name: table} (only variants on `chromosomes` if given)."""
         reference = reference if isinstance(reference, Reference) else Reference(reference)
-        wanted = _wanted_contigs(reference, chromosomes)
+        wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
         for variant in read_vcf(path, problems=rejected):
@@ -391,7 +391,7 @@ class Predictor:
         return result
 
 
-def _wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:
+def wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:
     """The reference's names for `chromosomes` (aliases resolved; an unknown one is an
     error naming close names), or None for all."""
     if chromosomes is None:

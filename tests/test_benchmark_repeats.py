@@ -2,7 +2,6 @@
 
 import importlib.util
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -39,23 +38,6 @@ def test_markov_bits_split_the_saving_to_the_repeat_copies(repeats):
     assert table[0]["repeat_share"] == pytest.approx(np.mean(repeats.is_lowercase(heldout[0])))
     assert table[0]["repeat"] == pytest.approx(table[0]["other"], abs=0.05)  # no context
     assert table[10]["repeat"] < 0.5 < 1.9 < table[10]["other"]  # the copies are memorised
-
-
-def test_every_piece_is_scored_once_with_its_own_label_and_flag(repeats):
-    special = SimpleNamespace(pad_id=0, cls_id=1, sep_id=2, mask_id=3)
-    windows = [(list(range(10, 30)), np.arange(20) % 3 == 0),
-               (list(range(40, 53)), np.ones(13, dtype=bool))]  # fmt: skip
-    seen, flags = [], []
-    for offset in range(repeats.MASK_EVERY):
-        batch, repeat = repeats.masked_batch(windows, offset, special)
-        scored = batch["masked_labels"] != -100
-        ids = batch["input_ids"].gather(1, batch["masked_positions"])
-        assert (ids[scored] == batch["masked_labels"][scored]).all()  # the label sits there
-        seen += batch["masked_labels"][scored].tolist()
-        flags += repeat.tolist()
-    assert sorted(seen) == list(range(10, 30)) + list(range(40, 53))
-    flag_of = {**{10 + i: i % 3 == 0 for i in range(20)}, **{i: True for i in range(40, 53)}}
-    assert flags == [flag_of[piece] for piece in seen]
 
 
 def test_neighbour_probabilities_sum_to_one(repeats):

@@ -1,0 +1,215 @@
+"""Zero-shot scoring with a pretrained language model (`genobird likelihood`): how many bits
+the model needs to predict each sequence from its own context.
+
+Every piece of a sequence is scored once, with [MASK] in its place, and pieces `stride`
+apart are masked together, so a sequence takes `stride` passes. Stride 7 (the default)
+masks about the 15% of pieces that pretraining masks, as `genobird pretrain` scores its
+held-out bits per bp; a stride at least a sequence's piece count masks one piece at a
+time (the pseudo-log-likelihood of Salazar et al., 2020). Summed over the sequence the
+bits are its pseudo-log-likelihood; per bp they are comparable with the held-out bits per
+bp of pretraining and with a Markov model's (`genobird baseline markov`).
+
+DNA is read on both strands and the two scores averaged, unless told one strand (BED
+regions are then read on their own strand). Non-A/C/G/T bases (N) are not scored: each
+A/C/G/T run between them is cut into pieces and scored on its own, in windows of the
+model's longest input, and `bp` counts the bases scored. A record with none is rejected.
+
+    from genobird.likelihood import LikelihoodScorer
+    scorer = LikelihoodScorer("results/demo/pretrain/model")
+    scorer.score(["ACGT...", ...])   # DataFrame: bp, pieces, bits, bits_per_bp
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
+from genobird.errors import CheckpointError, ConfigError
+from genobird.genome import Reference, read_bed, read_fasta
+from genobird.genome.alphabet import reverse_complement
+from genobird.genome.regions import BadRecord
+from genobird.model.io import from_pretrained, read_model_description
+from genobird.predict import ScoreResult, resolve_device, wanted_contigs
+from genobird.tasks.data import model_padding, pad_ids
+
+DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
+COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]
+_ACGT_RUN = re.compile("[ACGT]+")
+
+
+def masked_batch(windows: list[list[int]], offset: int, stride: int, tokenizer,
+                 padding: dict) -> tuple[dict, list[np.ndarray]]:  # fmt: skip
+    """Windows of piece ids as one batch between [CLS] and [SEP], every `stride`-th piece
+    from `offset` replaced by [MASK] and labelled; and, per window, the indices (in the
+    window) of the pieces scored. `padding`: `model_padding` of the model."""
+    rows = [np.asarray([tokenizer.cls_id, *ids, tokenizer.sep_id]) for ids in windows]
+    input_ids = pad_ids(rows, pad_id=tokenizer.pad_id, **padding)
+    scored = [np.arange(offset, len(ids), stride) for ids in windows]
+    slots = max(len(s) for s in scored)
+    positions = torch.zeros((len(windows), slots), dtype=torch.long)  # unused: [CLS]
+    labels = torch.full((len(windows), slots), -100, dtype=torch.long)
+    for row, (ids, picked) in enumerate(zip(windows, scored, strict=True)):
+        positions[row, : len(picked)] = torch.from_numpy(picked + 1)
+        labels[row, : len(picked)] = torch.as_tensor([ids[i] for i in picked])
+        input_ids[row, picked + 1] = tokenizer.mask_id
+    batch = {
+        "input_ids": input_ids,
+        "segment_ids": torch.zeros_like(input_ids),
+        "attention_mask": input_ids != tokenizer.pad_id,
+        "masked_positions": positions,
+        "masked_labels": labels,
+    }
+    return batch, scored
+
+
+@torch.no_grad()
+def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT_STRIDE,
+               batch_size: int = 32, device="cpu") -> list[np.ndarray]:  # fmt: skip
+    """Bits of every piece of every window, each predicted with [MASK] in its place and
+    the pieces `stride` apart from it masked too (float64 arrays, one per window)."""
+    if stride < 1:
+        raise ConfigError(f"stride must be at least 1, got {stride}")
+    model.eval()
+    padding = model_padding(model)
+    bits = [np.zeros(len(ids)) for ids in windows]
+    order = sorted(range(len(windows)), key=lambda i: len(windows[i]))  # alike lengths batch
+    for offset in range(stride):
+        rows = [i for i in order if len(windows[i]) > offset]
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            batch, scored = masked_batch([windows[i] for i in chunk], offset, stride,
+                                         tokenizer, padding)  # fmt: skip
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
+                        batch["masked_positions"], batch["masked_labels"])  # fmt: skip
+            labels = batch["masked_labels"].reshape(-1)
+            labels = labels[labels != -100]  # the order of out.mlm_logits' rows
+            nats = F.cross_entropy(out.mlm_logits.float(), labels, reduction="none")
+            values = (nats / math.log(2)).cpu().numpy().astype(np.float64)
+            done = 0
+            for index, picked in zip(chunk, scored, strict=True):
+                bits[index][picked] = values[done : done + len(picked)]
+                done += len(picked)
+    return bits
+
+
+@dataclass
+class _Cut:
+    """A sequence's windows of piece ids: `owner` is the row of the sequence (and strand)."""
+
+    owner: int
+    ids: list[int]
+    bp: int
+
+
+class LikelihoodScorer:
+    """A pretraining model directory as a zero-shot scorer of DNA sequences."""
+
+    feature_names = COLUMNS
+
+    def __init__(self, model_dir, device="auto", stride: int | None = None,
+                 both_strands: bool = True, batch_size: int = 32,
+                 chunk_size: int = 1024):  # fmt: skip
+        model_dir = Path(model_dir)
+        description = read_model_description(model_dir)
+        if description.get("model_class") != "BigBirdForPretraining":
+            raise CheckpointError(
+                f"{model_dir} is a {description.get('model_class')} model, which has no "
+                "language-model head; give a pretraining model directory (pretrain/model)"
+            )
+        stride = DEFAULT_STRIDE if stride is None else stride
+        if stride < 1:
+            raise ConfigError(f"stride must be at least 1, got {stride}")
+        self.device = resolve_device(device)
+        self.model = from_pretrained(model_dir, self.device).eval()
+        self.tokenizer: TokenizerBase = load_tokenizer(model_dir)
+        self.stride, self.both_strands = stride, both_strands
+        self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.window = self.model.config.max_position - 2  # [CLS] window [SEP]
+
+    def score(self, sequences: list[str]) -> pd.DataFrame:
+        """bp scored, pieces, bits and bits per bp of each sequence (normalised DNA; NaN
+        bits where it has no A/C/G/T base)."""
+        strands = [sequences]
+        if self.both_strands:
+            strands.append([reverse_complement(s) for s in sequences])
+        results = [self._score_strand(texts) for texts in strands]
+        bits = np.mean([bits for bits, _, _ in results], axis=0)
+        pieces = np.mean([pieces for _, pieces, _ in results], axis=0)
+        bp = results[0][2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_bp = np.where(bp > 0, bits / np.maximum(bp, 1), np.nan)
+        return pd.DataFrame({"bp": bp, "pieces": pieces, "bits": np.where(bp > 0, bits, np.nan),
+                             "bits_per_bp": per_bp})  # fmt: skip
+
+    def _score_strand(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cuts = [cut for row, text in enumerate(texts) for cut in self._cuts(row, text)]
+        window_bits = piece_bits(self.model, self.tokenizer, [c.ids for c in cuts],
+                                 self.stride, self.batch_size, self.device)  # fmt: skip
+        bits, pieces, bp = (np.zeros(len(texts)) for _ in range(3))
+        for cut, values in zip(cuts, window_bits, strict=True):
+            bits[cut.owner] += values.sum()
+            pieces[cut.owner] += len(cut.ids)
+            bp[cut.owner] += cut.bp
+        return bits, pieces, bp
+
+    def _cuts(self, row: int, text: str) -> Iterator[_Cut]:
+        lengths = self.tokenizer.piece_lengths
+        for run in _ACGT_RUN.findall(text):
+            ids = self.tokenizer.encode(run, normalise=False)
+            for start in range(0, len(ids), self.window):
+                window = ids[start : start + self.window]
+                yield _Cut(row, window, int(lengths[window].sum()))
+
+    # The streaming interface of `genobird score` (scoring.write_scores)
+    def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
+        rejected: list[BadRecord] = []
+        rows: list[tuple[str, str]] = []
+        for record in read_fasta(path, problems=rejected):
+            rows.append((record.name, record.sequence))
+            if len(rows) == self.chunk_size:
+                yield self._chunk({"name": [n for n, _ in rows]}, [s for _, s in rows],
+                                  rejected, str(path))  # fmt: skip
+                rows, rejected = [], []
+        if rows or rejected:
+            yield self._chunk({"name": [n for n, _ in rows]}, [s for _, s in rows], rejected,
+                              str(path))  # fmt: skip
+
+    def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
+        """BED regions as they are (not resized): on their own strand with one strand."""
+        reference = reference if isinstance(reference, Reference) else Reference(reference)
+        wanted = wanted_contigs(reference, chromosomes)
+        rejected: list[BadRecord] = []
+        ids: dict[str, list] = {k: [] for k in ("chrom", "start", "end", "strand")}
+        sequences: list[str] = []
+        for interval in read_bed(path, contigs=reference.lengths, problems=rejected):
+            if wanted is not None and reference.resolve(interval.chrom) not in wanted:
+                continue
+            strand = "-" if interval.strand == "-" else "+"
+            sequences.append(reference.fetch(interval.chrom, interval.start, interval.end, strand))
+            for key in ids:
+                ids[key].append(getattr(interval, key))
+            if len(sequences) == self.chunk_size:
+                yield self._chunk(ids, sequences, rejected, str(path))
+                ids, sequences, rejected = {k: [] for k in ids}, [], []
+        if sequences or rejected:
+            yield self._chunk(ids, sequences, rejected, str(path))
+
+    def _chunk(self, ids: dict, sequences: list[str], rejected: list[BadRecord],
+               source: str) -> ScoreResult:  # fmt: skip
+        """Scores of a chunk; sequences without an A/C/G/T base join the rejected."""
+        table = pd.concat([pd.DataFrame(ids), self.score(sequences)], axis=1)
+        empty = table["bp"] == 0
+        for _, row in table[empty].iterrows():
+            record = "\t".join(str(row[k]) for k in ids)
+            rejected.append(BadRecord(source, 0, "no A/C/G/T base to score", record))
+        return ScoreResult(table[~empty].reset_index(drop=True), rejected)

@@ -1,0 +1,158 @@
+"""Zero-shot scoring with a pretrained language model (genobird.likelihood, `genobird
+likelihood`): checked against scoring each piece on its own, one sequence at a time."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from genobird.cli import main
+from genobird.corpus.tokenizer import load_tokenizer
+from genobird.errors import CheckpointError
+from genobird.genome.alphabet import reverse_complement
+from genobird.likelihood import DEFAULT_STRIDE, LikelihoodScorer, masked_batch, piece_bits
+from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+from tests.conftest import write
+
+MAX_POSITION = 64  # windows of 62 pieces: the long test sequences need several
+
+
+def random_dna(rng, length: int) -> str:
+    return "".join(rng.choice(list("ACGT"), length))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(pretraining_data):
+    return load_tokenizer(pretraining_data["tokenizer"])
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=4,
+        intermediate_size=64, max_position=MAX_POSITION, block_size=8, num_random_blocks=1,
+        hidden_dropout=0.0, attention_dropout=0.0, pad_token_id=tokenizer.pad_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return BigBirdForPretraining(config).eval()
+
+
+@pytest.fixture(scope="module")
+def model_dir(model, tokenizer, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("lm") / "model"
+    save_pretrained(model, directory)
+    tokenizer.save(directory)
+    return directory
+
+
+@torch.no_grad()
+def one_piece_bits(model, tokenizer, ids: list[int], index: int, stride: int) -> float:
+    """The oracle: piece `index` of one unpadded sequence, with [MASK] on it and on every
+    piece `stride` apart from it, scored by the model alone."""
+    masked = list(ids)
+    for j in range(index % stride, len(ids), stride):
+        masked[j] = tokenizer.mask_id
+    input_ids = torch.tensor([[tokenizer.cls_id, *masked, tokenizer.sep_id]])
+    out = model(input_ids, None, None, torch.tensor([[index + 1]]), torch.tensor([[ids[index]]]))
+    return -torch.log_softmax(out.mlm_logits[0].double(), -1)[ids[index]].item() / math.log(2)
+
+
+def test_masked_batch_scores_every_piece_once_with_mask_in_its_place():
+    special = SimpleNamespace(pad_id=0, cls_id=1, sep_id=2, mask_id=3)
+    windows = [list(range(10, 30)), list(range(40, 53))]
+    seen = []
+    for offset in range(DEFAULT_STRIDE):
+        batch, scored = masked_batch(windows, offset, DEFAULT_STRIDE, special,
+                                     {"block_size": 8, "dense_length": 0})  # fmt: skip
+        used = batch["masked_labels"] != -100
+        at = batch["input_ids"].gather(1, batch["masked_positions"])
+        assert (at[used] == special.mask_id).all()  # the answer is hidden
+        labels = batch["masked_labels"][used].tolist()
+        assert labels == [windows[r][i] for r, picked in enumerate(scored) for i in picked]
+        seen += labels
+        assert batch["input_ids"].shape[1] % 8 == 0  # padded to whole blocks
+        assert (batch["input_ids"] == special.mask_id).sum() == len(labels)  # nothing else
+    assert sorted(seen) == windows[0] + windows[1]
+
+
+@pytest.mark.parametrize("stride", [DEFAULT_STRIDE, 3, 1000])
+def test_piece_bits_equal_each_piece_scored_alone(model, tokenizer, stride):
+    rng = np.random.default_rng(1)
+    windows = [tokenizer.encode(random_dna(rng, n)) for n in (40, 200, 90, 7)]
+    windows = [ids[: MAX_POSITION - 2] for ids in windows]
+    bits = piece_bits(model, tokenizer, windows, stride, batch_size=3)  # padded batches
+    for ids, got in zip(windows, bits, strict=True):
+        expected = [one_piece_bits(model, tokenizer, ids, i, stride) for i in range(len(ids))]
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_scorer_sums_windows_and_runs_and_averages_the_strands(model, tokenizer, model_dir):
+    rng = np.random.default_rng(2)
+    left, right = random_dna(rng, 700), random_dna(rng, 60)  # left needs several windows
+    one_strand = LikelihoodScorer(model_dir, "cpu", both_strands=False, batch_size=4)
+    table = one_strand.score([left + "NNNNN" + right, left, right, "NNNN"])
+    # runs between Ns are scored apart; a long run in windows of max_position - 2 pieces
+    ids = tokenizer.encode(left)
+    windows = [ids[i : i + MAX_POSITION - 2] for i in range(0, len(ids), MAX_POSITION - 2)]
+    assert len(windows) > 1
+    expected_left = sum(b.sum() for b in piece_bits(model, tokenizer, windows))
+    assert table["bits"][1] == pytest.approx(expected_left, rel=1e-5)
+    assert table["bits"][0] == pytest.approx(table["bits"][1] + table["bits"][2], rel=1e-5)
+    assert table["bp"].tolist()[:3] == [760, 700, 60]
+    assert table["bits_per_bp"][2] == pytest.approx(table["bits"][2] / 60)
+    assert table["bp"][3] == 0 and np.isnan(table["bits"][3])
+    both = LikelihoodScorer(model_dir, "cpu", batch_size=4).score([right])
+    reverse = one_strand.score([reverse_complement(right)])
+    assert both["bits"][0] == pytest.approx((table["bits"][2] + reverse["bits"][0]) / 2, rel=1e-5)
+
+
+def test_a_fine_tuned_model_is_refused_in_one_line(tokenizer, tmp_path):
+    from genobird.model import BigBirdForSequenceClassification
+
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=16, num_layers=1, num_heads=2,
+        intermediate_size=32, max_position=64, block_size=8,
+    )  # fmt: skip
+    save_pretrained(BigBirdForSequenceClassification(config, num_labels=1), tmp_path / "clf")
+    tokenizer.save(tmp_path / "clf")
+    with pytest.raises(CheckpointError, match="no language-model head; give a pretraining"):
+        LikelihoodScorer(tmp_path / "clf")
+
+
+def test_cli_scores_fasta_and_bed_and_sets_empty_records_aside(model_dir, tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    chrom = random_dna(rng, 400)
+    reference = write(tmp_path / "genome.fa", f">chr1\n{chrom}\n")
+    fasta = write(tmp_path / "seqs.fa", f">a\n{chrom[100:220]}\n>gap\nNNNN\n>b\n{chrom[:50]}\n")
+    out = tmp_path / "fasta.tsv"
+    args = ["-q", "likelihood", "--model", str(model_dir), "--device", "cpu"]
+    assert main([*args, "--fasta", str(fasta), "--out", str(out), "--no-both-strands"]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(out, sep="\t")
+    assert table["name"].tolist() == ["a", "b"]
+    assert table.columns.tolist() == ["index", "name", "bp", "pieces", "bits", "bits_per_bp"]
+    rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
+    assert rejected["record"].tolist() == ["gap"] and "no A/C/G/T" in rejected["reason"][0]
+    # a BED region on '-' read on its own strand scores as its reverse complement
+    bed = write(tmp_path / "r.bed", "chr1\t100\t220\tr\t0\t-\n")
+    write(tmp_path / "rc.fa", f">rc\n{reverse_complement(chrom[100:220])}\n")
+    for source, path in (("--bed", bed), ("--fasta", tmp_path / "rc.fa")):
+        extra = ["--reference", str(reference)] if source == "--bed" else []
+        target = tmp_path / f"{source[2:]}-minus.tsv"
+        assert main([*args, source, str(path), *extra, "--out", str(target),
+                     "--no-both-strands"]) == 0  # fmt: skip
+    minus = pd.read_csv(tmp_path / "bed-minus.tsv", sep="\t")
+    assert minus["bits"][0] == pytest.approx(
+        pd.read_csv(tmp_path / "fasta-minus.tsv", sep="\t")["bits"][0], rel=1e-6
+    )
+    assert minus["bits"][0] != pytest.approx(table["bits"][0], rel=1e-3)  # not the + strand
+    capsys.readouterr()
+    # nothing scorable: exit 1, one line, no main output left behind
+    only_gaps = write(tmp_path / "gaps.fa", ">g\nNNNN\n")
+    assert main([*args, "--fasta", str(only_gaps), "--out", str(tmp_path / "none.tsv")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing could be scored" in err
+    assert not (tmp_path / "none.tsv").exists()
