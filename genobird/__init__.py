@@ -2,7 +2,14 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["ChromatinPredictor", "Predictor", "PromoterPredictor", "__version__", "load_predictor"]
+__all__ = [
+    "ChromatinPredictor",
+    "LikelihoodScorer",
+    "Predictor",
+    "PromoterPredictor",
+    "__version__",
+    "load_predictor",
+]
 
 
 def __getattr__(name: str):
@@ -11,4 +18,8 @@ def __getattr__(name: str):
         from genobird import predict
 
         return getattr(predict, name)
+    if name == "LikelihoodScorer":
+        from genobird.likelihood import LikelihoodScorer
+
+        return LikelihoodScorer
     raise AttributeError(f"module 'genobird' has no attribute {name!r}")

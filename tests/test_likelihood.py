@@ -156,3 +156,9 @@ def test_cli_scores_fasta_and_bed_and_sets_empty_records_aside(model_dir, tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nothing could be scored" in err
     assert not (tmp_path / "none.tsv").exists()
+
+
+def test_the_scorer_is_importable_from_the_package_root():
+    import genobird
+
+    assert genobird.LikelihoodScorer is LikelihoodScorer
