@@ -443,6 +443,20 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
     return EXIT_OK
 
 
+def cmd_zero_shot(args: argparse.Namespace) -> int:
+    from genobird.baselines.markov import parse_orders
+    from genobird.tasks.zero_shot import zero_shot
+
+    report = zero_shot(args.data, args.output, args.model, args.markov, parse_orders(args.orders),
+                       args.device)  # fmt: skip
+    chosen = f" (order {report['order']})" if "order" in report else ""
+    print(
+        f"{report['model']}{chosen}: test AUROC {report['auroc']:.4f}, F1 {report['f1']:.4f}, "
+        f"MCC {report['mcc']:.4f}; wrote {args.output / 'report'}"
+    )
+    return EXIT_OK
+
+
 def cmd_ism(args: argparse.Namespace) -> int:
     from genobird.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
 
@@ -635,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_finetune(commands)
     _add_score(commands)
     _add_likelihood(commands)
+    _add_zero_shot(commands)
     _add_ism(commands)
     _add_baseline(commands)
     _add_report(commands)
@@ -1072,6 +1087,28 @@ def _add_likelihood(commands) -> None:
     sub.add_argument("--batch-size", type=int, default=32)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def _add_zero_shot(commands) -> None:
+    sub = _subparser(
+        commands,
+        "zero-shot",
+        "Classify a single-feature data set by likelihood alone, with no fine-tuning: "
+        "each window's bits per bp under a pretraining model (--model) or, the baseline, "
+        "under order-k Markov models of the given DNA (--markov; the order chosen on the "
+        "validation split), turned into a probability by a one-feature logistic fit on "
+        "the training split; writes OUTPUT/report as finetune does.",
+        cmd_zero_shot,
+    )
+    sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
+    sub.add_argument("--output", type=Path, required=True)
+    scorer = sub.add_mutually_exclusive_group(required=True)
+    scorer.add_argument("--model", type=Path, help="pretraining model directory")
+    scorer.add_argument("--markov", type=Path,
+                        help="FASTA or genobird documents to fit the Markov models on "
+                        "(e.g. the pretraining corpus's train.txt)")  # fmt: skip
+    sub.add_argument("--orders", default="0-10", help="Markov orders to choose from")
+    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
 
 
 def _add_predictor_options(sub) -> None:

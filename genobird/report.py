@@ -186,6 +186,8 @@ def context_gain_text(row: dict, gain: str = "accuracy_gain") -> str:
 BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")
 MULTILABEL_COLUMNS = ("median_auroc", "median_auprc")
 MODEL_NAMES = {"kmer-lr": "k-mer (3-6) logistic regression", "cnn": "3-layer CNN, one-hot"}
+ZERO_SHOT_NAMES = {"genobird": "genobird zero-shot (pretrained BigBird)",
+                   "markov": "order-k Markov model zero-shot"}  # fmt: skip
 
 
 def task_folders(results: Path) -> list[str]:
@@ -208,6 +210,30 @@ def comparison_table(results: Path, folder: str) -> str:
         (MODEL_NAMES.get(path.parts[-3], path.parts[-3]), path)
         for path in sorted((results / folder / "baselines").glob("*/report/metrics.json"))
     ]
+    return runs_table(runs)
+
+
+def zero_shot_table(results: Path, folder: str) -> str:
+    """The data set classified by likelihood alone (genobird zero-shot): the pretrained
+    model against the Markov models of the same DNA; empty where neither ran."""
+    runs = [(name, results / folder / "zero-shot" / kind / "report" / "metrics.json")
+            for kind, name in ZERO_SHOT_NAMES.items()]  # fmt: skip
+    runs = [(name, path) for name, path in runs if path.is_file()]
+    if not runs:
+        return ""
+    markov = results / folder / "zero-shot" / "markov" / "report" / "metrics.json"
+    order = json.loads(markov.read_text()).get("order") if markov.is_file() else "k"
+    note = (
+        "<p>No fine-tuning: each test sequence's bits per bp under the pretrained model, "
+        "and under order-k Markov models of the DNA it was pretrained on (order "
+        f"{order} chosen on the validation split), made a probability by a one-feature "
+        "logistic fit on the training split.</p>"
+    )
+    return "<h3>Zero-shot, by likelihood alone</h3>" + note + runs_table(runs)
+
+
+def runs_table(runs: list[tuple[str, Path]]) -> str:
+    """The test metrics of runs on one data set, and the first minus each other, paired."""
     reports = [(name, json.loads(path.read_text())) for name, path in runs]
     columns = BINARY_COLUMNS if "f1" in reports[0][1] else MULTILABEL_COLUMNS
     rows = [(name, *(report.get(key, "-") for key in columns)) for name, report in reports]
@@ -266,6 +292,7 @@ def finetune_section(results: Path, folder: str) -> str:
     split = html.escape(metrics.get("split", "?"))
     text = f"<h2>Fine-tuning: {html.escape(name)} (split: {split})</h2>"
     text += "<h3>Against baselines on the same data</h3>" + comparison_table(results, folder)
+    text += zero_shot_table(results, folder)
     if "f1" in metrics:
         rows = [(key, metrics[key]) for key in PROMOTER_KEYS if key in metrics]
     else:

@@ -162,3 +162,90 @@ def test_the_scorer_is_importable_from_the_package_root():
     import genobird
 
     assert genobird.LikelihoodScorer is LikelihoodScorer
+
+
+# ------------------------------------------------------------------ genobird zero-shot
+
+
+def markov_chain_dna(rng, transitions: np.ndarray, length: int) -> str:
+    """DNA from an order-k chain: `transitions` [4^k, 4], each row a distribution."""
+    order = round(math.log(len(transitions), 4))
+    codes = list(rng.integers(0, 4, order))
+    cumulative = transitions.cumsum(axis=1)
+    for draw in rng.random(length - order):
+        context = 0
+        for code in codes[len(codes) - order :]:
+            context = context * 4 + code
+        codes.append(int(np.searchsorted(cumulative[context], draw)))
+    return "".join("ACGT"[c] for c in codes)
+
+
+@pytest.fixture(scope="module")
+def structured_task(tmp_path_factory):
+    """Promoter-like sequences of a skewed order-3 chain with DeePromoter negatives, and
+    training DNA from the same chain for the Markov models."""
+    from genobird.tasks.promoter import PromoterSpec, build_promoter_sequence_dataset
+
+    folder = tmp_path_factory.mktemp("zero-shot")
+    rng = np.random.default_rng(4)
+    transitions = rng.dirichlet([0.15] * 4, size=4**3)
+    positives = [markov_chain_dna(rng, transitions, 200) for _ in range(160)]
+    write(folder / "positives.txt", "\n".join(positives) + "\n")
+    build_promoter_sequence_dataset(folder / "positives.txt", folder / "data.h5", PromoterSpec(),
+                                    valid_fraction=0.2, test_fraction=0.25)  # fmt: skip
+    write(folder / "train.fa", f">chain\n{markov_chain_dna(rng, transitions, 60_000)}\n")
+    return folder
+
+
+def test_markov_zero_shot_finds_the_chain_and_tells_its_dna_from_random(structured_task):
+    from genobird.tasks.zero_shot import zero_shot
+
+    report = zero_shot(structured_task / "data.h5", structured_task / "markov",
+                       markov_dna=structured_task / "train.fa", orders=range(0, 6))  # fmt: skip
+    assert report["model"] == "markov zero-shot"
+    aurocs = report["order_selection"]["auroc_by_order"]
+    assert report["order_selection"]["split"] == "valid"
+    assert aurocs[report["order"]] == max(aurocs.values())  # chosen on validation AUROC
+    assert report["order"] >= 2 and aurocs[3] > aurocs[0] + 0.1  # context matters
+    assert report["auroc"] > 0.95 and report["f1"] > 0.85
+    means = report["bits_per_bp_mean"]
+    assert means["negatives"] - means["positives"] > 0.3, means  # random segments cost bits
+    assert (structured_task / "markov" / "report" / "test_predictions.npz").is_file()
+
+
+def test_genobird_zero_shot_writes_a_run_that_pairs_with_the_markov_one(
+    structured_task, model_dir, capsys
+):
+    from genobird.tasks.zero_shot import zero_shot
+
+    zero_shot(structured_task / "data.h5", structured_task / "markov-cli",
+              markov_dna=structured_task / "train.fa", orders=range(2, 4))  # fmt: skip
+    out = structured_task / "genobird"
+    args = ["-q", "zero-shot", "--data", str(structured_task / "data.h5"), "--output", str(out)]
+    assert main([*args, "--model", str(model_dir), "--device", "cpu"]) == 0
+    assert "genobird zero-shot: test AUROC" in capsys.readouterr().out
+    import json
+
+    report = json.loads((out / "report" / "metrics.json").read_text())
+    assert report["model"] == "genobird zero-shot" and 0 <= report["auroc"] <= 1
+    assert main(["baseline", "compare", str(out), str(structured_task / "markov-cli")]) == 0
+
+
+def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
+    structured_task, tmp_path, capsys
+):
+    from genobird.errors import ConfigError
+    from genobird.tasks.data import WindowSet
+    from genobird.tasks.zero_shot import zero_shot
+
+    with pytest.raises(ConfigError, match="not both"):
+        zero_shot(structured_task / "data.h5", tmp_path / "x", model_dir="m", markov_dna="d")
+    windows = WindowSet("promoter", ["promoter"], ["promoter"])
+    for split in ("train", "train", "test", "test"):
+        windows.add("ACGT" * 20, [1], "seq", 0, 80, "+", split)
+    windows.write(tmp_path / "one-class.h5")
+    args = ["--data", str(tmp_path / "one-class.h5"), "--output", str(tmp_path / "out")]
+    assert main(["zero-shot", *args, "--markov", str(structured_task / "train.fa")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "one class only" in err
+    assert not (tmp_path / "out").exists()

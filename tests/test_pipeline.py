@@ -97,8 +97,14 @@ def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_
     assert "genobird -q baseline markov" in plan and "--orders 0-10" in plan
     for rule in ("sequence_task_finetune", "classifier_baseline", "markov_baseline"):
         assert f"rule {rule}:" in plan
+    # TATA is also classified by likelihood alone, beside Markov models of the same DNA
+    results = config["results"]
+    zero_shot = f"zero-shot --data {results}/tasks/epdnew_tata/data.h5 --output {results}/tasks"
+    assert f"{zero_shot}/epdnew_tata/zero-shot/genobird --model {results}/pretrain/model" in plan
+    assert f"{zero_shot}/epdnew_tata/zero-shot/markov --markov {results}/corpus/train.txt" in plan
+    assert plan.count("genobird -q zero-shot") == 2  # not GUE TF 0
     assert "promoter_finetune" not in plan and "rule score:" not in plan  # no TSS BED given
-    assert planned_jobs(plan) == 17
+    assert planned_jobs(plan) == 19
 
 
 def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp_path, shared_data):

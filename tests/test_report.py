@@ -56,3 +56,25 @@ def test_report_withholds_held_out_figures_scored_with_the_answers_visible(tmp_p
     page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
     assert "Held-out evaluation" in page and "Not shown" in page
     assert "1.747" not in page and "Bits per base on the held-out chromosomes" not in page
+
+
+def test_report_sets_zero_shot_genobird_beside_the_markov_models(tmp_path):
+    results = tmp_path / "results"
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
+                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
+    binary = {"split": "test", "f1": 0.9, "mcc": 0.8, "auroc": 0.95, "auprc": 0.9,
+              "examples": 10, "positives": 5}  # fmt: skip
+    task = results / "tasks" / "tata"
+    _write_json(task / "report" / "metrics.json", binary)
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    assert "Zero-shot" not in page  # not run: no section
+    _write_json(task / "zero-shot" / "genobird" / "report" / "metrics.json",
+                {**binary, "auroc": 0.9721})  # fmt: skip
+    _write_json(task / "zero-shot" / "markov" / "report" / "metrics.json",
+                {**binary, "auroc": 0.9464, "order": 8})  # fmt: skip
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    assert "Zero-shot, by likelihood alone" in page and "(order 8 chosen" in page
+    zero_shot = page[page.index("Zero-shot, by likelihood alone") :]
+    assert zero_shot.index("genobird zero-shot") < zero_shot.index("<td>0.9721</td>")
+    assert zero_shot.index("Markov model zero-shot") < zero_shot.index("<td>0.9464</td>")

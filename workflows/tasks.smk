@@ -53,3 +53,43 @@ rule sequence_task_finetune:
         " --pretrained $(dirname {input.pretrained}) --max-steps {params.steps}"
         " --learning-rate {params.rate} --batch-size {params.batch} {params.selection}"
         " > {log} 2>&1"
+
+
+# Zero-shot (sequence tasks with `zero_shot: true`): the data set classified by likelihood
+# alone under the pretrained model, beside order-k Markov models of the same pretraining
+# DNA. Outputs: RESULTS/tasks/NAME/zero-shot/{genobird,markov}/report/metrics.json.
+ZERO_SHOT_OUTPUTS = [
+    f"{RESULTS}/tasks/{name}/zero-shot/{kind}/report/metrics.json"
+    for name, task in SEQUENCE_TASKS.items()
+    if task.get("zero_shot")
+    for kind in ("genobird", "markov")
+]
+
+
+rule sequence_task_zero_shot:
+    input:
+        data=f"{RESULTS}/tasks/{{name}}/data.h5",
+        pretrained=rules.pretrain.output.model,
+        corpus=f"{RESULTS}/corpus/train.txt",
+    output:
+        f"{RESULTS}/tasks/{{name}}/zero-shot/{{kind}}/report/metrics.json",
+    params:
+        output=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
+        scorer=lambda wildcards, input: (
+            f"--model {os.path.dirname(input.pretrained)}"
+            if wildcards.kind == "genobird"
+            else f"--markov {input.corpus}"
+        ),
+    wildcard_constraints:
+        name="|".join(SEQUENCE_TASKS) or "none",
+        kind="genobird|markov",
+    log:
+        f"{RESULTS}/logs/zero_shot_{{kind}}/{{name}}.log",
+    threads: 1
+    resources:
+        mem_mb=4000,
+    conda:
+        ENV
+    shell:
+        "genobird -q zero-shot --data {input.data} --output {params.output} {params.scorer}"
+        " > {log} 2>&1"
