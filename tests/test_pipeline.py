@@ -125,7 +125,8 @@ def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp
     recipe = "--max-steps 4000 --learning-rate 0.0001 --batch-size 32 --eval-every 500"
     assert plan.count(recipe) == 5
     assert "dataset promoter-sequences --positives" in plan  # human-mini's TATA task stays
-    assert planned_jobs(plan) == 17 + 4 * 4  # each added task: data, fine-tuning, 2 baselines
+    # each added task: data, fine-tuning, 2 baselines; human-mini's TATA adds 2 zero-shot jobs
+    assert planned_jobs(plan) == 19 + 4 * 4
 
 
 def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_path, shared_data):
@@ -144,7 +145,8 @@ def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_pa
     assert all(recipe in line and "--bpe-dropout 0.1" in line for line in finetunes)
     tata = next(line for line in plan.splitlines() if "--max-steps 400" in line)
     assert "--bpe-dropout" not in tata  # human-mini's TATA task stays as it was
-    assert planned_jobs(plan) == 17 + 4 * 4  # each added task: data, fine-tuning, 2 baselines
+    # each added task: data, fine-tuning, 2 baselines; human-mini's TATA adds 2 zero-shot jobs
+    assert planned_jobs(plan) == 19 + 4 * 4
 
 
 def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
@@ -261,7 +263,8 @@ def test_promoter_sequence_task_takes_training_negatives_and_only_it(tmp_path):
     lines = done.stdout.splitlines()
     data = next(line for line in lines if "dataset promoter-sequences" in line)
     assert "--training-negatives 3" in data
-    assert "--pos-weight 3" in next(line for line in lines if "finetune promoter" in line)
+    finetune = next(line for line in lines if "finetune promoter" in line and "tasks/tata" in line)
+    assert "--pos-weight 3" in finetune
     config["sequence_tasks"] = {"gue": {**task, "input": str(positives)}}
     del config["sequence_tasks"]["gue"]["promoter_sequences"]
     done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
