@@ -447,8 +447,10 @@ def cmd_zero_shot(args: argparse.Namespace) -> int:
     from genobird.baselines.markov import parse_orders
     from genobird.tasks.zero_shot import zero_shot
 
+    if args.stride is not None and args.model is None:
+        raise GenobirdError("--stride is for --model (the language model's masking)")
     report = zero_shot(args.data, args.output, args.model, args.markov, parse_orders(args.orders),
-                       args.device)  # fmt: skip
+                       args.device, args.stride)  # fmt: skip
     chosen = f" (order {report['order']})" if "order" in report else ""
     print(
         f"{report['model']}{chosen}: test AUROC {report['auroc']:.4f}, F1 {report['f1']:.4f}, "
@@ -1108,6 +1110,9 @@ def _add_zero_shot(commands) -> None:
                         help="FASTA or genobird documents to fit the Markov models on "
                         "(e.g. the pretraining corpus's train.txt)")  # fmt: skip
     sub.add_argument("--orders", default="0-10", help="Markov orders to choose from")
+    sub.add_argument("--stride", type=int,
+                     help="with --model: pieces this far apart masked together (default 7, "
+                     "as genobird likelihood)")  # fmt: skip
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
 
 

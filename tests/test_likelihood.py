@@ -228,6 +228,7 @@ def test_genobird_zero_shot_writes_a_run_that_pairs_with_the_markov_one(
 
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert report["model"] == "genobird zero-shot" and 0 <= report["auroc"] <= 1
+    assert report["stride"] == DEFAULT_STRIDE
     assert main(["baseline", "compare", str(out), str(structured_task / "markov-cli")]) == 0
 
 
@@ -249,3 +250,5 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "one class only" in err
     assert not (tmp_path / "out").exists()
+    assert main(["zero-shot", *args, "--markov", "train.fa", "--stride", "3"]) == 1
+    assert "--stride is for --model" in capsys.readouterr().err

@@ -62,10 +62,10 @@ def calibrated(bits_per_bp: dict, labels: dict) -> dict:
     return {split: fit.predict_proba(-bits[:, None])[:, 1] for split, bits in bits_per_bp.items()}
 
 
-def language_model_bits(model_dir, sequences: dict, device="auto") -> dict:
+def language_model_bits(model_dir, sequences: dict, device="auto", stride=None) -> dict:
     from genobird.likelihood import LikelihoodScorer
 
-    scorer = LikelihoodScorer(model_dir, device)
+    scorer = LikelihoodScorer(model_dir, device, stride)
     return {
         split: np.nan_to_num(scorer.score(seqs)["bits_per_bp"].to_numpy(), nan=UNSCORED_BITS_PER_BP)
         for split, seqs in sequences.items()
@@ -108,16 +108,20 @@ def choose_order(bits_by_order: dict[int, dict], labels: dict) -> tuple[int, dic
     return max(aurocs, key=aurocs.get), {"split": split, "auroc_by_order": aurocs}
 
 
-def zero_shot(data_path, output, model_dir=None, markov_dna=None, orders=range(2, 11, 2),
-              device="auto") -> dict:  # fmt: skip
-    """Score the data set with a pretraining model (`model_dir`) or with Markov models of
-    `markov_dna` (FASTA or genobird documents), and write OUT/report as `finetune` does."""
+def zero_shot(data_path, output, model_dir=None, markov_dna=None, orders=range(0, 11),
+              device="auto", stride=None) -> dict:  # fmt: skip
+    """Score the data set with a pretraining model (`model_dir`; pieces `stride` apart
+    masked together, genobird.likelihood) or with Markov models of `markov_dna` (FASTA or
+    genobird documents), and write OUT/report as `finetune` does."""
     if (model_dir is None) == (markov_dna is None):
         raise ConfigError("give a pretraining model directory or Markov training DNA, not both")
     meta, sequences, labels = read_splits(data_path)
     if model_dir is not None:
-        bits = language_model_bits(model_dir, sequences, device)
-        extra = {"model": "genobird zero-shot", "pretrained": str(model_dir)}
+        from genobird.likelihood import DEFAULT_STRIDE
+
+        stride = DEFAULT_STRIDE if stride is None else stride
+        bits = language_model_bits(model_dir, sequences, device, stride)
+        extra = {"model": "genobird zero-shot", "pretrained": str(model_dir), "stride": stride}
     else:
         from genobird.baselines.markov import read_dna
 
