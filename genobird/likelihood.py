@@ -104,7 +104,8 @@ def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT
 
 @dataclass
 class _Cut:
-    """A sequence's windows of piece ids: `owner` is the row of the sequence (and strand)."""
+    """One window of a sequence's piece ids: `owner` is the sequence's row, `bp` the
+    bases its pieces spell."""
 
     owner: int
     ids: list[int]
