@@ -71,13 +71,18 @@ def masked_batch(windows: list[list[int]], offset: int, stride: int, tokenizer,
     return batch, scored
 
 
+def check_stride(stride: int) -> None:
+    """Stride 0 would run no pass and score every piece 0 bits."""
+    if stride < 1:
+        raise ConfigError(f"stride must be at least 1, got {stride}")
+
+
 @torch.no_grad()
 def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT_STRIDE,
                batch_size: int = 32, device="cpu") -> list[np.ndarray]:  # fmt: skip
     """Bits of every piece of every window, each predicted with [MASK] in its place and
     the pieces `stride` apart from it masked too (float64 arrays, one per window)."""
-    if stride < 1:
-        raise ConfigError(f"stride must be at least 1, got {stride}")
+    check_stride(stride)
     model.eval()
     padding = model_padding(model)
     bits = [np.zeros(len(ids)) for ids in windows]
@@ -128,8 +133,7 @@ class LikelihoodScorer:
                 "language-model head; give a pretraining model directory (pretrain/model)"
             )
         stride = DEFAULT_STRIDE if stride is None else stride
-        if stride < 1:
-            raise ConfigError(f"stride must be at least 1, got {stride}")
+        check_stride(stride)  # before the model is loaded
         self.device = resolve_device(device)
         self.model = from_pretrained(model_dir, self.device).eval()
         self.tokenizer: TokenizerBase = load_tokenizer(model_dir)
@@ -147,8 +151,7 @@ class LikelihoodScorer:
         bits = np.mean([bits for bits, _, _ in results], axis=0)
         pieces = np.mean([pieces for _, pieces, _ in results], axis=0)
         bp = results[0][2]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_bp = np.where(bp > 0, bits / np.maximum(bp, 1), np.nan)
+        per_bp = np.where(bp > 0, bits / np.maximum(bp, 1), np.nan)
         return pd.DataFrame({"bp": bp, "pieces": pieces, "bits": np.where(bp > 0, bits, np.nan),
                              "bits_per_bp": per_bp})  # fmt: skip
 
@@ -173,17 +176,18 @@ class LikelihoodScorer:
 
     # The streaming interface of `genobird score` (scoring.write_scores)
     def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
+        """FASTA records scored whole (`tiles` is `score`'s option; a record is not cut)."""
         rejected: list[BadRecord] = []
-        rows: list[tuple[str, str]] = []
+        names: list[str] = []
+        sequences: list[str] = []
         for record in read_fasta(path, problems=rejected):
-            rows.append((record.name, record.sequence))
-            if len(rows) == self.chunk_size:
-                yield self._chunk({"name": [n for n, _ in rows]}, [s for _, s in rows],
-                                  rejected, str(path))  # fmt: skip
-                rows, rejected = [], []
-        if rows or rejected:
-            yield self._chunk({"name": [n for n, _ in rows]}, [s for _, s in rows], rejected,
-                              str(path))  # fmt: skip
+            names.append(record.name)
+            sequences.append(record.sequence)
+            if len(sequences) == self.chunk_size:
+                yield self._chunk({"name": names}, sequences, rejected, str(path))
+                names, sequences, rejected = [], [], []
+        if sequences or rejected:
+            yield self._chunk({"name": names}, sequences, rejected, str(path))
 
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """BED regions as they are (not resized): on their own strand with one strand."""

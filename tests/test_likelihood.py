@@ -252,3 +252,14 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
     assert not (tmp_path / "out").exists()
     assert main(["zero-shot", *args, "--markov", "train.fa", "--stride", "3"]) == 1
     assert "--stride is for --model" in capsys.readouterr().err
+    # a window with no base to score is named, not given a made-up score
+    windows = WindowSet("promoter", ["promoter"], ["promoter"])
+    for sequence, label, split in (("ACGT" * 20, 1, "train"), ("AAAT" * 20, 0, "train"),
+                                   ("ACGT" * 20, 1, "test"), ("N" * 80, 0, "test")):  # fmt: skip
+        windows.add(sequence, [label], "seq", 0, 80, "+", split)
+    windows.write(tmp_path / "gap.h5")
+    gap = ["--data", str(tmp_path / "gap.h5"), "--output", str(tmp_path / "gap")]
+    assert main(["zero-shot", *gap, "--markov", str(structured_task / "train.fa")]) == 1
+    err = capsys.readouterr().err
+    assert "1 test windows have no A/C/G/T base (the first is row 1" in err
+    assert not (tmp_path / "gap").exists()

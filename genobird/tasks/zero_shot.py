@@ -20,6 +20,7 @@ two like any runs on the same split.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +32,8 @@ from genobird.tasks.metrics import binary_metrics, is_multilabel, write_evaluati
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
+ACGT = re.compile("[ACGT]")
 MARKOV_ALPHA = 1.0
-# A window without an A/C/G/T base is given the bits of uniform DNA: it says nothing.
-UNSCORED_BITS_PER_BP = 2.0
 
 
 def read_splits(data_path) -> tuple[dict, dict, dict]:
@@ -48,6 +48,12 @@ def read_splits(data_path) -> tuple[dict, dict, dict]:
     for split in SPLITS:
         sequences[split], split_labels = read_split(data_path, split)
         labels[split] = split_labels[:, 0].astype(int)
+        empty = [i for i, s in enumerate(sequences[split]) if not ACGT.search(s)]
+        if empty:  # no bits to score: a window like that cannot be classified by them
+            raise ConfigError(
+                f"{data_path}: {len(empty)} {split} windows have no A/C/G/T base (the first "
+                f"is row {empty[0]} of the split); build the data set without them"
+            )
     if len(set(labels["train"])) < 2:
         raise ConfigError(f"{data_path}: the training split has one class only")
     return meta, sequences, labels
@@ -66,10 +72,8 @@ def language_model_bits(model_dir, sequences: dict, device="auto", stride=None) 
     from genobird.likelihood import LikelihoodScorer
 
     scorer = LikelihoodScorer(model_dir, device, stride)
-    return {
-        split: np.nan_to_num(scorer.score(seqs)["bits_per_bp"].to_numpy(), nan=UNSCORED_BITS_PER_BP)
-        for split, seqs in sequences.items()
-    }
+    return {split: scorer.score(texts)["bits_per_bp"].to_numpy()
+            for split, texts in sequences.items()}  # fmt: skip
 
 
 def markov_bits(train_dna: list[np.ndarray], sequences: dict, orders) -> dict[int, dict]:
@@ -84,16 +88,14 @@ def markov_bits(train_dna: list[np.ndarray], sequences: dict, orders) -> dict[in
     counts = fit_counts(train_dna, max(orders), both_strands=True)
     bits = {order: {} for order in orders}
     for split, seqs in sequences.items():
-        codes = [dna_codes(s) for s in seqs]
-        bases = np.array([int((c < 4).sum()) for c in codes])
+        forward = [dna_codes(s) for s in seqs]
+        reverse = [reverse_complement_codes(c) for c in forward]
+        bases = np.array([int((c < 4).sum()) for c in forward])  # read_splits: never 0
         for order in orders:
-            forward = np.array([sequence_bits(counts, c, order, MARKOV_ALPHA) for c in codes])
-            reverse = np.array([
-                sequence_bits(counts, reverse_complement_codes(c), order, MARKOV_ALPHA)
-                for c in codes
-            ])  # fmt: skip
-            per_bp = (forward + reverse) / 2 / np.maximum(bases, 1)
-            bits[order][split] = np.where(bases > 0, per_bp, UNSCORED_BITS_PER_BP)
+            total = [sequence_bits(counts, f, order, MARKOV_ALPHA)
+                     + sequence_bits(counts, r, order, MARKOV_ALPHA)
+                     for f, r in zip(forward, reverse, strict=True)]  # fmt: skip
+            bits[order][split] = np.array(total) / 2 / bases
     return bits
 
 
