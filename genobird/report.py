@@ -14,6 +14,7 @@ import html
 import io
 import json
 import os
+import statistics
 from pathlib import Path
 
 from genobird.errors import ConfigError, InputError
@@ -185,6 +186,7 @@ def context_gain_text(row: dict, gain: str = "accuracy_gain") -> str:
 
 BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")
 MULTILABEL_COLUMNS = ("median_auroc", "median_auprc")
+GENOBIRD_NAME = "genobird (fine-tuned BigBird)"
 MODEL_NAMES = {"kmer-lr": "k-mer (3-6) logistic regression", "cnn": "3-layer CNN, one-hot"}
 ZERO_SHOT_NAMES = {"genobird": "genobird zero-shot (pretrained BigBird)",
                    "markov": "order-k Markov model zero-shot"}  # fmt: skip
@@ -204,13 +206,23 @@ def task_folders(results: Path) -> list[str]:
 
 
 def comparison_table(results: Path, folder: str) -> str:
-    """genobird against each baseline that ran on the same data set (test split)."""
-    runs = [("genobird (fine-tuned BigBird)", results / folder / "report" / "metrics.json")]
-    runs += [
+    """genobird against each baseline that ran on the same data set (test split); with
+    further fine-tuning seeds, each seed and their mean."""
+    main = results / folder / "report" / "metrics.json"
+    seeds = seed_runs(results / folder)
+    genobird = [("genobird, seed 0", main), *seeds] if seeds else [(GENOBIRD_NAME, main)]
+    baselines = [
         (MODEL_NAMES.get(path.parts[-3], path.parts[-3]), path)
         for path in sorted((results / folder / "baselines").glob("*/report/metrics.json"))
     ]
-    return runs_table(runs)
+    return runs_table(genobird + baselines, seeds=len(genobird))
+
+
+def seed_runs(task: Path) -> list[tuple[str, Path]]:
+    """The further fine-tuning seeds of a task (a sequence task's `seeds`), by seed."""
+    found = [path for path in task.glob("seeds/*/report/metrics.json") if path.parts[-3].isdigit()]
+    found.sort(key=lambda path: int(path.parts[-3]))
+    return [(f"genobird, seed {path.parts[-3]}", path) for path in found]
 
 
 def zero_shot_table(results: Path, folder: str) -> str:
@@ -232,20 +244,35 @@ def zero_shot_table(results: Path, folder: str) -> str:
     return "<h3>Zero-shot, by likelihood alone</h3>" + note + runs_table(runs)
 
 
-def runs_table(runs: list[tuple[str, Path]]) -> str:
-    """The test metrics of runs on one data set, and the first minus each other, paired."""
+def runs_table(runs: list[tuple[str, Path]], seeds: int = 1) -> str:
+    """The test metrics of runs on one data set, and the first minus each other, paired.
+    The first `seeds` runs are one recipe's seeds: they get a row of their mean, and it is
+    their mean that is paired with each other run."""
     reports = [(name, json.loads(path.read_text())) for name, path in runs]
     columns = BINARY_COLUMNS if "f1" in reports[0][1] else MULTILABEL_COLUMNS
     rows = [(name, *(report.get(key, "-") for key in columns)) for name, report in reports]
+    if seeds > 1:
+        means = [mean_cell([report.get(key) for _, report in reports[:seeds]]) for key in columns]
+        rows.insert(seeds, (f"{GENOBIRD_NAME}, mean of {seeds} seeds", *means))
     text = _table(rows, ("model", *columns))
     if "f1" in reports[0][1]:
-        text += paired_difference_table([(name, path.parent) for name, path in runs])
+        text += paired_difference_table([(name, path.parent) for name, path in runs], seeds)
     return text
 
 
-def paired_difference_table(reports: list[tuple[str, Path]], resamples: int = 2000) -> str:
-    """genobird minus each baseline on the same test sequences, with 95% intervals
-    (genobird.tasks.compare); empty where a run wrote no test predictions."""
+def mean_cell(values: list):
+    """The mean of a column's figures, or '-' where a run lacks one."""
+    if any(value is None for value in values):
+        return "-"
+    return round(statistics.fmean(values), 4)
+
+
+def paired_difference_table(
+    reports: list[tuple[str, Path]], seeds: int = 1, resamples: int = 2000
+) -> str:
+    """genobird (the mean of its first `seeds` runs) minus each baseline on the same test
+    sequences, with 95% intervals (genobird.tasks.compare); empty where genobird's first
+    run wrote no test predictions."""
     from genobird.tasks.compare import (
         METRICS,
         describe_difference,
@@ -254,19 +281,21 @@ def paired_difference_table(reports: list[tuple[str, Path]], resamples: int = 20
     )
     from genobird.tasks.metrics import PREDICTIONS
 
-    present = [(name, folder) for name, folder in reports if (folder / PREDICTIONS).is_file()]
-    if len(present) < 2 or present[0][1] != reports[0][1]:
+    present = {folder for _, folder in reports if (folder / PREDICTIONS).is_file()}
+    others = [(name, folder) for name, folder in reports[seeds:] if folder in present]
+    if reports[0][1] not in present or not others:
         return ""
-    genobird = read_predictions(present[0][1])
+    genobird = [read_predictions(folder) for _, folder in reports[:seeds] if folder in present]
     rows = []
-    for name, folder in present[1:]:
+    for name, folder in others:
         try:
             result = paired_bootstrap(genobird, read_predictions(folder), resamples)
         except InputError as error:  # another data set's split: no pairing, say why
             rows.append((name, *["-"] * (len(METRICS) - 1), str(error)))
             continue
         rows.append((name, *(describe_difference(result["metrics"][m]) for m in METRICS)))
-    note = (f"<p>genobird minus each baseline on the same {genobird.labels.size:,} test "
+    side = "genobird" if len(genobird) == 1 else f"The mean of genobird's {len(genobird)} seeds"
+    note = (f"<p>{side} minus each baseline on the same {genobird[0].labels.size:,} test "
             f"sequences, with 95% paired bootstrap intervals ({resamples:,} resamples); "
             "an interval that holds 0 is a tie on this split.</p>")  # fmt: skip
     return note + _table(rows, ("genobird minus", *METRICS))

@@ -272,6 +272,35 @@ def test_promoter_sequence_task_takes_training_negatives_and_only_it(tmp_path):
     assert done.returncode != 0 and "'promoter_sequences' is a dependency of" in output
 
 
+def test_sequence_task_seeds_fine_tune_apart_and_reach_the_report(tmp_path):
+    """`seeds: 3`: seed 0 in the task's folder as before, seeds 1 and 2 under seeds/N with
+    the same recipe, and the report waits for all three."""
+    config = pipeline("demo")
+    positives = tmp_path / "promoters.txt"
+    positives.write_text("ACGT" * 75 + "\n")
+    task = {"promoter_sequences": str(positives), "max_steps": 10, "learning_rate": 1e-4,
+            "batch_size": 4, "seeds": 3}  # fmt: skip
+    config["sequence_tasks"] = {"tata": task}
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    runs = [line for line in lines if "finetune promoter" in line and "tasks/tata" in line]
+    assert len(runs) == 3
+    results = config["results"]
+    seed_0 = next(line for line in runs if f"--output {results}/tasks/tata " in line)
+    assert "--seed" not in seed_0  # finetune's default, 0: the task's folder as before
+    for seed in (1, 2):
+        run = next(line for line in runs if f"--output {results}/tasks/tata/seeds/{seed} " in line)
+        same_recipe = seed_0.replace("tasks/tata ", f"tasks/tata/seeds/{seed} ")
+        log = f"{results}/logs/task_finetune_tata"
+        assert run == same_recipe.replace(f" > {log}.log", f" --seed {seed} > {log}_seed{seed}.log")
+    report = lines.index(next(line for line in lines if line.startswith("rule report:")))
+    assert f"{results}/tasks/tata/seeds/2/report/metrics.json" in lines[report + 1]  # its input
+    task["seeds"] = 0
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0 and "['seeds']" in done.stdout + done.stderr
+
+
 def test_unknown_config_key_fails_before_any_rule_naming_it(tmp_path):
     config = pipeline("demo")
     config["corpus"]["pases"] = 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from genobird.report import build_report
 from genobird.training.pretraining import HELDOUT_SCORING
 
@@ -78,3 +80,46 @@ def test_report_sets_zero_shot_genobird_beside_the_markov_models(tmp_path):
     zero_shot = page[page.index("Zero-shot, by likelihood alone") :]
     assert zero_shot.index("genobird zero-shot") < zero_shot.index("<td>0.9721</td>")
     assert zero_shot.index("Markov model zero-shot") < zero_shot.index("<td>0.9464</td>")
+
+
+def _write_run(folder: Path, labels, probabilities, mcc: float) -> None:
+    from genobird.tasks.metrics import write_test_predictions
+
+    report = {"split": "test", "f1": 0.8, "mcc": mcc, "auroc": 0.9, "auprc": 0.88,
+              "examples": len(labels), "positives": int(sum(labels))}  # fmt: skip
+    _write_json(folder / "report" / "metrics.json", report)
+    write_test_predictions(folder / "report", {"feature_names": ["label"]},
+                           (np.asarray(labels)[:, None], np.asarray(probabilities)[:, None]),
+                           "split-1")  # fmt: skip
+
+
+def test_report_sets_the_mean_of_fine_tuning_seeds_beside_the_baselines(tmp_path):
+    """A sequence task fine-tuned with `seeds: 3`: each seed's row, their mean, and the
+    seeds' mean paired against each baseline on the same test sequences."""
+    from sklearn.metrics import matthews_corrcoef
+
+    results = tmp_path / "results"
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
+                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 400)
+    task = results / "tasks" / "tf2"
+    runs = {task: 0.6, task / "seeds" / "1": 0.5, task / "seeds" / "2": 0.8,
+            task / "baselines" / "kmer-lr": 0.4}  # fmt: skip
+    scored = {}
+    for folder, mcc in runs.items():  # noisier predictions for a lower figure
+        scored[folder] = np.clip(labels + rng.normal(0, 1 - mcc, labels.size), 0, 1)
+        _write_run(folder, labels, scored[folder], mcc)
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    table = page[page.index("Fine-tuning: tf2") :]
+    for name in ("genobird, seed 0", "genobird, seed 1", "genobird, seed 2",
+                 "genobird (fine-tuned BigBird), mean of 3 seeds</td><td>0.6333</td>"):  # fmt: skip
+        assert name in table
+    assert table.index("seed 2") < table.index("mean of 3 seeds") < table.index("k-mer")
+    assert "The mean of genobird's 3 seeds minus each baseline on the same 400" in table
+    seed_mcc = [matthews_corrcoef(labels, scored[f] >= 0.5) for f in list(runs)[:3]]
+    kmer_mcc = matthews_corrcoef(labels, scored[task / "baselines" / "kmer-lr"] >= 0.5)
+    difference = np.mean(seed_mcc) - kmer_mcc
+    row = table[table.index("genobird minus") :]
+    assert f"<td>{difference:+.3f} [" in row[row.index("k-mer") :]

@@ -7,6 +7,7 @@ rule report:
         expand(f"{RESULTS}/score/{{task}}_{{source}}.tsv", task=TASKS, source=SCORE_SOURCES),
         BASELINE_OUTPUTS,
         ZERO_SHOT_OUTPUTS,
+        SEED_OUTPUTS,
         # without any fine-tuning task, the report still needs the pretrained model
         rules.pretrain.output.model,
     output:

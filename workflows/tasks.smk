@@ -38,6 +38,7 @@ rule sequence_task_finetune:
         rate=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["learning_rate"],
         batch=lambda wildcards: SEQUENCE_TASKS[wildcards.name]["batch_size"],
         selection=lambda wildcards: finetune_options(SEQUENCE_TASKS[wildcards.name]),
+        seed="",  # seed 0, finetune's default
     wildcard_constraints:
         name="|".join(SEQUENCE_TASKS) or "none",
     log:
@@ -52,7 +53,30 @@ rule sequence_task_finetune:
         "genobird -q finetune {params.task} --data {input.data} --output {params.output}"
         " --pretrained $(dirname {input.pretrained}) --max-steps {params.steps}"
         " --learning-rate {params.rate} --batch-size {params.batch} {params.selection}"
-        " > {log} 2>&1"
+        "{params.seed} > {log} 2>&1"
+
+
+# Further seeds of a sequence task (`seeds: N`): the same recipe with seeds 1 to N - 1, each
+# in RESULTS/tasks/NAME/seeds/SEED/. Only seed 0's model scores sequences; the report sets
+# the seeds' mean beside the baselines, since one seed's figure carries its own luck.
+SEED_OUTPUTS = [
+    f"{RESULTS}/tasks/{name}/seeds/{seed}/report/metrics.json"
+    for name, task in SEQUENCE_TASKS.items()
+    for seed in range(1, task.get("seeds", 1))
+]
+
+
+use rule sequence_task_finetune as sequence_task_finetune_seed with:
+    output:
+        metrics=f"{RESULTS}/tasks/{{name}}/seeds/{{seed}}/report/metrics.json",
+        model=f"{RESULTS}/tasks/{{name}}/seeds/{{seed}}/model/config.json",
+    params:
+        seed=lambda wildcards: f" --seed {wildcards.seed}",
+    wildcard_constraints:
+        name="|".join(SEQUENCE_TASKS) or "none",
+        seed="[1-9][0-9]*",
+    log:
+        f"{RESULTS}/logs/task_finetune_{{name}}_seed{{seed}}.log",
 
 
 # Zero-shot (sequence tasks with `zero_shot: true`): the data set classified by likelihood
