@@ -130,7 +130,8 @@ def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp
 
 
 def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_path, shared_data):
-    """pipelines/human-mini-gue.yaml adds GUE TF 1-4 to human-mini and refits TF 0."""
+    """pipelines/human-mini-gue.yaml adds GUE TF 1-4 to human-mini and refits TF 0, each
+    with two seeds."""
     base = write_config(tmp_path, _at(pipeline("human-mini"), shared_data))
     overlay = tmp_path / "gue.yaml"
     overlay.write_text(yaml.safe_dump(_at(pipeline("human-mini-gue"), shared_data)))
@@ -141,12 +142,14 @@ def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_pa
         assert f"--valid {shared_data}/tasks/gue_human_tf/{task}/dev.csv" in plan
     recipe = "--max-steps 6000 --learning-rate 0.0003 --batch-size 32 --eval-every 500"
     finetunes = [line for line in plan.splitlines() if "finetune classify" in line]
-    assert len(finetunes) == 5
+    assert len(finetunes) == 5 * 2  # two seeds each
     assert all(recipe in line and "--bpe-dropout 0.1" in line for line in finetunes)
-    tata = next(line for line in plan.splitlines() if "--max-steps 400" in line)
-    assert "--bpe-dropout" not in tata  # human-mini's TATA task stays as it was
-    # each added task: data, fine-tuning, 2 baselines; human-mini's TATA adds 2 zero-shot jobs
-    assert planned_jobs(plan) == 19 + 4 * 4
+    assert sum("--seed 1 >" in line for line in finetunes) == 5
+    tata = [line for line in plan.splitlines() if "--max-steps 400" in line]
+    assert len(tata) == 1 and "--bpe-dropout" not in tata[0]  # human-mini's TATA stays
+    # each added task: data, 2 fine-tuning seeds, 2 baselines; TF 0 a second seed; human-mini's
+    # TATA adds 2 zero-shot jobs
+    assert planned_jobs(plan) == 19 + 4 * 5 + 1
 
 
 def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
