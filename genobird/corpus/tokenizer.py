@@ -216,8 +216,10 @@ class Tokenizer(TokenizerBase):
 
     def encode_sampled(self, sequence: str, dropout: float, seed: int) -> list[int]:
         # sentencepiece draws from one process-wide generator, seeded again for each call
-        # so that a window's segmentation depends on its seed alone (resumable, and the
-        # same in every data-loader worker)
+        # so that, within a process, a window's segmentation depends on its seed alone.
+        # Across processes the same seed gives other cuts (sentencepiece 0.2.3, measured:
+        # benchmarks/README.md, "All five GUE tasks, two seeds"), so a BPE-dropout run
+        # does not repeat bit for bit, nor does a resumed one continue its draws exactly.
         spm.set_random_generator_seed(seed)
         return self._processor.encode(sequence, enable_sampling=True, alpha=dropout)
 
