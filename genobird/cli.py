@@ -1026,9 +1026,7 @@ def _add_finetune(commands) -> None:
     sub.add_argument("--bpe-dropout", type=float, default=0.0,
                      help="cut each training window into pieces with BPE-dropout, each "
                      "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
-                     "own pieces); evaluation reads the tokenizer's own. The cuts come "
-                     "from sentencepiece's sampler, which does not repeat across "
-                     "processes: such a run is not reproducible bit for bit")  # fmt: skip
+                     "own pieces); evaluation reads the tokenizer's own")  # fmt: skip
     sub.add_argument("--warmup-steps", type=int, default=20)
     sub.add_argument("--max-steps", type=int, default=300)
     sub.add_argument("--batch-size", type=int, default=8)

@@ -1047,10 +1047,10 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
     pretraining_data, tmp_path, capsys
 ):
     """--bpe-dropout: training windows are cut into more, shorter pieces that still spell
-    the window (or its reverse complement), drawn afresh each epoch and the same when
-    drawn again in the same process (not across processes: Tokenizer.encode_sampled);
-    training on them moves the weights elsewhere than the tokenizer's own pieces (same
-    seed); the report names the rate."""
+    the window (or its reverse complement), drawn afresh each epoch and the same on a
+    resumed run (in another process too: tests/test_bpe_dropout.py); training on them
+    moves the weights elsewhere than the tokenizer's own pieces (same seed); the report
+    names the rate."""
     import safetensors.torch
     import torch
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
+from genobird.corpus.bpe_dropout import DropoutBPE
 from genobird.corpus.fast_bpe import FastBPE
 from genobird.errors import CheckpointError, ConfigError
 from genobird.genome.alphabet import normalise_dna
@@ -175,6 +176,7 @@ class Tokenizer(TokenizerBase):
         self.piece_lengths = np.array(lengths, dtype=np.int64)
         # sentencepiece's own encoding, computed about twice as fast (None: not built)
         self._fast = FastBPE.create(self._processor)
+        self._dropout_bpe = DropoutBPE.create(self._processor)
 
     def _check_special_tokens(self) -> None:
         for expected_id, piece in enumerate(SPECIAL_TOKENS):
@@ -215,11 +217,11 @@ class Tokenizer(TokenizerBase):
         return self._processor.encode(sequences, num_threads=threads)
 
     def encode_sampled(self, sequence: str, dropout: float, seed: int) -> list[int]:
-        # sentencepiece draws from one process-wide generator, seeded again for each call
-        # so that, within a process, a window's segmentation depends on its seed alone.
-        # Across processes the same seed gives other cuts (sentencepiece 0.2.3, measured:
-        # benchmarks/README.md, "All five GUE tasks, two seeds"), so a BPE-dropout run
-        # does not repeat bit for bit, nor does a resumed one continue its draws exactly.
+        # genobird's own sampler: sentencepiece's gives other cuts in every process for
+        # one seed (genobird.corpus.bpe_dropout). A character without a piece leaves the
+        # window to sentencepiece's unknown rules and sampler, which do not repeat.
+        if self._dropout_bpe.spells(sequence):
+            return self._dropout_bpe.encode(sequence, dropout, np.random.default_rng(seed))
         spm.set_random_generator_seed(seed)
         return self._processor.encode(sequence, enable_sampling=True, alpha=dropout)
 

@@ -263,8 +263,8 @@ class WindowDataset(torch.utils.data.Dataset):
     strand (for strand averaging at evaluation). With `rc_augment_seed`, each window is
     read on a strand drawn from (seed, epoch, index): reverse-complement augmentation
     that a resumed run repeats exactly. With `bpe_dropout` > 0, each window is cut into
-    pieces with BPE-dropout, the draws seeded by (`bpe_seed`, epoch, index) likewise; they
-    repeat within a process only (Tokenizer.encode_sampled says why)."""
+    pieces with BPE-dropout, the draws fixed by (`bpe_seed`, epoch, index) likewise
+    (genobird.corpus.bpe_dropout: the same cut in every process)."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
                  reverse_complement: bool = False, rc_augment_seed: int | None = None,
