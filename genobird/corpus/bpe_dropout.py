@@ -61,8 +61,8 @@ class DropoutBPE:
             right = following[left]
             if symbols[left] is None or right == -1 or symbols[left] + symbols[right] != merged:
                 continue  # a symbol of this pair has changed since it was queued
-            drawn += 1
-            if draws[drawn - 1] < dropout:
+            skipped, drawn = draws[drawn] < dropout, drawn + 1
+            if skipped:
                 continue
             symbols[left], symbols[right] = merged, None
             following[left] = following[right]
