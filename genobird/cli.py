@@ -373,6 +373,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         patience=args.patience,
         layer_decay=args.layer_decay,
         bpe_dropout=args.bpe_dropout,
+        segmentations=args.segmentations,
         training=training,
         seed=args.seed,
     )  # fmt: skip
@@ -1026,7 +1027,12 @@ def _add_finetune(commands) -> None:
     sub.add_argument("--bpe-dropout", type=float, default=0.0,
                      help="cut each training window into pieces with BPE-dropout, each "
                      "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
-                     "own pieces); evaluation reads the tokenizer's own")  # fmt: skip
+                     "own pieces); validation checks read the tokenizer's own")  # fmt: skip
+    sub.add_argument("--segmentations", type=int, default=0,
+                     help="average the test and validation predictions (and the saved "
+                     "model's scores) over this many BPE-dropout cuts of each window per "
+                     "strand, e.g. 16; needs --bpe-dropout (0: the tokenizer's own "
+                     "cut)")  # fmt: skip
     sub.add_argument("--warmup-steps", type=int, default=20)
     sub.add_argument("--max-steps", type=int, default=300)
     sub.add_argument("--batch-size", type=int, default=8)
@@ -1121,6 +1127,10 @@ def _add_predictor_options(sub) -> None:
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
                      help="average both strands (default: as the model was evaluated at "
                      "fine-tuning; promoter models: no)")  # fmt: skip
+    sub.add_argument("--segmentations", type=int,
+                     help="average this many BPE-dropout cuts of each window per strand "
+                     "(default: as the model was evaluated at fine-tuning; 0: the "
+                     "tokenizer's own cut)")  # fmt: skip
     sub.add_argument("--batch-size", type=int, default=16)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
@@ -1135,7 +1145,7 @@ def _load_predictor(args: argparse.Namespace):
 
     return load_predictor(
         args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
-        precision=args.precision, num_workers=args.workers,
+        segmentations=args.segmentations, precision=args.precision, num_workers=args.workers,
     )  # fmt: skip
 
 

@@ -43,11 +43,10 @@ from genobird.genome import (
     read_fasta,
     read_vcf,
 )
-from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord, Interval
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
-from genobird.tasks.data import model_padding, pad_ids, window_ids
+from genobird.tasks.data import model_padding, pad_ids, window_views
 
 LOG_ODDS_EPSILON = 1e-6
 VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
@@ -78,13 +77,12 @@ def default_workers(device: torch.device) -> int:
 
 
 class WindowInputs(torch.utils.data.Dataset):
-    """Model inputs of windows: each is fetched (an Interval) and tokenised here, on
-    one strand or both, so that DataLoader workers do it off the main process."""
+    """Model inputs of windows: each is fetched (an Interval) and tokenised here into the
+    views whose predictions are averaged (`views`: a window's DNA to its list of id rows,
+    a `window_views` partial), so that DataLoader workers do it off the main process."""
 
-    def __init__(self, windows: list, reference, tokenizer: TokenizerBase, max_tokens: int,
-                 both_strands: bool):  # fmt: skip
-        self.windows, self.reference, self.tokenizer = windows, reference, tokenizer
-        self.max_tokens, self.both_strands = max_tokens, both_strands
+    def __init__(self, windows: list, reference, views):
+        self.windows, self.reference, self.views = windows, reference, views
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -94,19 +92,18 @@ class WindowInputs(torch.utils.data.Dataset):
         if isinstance(window, Interval):
             window = self.reference.fetch(window.chrom, window.start, window.end, window.strand,
                                           pad=True)  # fmt: skip
-        strands = [window, reverse_complement(window)] if self.both_strands else [window]
-        return [window_ids(self.tokenizer, s, self.max_tokens) for s in strands], "N" in window
+        return self.views(window), "N" in window
 
 
-def collate_strands(items: list, block_size: int, pad_id: int,
-                    dense_length: int = 0) -> tuple[list[torch.Tensor], list[bool]]:  # fmt: skip
-    """([ids of every window on strand k, padded (`padded_length`)] for each strand, N flags)."""
-    strands = len(items[0][0])
+def collate_views(items: list, block_size: int, pad_id: int,
+                  dense_length: int = 0) -> tuple[list[torch.Tensor], list[bool]]:  # fmt: skip
+    """([ids of every window's view k, padded (`padded_length`)] for each view, N flags)."""
+    views = len(items[0][0])
     padded = functools.partial(
         pad_ids, block_size=block_size, pad_id=pad_id, dense_length=dense_length
     )
     return (
-        [padded([ids[k] for ids, _ in items]) for k in range(strands)],
+        [padded([ids[k] for ids, _ in items]) for k in range(views)],
         [flag for _, flag in items],
     )
 
@@ -129,6 +126,7 @@ class Predictor:
         device="auto",
         batch_size: int = 16,
         rc_average=None,
+        segmentations: int | None = None,
         chunk_size: int = 1024,
         num_workers: int | None = None,
         precision: str = "auto",
@@ -159,6 +157,7 @@ class Predictor:
         # fine-tuning; older models: chromatin only).
         default_strands = info.get("rc_average", self.task == "chromatin")
         self.rc_average = default_strands if rc_average is None else rc_average
+        self.segmentations, self.bpe_dropout = self._segmentations(info, segmentations)
 
     def _load_tokenizer(self, description: dict) -> TokenizerBase:
         tokenizer = load_tokenizer(self.model_dir)  # a one-line error when there is none
@@ -171,6 +170,30 @@ class Predictor:
             )
         return tokenizer
 
+    def _segmentations(self, info: dict, asked: int | None) -> tuple[int, float]:
+        """(BPE-dropout cuts averaged per strand, their dropout): by default those the
+        model was evaluated with (recorded at fine-tuning; older models: none)."""
+        cuts = int(info.get("segmentations", 0)) if asked is None else asked
+        dropout = float(info.get("bpe_dropout", 0.0))
+        if cuts < 0:
+            raise GenobirdError(f"segmentations must be 0 or more, got {cuts}")
+        if cuts and not dropout:
+            raise CheckpointError(
+                f"{self.model_dir} was fine-tuned without BPE-dropout, so it has no "
+                "segmentations to average; score it with segmentations 0"
+            )
+        return cuts, dropout
+
+    def _views(self):
+        """A window's DNA to the id rows whose predictions are averaged. Sampled cuts
+        are longer than the tokenizer's (about 1.2x at 0.1), so they may use every
+        position the model has, as they did in training."""
+        max_tokens = self.model.config.max_position if self.segmentations else self.max_tokens
+        return functools.partial(
+            window_views, self.tokenizer, max_tokens=max_tokens, both_strands=self.rc_average,
+            cuts=self.segmentations, dropout=self.bpe_dropout,
+        )  # fmt: skip
+
     # ------------------------------------------------------------------ core
     def _probabilities(self, windows: list) -> np.ndarray:
         """Probabilities [N, F] of already sized windows (normalised DNA strings)."""
@@ -181,17 +204,16 @@ class Predictor:
         """(probabilities [N, F], whether each window holds an N). Windows are fetched and
         tokenised by a DataLoader (in `num_workers` worker processes when > 0, with pinned
         memory on CUDA), so the main process only moves batches and runs the model; both
-        strands of a batch are scored together when averaging them."""
+        views (strands, segmentations) of a batch are scored together when averaging them."""
         out = np.zeros((len(windows), len(self.feature_names)), dtype=np.float32)
         if not windows:
             return out, []
-        inputs = WindowInputs(windows, reference, self.tokenizer, self.max_tokens,
-                              both_strands=self.rc_average)  # fmt: skip
+        inputs = WindowInputs(windows, reference, self._views())
         loader = torch.utils.data.DataLoader(
             inputs,
             batch_size=self.batch_size,
             collate_fn=functools.partial(
-                collate_strands, pad_id=self.tokenizer.pad_id, **model_padding(self.model)
+                collate_views, pad_id=self.tokenizer.pad_id, **model_padding(self.model)
             ),
             # workers start per call: only worth it when there is more than one batch
             num_workers=self.num_workers if len(windows) > self.batch_size else 0,
@@ -199,15 +221,15 @@ class Predictor:
         )
         has_n: list[bool] = []
         first = 0
-        for strands, flags in loader:
-            for ids in strands:
+        for views, flags in loader:
+            for ids in views:
                 ids = ids.to(self.device, non_blocking=True)
                 with autocast(self.device, self.autocast_dtype):
                     logits = self.model(ids, None, ids != self.tokenizer.pad_id).logits.float()
                 out[first : first + len(flags)] += self._scores(logits).cpu().numpy()
             first += len(flags)
             has_n += flags
-        return out / (2 if self.rc_average else 1), has_n
+        return out / len(views), has_n  # every batch has the same views
 
     def _scores(self, logits: torch.Tensor) -> torch.Tensor:
         """Per-feature probabilities of a multi-label model (genobird's fine-tuning), class

@@ -232,7 +232,8 @@ def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     config["promoter"].update(
         dropout=0.2, eval_every=50, patience=2, pos_weight=4, training_negatives=4, rc_augment=True
     )
-    config["chromatin"].update(pooling="mean", rc_augment=False, layer_decay=0.8, bpe_dropout=0.1)
+    config["chromatin"].update(pooling="mean", rc_augment=False, layer_decay=0.8, bpe_dropout=0.1,
+                               segmentations=4)  # fmt: skip
     config["report"] = {"context_lengths": [16, 32], "context_windows": 300}
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -243,6 +244,7 @@ def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     assert "--pooling mean" in chromatin and "--pooling" not in promoter
     assert "--layer-decay 0.8" in chromatin and "--layer-decay" not in promoter
     assert "--bpe-dropout 0.1" in chromatin and "--bpe-dropout" not in promoter
+    assert "--segmentations 4" in chromatin and "--segmentations" not in promoter
     assert "--rc-augment --rc-average" in promoter
     assert "--no-rc-augment --no-rc-average" in chromatin
     data = next(line for line in done.stdout.splitlines() if "dataset promoter " in line)
@@ -252,6 +254,10 @@ def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     config["promoter"]["dropout"] = 1.0
     done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
     assert done.returncode != 0 and "['promoter']['dropout']" in done.stdout + done.stderr
+    config["promoter"].update(dropout=0.2, segmentations=4)  # sampled cuts need BPE-dropout
+    done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
+    assert done.returncode != 0
+    assert "'bpe_dropout' is a dependency of 'segmentations'" in done.stdout + done.stderr
 
 
 def test_promoter_sequence_task_takes_training_negatives_and_only_it(tmp_path):

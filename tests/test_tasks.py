@@ -1107,6 +1107,84 @@ def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
     assert training_max_tokens(FinetuneSpec(max_tokens=32, bpe_dropout=0.1), model) == 512
 
 
+def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cuts(
+    pretraining_data, tmp_path, capsys
+):
+    """--segmentations K: a window's cuts are seeded by its sequence (the same wherever it
+    is read); the report's test probabilities and the saved predictor's scores are the
+    mean of the model's probabilities over K cuts on each strand, each run alone (an
+    oracle without batching or padding); the finished run re-evaluates with another K
+    without training again; K needs BPE-dropout."""
+    import safetensors.torch
+    import torch
+
+    from genobird import load_predictor
+    from genobird.corpus import Tokenizer
+    from genobird.errors import CheckpointError
+    from genobird.tasks.data import WindowDataset, read_split, sampled_cut
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=8)
+    sequences, _ = read_split(data, "test")
+    # the same sequence at another row of another data set gets the same cuts
+    moved = WindowSet("classify", ["y"], ["label"])
+    for sequence in ["ACGT" * 15, *reversed(sequences)]:
+        moved.add(sequence, [0], "s", 0, 60, "+", "test")
+    moved = moved.write(tmp_path / "moved.h5")
+    for cut in range(3):
+        here = WindowDataset(data, "test", tokenizer, 512, bpe_dropout=0.3, cut=cut)
+        there = WindowDataset(moved, "test", tokenizer, 512, bpe_dropout=0.3, cut=cut)
+        assert np.array_equal(here[0]["input_ids"], there[len(sequences)]["input_ids"])
+        assert tokenizer.decode(here[1]["input_ids"][1:-1]) == sequences[1]
+    cuts = {tuple(sampled_cut(tokenizer, sequences[0], 0.3, cut)) for cut in range(6)}
+    assert len(cuts) > 1  # several cuts, not one
+
+    run = tmp_path / "run"
+    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
+               "--batch-size", "4", "--bpe-dropout", "0.1", "--output", str(run)]  # fmt: skip
+    assert main([*command, "--segmentations", "3"]) == 0
+    report = json.loads((run / "report" / "metrics.json").read_text())
+    assert report["segmentations"] == 3 and report["rc_average"] is True
+    stored = np.load(run / "report" / "test_predictions.npz")["probabilities"][:, 0]
+
+    predictor = load_predictor(run / "model", device="cpu")
+    assert (predictor.segmentations, predictor.bpe_dropout) == (3, 0.1)
+    model = predictor.model
+
+    @torch.no_grad()
+    def alone(pieces: list[int]) -> float:
+        ids = torch.tensor([[tokenizer.cls_id, *pieces, tokenizer.sep_id]])
+        return torch.sigmoid(model(ids, None, torch.ones_like(ids, dtype=torch.bool)).logits)
+
+    oracle = [
+        np.mean([float(alone(sampled_cut(tokenizer, strand, 0.1, cut)))
+                 for strand in (sequence, reverse_complement(sequence)) for cut in range(3)])
+        for sequence in sequences
+    ]  # fmt: skip
+    assert np.allclose(stored, oracle, atol=1e-5)
+    assert np.allclose(predictor.predict(sequences)[:, 0], oracle, atol=1e-5)
+    own_cut = load_predictor(run / "model", device="cpu", segmentations=0)
+    assert not np.allclose(own_cut.predict(sequences)[:, 0], oracle, atol=1e-4)
+
+    # the finished run is evaluated again with another K: resumed, not refused or retrained
+    weights = safetensors.torch.load_file(str(run / "model" / "model.safetensors"))
+    assert main([*command, "--segmentations", "5"]) == 0
+    assert json.loads((run / "report" / "metrics.json").read_text())["segmentations"] == 5
+    kept = safetensors.torch.load_file(str(run / "model" / "model.safetensors"))
+    assert all(torch.equal(weights[name], kept[name]) for name in weights)
+
+    capsys.readouterr()
+    plain = [arg for arg in command if arg not in ("--bpe-dropout", "0.1")]
+    assert main([*plain[:-1], str(tmp_path / "bad"), "--segmentations", "2"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "segmentations averages BPE-dropout cuts: give bpe_dropout too" in error
+    assert len(error.splitlines()) == 1 and not (tmp_path / "bad" / "model").exists()
+    assert main([*plain[:-1], str(tmp_path / "own"), "--max-steps", "1"]) == 0
+    with pytest.raises(CheckpointError, match="fine-tuned without BPE-dropout"):
+        load_predictor(tmp_path / "own" / "model", device="cpu", segmentations=2)
+
+
 def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
     tmp_path, pretraining_data, capsys
 ):

@@ -184,6 +184,27 @@ def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarr
     return framed_ids(tokenizer, tokenizer.encode(sequence, normalise=False), max_tokens)
 
 
+def sampled_cut(tokenizer: Tokenizer, sequence: str, dropout: float, cut: int) -> list[int]:
+    """The `cut`-th BPE-dropout segmentation of `sequence`, its draws seeded by the
+    sequence itself: a window is cut the same ways wherever it is read (which file, row
+    or batch), so a saved predictor scores a window as its evaluation did."""
+    digest = hashlib.blake2b(sequence.encode("ascii"), digest_size=8).digest()
+    draw = np.random.default_rng([int.from_bytes(digest, "little"), cut])
+    return tokenizer.encode_sampled(sequence, dropout, int(draw.integers(1 << 31)))
+
+
+def window_views(tokenizer: Tokenizer, window: str, max_tokens: int, both_strands: bool,
+                 cuts: int = 0, dropout: float = 0.0) -> list[np.ndarray]:  # fmt: skip
+    """The inputs whose predictions are averaged for one window: each strand asked for,
+    in the tokenizer's own segmentation, or (`cuts` > 0) in `cuts` BPE-dropout
+    segmentations at `dropout` (`sampled_cut`), strand by strand."""
+    strands = [window, reverse_complement(window)] if both_strands else [window]
+    if not cuts:
+        return [window_ids(tokenizer, strand, max_tokens) for strand in strands]
+    return [framed_ids(tokenizer, sampled_cut(tokenizer, strand, dropout, cut), max_tokens)
+            for strand in strands for cut in range(cuts)]  # fmt: skip
+
+
 def framed_ids(tokenizer: Tokenizer, ids: list[int], max_tokens: int) -> np.ndarray:
     """A window's token ids, its central ones when there are too many, between [CLS]
     and [SEP]: at most `max_tokens` in all."""
@@ -264,17 +285,19 @@ class WindowDataset(torch.utils.data.Dataset):
     read on a strand drawn from (seed, epoch, index): reverse-complement augmentation
     that a resumed run repeats exactly. With `bpe_dropout` > 0, each window is cut into
     pieces with BPE-dropout, the draws fixed by (`bpe_seed`, epoch, index) likewise
-    (genobird.corpus.bpe_dropout: the same cut in every process)."""
+    (genobird.corpus.bpe_dropout: the same cut in every process), or with `cut` given, by
+    the window itself (`sampled_cut`: the cuts evaluation averages over)."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
                  reverse_complement: bool = False, rc_augment_seed: int | None = None,
-                 bpe_dropout: float = 0.0, bpe_seed: int = 0):  # fmt: skip
+                 bpe_dropout: float = 0.0, bpe_seed: int = 0,
+                 cut: int | None = None):  # fmt: skip
         if split not in SPLITS:
             raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
         self.reverse = reverse_complement
         self.rc_augment_seed, self.epoch = rc_augment_seed, 0
-        self.bpe_dropout, self.bpe_seed = bpe_dropout, bpe_seed
+        self.bpe_dropout, self.bpe_seed, self.cut = bpe_dropout, bpe_seed, cut
         with h5py.File(self.path, "r") as handle:
             if handle.attrs.get("format") != FORMAT:
                 raise InputError(f"{path}: not a genobird sequence data set")
@@ -297,10 +320,12 @@ class WindowDataset(torch.utils.data.Dataset):
         return bool(coin < 0.5)
 
     def _token_ids(self, sequence: str, index: int) -> list[int]:
-        """The window's pieces: the tokenizer's own, or a BPE-dropout cut drawn from
-        (bpe_seed, epoch, index)."""
+        """The window's pieces: the tokenizer's own, its `cut`-th sampled cut, or a
+        BPE-dropout cut drawn from (bpe_seed, epoch, index)."""
         if not self.bpe_dropout:
             return self.tokenizer.encode(sequence, normalise=False)
+        if self.cut is not None:
+            return sampled_cut(self.tokenizer, sequence, self.bpe_dropout, self.cut)
         draw = np.random.default_rng([self.bpe_seed, self.epoch, index, 1])
         seed = int(draw.integers(1 << 31))
         return self.tokenizer.encode_sampled(sequence, self.bpe_dropout, seed)
