@@ -27,24 +27,59 @@ def test_without_dropout_it_is_sentencepieces_own_encoding(pretraining_data):
     for sequence in sequences:
         expected = tokenizer._processor.encode(sequence)
         assert sampler.encode(sequence, 0.0, np.random.default_rng(0)) == expected, sequence
+        keyed = sampler.encode(sequence, 0.0, np.random.default_rng(0), by_position=True)
+        assert keyed == expected, sequence
 
 
 def test_dropout_cuts_as_many_pieces_as_sentencepieces_sampler(pretraining_data):
     """The same skip rule: over 600 windows the mean piece count at dropout 0.1 and 0.3
-    matches sentencepiece's sampled one within four standard errors."""
+    matches sentencepiece's sampled one within four standard errors, with the draws made
+    in merge order or keyed by each merge's place."""
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     windows = _windows(600)
     plain = np.mean([len(tokenizer._processor.encode(w)) for w in windows])
     for dropout in (0.1, 0.3):
-        ours = [len(tokenizer.encode_sampled(w, dropout, i)) for i, w in enumerate(windows)]
         theirs = []
         for i, window in enumerate(windows):
             spm.set_random_generator_seed(i)
             theirs.append(len(tokenizer._processor.encode(window, enable_sampling=True,
                                                           alpha=dropout)))  # fmt: skip
-        error = np.sqrt((np.var(ours) + np.var(theirs)) / len(windows))
-        assert np.mean(ours) > plain + 1  # merges were skipped
-        assert abs(np.mean(ours) - np.mean(theirs)) < 4 * error, (dropout, error)
+        for by_position in (False, True):
+            ours = [len(tokenizer.encode_sampled(w, dropout, i, by_position))
+                    for i, w in enumerate(windows)]  # fmt: skip
+            error = np.sqrt((np.var(ours) + np.var(theirs)) / len(windows))
+            assert np.mean(ours) > plain + 1  # merges were skipped
+            assert abs(np.mean(ours) - np.mean(theirs)) < 4 * error, (dropout, by_position)
+
+
+def _spans(tokenizer: Tokenizer, ids: list[int]) -> set[tuple[int, int]]:
+    """(first base, end) of each piece of a cut."""
+    spans, start = set(), 0
+    for piece_id in ids:
+        end = start + len(tokenizer.id_to_piece(piece_id))
+        spans.add((start, end))
+        start = end
+    return spans
+
+
+def test_keyed_draws_cut_a_window_and_its_variant_alike_away_from_the_variant(
+    pretraining_data,
+):
+    """With draws keyed by place, a one-base variant changes a cut only near itself
+    (every piece 20 bases or more from it is kept, on 200 windows); with draws in merge
+    order, the variant reorders the draws and cuts the whole window anew."""
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    change = str.maketrans("ACGT", "CGTA")
+    kept = {True: [], False: []}
+    for seed, window in enumerate(_windows(200)):
+        variant = window[:50] + window[50].translate(change) + window[51:]
+        for by_position in kept:
+            cuts = [_spans(tokenizer, tokenizer.encode_sampled(w, 0.1, seed, by_position))
+                    for w in (window, variant)]  # fmt: skip
+            far = {span for span in cuts[0] if span[1] <= 30 or span[0] > 70}
+            kept[by_position].append(len(far & cuts[1]) / max(1, len(far)))
+    assert min(kept[True]) == 1.0
+    assert np.mean(kept[False]) < 0.9
 
 
 CUTS = """

@@ -1110,8 +1110,8 @@ def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
 def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cuts(
     pretraining_data, tmp_path, capsys
 ):
-    """--segmentations K: a window's cuts are seeded by its sequence (the same wherever it
-    is read); the report's test probabilities and the saved predictor's scores are the
+    """--segmentations K: a window's cuts are the same wherever it is read (which data
+    set, which row); the report's test probabilities and the saved predictor's scores are the
     mean of the model's probabilities over K cuts on each strand, each run alone (an
     oracle without batching or padding); the finished run re-evaluates with another K
     without training again; K needs BPE-dropout."""

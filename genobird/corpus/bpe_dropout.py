@@ -7,7 +7,11 @@ repeat, nor a resumed one continue its draws. This module merges as sentencepiec
 does (the adjacent pair whose concatenation is the best-scoring piece, leftmost first on
 ties) and, as sentencepiece does, skips the merge it is about to make with probability
 `dropout`; a skipped pair is not tried again until one of its symbols changes. The draws
-come from a numpy generator seeded by the caller, so a seed gives one cut everywhere.
+come from a numpy generator seeded by the caller, so a seed gives one cut everywhere:
+in the order the merges are made (training), or keyed by each merge's place in the
+window (`by_position`, the cuts evaluation averages): then a window and a one-base
+variant of it make the same decision for every merge they share, and their cuts differ
+only near the variant.
 With dropout 0 it is sentencepiece's own encoding; the tests hold it to that, and to
 sentencepiece's sampler in the mean number of pieces.
 """
@@ -23,6 +27,7 @@ import sentencepiece as spm
 class DropoutBPE:
     def __init__(self, pieces: dict[str, tuple[int, float]]):
         self._pieces = pieces  # piece -> (id, score)
+        self._longest = max(map(len, pieces), default=1)
 
     @classmethod
     def create(cls, processor: spm.SentencePieceProcessor) -> DropoutBPE:
@@ -38,13 +43,20 @@ class DropoutBPE:
         rules apply, which this encoder does not reproduce)."""
         return all(character in self._pieces for character in set(sequence))
 
-    def encode(self, sequence: str, dropout: float, rng: np.random.Generator) -> list[int]:
-        """Ids of `sequence` with each merge skipped with probability `dropout`."""
+    def encode(self, sequence: str, dropout: float, rng: np.random.Generator,
+               by_position: bool = False) -> list[int]:  # fmt: skip
+        """Ids of `sequence` with each merge skipped with probability `dropout`; with
+        `by_position`, the draw of a merge is the one of its first base and length."""
         symbols: list[str | None] = list(sequence)
         following = [*range(1, len(symbols)), -1]
         preceding = list(range(-1, len(symbols) - 1))
-        # each pop draws at most once; pushes (hence pops) are at most 3 per character
-        draws, drawn = rng.random(3 * len(symbols) + 1), 0
+        # each pop draws at most once; pushes (hence pops) are at most 3 per character.
+        # A span (first base, length) is queued at most once, so keyed draws skip each
+        # merge independently, as drawing in merge order does.
+        if by_position:
+            span_draws = rng.random((len(symbols), self._longest + 1))
+        else:
+            draws, drawn = rng.random(3 * len(symbols) + 1), 0
         agenda: list[tuple[float, int, str]] = []
 
         def consider(left: int) -> None:
@@ -61,7 +73,10 @@ class DropoutBPE:
             right = following[left]
             if symbols[left] is None or right == -1 or symbols[left] + symbols[right] != merged:
                 continue  # a symbol of this pair has changed since it was queued
-            skipped, drawn = draws[drawn] < dropout, drawn + 1
+            if by_position:
+                skipped = span_draws[left, len(merged)] < dropout
+            else:
+                skipped, drawn = draws[drawn] < dropout, drawn + 1
             if skipped:
                 continue
             symbols[left], symbols[right] = merged, None

@@ -112,9 +112,11 @@ class TokenizerBase:
             sequence = normalise_dna(sequence)
         return self.encode_batch([sequence])[0]
 
-    def encode_sampled(self, sequence: str, dropout: float, seed: int) -> list[int]:
+    def encode_sampled(self, sequence: str, dropout: float, seed: int,
+                       by_position: bool = False) -> list[int]:  # fmt: skip
         """Ids of a normalised sequence with BPE-dropout (Provilkov et al., 2020): each merge
-        skipped with probability `dropout`, the draws fixed by `seed`. Every
+        skipped with probability `dropout`, the draws fixed by `seed` (and, with
+        `by_position`, keyed by each merge's place: genobird.corpus.bpe_dropout). Every
         segmentation spells the same bases."""
         raise ConfigError(
             f"{self.path}: BPE dropout needs a sentencepiece tokenizer (tokenizer.model); "
@@ -221,12 +223,14 @@ class Tokenizer(TokenizerBase):
         """Built on first use: most loads never sample (about 20 ms for 16,000 pieces)."""
         return DropoutBPE.create(self._processor)
 
-    def encode_sampled(self, sequence: str, dropout: float, seed: int) -> list[int]:
+    def encode_sampled(self, sequence: str, dropout: float, seed: int,
+                       by_position: bool = False) -> list[int]:  # fmt: skip
         # genobird's own sampler: sentencepiece's gives other cuts in every process for
         # one seed (genobird.corpus.bpe_dropout). A character without a piece leaves the
         # window to sentencepiece's unknown rules and sampler, which do not repeat.
         if self._dropout_bpe.spells(sequence):
-            return self._dropout_bpe.encode(sequence, dropout, np.random.default_rng(seed))
+            rng = np.random.default_rng(seed)
+            return self._dropout_bpe.encode(sequence, dropout, rng, by_position)
         spm.set_random_generator_seed(seed)
         return self._processor.encode(sequence, enable_sampling=True, alpha=dropout)
 

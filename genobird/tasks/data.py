@@ -185,12 +185,12 @@ def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarr
 
 
 def sampled_cut(tokenizer: Tokenizer, sequence: str, dropout: float, cut: int) -> list[int]:
-    """The `cut`-th BPE-dropout segmentation of `sequence`, its draws seeded by the
-    sequence itself: a window is cut the same ways wherever it is read (which file, row
-    or batch), so a saved predictor scores a window as its evaluation did."""
-    digest = hashlib.blake2b(sequence.encode("ascii"), digest_size=8).digest()
-    draw = np.random.default_rng([int.from_bytes(digest, "little"), cut])
-    return tokenizer.encode_sampled(sequence, dropout, int(draw.integers(1 << 31)))
+    """The `cut`-th BPE-dropout segmentation of `sequence`: its draws are seeded by `cut`
+    alone and keyed by each merge's place in the window, so a window is cut the same ways
+    wherever it is read (which file, row or batch; a saved predictor scores it as its
+    evaluation did), and a window and a one-base variant of it are cut alike away from
+    the variant, so a variant's effect is not the noise of two unrelated cuts."""
+    return tokenizer.encode_sampled(sequence, dropout, seed=cut, by_position=True)
 
 
 def window_views(tokenizer: Tokenizer, window: str, max_tokens: int, both_strands: bool,
