@@ -143,7 +143,8 @@ def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_pa
     recipe = "--max-steps 6000 --learning-rate 0.0003 --batch-size 32 --eval-every 500"
     finetunes = [line for line in plan.splitlines() if "finetune classify" in line]
     assert len(finetunes) == 5 * 2  # two seeds each
-    assert all(recipe in line and "--bpe-dropout 0.1" in line for line in finetunes)
+    assert all(recipe in line and "--bpe-dropout 0.1 --segmentations 16" in line
+               for line in finetunes)  # fmt: skip
     assert sum("--seed 1 >" in line for line in finetunes) == 5
     tata = [line for line in plan.splitlines() if "--max-steps 400" in line]
     assert len(tata) == 1 and "--bpe-dropout" not in tata[0]  # human-mini's TATA stays
