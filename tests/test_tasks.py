@@ -1166,6 +1166,13 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
     assert np.allclose(predictor.predict(sequences)[:, 0], oracle, atol=1e-5)
     own_cut = load_predictor(run / "model", device="cpu", segmentations=0)
     assert not np.allclose(own_cut.predict(sequences)[:, 0], oracle, atol=1e-4)
+    fasta = write(tmp_path / "test.fa", "".join(f">t{i}\n{q}\n" for i, q in enumerate(sequences)))
+    for option, expected in (([], oracle), (["--segmentations", "0"], own_cut.predict(sequences))):
+        out = tmp_path / "scores.tsv"
+        assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
+                     "--out", str(out), *option]) == 0  # fmt: skip
+        scored = np.loadtxt(out, delimiter="\t", skiprows=1, usecols=2)
+        assert np.allclose(scored, np.ravel(expected), atol=1e-5)
 
     # the finished run is evaluated again with another K: resumed, not refused or retrained
     weights = safetensors.torch.load_file(str(run / "model" / "model.safetensors"))
