@@ -285,8 +285,8 @@ class WindowDataset(torch.utils.data.Dataset):
     read on a strand drawn from (seed, epoch, index): reverse-complement augmentation
     that a resumed run repeats exactly. With `bpe_dropout` > 0, each window is cut into
     pieces with BPE-dropout, the draws fixed by (`bpe_seed`, epoch, index) likewise
-    (genobird.corpus.bpe_dropout: the same cut in every process), or with `cut` given, by
-    the window itself (`sampled_cut`: the cuts evaluation averages over)."""
+    (genobird.corpus.bpe_dropout: the same cut in every process), or with `cut` given,
+    the window's `cut`-th sampled cut (`sampled_cut`: the cuts evaluation averages over)."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
                  reverse_complement: bool = False, rc_augment_seed: int | None = None,
