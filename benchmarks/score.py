@@ -3,6 +3,7 @@
     python benchmarks/score.py                      # CPU: tiny and base models, then memory
     python benchmarks/score.py --skip-memory --regions 64
     python benchmarks/score.py --device cuda --skip-memory --workers 0 4   # GPU feeding
+    python benchmarks/score.py --shapes --skip-memory --segmentations 0 4 16  # averaging cost
 
 Models are built here with random weights (speed does not depend on them): the demo's
 tiny shape (2 x 128) and the paper's base shape (12 x 768), both reading 8 kb windows
@@ -10,6 +11,9 @@ tiny shape (2 x 128) and the paper's base shape (12 x 768), both reading 8 kb wi
 and `Predictor.score_bed` on the demo genome. Memory: peak RSS of `genobird score` in a
 fresh process on BED files of 250,000 and 1,000,000 lines (a one-layer model on 200 bp
 windows, so that a million regions finish in minutes on 2 cores): it should be flat.
+Segmentation averaging: `Predictor.predict` on 101 bp windows (GUE's length, both
+strands) with K BPE-dropout cuts per strand, each K timed in turn over several rounds
+(medians), as regions/s and as the time of the tokenizer's cut (K = 0) over K's.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ SHAPES = {
 }
 
 
-def make_model_dir(folder: Path, shape: str, tokenizer, window_bp: int, max_tokens: int) -> Path:
+def make_model_dir(folder: Path, shape: str, tokenizer, window_bp: int, max_tokens: int,
+                   **task_changes) -> Path:  # fmt: skip
     config = BigBirdConfig(
         vocab_size=tokenizer.vocab_size, max_position=max_tokens, **SHAPES[shape]
     )
@@ -52,6 +57,7 @@ def make_model_dir(folder: Path, shape: str, tokenizer, window_bp: int, max_toke
         "categories": ["TF"] * 16,
         "window_bp": window_bp,
         "max_tokens": max_tokens,
+        **task_changes,
     }
     directory = folder / shape
     save_pretrained(model, directory, extra={"task_info": task})
@@ -85,6 +91,24 @@ def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int,
     return len(table) / (time.perf_counter() - started)
 
 
+def segmentation_rates(work: Path, tokenizer, cuts: list[int], args, rounds: int = 3) -> dict:
+    """Regions/s of the tiny shape on random 101 bp windows, both strands, for each K."""
+    model_dir = make_model_dir(work / "segmentations", "tiny", tokenizer, 101, 64,
+                               rc_average=True, bpe_dropout=0.1)  # fmt: skip
+    rng = np.random.default_rng(0)
+    windows = ["".join(rng.choice(list("ACGT"), 101)) for _ in range(args.regions)]
+    predictors = {k: load_predictor(model_dir, device=args.device, batch_size=64,
+                                    segmentations=k, precision=args.precision)
+                  for k in cuts}  # fmt: skip
+    times: dict[int, list[float]] = {k: [] for k in cuts}
+    for _ in range(rounds):
+        for k, predictor in predictors.items():
+            started = time.perf_counter()
+            predictor.predict(windows)
+            times[k].append(time.perf_counter() - started)
+    return {k: args.regions / float(np.median(seconds)) for k, seconds in times.items()}
+
+
 def peak_memory_mib(model_dir: Path, bed: Path, fasta: Path, out: Path) -> float:
     command = [
         sys.executable, "-c",
@@ -105,7 +129,9 @@ def peak_memory_mib(model_dir: Path, bed: Path, fasta: Path, out: Path) -> float
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--regions", type=int, default=64, help="regions timed per model")
-    parser.add_argument("--shapes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
+    parser.add_argument("--shapes", nargs="*", default=["tiny", "base"], choices=["tiny", "base"])
+    parser.add_argument("--segmentations", type=int, nargs="*", default=[],
+                        help="cuts per strand to time on 101 bp windows, e.g. 0 4 16")  # fmt: skip
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--precision", default="auto", help="auto: bf16 on CUDA, fp32 on CPU")
@@ -133,6 +159,13 @@ def main(argv=None) -> int:
             rate = regions_per_second(model_dir, bed, fasta, args.batch_size, args, workers)
             print(f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch "
                   f"{args.batch_size}, one strand, {workers} workers)")  # fmt: skip
+    if args.segmentations:
+        rates = segmentation_rates(work, tokenizer, args.segmentations, args)
+        plain = rates.get(0)
+        for k, rate in rates.items():
+            ratio = f", {plain / rate:.1f}x the time of K = 0" if plain else ""
+            print(f"segmentations {k}: {rate:.1f} regions/s (tiny, 101 bp, both strands, "
+                  f"{args.regions} regions){ratio}")  # fmt: skip
     if not args.skip_memory:
         micro = make_model_dir(work, "micro", tokenizer, 200, 64)
         for count in (250_000, 1_000_000):

@@ -169,7 +169,8 @@ def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
 @pytest.mark.slow
 def test_own_fasta_pipeline_with_sequence_task_and_baselines_runs_end_to_end(tmp_path):
     """reference.source fasta: two FASTA files (the corpus reads both), a sequence task
-    from CSVs, the Markov and k-mer baselines, the report comparing them."""
+    from CSVs (with BPE-dropout and segmentation averaging), the Markov and k-mer
+    baselines, the report comparing them."""
     from genobird.genome import read_fasta
     from genobird.genome.demo import DemoSpec, generate_demo_reference
 
@@ -204,6 +205,8 @@ def test_own_fasta_pipeline_with_sequence_task_and_baselines_runs_end_to_end(tmp
             "max_steps": 10,
             "learning_rate": 1e-3,
             "batch_size": 8,
+            "bpe_dropout": 0.1,
+            "segmentations": 2,
         }
     }
     config["baselines"] = {"markov_orders": "0-4", "classifiers": ["kmer-lr"]}  # fmt: skip
@@ -216,6 +219,10 @@ def test_own_fasta_pipeline_with_sequence_task_and_baselines_runs_end_to_end(tmp
     assert 1.0 < markov["bits_per_bp"] < 2.0
     kmer = json.loads((results / "tasks/motif/baselines/kmer-lr/report/metrics.json").read_text())
     assert kmer["auroc"] > 0.9
+    tuned = json.loads((results / "tasks/motif/report/metrics.json").read_text())
+    assert (tuned["bpe_dropout"], tuned["segmentations"]) == (0.1, 2)  # evaluated on 2 cuts
+    task_info = json.loads((results / "tasks/motif/model/config.json").read_text())["task_info"]
+    assert task_info["segmentations"] == 2  # and scores so
     page = (results / "report.html").read_text()
     assert "Bits per base on the held-out chromosomes" in page
     assert f"order-{markov['order']} Markov" in page
