@@ -69,8 +69,8 @@ class FinetuneSpec:
     # Test-time segmentation averaging: evaluation (and the saved predictor, when
     # scoring) averages each window's probabilities over this many BPE-dropout cuts per
     # strand, drawn at `bpe_dropout` (`sampled_cut`: the same cuts wherever a window is
-    # read; 0: the tokenizer's own cut). On GUE TF 2 and 3, 16 cuts raised the test MCC of two seeds
-    # by 0.017 and 0.026, and changed nothing measurable on TF 0, 1 and 4
+    # read; 0: the tokenizer's own cut). On GUE TF 2 and 3, 16 cuts raised the test MCC
+    # of two seeds by 0.017 and 0.026, and changed nothing measurable on TF 0, 1 and 4
     # (benchmarks/README.md, "Test-time segmentation averaging").
     segmentations: int = 0
     training: dict = field(default_factory=dict)
