@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import os
+import traceback
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 import yaml
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from genobird.cli import main
 from genobird.corpus import PretrainingDataset, Tokenizer, shard_paths
@@ -190,6 +192,28 @@ def test_interrupted_and_resumed_run_equals_uninterrupted_bitwise(datasets, tmp_
     assert steps == list(range(1, 9))  # the steps after the checkpoint were not logged twice
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA run's checkpoint")
+def test_a_cuda_run_resumes_from_its_checkpoint(datasets, tmp_path):
+    """The training state is loaded onto the GPU; its RNG states must go back as the CPU
+    byte tensors that torch.set_rng_state takes (a CUDA resume once failed on them)."""
+    train, _ = datasets
+    config = training_config(max_steps=3, checkpoint_every=1)
+    calls = {"n": 0}
+
+    def failing_step(model, batch):
+        calls["n"] += 1
+        if calls["n"] > 2 * 2:  # after 2 optimiser steps (2 micro-batches each)
+            raise Interrupt
+        return pretraining_step(model, batch)
+
+    with pytest.raises(Interrupt):
+        run(Trainer(make_model(), train, config, tmp_path, failing_step, device="cuda"))
+    trainer = Trainer(make_model(), train, config, tmp_path, pretraining_step, device="cuda")
+    assert trainer.resume() and trainer.state.step == 2
+    trainer.train()
+    assert trainer.state.step == 3
+
+
 def test_a_checkpoint_resumes_only_under_the_settings_that_wrote_it(datasets, tmp_path):
     train, _ = datasets
     config = training_config(max_steps=3, checkpoint_every=3)
@@ -318,6 +342,60 @@ def test_a_nan_between_checks_is_caught_at_the_next_check_naming_its_step(datase
     with pytest.raises(TrainingError, match=r"became nan / nan at step 3;.*step-00000002"):
         run(Trainer(make_model(), train, config, tmp_path, poisoned))
     assert latest_checkpoint(tmp_path / "checkpoints").name == "step-00000002"
+
+
+aten = torch.ops.aten
+
+
+class HostReads(TorchDispatchMode):
+    """Records the operations that make a CUDA device wait for the host: reading a value
+    (`item`, `bool`, `int`) and shapes that depend on values (boolean-mask indexing,
+    `nonzero`). Run on the CPU, it shows what a CUDA step would wait on."""
+
+    VALUE_READS = frozenset(
+        {aten._local_scalar_dense, aten.nonzero, aten.masked_select, aten._unique2,
+         aten.unique_consecutive, aten.repeat_interleave}
+    )  # fmt: skip
+    MASK_INDEXED = frozenset({aten.index, aten.index_put_, aten.index_put})
+
+    def __init__(self):
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        packet = func.overloadpacket
+        by_mask = packet in self.MASK_INDEXED and any(
+            index is not None and index.dtype == torch.bool for index in args[1]
+        )
+        if packet in self.VALUE_READS or by_mask:
+            caller = next(
+                (
+                    f"{frame.filename.split('genobird/')[-1]}:{frame.lineno}"
+                    for frame in reversed(traceback.extract_stack())
+                    if "/genobird/" in frame.filename and "/tests/" not in frame.filename
+                ),
+                "autograd",
+            )
+            self.reads.append(f"{func} in {caller}")
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_training_step_reads_no_value_back_from_the_device(datasets, tmp_path):
+    """The forward and backward passes of a pretraining step, watched on the CPU: none of
+    their operations would make a CUDA device wait for the host (the CUDA test below checks
+    the whole step on a GPU). Composed token embeddings and the base convolution still
+    read the batch's pieces and length back (benchmarks/README.md, "On an H200")."""
+    train, _ = datasets
+    config = training_config(max_steps=4, checkpoint_every=1000, log_every=1000)
+    trainer = Trainer(make_model(), train, config, tmp_path, pretraining_step)
+    batch, _ = next(trainer._micro_batches())
+    loss, _ = pretraining_step(trainer.model, batch)  # warm-up: layouts built, then cached
+    watch = HostReads()
+    with watch:
+        loss, metrics = pretraining_step(trainer.model, batch)
+        loss.backward()
+    assert watch.reads == [], "\n".join(watch.reads)
+    assert set(metrics) == {"mlm_loss", "nsp_loss"}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="host synchronisation is a CUDA matter")

@@ -188,10 +188,9 @@ def _fused_attention(
         attn_mask=bias[:, None],
         dropout_p=dropout_p,
     )[:, 0]
-    has_key = allowed.any(dim=-1, keepdim=True)
-    if not bool(has_key.all()):
-        out = out * has_key
-    return out
+    # zeroed unconditionally: asking whether any row lacks a key would make a CUDA step
+    # wait for the answer
+    return out * allowed.any(dim=-1, keepdim=True)
 
 
 def _global_rows(q_blocks, k, v, key_valid, layout: BlockLayout, dropout_p: float):

@@ -70,9 +70,11 @@ class BlockLayout:
     def num_blocks(self) -> int:
         return self.block_mask.shape[1]
 
-    @property
+    @functools.cached_property
     def is_dense(self) -> bool:
-        """True when every block attends every block: sparsity would buy nothing."""
+        """True when every block attends every block: sparsity would buy nothing.
+
+        Cached: reading a CUDA mask waits for the GPU, and every forward pass asks."""
         return bool(self.block_mask.all())
 
     @functools.cached_property

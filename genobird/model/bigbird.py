@@ -644,8 +644,16 @@ class PretrainingOutput:
     loss: torch.Tensor | None
     mlm_loss: torch.Tensor | None
     nsp_loss: torch.Tensor | None
-    mlm_logits: torch.Tensor  # [M, V] at the masked positions (M = masked tokens in batch)
+    slot_logits: torch.Tensor  # [B*P, V] at every prediction slot, unused ones included
+    slot_used: torch.Tensor | None  # bool [B*P], False on unused slots; None: all used
     nsp_logits: torch.Tensor  # [B, 2]
+
+    @property
+    def mlm_logits(self) -> torch.Tensor:
+        """[M, V] at the masked positions only (M = predictions in the batch), in slot
+        order. Selecting them reads M back from the device, which a training step never
+        needs: its loss is computed over the slots."""
+        return self.slot_logits if self.slot_used is None else self.slot_logits[self.slot_used]
 
 
 class BigBirdForPretraining(nn.Module):
@@ -686,22 +694,28 @@ class BigBirdForPretraining(nn.Module):
             1,
             masked_positions[..., None].expand(-1, -1, encoded.sequence.shape[-1]),
         )  # [B, P, C]
-        keep = masked_labels.reshape(-1) != -100 if masked_labels is not None else slice(None)
-        mlm_logits = self.mlm(picked.reshape(-1, picked.shape[-1])[keep])  # [M, V]
+        # Every slot goes through the head, unused ones too: picking the used rows first
+        # would make a CUDA step wait to learn how many there are. The slots are ~15% of
+        # the tokens and mostly used, so the extra rows cost little.
+        slot_logits = self.mlm(picked.reshape(-1, picked.shape[-1]))  # [B*P, V]
         nsp_logits = self.nsp(encoded.pooled)
-        mlm_loss = nsp_loss = None
+        slot_used = mlm_loss = nsp_loss = None
         if masked_labels is not None:
-            # 0 (not NaN) for a batch without predictions; still connected to the graph
-            targets = masked_labels.reshape(-1)[keep]
-            mlm_loss = F.cross_entropy(mlm_logits.float(), targets, reduction="sum") / max(
-                1, len(targets)
-            )
-        if nsp_labels is not None and bool((nsp_labels != -100).any()):
+            slot_used = masked_labels.reshape(-1) != -100
+            mlm_loss = _mean_over_labelled(slot_logits, masked_labels.reshape(-1))
+        if nsp_labels is not None:
             # -100 leaves a sequence out of NSP (the context ablation truncates B away)
-            nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels, ignore_index=-100)
+            nsp_loss = _mean_over_labelled(nsp_logits, nsp_labels)
         parts = [part for part in (mlm_loss, nsp_loss) if part is not None]
         loss = sum(parts) if parts else None
-        return PretrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits)
+        return PretrainingOutput(loss, mlm_loss, nsp_loss, slot_logits, slot_used, nsp_logits)
+
+
+def _mean_over_labelled(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy averaged over the labels that are not -100, without reading their
+    count back from the device; 0 (not NaN) when there are none, still on the graph."""
+    total = F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum")
+    return total / (labels != -100).sum().clamp(min=1)
 
 
 @dataclass

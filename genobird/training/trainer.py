@@ -271,9 +271,10 @@ class Trainer:
         self._check_same_run(folder, saved)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
-        torch.set_rng_state(saved["rng_cpu"])
+        # RNG states are CPU byte tensors, wherever map_location put the rest of the state
+        torch.set_rng_state(saved["rng_cpu"].cpu())
         if self.device.type == "cuda" and "rng_cuda" in saved:
-            torch.cuda.set_rng_state(saved["rng_cuda"], self.device)
+            torch.cuda.set_rng_state(saved["rng_cuda"].cpu(), self.device)
         self.state = TrainState(**saved["train_state"])
         if self.average is not None:
             if "weight_average" in saved:
