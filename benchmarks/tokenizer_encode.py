@@ -8,6 +8,12 @@ encoder (genobird.corpus._bpe), one thread and all threads.
 
 Sentences of U{500..1000} bp cut consecutively from the FASTA (those at least half N
 are dropped), as the document builder makes them. Prints the best of three runs.
+
+    python benchmarks/tokenizer_encode.py TOKENIZER.model --dropout 0.1 [--window 101]
+
+BPE-dropout instead, one thread, each sentence (or its first --window bp) cut once per
+seed: sentencepiece's sampler, then genobird's merging loop in Python and in C on the
+same draws (genobird.corpus.bpe_dropout), in merge order and keyed by place.
 """
 
 from __future__ import annotations
@@ -53,10 +59,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path)
     parser.add_argument("--fasta", type=Path, default=DEFAULT_FASTA)
+    parser.add_argument("--dropout", type=float, help="time BPE-dropout sampling instead")
+    parser.add_argument("--window", type=int, help="with --dropout: each sentence's first bp")
     args = parser.parse_args(argv)
     processor = spm.SentencePieceProcessor()
     processor.Load(str(args.model))
     sentences = dna_sentences(args.fasta)
+    if args.dropout is not None:
+        windows = [sentence[: args.window] for sentence in sentences]
+        return time_dropout(processor, windows, args.dropout)
     encoders = {f"sentencepiece {spm.__version__}":
                 lambda batch, threads: processor.encode(batch, num_threads=threads)}  # fmt: skip
     fast = genobird_encoder(processor)
@@ -68,6 +79,53 @@ def main(argv=None) -> int:
             rate, tokens = best_rate(encode, sentences, threads)
             print(f"{name}, {len(sentences)} sentences, {threads} thread(s): "
                   f"{rate:.2f} Mbp/s ({tokens} tokens)")  # fmt: skip
+    return 0
+
+
+def time_dropout(processor, windows: list[str], dropout: float) -> int:
+    """Milliseconds per cut of each BPE-dropout sampler, best of three, one thread."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from genobird.corpus.bpe_dropout import DropoutBPE
+    from genobird.corpus.fast_bpe import FastBPE
+
+    fast = DropoutBPE.create(processor, FastBPE.create(processor))
+    python = DropoutBPE(fast._pieces)
+    if fast._fast is None:
+        print("genobird's C extension is not built: `pip install -e .`")
+        return 1
+
+    def sentencepiece(window, seed, by_position):
+        return processor.encode(window, enable_sampling=True, alpha=dropout)
+
+    def genobird(sampler):
+        return lambda window, seed, by_position: sampler.encode(
+            window, dropout, np.random.default_rng(seed), by_position
+        )
+
+    samplers = {"sentencepiece's sampler": sentencepiece, "genobird, Python loop":
+                genobird(python), "genobird, C loop": genobird(fast)}  # fmt: skip
+    bp = sum(map(len, windows))
+    print(f"{len(windows)} windows, {bp / len(windows):.0f} bp each on average, dropout {dropout}")
+    for by_position in (False, True):
+        times = {}
+        for name, sample in samplers.items():
+            if name.startswith("sentencepiece") and by_position:
+                continue
+            best = float("inf")
+            for _ in range(3):
+                started = time.perf_counter()
+                for seed, window in enumerate(windows):
+                    sample(window, seed, by_position)
+                best = min(best, time.perf_counter() - started)
+            times[name] = best
+            print(
+                f"  {'keyed' if by_position else 'merge order'}, {name}: "
+                f"{1e3 * best / len(windows):.4f} ms per cut, {bp / 1e6 / best:.2f} Mbp/s"
+            )
+        ratio = times["genobird, C loop"] / times["genobird, Python loop"]
+        print(f"  C / Python: {ratio:.3f}")
     return 0
 
 

@@ -9,9 +9,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import sentencepiece as spm
 
 from genobird.corpus import Tokenizer
+from genobird.corpus.bpe_dropout import DropoutBPE
 from genobird.corpus.fast_bpe import PROBES
 
 
@@ -29,6 +31,45 @@ def test_without_dropout_it_is_sentencepieces_own_encoding(pretraining_data):
         assert sampler.encode(sequence, 0.0, np.random.default_rng(0)) == expected, sequence
         keyed = sampler.encode(sequence, 0.0, np.random.default_rng(0), by_position=True)
         assert keyed == expected, sequence
+        for by_position in (False, True):  # the Python loop, where the C one is not built
+            python = DropoutBPE(sampler._pieces).encode(
+                sequence, 0.0, np.random.default_rng(0), by_position
+            )
+            assert python == expected, sequence
+
+
+def test_the_c_loop_makes_the_python_loops_cuts_draw_for_draw(pretraining_data):
+    """The merging loop in C (through fast_bpe's table) and the Python one, given the same
+    draws, cut every window alike: in merge order and keyed, sparse and dense dropout,
+    windows with N runs and the repeats that stress the leftmost-first rule."""
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    sampler = tokenizer._dropout_bpe
+    assert sampler._fast is not None  # `make setup` builds the extension
+    reference = DropoutBPE(sampler._pieces)  # no C loop: the Python one
+    rng = random.Random(11)
+    with_n = ["".join(rng.choices("ACGTN", [30, 20, 20, 29, 1], k=400)) for _ in range(20)]
+    repeats = ["A" * 250, "AC" * 90, "ACGT" * 70, "AAT" * 50 + "G" + "AAT" * 50, "G", ""]
+    sequences = _windows(60, 300) + with_n + repeats
+    differ = 0
+    for dropout in (0.05, 0.3, 0.95):
+        for by_position in (False, True):
+            for seed, sequence in enumerate(sequences):
+                fast = sampler.encode(sequence, dropout, np.random.default_rng(seed), by_position)
+                slow = reference.encode(sequence, dropout, np.random.default_rng(seed), by_position)
+                assert fast == slow, (sequence, dropout, by_position)
+                differ += fast != tokenizer._processor.encode(sequence)
+    assert differ > len(sequences)  # the draws did cut differently from the tokenizer
+
+
+def test_the_c_loop_refuses_draws_it_cannot_read(pretraining_data):
+    fast = Tokenizer(pretraining_data["tokenizer"])._dropout_bpe._fast
+    with pytest.raises(ValueError, match="too few draws"):
+        fast.encode_sampled("ACGT" * 10, np.zeros(3), 0.5)
+    with pytest.raises(ValueError, match="too few draws"):  # a merge longer than the stride
+        fast.encode_sampled("A" * 40, np.ones((40, 2)), 0.5, stride=2)
+    with pytest.raises(TypeError, match="float64"):
+        fast.encode_sampled("ACGT", np.zeros(13, dtype=np.float32), 0.5)
+    assert fast.encode_sampled("ACGU", np.ones(13), 0.5) is None  # no piece for U
 
 
 def test_dropout_cuts_as_many_pieces_as_sentencepieces_sampler(pretraining_data):

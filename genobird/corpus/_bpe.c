@@ -18,6 +18,13 @@
  *       (the id of each single-byte character, -1 where the model has none).
  *   encode(table, sequences) -> list of (list of ids, or None where a sequence holds a
  *       character without an id: the caller falls back to sentencepiece for it).
+ *   encode_sampled(table, sequence, draws, dropout, stride) -> list of ids, or None
+ *       BPE-dropout (genobird/corpus/bpe_dropout.py, whose Python loop it reproduces
+ *       draw for draw): the merge about to be made is skipped when its draw is below
+ *       `dropout`, and not tried again until one of its symbols changes. draws float64:
+ *       stride 0, one per merge tried, in order (at least 3 n + 1); stride > 0, keyed
+ *       by place, draws[first symbol's position * stride + merged length] (n x stride,
+ *       stride above the longest piece's length).
  * The merging runs without the GIL, so threads encoding separate lists run in parallel.
  */
 #define PY_SSIZE_T_CLEAN
@@ -129,9 +136,25 @@ static inline int pop(Scratch *s) {
     return best;
 }
 
-/* BPE-merges ids[0:n] in place; returns the number of tokens left in ids[0:count]. */
-static Py_ssize_t merge(const Table *t, Scratch *s, int32_t *ids, Py_ssize_t n) {
-    int entries = 0;
+/* Draws for BPE-dropout (NULL values: none, every merge is made). */
+typedef struct {
+    const double *values;
+    Py_ssize_t count, stride, used;
+    double dropout;
+} Draws;
+
+/* Whether the merge of the pair queued as entry e is skipped; -1 past the draws' end. */
+static inline int skipped(const Scratch *s, Draws *d, int e) {
+    Py_ssize_t at = d->stride ? (Py_ssize_t)s->entry_left[e] * d->stride + s->entry_size[e]
+                              : d->used++;
+    if (at >= d->count || (d->stride && s->entry_size[e] >= d->stride)) return -1;
+    return d->values[at] < d->dropout;
+}
+
+/* BPE-merges ids[0:n] in place; returns the number of tokens left in ids[0:count], or -1
+   when the draws ran out (a caller's error). */
+static Py_ssize_t merge(const Table *t, Scratch *s, int32_t *ids, Py_ssize_t n, Draws *d) {
+    int entries = 0, failed = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         s->len[i] = 1;
         s->prev[i] = (int32_t)i - 1;
@@ -143,6 +166,11 @@ static Py_ssize_t merge(const Table *t, Scratch *s, int32_t *ids, Py_ssize_t n) 
         /* stale: either side has merged since the pair was queued (sentencepiece's test) */
         if (s->len[l] == 0 || r < 0 || s->len[r] == 0 || s->len[l] + s->len[r] != s->entry_size[e])
             continue;
+        if (d->values) {
+            int skip = skipped(s, d, e);
+            if (skip < 0) failed = 1; /* keep popping: the queue must end empty */
+            if (skip) continue;
+        }
         ids[l] = t->merged[find_pair(t, ids[l], ids[r])];
         s->len[l] += s->len[r];
         s->len[r] = 0;
@@ -153,7 +181,7 @@ static Py_ssize_t merge(const Table *t, Scratch *s, int32_t *ids, Py_ssize_t n) 
     }
     Py_ssize_t count = 0;
     for (int i = n ? 0 : -1; i >= 0; i = s->next[i]) ids[count++] = ids[i];
-    return count;
+    return failed ? -1 : count;
 }
 
 static void scratch_free(Scratch *s) {
@@ -299,9 +327,10 @@ static PyObject *encode(PyObject *self, PyObject *args) {
             ids[starts[i] + j] = id;
         }
     }
+    Draws none = {0};
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++)
-        if (lengths[i] >= 0) lengths[i] = merge(t, &scratch, ids + starts[i], lengths[i]);
+        if (lengths[i] >= 0) lengths[i] = merge(t, &scratch, ids + starts[i], lengths[i], &none);
     Py_END_ALLOW_THREADS
     scratch_free(&scratch);
     PyObject *result = PyList_New(count);
@@ -325,9 +354,65 @@ static PyObject *encode(PyObject *self, PyObject *args) {
     return result;
 }
 
+static PyObject *encode_sampled(PyObject *self, PyObject *args) {
+    PyObject *capsule, *sequence, *draws_object;
+    double dropout;
+    Py_ssize_t stride;
+    if (!PyArg_ParseTuple(args, "OUOdn", &capsule, &sequence, &draws_object, &dropout, &stride))
+        return NULL;
+    const Table *t = PyCapsule_GetPointer(capsule, "genobird.bpe.table");
+    if (!t) return NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(sequence) < 0) return NULL;
+#endif
+    Py_ssize_t n = PyUnicode_GET_LENGTH(sequence);
+    if (n > INT32_MAX / 4 || stride < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_sampled: sequence too long or stride < 0");
+        return NULL;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!ids) return PyErr_NoMemory();
+    int kind = PyUnicode_KIND(sequence);
+    const void *data = PyUnicode_DATA(sequence);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, j);
+        ids[j] = c < 256 ? t->char_ids[c] : -1;
+        if (ids[j] < 0) { free(ids); Py_RETURN_NONE; } /* the caller's fallback */
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(draws_object, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        free(ids);
+        return NULL;
+    }
+    if (view.itemsize != 8 || !view.format || strcmp(view.format, "d")) {
+        PyBuffer_Release(&view); free(ids);
+        PyErr_SetString(PyExc_TypeError, "encode_sampled: draws must be float64");
+        return NULL;
+    }
+    Draws d = {view.buf, view.len / 8, stride, 0, dropout};
+    Scratch scratch;
+    if (scratch_init(&scratch, t, n) < 0) { PyBuffer_Release(&view); free(ids); return PyErr_NoMemory(); }
+    Py_ssize_t count = merge(t, &scratch, ids, n, &d);
+    scratch_free(&scratch);
+    PyBuffer_Release(&view);
+    PyObject *row = NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_sampled: too few draws for the sequence");
+    } else if ((row = PyList_New(count))) {
+        for (Py_ssize_t j = 0; j < count; j++) {
+            PyObject *value = PyLong_FromLong(ids[j]);
+            if (!value) { Py_CLEAR(row); break; }
+            PyList_SET_ITEM(row, j, value);
+        }
+    }
+    free(ids);
+    return row;
+}
+
 static PyMethodDef methods[] = {
     {"make_table", make_table, METH_VARARGS, "Copy a pair table into a capsule."},
     {"encode", encode, METH_VARARGS, "BPE-encode a list of str with a table."},
+    {"encode_sampled", encode_sampled, METH_VARARGS, "BPE-dropout encode one str with draws."},
     {NULL, NULL, 0, NULL},
 };
 

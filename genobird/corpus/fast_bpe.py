@@ -64,6 +64,13 @@ class FastBPE:
                 return [row for rows in pool.map(self._encode_chunk, chunks) for row in rows]
         return self._encode_chunk(sequences)
 
+    def encode_sampled(self, sequence: str, draws: np.ndarray, dropout: float,
+                       stride: int = 0) -> list[int] | None:  # fmt: skip
+        """BPE-dropout ids of one sequence, `bpe_dropout.DropoutBPE`'s loop in C, draw for
+        draw (`_bpe.encode_sampled` says how `draws` and `stride` are read); None where
+        the sequence holds a character without a piece."""
+        return _bpe.encode_sampled(self._table, sequence, draws, dropout, stride)
+
     def _encode_chunk(self, sequences: list[str]) -> list[list[int]]:
         rows = _bpe.encode(self._table, sequences)
         for index, row in enumerate(rows):

@@ -221,7 +221,7 @@ class Tokenizer(TokenizerBase):
     @functools.cached_property
     def _dropout_bpe(self) -> DropoutBPE:
         """Built on first use: most loads never sample (about 20 ms for 16,000 pieces)."""
-        return DropoutBPE.create(self._processor)
+        return DropoutBPE.create(self._processor, self._fast)
 
     def encode_sampled(self, sequence: str, dropout: float, seed: int,
                        by_position: bool = False) -> list[int]:  # fmt: skip
