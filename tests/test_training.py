@@ -159,6 +159,19 @@ class Interrupt(Exception):
     pass
 
 
+def interrupted_after(calls: int, step=pretraining_step):
+    """`step` that raises Interrupt on its call number `calls` + 1 (a micro-batch each)."""
+    made = {"n": 0}
+
+    def failing_step(model, batch):
+        made["n"] += 1
+        if made["n"] > calls:
+            raise Interrupt
+        return step(model, batch)
+
+    return failing_step
+
+
 def test_interrupted_and_resumed_run_equals_uninterrupted_bitwise(datasets, tmp_path):
     train, _ = datasets
     small = torch.utils.data.Subset(train, range(10))  # 2.5 steps per epoch: crosses epochs
@@ -166,14 +179,7 @@ def test_interrupted_and_resumed_run_equals_uninterrupted_bitwise(datasets, tmp_
     straight = make_model(hidden_dropout=0.1, attention_dropout=0.1)
     run(Trainer(straight, small, config, tmp_path / "a", pretraining_step))
 
-    calls = {"n": 0}
-
-    def failing_step(model, batch):
-        calls["n"] += 1
-        if calls["n"] > 4 * 2:  # after 4 optimiser steps (2 micro-batches each)
-            raise Interrupt
-        return pretraining_step(model, batch)
-
+    failing_step = interrupted_after(4 * 2)  # after 4 optimiser steps of 2 micro-batches
     interrupted = make_model(hidden_dropout=0.1, attention_dropout=0.1)
     with pytest.raises(Interrupt):
         run(Trainer(interrupted, small, config, tmp_path / "b", failing_step))
@@ -198,14 +204,7 @@ def test_a_cuda_run_resumes_from_its_checkpoint(datasets, tmp_path):
     byte tensors that torch.set_rng_state takes (a CUDA resume once failed on them)."""
     train, _ = datasets
     config = training_config(max_steps=3, checkpoint_every=1)
-    calls = {"n": 0}
-
-    def failing_step(model, batch):
-        calls["n"] += 1
-        if calls["n"] > 2 * 2:  # after 2 optimiser steps (2 micro-batches each)
-            raise Interrupt
-        return pretraining_step(model, batch)
-
+    failing_step = interrupted_after(2 * 2)  # after 2 optimiser steps of 2 micro-batches
     with pytest.raises(Interrupt):
         run(Trainer(make_model(), train, config, tmp_path, failing_step, device="cuda"))
     trainer = Trainer(make_model(), train, config, tmp_path, pretraining_step, device="cuda")
@@ -896,16 +895,8 @@ def test_an_interrupted_averaged_run_resumes_to_the_same_average(tmp_path):
                              learning_rate=0.1, ema_decay=0.7)  # fmt: skip
     straight = _Regression()
     run(Trainer(straight, _Points(), config, tmp_path / "a", _step))
-    calls = {"n": 0}
-
-    def failing_step(model, batch):
-        calls["n"] += 1
-        if calls["n"] > 4:
-            raise Interrupt
-        return _step(model, batch)
-
     with pytest.raises(Interrupt):
-        run(Trainer(_Regression(), _Points(), config, tmp_path / "b", failing_step))
+        run(Trainer(_Regression(), _Points(), config, tmp_path / "b", interrupted_after(4, _step)))
     resumed = _Regression()
     run(Trainer(resumed, _Points(), config, tmp_path / "b", _step), resume=True)
     assert resumed.weight.item() == straight.weight.item()
