@@ -320,6 +320,7 @@ def finetune_section(results: Path, folder: str) -> str:
     name = folder.removeprefix("tasks/")
     split = html.escape(metrics.get("split", "?"))
     text = f"<h2>Fine-tuning: {html.escape(name)} (split: {split})</h2>"
+    text += how_evaluated(metrics)
     text += "<h3>Against baselines on the same data</h3>" + comparison_table(results, folder)
     text += zero_shot_table(results, folder)
     if "f1" in metrics:
@@ -335,6 +336,40 @@ def finetune_section(results: Path, folder: str) -> str:
     for png in sorted(report_dir.glob("*.png")):
         text += _image(png.read_bytes(), f"{name} {png.stem}")
     return text
+
+
+def how_evaluated(metrics: dict) -> str:
+    """How genobird's figures of a task were made, from its metrics.json: the training a
+    reader needs to repeat them and what each test prediction averages (the fields an
+    older report lacks are left out)."""
+    parts = _recipe_parts(metrics)
+    if "rc_average" in metrics:
+        parts.append(_prediction_part(metrics))
+    return f"<p>genobird: {html.escape('; '.join(parts))}.</p>" if parts else ""
+
+
+def _recipe_parts(metrics: dict) -> list[str]:
+    training, parts = metrics.get("training") or {}, []
+    if training.get("steps"):
+        steps = f"{training['steps']:,} fine-tuning steps"
+        selected = training.get("best_step") not in (None, training["steps"])
+        parts.append(f"{steps}, the best validation check's weights kept" if selected else steps)
+    if metrics.get("pooling"):
+        parts.append(f"{metrics['pooling']} pooling")
+    if metrics.get("bpe_dropout"):
+        parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
+    return parts
+
+
+def _prediction_part(metrics: dict) -> str:
+    cuts, both = metrics.get("segmentations") or 0, metrics["rc_average"]
+    if cuts:
+        over = f"both strands and {cuts} sampled cuts per strand" if both else (
+            f"{cuts} sampled cuts of one strand")  # fmt: skip
+        return f"each test prediction is the mean over {over}"
+    if both:
+        return "each test prediction is the mean over both strands (the tokenizer's cut)"
+    return "each test prediction reads one strand (the tokenizer's cut)"
 
 
 def scores_section(results: Path, out: Path, preview_rows: int = 5) -> str:

@@ -123,3 +123,30 @@ def test_report_sets_the_mean_of_fine_tuning_seeds_beside_the_baselines(tmp_path
     difference = np.mean(seed_mcc) - kmer_mcc
     row = table[table.index("genobird minus") :]
     assert f"<td>{difference:+.3f} [" in row[row.index("k-mer") :]
+
+
+def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
+    """The recipe and what each test prediction averages, from metrics.json; a report
+    from before these fields existed gets no such line rather than a wrong one."""
+    results = tmp_path / "results"
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
+                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
+    binary = {"split": "test", "f1": 0.8, "mcc": 0.6, "auroc": 0.9, "examples": 100}
+    sampled = {**binary, "rc_average": True, "pooling": "mean", "bpe_dropout": 0.1,
+               "segmentations": 16, "training": {"steps": 6000, "best_step": 5000}}  # fmt: skip
+    _write_json(results / "tasks" / "tf1" / "report" / "metrics.json", sampled)
+    one_strand = {**binary, "rc_average": False, "pooling": "cls", "bpe_dropout": 0.0,
+                  "segmentations": None, "training": {"steps": 400, "best_step": 400}}  # fmt: skip
+    _write_json(results / "tasks" / "tf2" / "report" / "metrics.json", one_strand)
+    _write_json(results / "tasks" / "tf3" / "report" / "metrics.json", binary)
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    tf1, tf2 = page[page.index("Fine-tuning: tf1") :], page[page.index("Fine-tuning: tf2") :]
+    assert tf1.index("<p>genobird: 6,000 fine-tuning steps, the best validation check&#x27;s "
+                     "weights kept; mean pooling; BPE-dropout 0.1 on the training windows; each "
+                     "test prediction is the mean over both strands and 16 sampled cuts per "
+                     "strand.</p>") < tf1.index("Fine-tuning: tf2")  # fmt: skip
+    line = ("<p>genobird: 400 fine-tuning steps; cls pooling; each test prediction reads one "
+            "strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
+    assert tf2.index(line) < tf2.index("Fine-tuning: tf3")
+    assert "<p>genobird:" not in page[page.index("Fine-tuning: tf3") :]
