@@ -397,6 +397,28 @@ def test_a_training_step_reads_no_value_back_from_the_device(datasets, tmp_path)
     assert set(metrics) == {"mlm_loss", "nsp_loss"}
 
 
+@pytest.mark.parametrize("problem", ["multi_label", "single_label"])
+def test_a_fine_tuning_step_reads_no_value_back_from_the_device(problem):
+    """The same watch over a classification step: mean pooling over padded windows and the
+    positively weighted loss of a promoter or chromatin task."""
+    from genobird.model.bigbird import BigBirdForSequenceClassification
+
+    config = BigBirdConfig(vocab_size=500, **MODEL)
+    model = BigBirdForSequenceClassification(config, 2, problem, pos_weight=8.0, pooling="mean")
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(5, 500, (3, 100), generator=generator)
+    mask = torch.ones_like(input_ids, dtype=torch.bool)
+    mask[1, 60:] = False  # a shorter window, padded
+    labels = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    if problem == "single_label":
+        labels = torch.tensor([0, 1, 1])
+    model(input_ids, None, mask, labels)  # warm-up: layouts built, then cached
+    watch = HostReads()
+    with watch:
+        model(input_ids, None, mask, labels).loss.backward()
+    assert watch.reads == [], "\n".join(watch.reads)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="host synchronisation is a CUDA matter")
 def test_a_cuda_training_step_never_synchronises_with_the_host(datasets, tmp_path):
     train, _ = datasets

@@ -760,6 +760,10 @@ class BigBirdForSequenceClassification(nn.Module):
             raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
         self.config = config
         self.num_labels, self.problem, self.pos_weight = num_labels, problem, pos_weight
+        # on the model's device from the start: a tensor made per step from the float
+        # would be a host-to-device copy that waits for the GPU (not saved: the config is)
+        self.register_buffer("pos_weight_on_device", torch.tensor(float(pos_weight)),
+                             persistent=False)  # fmt: skip
         self.pooling = pooling
         self.encoder = BigBirdEncoder(config)
         head_class = HFClassificationHead if pooling == "hf" else ClassificationHead
@@ -805,9 +809,8 @@ class BigBirdForSequenceClassification(nn.Module):
             elif self.problem == "regression":
                 loss = F.mse_loss(logits.float(), labels.float().view_as(logits))
             else:
-                weight = torch.tensor(self.pos_weight, device=logits.device)
                 loss = F.binary_cross_entropy_with_logits(
-                    logits.float(), labels.float(), pos_weight=weight
+                    logits.float(), labels.float(), pos_weight=self.pos_weight_on_device
                 )
         return ClassificationOutput(loss, logits)
 
