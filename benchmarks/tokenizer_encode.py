@@ -11,9 +11,10 @@ are dropped), as the document builder makes them. Prints the best of three runs.
 
     python benchmarks/tokenizer_encode.py TOKENIZER.model --dropout 0.1 [--window 101]
 
-BPE-dropout instead, one thread, each sentence (or its first --window bp) cut once per
-seed: sentencepiece's sampler, then genobird's merging loop in Python and in C on the
-same draws (genobird.corpus.bpe_dropout), in merge order and keyed by place.
+BPE-dropout instead, one thread, each sentence (or its first --window bp) cut once:
+sentencepiece's sampler, then genobird's merging loop in Python and in C on the same
+draws (genobird.corpus.bpe_dropout), in merge order (a new seed per window, as training
+draws them) and keyed by place (seeds 0-15 in turn, as evaluation's 16 cuts).
 """
 
 from __future__ import annotations
@@ -84,7 +85,6 @@ def main(argv=None) -> int:
 
 def time_dropout(processor, windows: list[str], dropout: float) -> int:
     """Milliseconds per cut of each BPE-dropout sampler, best of three, one thread."""
-    import numpy as np
 
     sys.path.insert(0, str(ROOT))
     from genobird.corpus.bpe_dropout import DropoutBPE
@@ -100,8 +100,8 @@ def time_dropout(processor, windows: list[str], dropout: float) -> int:
         return processor.encode(window, enable_sampling=True, alpha=dropout)
 
     def genobird(sampler):
-        return lambda window, seed, by_position: sampler.encode(
-            window, dropout, np.random.default_rng(seed), by_position
+        return lambda window, seed, by_position: sampler.encode_seeded(
+            window, dropout, seed, by_position
         )
 
     samplers = {"sentencepiece's sampler": sentencepiece, "genobird, Python loop":
@@ -116,8 +116,9 @@ def time_dropout(processor, windows: list[str], dropout: float) -> int:
             best = float("inf")
             for _ in range(3):
                 started = time.perf_counter()
-                for seed, window in enumerate(windows):
-                    sample(window, seed, by_position)
+                for index, window in enumerate(windows):
+                    # keyed cuts are seeded by the cut alone, as evaluation's 16 are
+                    sample(window, index % 16 if by_position else index, by_position)
                 best = min(best, time.perf_counter() - started)
             times[name] = best
             print(

@@ -40,8 +40,9 @@ def test_without_dropout_it_is_sentencepieces_own_encoding(pretraining_data):
 
 def test_the_c_loop_makes_the_python_loops_cuts_draw_for_draw(pretraining_data):
     """The merging loop in C (through fast_bpe's table) and the Python one, given the same
-    draws, cut every window alike: in merge order and keyed, sparse and dense dropout,
-    windows with N runs and the repeats that stress the leftmost-first rule."""
+    draws, cut every window alike: in merge order and keyed (where C computes numpy's
+    PCG64 draws itself), sparse and dense dropout, windows with N runs and the repeats
+    that stress the leftmost-first rule."""
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     sampler = tokenizer._dropout_bpe
     assert sampler._fast is not None  # `make setup` builds the extension
@@ -54,9 +55,13 @@ def test_the_c_loop_makes_the_python_loops_cuts_draw_for_draw(pretraining_data):
     for dropout in (0.05, 0.3, 0.95):
         for by_position in (False, True):
             for seed, sequence in enumerate(sequences):
-                fast = sampler.encode(sequence, dropout, np.random.default_rng(seed), by_position)
-                slow = reference.encode(sequence, dropout, np.random.default_rng(seed), by_position)
+                fast_rng, slow_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+                fast = sampler.encode(sequence, dropout, fast_rng, by_position)
+                slow = reference.encode(sequence, dropout, slow_rng, by_position)
                 assert fast == slow, (sequence, dropout, by_position)
+                assert sampler.encode_seeded(sequence, dropout, seed, by_position) == slow
+                # the generator is left where the draws left it (keyed: without drawing)
+                assert fast_rng.random() == slow_rng.random()
                 differ += fast != tokenizer._processor.encode(sequence)
     assert differ > len(sequences)  # the draws did cut differently from the tokenizer
 

@@ -25,6 +25,11 @@
  *       stride 0, one per merge tried, in order (at least 3 n + 1); stride > 0, keyed
  *       by place, draws[first symbol's position * stride + merged length] (n x stride,
  *       stride above the longest piece's length).
+ *   encode_keyed(table, sequence, state_hi, state_lo, inc_hi, inc_lo, dropout, stride)
+ *       -> list of ids, or None
+ *       encode_sampled's keyed cut without the table: the draws are those numpy's PCG64
+ *       generator of that state and increment would give as `random((n, stride))`, each
+ *       computed where it is read (the table is n x stride numbers, most never read).
  * The merging runs without the GIL, so threads encoding separate lists run in parallel.
  */
 #define PY_SSIZE_T_CLEAN
@@ -136,18 +141,43 @@ static inline int pop(Scratch *s) {
     return best;
 }
 
-/* Draws for BPE-dropout (NULL values: none, every merge is made). */
+typedef unsigned __int128 u128;
+
+/* numpy's PCG64 read at any place of its stream: with rows[l], the state at row l's start
+   (l x stride steps in), draw (l, j) is the output of the state j + 1 steps further,
+   step_mult[j] * rows[l] + step_plus[j] (the LCG's powers, j <= stride). */
+typedef struct {
+    u128 *rows, step_mult[257], step_plus[257];
+} Stream;
+
+/* Draws for BPE-dropout (values and stream NULL: none, every merge is made). */
 typedef struct {
     const double *values;
+    const Stream *stream;
     Py_ssize_t count, stride, used;
     double dropout;
 } Draws;
 
+static const u128 PCG_MULT = ((u128)2549297995355413924ULL << 64) | 4865540595714422341ULL;
+
+/* numpy's PCG64 output (XSL RR) as its `random()` turns it into a double in [0, 1). */
+static inline double pcg_double(u128 state) {
+    uint64_t hi = (uint64_t)(state >> 64), value = hi ^ (uint64_t)state;
+    unsigned rot = (unsigned)(hi >> 58);
+    value = (value >> rot) | (value << ((64 - rot) & 63));
+    return (double)(value >> 11) * (1.0 / 9007199254740992.0);
+}
+
 /* Whether the merge of the pair queued as entry e is skipped; -1 past the draws' end. */
 static inline int skipped(const Scratch *s, Draws *d, int e) {
-    Py_ssize_t at = d->stride ? (Py_ssize_t)s->entry_left[e] * d->stride + s->entry_size[e]
-                              : d->used++;
-    if (at >= d->count || (d->stride && s->entry_size[e] >= d->stride)) return -1;
+    Py_ssize_t left = s->entry_left[e], size = s->entry_size[e];
+    if (d->stream) {
+        if (size >= d->stride) return -1;
+        const Stream *k = d->stream;
+        return pcg_double(k->step_mult[size] * k->rows[left] + k->step_plus[size]) < d->dropout;
+    }
+    Py_ssize_t at = d->stride ? left * d->stride + size : d->used++;
+    if (at >= d->count || (d->stride && size >= d->stride)) return -1;
     return d->values[at] < d->dropout;
 }
 
@@ -166,7 +196,7 @@ static Py_ssize_t merge(const Table *t, Scratch *s, int32_t *ids, Py_ssize_t n, 
         /* stale: either side has merged since the pair was queued (sentencepiece's test) */
         if (s->len[l] == 0 || r < 0 || s->len[r] == 0 || s->len[l] + s->len[r] != s->entry_size[e])
             continue;
-        if (d->values) {
+        if (d->values || d->stream) {
             int skip = skipped(s, d, e);
             if (skip < 0) failed = 1; /* keep popping: the queue must end empty */
             if (skip) continue;
@@ -354,47 +384,35 @@ static PyObject *encode(PyObject *self, PyObject *args) {
     return result;
 }
 
-static PyObject *encode_sampled(PyObject *self, PyObject *args) {
-    PyObject *capsule, *sequence, *draws_object;
-    double dropout;
-    Py_ssize_t stride;
-    if (!PyArg_ParseTuple(args, "OUOdn", &capsule, &sequence, &draws_object, &dropout, &stride))
-        return NULL;
-    const Table *t = PyCapsule_GetPointer(capsule, "genobird.bpe.table");
-    if (!t) return NULL;
+/* The ids of a str's characters (malloc'd, *n of them); NULL with no exception set where
+   a character has no id (the caller's fallback), NULL with one on error. */
+static int32_t *sequence_ids(const Table *t, PyObject *sequence, Py_ssize_t *n) {
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(sequence) < 0) return NULL;
 #endif
-    Py_ssize_t n = PyUnicode_GET_LENGTH(sequence);
-    if (n > INT32_MAX / 4 || stride < 0) {
-        PyErr_SetString(PyExc_ValueError, "encode_sampled: sequence too long or stride < 0");
+    *n = PyUnicode_GET_LENGTH(sequence);
+    if (*n > INT32_MAX / 4) {
+        PyErr_SetString(PyExc_ValueError, "BPE-dropout: the sequence is too long");
         return NULL;
     }
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-    if (!ids) return PyErr_NoMemory();
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(*n ? *n : 1));
+    if (!ids) { PyErr_NoMemory(); return NULL; }
     int kind = PyUnicode_KIND(sequence);
     const void *data = PyUnicode_DATA(sequence);
-    for (Py_ssize_t j = 0; j < n; j++) {
+    for (Py_ssize_t j = 0; j < *n; j++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, j);
         ids[j] = c < 256 ? t->char_ids[c] : -1;
-        if (ids[j] < 0) { free(ids); Py_RETURN_NONE; } /* the caller's fallback */
+        if (ids[j] < 0) { free(ids); return NULL; }
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(draws_object, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        free(ids);
-        return NULL;
-    }
-    if (view.itemsize != 8 || !view.format || strcmp(view.format, "d")) {
-        PyBuffer_Release(&view); free(ids);
-        PyErr_SetString(PyExc_TypeError, "encode_sampled: draws must be float64");
-        return NULL;
-    }
-    Draws d = {view.buf, view.len / 8, stride, 0, dropout};
+    return ids;
+}
+
+/* Merges ids[0:n] with the draws, frees ids, and returns the tokens as a list. */
+static PyObject *merged_row(const Table *t, int32_t *ids, Py_ssize_t n, Draws *d) {
     Scratch scratch;
-    if (scratch_init(&scratch, t, n) < 0) { PyBuffer_Release(&view); free(ids); return PyErr_NoMemory(); }
-    Py_ssize_t count = merge(t, &scratch, ids, n, &d);
+    if (scratch_init(&scratch, t, n) < 0) { free(ids); return PyErr_NoMemory(); }
+    Py_ssize_t count = merge(t, &scratch, ids, n, d);
     scratch_free(&scratch);
-    PyBuffer_Release(&view);
     PyObject *row = NULL;
     if (count < 0) {
         PyErr_SetString(PyExc_ValueError, "encode_sampled: too few draws for the sequence");
@@ -409,10 +427,80 @@ static PyObject *encode_sampled(PyObject *self, PyObject *args) {
     return row;
 }
 
+static PyObject *encode_sampled(PyObject *self, PyObject *args) {
+    PyObject *capsule, *sequence, *draws_object;
+    double dropout;
+    Py_ssize_t stride;
+    if (!PyArg_ParseTuple(args, "OUOdn", &capsule, &sequence, &draws_object, &dropout, &stride))
+        return NULL;
+    const Table *t = PyCapsule_GetPointer(capsule, "genobird.bpe.table");
+    if (!t) return NULL;
+    if (stride < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_sampled: stride < 0");
+        return NULL;
+    }
+    Py_ssize_t n;
+    int32_t *ids = sequence_ids(t, sequence, &n);
+    if (!ids) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_buffer view;
+    if (PyObject_GetBuffer(draws_object, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        free(ids);
+        return NULL;
+    }
+    if (view.itemsize != 8 || !view.format || strcmp(view.format, "d")) {
+        PyBuffer_Release(&view); free(ids);
+        PyErr_SetString(PyExc_TypeError, "encode_sampled: draws must be float64");
+        return NULL;
+    }
+    Draws d = {view.buf, NULL, view.len / 8, stride, 0, dropout};
+    PyObject *row = merged_row(t, ids, n, &d);
+    PyBuffer_Release(&view);
+    return row;
+}
+
+static PyObject *encode_keyed(PyObject *self, PyObject *args) {
+    PyObject *capsule, *sequence;
+    unsigned long long state_hi, state_lo, inc_hi, inc_lo;
+    double dropout;
+    Py_ssize_t stride;
+    if (!PyArg_ParseTuple(args, "OUKKKKdn", &capsule, &sequence, &state_hi, &state_lo, &inc_hi,
+                          &inc_lo, &dropout, &stride))
+        return NULL;
+    const Table *t = PyCapsule_GetPointer(capsule, "genobird.bpe.table");
+    if (!t) return NULL;
+    if (stride < 1 || stride > 256) {
+        PyErr_SetString(PyExc_ValueError, "encode_keyed: stride must be 1-256");
+        return NULL;
+    }
+    Py_ssize_t n;
+    int32_t *ids = sequence_ids(t, sequence, &n);
+    if (!ids) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Stream *k = malloc(sizeof *k);
+    if (k) k->rows = malloc(sizeof(u128) * (size_t)(n ? n : 1));
+    if (!k || !k->rows) { free(k); free(ids); return PyErr_NoMemory(); }
+    u128 inc = ((u128)inc_hi << 64) | inc_lo, mult = 1, plus = 0;
+    for (Py_ssize_t j = 0; j < stride; j++) { /* j + 1 steps of state' = A state + inc */
+        mult *= PCG_MULT;
+        plus = plus * PCG_MULT + inc;
+        k->step_mult[j] = mult;
+        k->step_plus[j] = plus;
+    }
+    u128 row = ((u128)state_hi << 64) | state_lo; /* a row is stride steps: step_*[stride - 1] */
+    for (Py_ssize_t l = 0; l < n; l++) {
+        k->rows[l] = row;
+        row = k->step_mult[stride - 1] * row + k->step_plus[stride - 1];
+    }
+    Draws d = {NULL, k, 0, stride, 0, dropout};
+    PyObject *result = merged_row(t, ids, n, &d);
+    free(k->rows); free(k);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"make_table", make_table, METH_VARARGS, "Copy a pair table into a capsule."},
     {"encode", encode, METH_VARARGS, "BPE-encode a list of str with a table."},
     {"encode_sampled", encode_sampled, METH_VARARGS, "BPE-dropout encode one str with draws."},
+    {"encode_keyed", encode_keyed, METH_VARARGS, "Keyed BPE-dropout from a PCG64 state."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,14 +14,16 @@ variant of it make the same decision for every merge they share, and their cuts 
 only near the variant.
 With dropout 0 it is sentencepiece's own encoding; the tests hold it to that, and to
 sentencepiece's sampler in the mean number of pieces. Given the C encoder of
-`genobird.corpus.fast_bpe`, the merging runs in C on the same draws (a 101 bp window:
-9x faster in merge order, 5x keyed, where drawing the table is most of what is left;
-benchmarks/README.md); the Python loop stays as the reference the tests hold the C one
-to, and as the path where the extension is not built.
+`genobird.corpus.fast_bpe`, the merging runs in C on the same draws; keyed, C computes
+each of numpy's PCG64 draws where it is read instead of drawing the whole table (a
+101 bp window: about 10x faster in merge order, 15x keyed; benchmarks/README.md). The
+Python loop stays as the reference the tests hold the C one to, and as the path where
+the extension is not built.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 
 import numpy as np
@@ -58,6 +60,9 @@ class DropoutBPE:
         # each pop draws at most once; pushes (hence pops) are at most 3 per character.
         # A span (first base, length) is queued at most once, so keyed draws skip each
         # merge independently, as drawing in merge order does.
+        if by_position and (ids := self._keyed_in_c(sequence, dropout, rng)) is not None:
+            rng.bit_generator.advance(len(sequence) * (self._longest + 1))  # as the table does
+            return ids
         if by_position:
             draws = rng.random((len(sequence), self._longest + 1))
         else:
@@ -68,6 +73,28 @@ class DropoutBPE:
             if ids is not None:
                 return ids
         return self._merge(sequence, draws, dropout, by_position)
+
+    def encode_seeded(self, sequence: str, dropout: float, seed: int,
+                      by_position: bool = False) -> list[int]:  # fmt: skip
+        """`encode` with `np.random.default_rng(seed)`. A keyed cut starts from a cached
+        state: evaluation and scoring cut every window with the same few seeds (0..K-1),
+        and making the generator took longer than the cut."""
+        if by_position:
+            ids = self._keyed_in_c(sequence, dropout, _seeded_state(seed))
+            if ids is not None:
+                return ids
+        return self.encode(sequence, dropout, np.random.default_rng(seed), by_position)
+
+    def _keyed_in_c(self, sequence: str, dropout: float, rng: np.random.Generator | dict):
+        """The keyed cut in C from a generator or its state, each draw computed where it
+        is read (the table is len x (longest + 1) numbers, most never read); None where
+        the C loop cannot take it."""
+        stride = self._longest + 1
+        state = rng.bit_generator.state if isinstance(rng, np.random.Generator) else rng
+        if self._fast is None or state["bit_generator"] != "PCG64" or stride > 256:
+            return None
+        pcg = state["state"]
+        return self._fast.encode_keyed(sequence, pcg["state"], pcg["inc"], dropout, stride)
 
     def _merge(self, sequence: str, draws: np.ndarray, dropout: float,
                by_position: bool) -> list[int]:  # fmt: skip
@@ -106,3 +133,9 @@ class DropoutBPE:
                 consider(preceding[left])
             consider(left)
         return [self._pieces[symbol][0] for symbol in symbols if symbol is not None]
+
+
+@functools.lru_cache(maxsize=256)
+def _seeded_state(seed: int) -> dict:
+    """The state of `np.random.default_rng(seed)`, made once per seed."""
+    return np.random.default_rng(seed).bit_generator.state

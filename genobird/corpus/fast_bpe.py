@@ -71,6 +71,14 @@ class FastBPE:
         the sequence holds a character without a piece."""
         return _bpe.encode_sampled(self._table, sequence, draws, dropout, stride)
 
+    def encode_keyed(self, sequence: str, state: int, increment: int, dropout: float,
+                     stride: int) -> list[int] | None:  # fmt: skip
+        """encode_sampled's keyed cut on the draws numpy's PCG64 of this state and
+        increment would give as `random((len(sequence), stride))`, without making them."""
+        low = (1 << 64) - 1
+        return _bpe.encode_keyed(self._table, sequence, state >> 64, state & low,
+                                 increment >> 64, increment & low, dropout, stride)  # fmt: skip
+
     def _encode_chunk(self, sequences: list[str]) -> list[list[int]]:
         rows = _bpe.encode(self._table, sequences)
         for index, row in enumerate(rows):

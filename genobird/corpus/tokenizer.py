@@ -229,8 +229,7 @@ class Tokenizer(TokenizerBase):
         # one seed (genobird.corpus.bpe_dropout). A character without a piece leaves the
         # window to sentencepiece's unknown rules and sampler, which do not repeat.
         if self._dropout_bpe.spells(sequence):
-            rng = np.random.default_rng(seed)
-            return self._dropout_bpe.encode(sequence, dropout, rng, by_position)
+            return self._dropout_bpe.encode_seeded(sequence, dropout, seed, by_position)
         spm.set_random_generator_seed(seed)
         return self._processor.encode(sequence, enable_sampling=True, alpha=dropout)
 
