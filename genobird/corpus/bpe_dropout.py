@@ -57,12 +57,12 @@ class DropoutBPE:
                by_position: bool = False) -> list[int]:  # fmt: skip
         """Ids of `sequence` with each merge skipped with probability `dropout`; with
         `by_position`, the draw of a merge is the one of its first base and length."""
-        # each pop draws at most once; pushes (hence pops) are at most 3 per character.
-        # A span (first base, length) is queued at most once, so keyed draws skip each
-        # merge independently, as drawing in merge order does.
         if by_position and (ids := self._keyed_in_c(sequence, dropout, rng)) is not None:
             rng.bit_generator.advance(len(sequence) * (self._longest + 1))  # as the table does
             return ids
+        # each pop draws at most once; pushes (hence pops) are at most 3 per character.
+        # A span (first base, length) is queued at most once, so keyed draws skip each
+        # merge independently, as drawing in merge order does.
         if by_position:
             draws = rng.random((len(sequence), self._longest + 1))
         else:
