@@ -68,10 +68,10 @@ def test_the_c_loop_makes_the_python_loops_cuts_draw_for_draw(pretraining_data):
 
 def test_the_c_loop_refuses_draws_it_cannot_read(pretraining_data):
     fast = Tokenizer(pretraining_data["tokenizer"])._dropout_bpe._fast
-    with pytest.raises(ValueError, match="too few draws"):
+    with pytest.raises(ValueError, match="do not cover the merges"):
         fast.encode_sampled("ACGT" * 10, np.zeros(3), 0.5)
-    with pytest.raises(ValueError, match="too few draws"):  # a merge longer than the stride
-        fast.encode_sampled("A" * 40, np.ones((40, 2)), 0.5, stride=2)
+    with pytest.raises(ValueError, match="do not cover the merges"):  # merges past the stride
+        fast.encode_keyed("A" * 40, 1, 1, 0.5, stride=2)
     with pytest.raises(TypeError, match="float64"):
         fast.encode_sampled("ACGT", np.zeros(13, dtype=np.float32), 0.5)
     assert fast.encode_sampled("ACGU", np.ones(13), 0.5) is None  # no piece for U

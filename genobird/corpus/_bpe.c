@@ -18,18 +18,18 @@
  *       (the id of each single-byte character, -1 where the model has none).
  *   encode(table, sequences) -> list of (list of ids, or None where a sequence holds a
  *       character without an id: the caller falls back to sentencepiece for it).
- *   encode_sampled(table, sequence, draws, dropout, stride) -> list of ids, or None
+ *   encode_sampled(table, sequence, draws, dropout) -> list of ids, or None
  *       BPE-dropout (genobird/corpus/bpe_dropout.py, whose Python loop it reproduces
  *       draw for draw): the merge about to be made is skipped when its draw is below
- *       `dropout`, and not tried again until one of its symbols changes. draws float64:
- *       stride 0, one per merge tried, in order (at least 3 n + 1); stride > 0, keyed
- *       by place, draws[first symbol's position * stride + merged length] (n x stride,
- *       stride above the longest piece's length).
+ *       `dropout`, and not tried again until one of its symbols changes. draws float64,
+ *       one per merge tried, in order (at least 3 n + 1).
  *   encode_keyed(table, sequence, state_hi, state_lo, inc_hi, inc_lo, dropout, stride)
  *       -> list of ids, or None
- *       encode_sampled's keyed cut without the table: the draws are those numpy's PCG64
- *       generator of that state and increment would give as `random((n, stride))`, each
- *       computed where it is read (the table is n x stride numbers, most never read).
+ *       The same with draws keyed by place: merge (first symbol's position, merged
+ *       length) reads draw [position, length] of `random((n, stride))` from numpy's
+ *       PCG64 of that state and increment (stride above the longest piece's length),
+ *       each computed where it is read (the table is n x stride numbers, most never
+ *       read).
  * The merging runs without the GIL, so threads encoding separate lists run in parallel.
  */
 #define PY_SSIZE_T_CLEAN
@@ -150,7 +150,8 @@ typedef struct {
     u128 *rows, step_mult[257], step_plus[257];
 } Stream;
 
-/* Draws for BPE-dropout (values and stream NULL: none, every merge is made). */
+/* Draws for BPE-dropout: `values` in merge order, or keyed by place from `stream` (both
+   NULL: none, every merge is made). */
 typedef struct {
     const double *values;
     const Stream *stream;
@@ -170,15 +171,14 @@ static inline double pcg_double(u128 state) {
 
 /* Whether the merge of the pair queued as entry e is skipped; -1 past the draws' end. */
 static inline int skipped(const Scratch *s, Draws *d, int e) {
-    Py_ssize_t left = s->entry_left[e], size = s->entry_size[e];
     if (d->stream) {
+        Py_ssize_t left = s->entry_left[e], size = s->entry_size[e];
         if (size >= d->stride) return -1;
         const Stream *k = d->stream;
         return pcg_double(k->step_mult[size] * k->rows[left] + k->step_plus[size]) < d->dropout;
     }
-    Py_ssize_t at = d->stride ? left * d->stride + size : d->used++;
-    if (at >= d->count || (d->stride && size >= d->stride)) return -1;
-    return d->values[at] < d->dropout;
+    if (d->used >= d->count) return -1;
+    return d->values[d->used++] < d->dropout;
 }
 
 /* BPE-merges ids[0:n] in place; returns the number of tokens left in ids[0:count], or -1
@@ -415,7 +415,7 @@ static PyObject *merged_row(const Table *t, int32_t *ids, Py_ssize_t n, Draws *d
     scratch_free(&scratch);
     PyObject *row = NULL;
     if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, "encode_sampled: too few draws for the sequence");
+        PyErr_SetString(PyExc_ValueError, "BPE-dropout: the draws do not cover the merges");
     } else if ((row = PyList_New(count))) {
         for (Py_ssize_t j = 0; j < count; j++) {
             PyObject *value = PyLong_FromLong(ids[j]);
@@ -430,15 +430,10 @@ static PyObject *merged_row(const Table *t, int32_t *ids, Py_ssize_t n, Draws *d
 static PyObject *encode_sampled(PyObject *self, PyObject *args) {
     PyObject *capsule, *sequence, *draws_object;
     double dropout;
-    Py_ssize_t stride;
-    if (!PyArg_ParseTuple(args, "OUOdn", &capsule, &sequence, &draws_object, &dropout, &stride))
+    if (!PyArg_ParseTuple(args, "OUOd", &capsule, &sequence, &draws_object, &dropout))
         return NULL;
     const Table *t = PyCapsule_GetPointer(capsule, "genobird.bpe.table");
     if (!t) return NULL;
-    if (stride < 0) {
-        PyErr_SetString(PyExc_ValueError, "encode_sampled: stride < 0");
-        return NULL;
-    }
     Py_ssize_t n;
     int32_t *ids = sequence_ids(t, sequence, &n);
     if (!ids) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
@@ -452,7 +447,7 @@ static PyObject *encode_sampled(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "encode_sampled: draws must be float64");
         return NULL;
     }
-    Draws d = {view.buf, NULL, view.len / 8, stride, 0, dropout};
+    Draws d = {view.buf, NULL, view.len / 8, 0, 0, dropout};
     PyObject *row = merged_row(t, ids, n, &d);
     PyBuffer_Release(&view);
     return row;

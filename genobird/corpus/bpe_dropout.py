@@ -57,19 +57,19 @@ class DropoutBPE:
                by_position: bool = False) -> list[int]:  # fmt: skip
         """Ids of `sequence` with each merge skipped with probability `dropout`; with
         `by_position`, the draw of a merge is the one of its first base and length."""
-        if by_position and (ids := self._keyed_in_c(sequence, dropout, rng)) is not None:
-            rng.bit_generator.advance(len(sequence) * (self._longest + 1))  # as the table does
-            return ids
         # each pop draws at most once; pushes (hence pops) are at most 3 per character.
         # A span (first base, length) is queued at most once, so keyed draws skip each
         # merge independently, as drawing in merge order does.
         if by_position:
-            draws = rng.random((len(sequence), self._longest + 1))
-        else:
-            draws = rng.random(3 * len(sequence) + 1)
+            table = (len(sequence), self._longest + 1)
+            ids = self._keyed_in_c(sequence, dropout, rng.bit_generator.state)
+            if ids is None:
+                return self._merge(sequence, rng.random(table), dropout, by_position)
+            rng.bit_generator.advance(table[0] * table[1])  # where drawing the table leaves it
+            return ids
+        draws = rng.random(3 * len(sequence) + 1)
         if self._fast is not None:
-            stride = self._longest + 1 if by_position else 0
-            ids = self._fast.encode_sampled(sequence, draws, dropout, stride)
+            ids = self._fast.encode_sampled(sequence, draws, dropout)
             if ids is not None:
                 return ids
         return self._merge(sequence, draws, dropout, by_position)
@@ -85,12 +85,11 @@ class DropoutBPE:
                 return ids
         return self.encode(sequence, dropout, np.random.default_rng(seed), by_position)
 
-    def _keyed_in_c(self, sequence: str, dropout: float, rng: np.random.Generator | dict):
-        """The keyed cut in C from a generator or its state, each draw computed where it
-        is read (the table is len x (longest + 1) numbers, most never read); None where
-        the C loop cannot take it."""
+    def _keyed_in_c(self, sequence: str, dropout: float, state: dict):
+        """The keyed cut in C from a generator's state, each draw computed where it is
+        read (the table is len x (longest + 1) numbers, most never read); None where the
+        C loop cannot take it (the Python loop then draws the table)."""
         stride = self._longest + 1
-        state = rng.bit_generator.state if isinstance(rng, np.random.Generator) else rng
         if self._fast is None or state["bit_generator"] != "PCG64" or stride > 256:
             return None
         pcg = state["state"]

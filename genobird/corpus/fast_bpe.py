@@ -64,16 +64,16 @@ class FastBPE:
                 return [row for rows in pool.map(self._encode_chunk, chunks) for row in rows]
         return self._encode_chunk(sequences)
 
-    def encode_sampled(self, sequence: str, draws: np.ndarray, dropout: float,
-                       stride: int = 0) -> list[int] | None:  # fmt: skip
+    def encode_sampled(self, sequence: str, draws: np.ndarray,
+                       dropout: float) -> list[int] | None:  # fmt: skip
         """BPE-dropout ids of one sequence, `bpe_dropout.DropoutBPE`'s loop in C, draw for
-        draw (`_bpe.encode_sampled` says how `draws` and `stride` are read); None where
-        the sequence holds a character without a piece."""
-        return _bpe.encode_sampled(self._table, sequence, draws, dropout, stride)
+        draw, the draws in merge order; None where the sequence holds a character
+        without a piece."""
+        return _bpe.encode_sampled(self._table, sequence, draws, dropout)
 
     def encode_keyed(self, sequence: str, state: int, increment: int, dropout: float,
                      stride: int) -> list[int] | None:  # fmt: skip
-        """encode_sampled's keyed cut on the draws numpy's PCG64 of this state and
+        """The same with draws keyed by place: those numpy's PCG64 of this state and
         increment would give as `random((len(sequence), stride))`, without making them."""
         low = (1 << 64) - 1
         return _bpe.encode_keyed(self._table, sequence, state >> 64, state & low,
