@@ -38,8 +38,9 @@ from genobird.genome import Reference, read_bed, read_fasta
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.model.io import from_pretrained, read_model_description
-from genobird.predict import ScoreResult, resolve_device, wanted_contigs
+from genobird.predict import ScoreResult, wanted_contigs
 from genobird.tasks.data import model_padding, pad_ids
+from genobird.training.distributed import resolve_device
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]

@@ -47,15 +47,10 @@ from genobird.genome.regions import BadRecord, Interval
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.tasks.data import model_padding, pad_ids, window_views
+from genobird.training.distributed import resolve_device
 
 LOG_ODDS_EPSILON = 1e-6
 VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def fit_window(sequence: str, length: int) -> str:

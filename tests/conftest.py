@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The suite's oracles, reference numbers and bitwise checks are CPU ones: on a GPU machine
+# every run that picks its own device ("auto") stays on the CPU, here and in the commands
+# the tests start. The CUDA tests name their device and still run on the GPU.
+os.environ["GENOBIRD_DEVICE"] = "cpu"
 SHARED_DATA = Path(os.environ.get("GENOBIRD_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

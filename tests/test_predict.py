@@ -16,6 +16,7 @@ from genobird.cli import main
 from genobird.errors import CheckpointError, ConfigError, InputError
 from genobird.genome import Reference, reverse_complement
 from genobird.predict import fit_window
+from genobird.training.distributed import default_device, resolve_device
 from tests.conftest import write
 
 
@@ -232,6 +233,39 @@ def test_hdf5_output_and_feature_subset(predictor, demo_reference, tmp_path):
         assert handle["predictions"].dtype == np.float32 and handle["predictions"].shape == (2, 2)
         assert handle["feature_names"][:].astype(str).tolist() == ["CTCF", "H3K9me3"]
         assert handle["rows/start"][:].tolist() == [50000, 60000]
+
+
+def test_the_default_device_is_genobird_device_else_the_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("GENOBIRD_DEVICE", "cpu")
+    assert default_device() == resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)  # a named device wins
+    for unset in ("auto", ""):
+        monkeypatch.setenv("GENOBIRD_DEVICE", unset)
+        assert resolve_device("auto") == torch.device("cuda", 1)  # this process's GPU
+    monkeypatch.delenv("GENOBIRD_DEVICE")
+    assert default_device() == torch.device("cuda", 1)
+
+
+def test_a_device_that_cannot_be_had_is_a_one_line_error(predictor, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("GENOBIRD_DEVICE", "gpu0")
+    with pytest.raises(ConfigError, match=r"^\$GENOBIRD_DEVICE 'gpu0' is not a device: use"):
+        default_device()
+    monkeypatch.setenv("GENOBIRD_DEVICE", "cuda")
+    with pytest.raises(ConfigError, match=r"^\$GENOBIRD_DEVICE is 'cuda' but this machine has no"):
+        default_device()
+    monkeypatch.setenv("GENOBIRD_DEVICE", "cpu")
+    fasta = write(tmp_path / "s.fa", ">a\nACGTACGT\n")
+    out = tmp_path / "o.tsv"
+    base = ["score", "--model", str(predictor.model_dir), "--fasta", str(fasta), "--out", str(out)]
+    assert main([*base, "--device", "cuda:1"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        "the device is 'cuda:1' but this machine has no CUDA GPU: use cpu (or auto)"
+    )
+    assert len(err.splitlines()) == 1 and not list(tmp_path.glob("o.tsv*"))
 
 
 def test_unknown_feature_and_empty_input_fail_clearly(predictor, tmp_path, capsys):
