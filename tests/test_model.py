@@ -325,14 +325,11 @@ def test_tiny_model_overfits_one_batch(shape):
 # --------------------------------------------------------------------------- model directories
 def test_save_and_load_round_trip_keeps_function_and_tying(tmp_path):
     torch.manual_seed(0)
-    model = BigBirdForSequenceClassification(
-        tiny_config(), 4, "multi_label", 8.0, pooling="meanmax"
-    ).eval()
+    model = BigBirdForSequenceClassification(tiny_config(), 4, "multi_label", 8.0).eval()
     save_pretrained(model, tmp_path / "m")
     loaded = from_pretrained(tmp_path / "m").eval()
     assert isinstance(loaded, BigBirdForSequenceClassification)
     assert (loaded.num_labels, loaded.problem, loaded.pos_weight) == (4, "multi_label", 8.0)
-    assert loaded.pooling == "meanmax"  # its head reads 2C: built alike, or the load fails
     ids, segments, mask = batch()
     torch.testing.assert_close(
         loaded(ids, segments, mask).logits, model(ids, segments, mask).logits
