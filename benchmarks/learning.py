@@ -216,7 +216,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--patience", type=int, default=3)
-    parser.add_argument("--pooling", choices=["cls", "mean", "meanmax"], default="cls")
+    parser.add_argument("--pooling", choices=["cls", "mean"], default="cls")
     parser.add_argument("--cnn-minutes", type=float, default=5.0)
     parser.add_argument("--dropout", type=float, help="fine-tuning dropout (default: the model's)")
     parser.add_argument("--pos-weight", type=float, help="weight of a positive in the loss")

@@ -993,10 +993,9 @@ def _add_finetune(commands) -> None:
     )
     sub.add_argument(
         "--pooling",
-        choices=["cls", "mean", "meanmax", "hf"],
+        choices=["cls", "mean", "hf"],
         default="cls",
-        help="[CLS] pooler (the paper), the mean of the token states, their mean and "
-        "maximum side by side (meanmax), or HuggingFace "
+        help="[CLS] pooler (the paper), the mean of the token states, or HuggingFace "
         "BigBird's head on [CLS] (exportable with `convert to-hf`)",
     )
     sub.add_argument(

@@ -593,12 +593,12 @@ class MaskedLMHead(nn.Module):
 
 
 class ClassificationHead(nn.Module):
-    """Dropout and a linear layer on the pooled vector (`pooled_size` wide): F logits."""
+    """Dropout and a linear layer on the pooled [CLS] vector: F logits."""
 
-    def __init__(self, config: BigBirdConfig, num_outputs: int, pooled_size: int | None = None):
+    def __init__(self, config: BigBirdConfig, num_outputs: int):
         super().__init__()
         self.dropout = nn.Dropout(config.hidden_dropout)
-        self.linear = nn.Linear(pooled_size or config.hidden_size, num_outputs)
+        self.linear = nn.Linear(config.hidden_size, num_outputs)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return self.linear(self.dropout(pooled))
@@ -734,16 +734,14 @@ class BigBirdForSequenceClassification(nn.Module):
 
     pooling "cls": the pooler's tanh(dense([CLS])), as BERT and the paper; "mean": the
     mean of the real tokens' final states (no pooler), for short DNA inputs where [CLS]
-    has little context to gather (benchmarks/README.md); "meanmax": that mean beside
-    each channel's maximum over the real tokens (2C wide), so that one strong local
-    signal (a motif in one token) is not averaged away; "hf": HuggingFace BigBird's
+    has little context to gather (benchmarks/README.md); "hf": HuggingFace BigBird's
     head on the [CLS] state (`HFClassificationHead`), for classifiers converted from or
     exported to transformers.
     """
 
     task = "classification"
     PROBLEMS = ("single_label", "multi_label", "regression")
-    POOLINGS = ("cls", "mean", "meanmax", "hf")
+    POOLINGS = ("cls", "mean", "hf")
 
     def __init__(
         self,
@@ -768,11 +766,8 @@ class BigBirdForSequenceClassification(nn.Module):
                              persistent=False)  # fmt: skip
         self.pooling = pooling
         self.encoder = BigBirdEncoder(config)
-        if pooling == "hf":
-            self.head = HFClassificationHead(config, num_labels)
-        else:
-            pooled_size = config.hidden_size * (2 if pooling == "meanmax" else 1)
-            self.head = ClassificationHead(config, num_labels, pooled_size)
+        head_class = HFClassificationHead if pooling == "hf" else ClassificationHead
+        self.head = head_class(config, num_labels)
         init_weights(self, config.initializer_range)
 
     def head_config(self) -> dict:
@@ -789,19 +784,13 @@ class BigBirdForSequenceClassification(nn.Module):
             return encoded.pooled
         if self.pooling == "hf":
             return encoded.sequence[:, 0]
-        states = encoded.sequence
-        real = (
-            attention_mask.bool()
+        states = encoded.sequence  # "mean": the average of the real tokens' states
+        weights = (
+            attention_mask.to(states.dtype)
             if attention_mask is not None
-            else torch.ones(states.shape[:2], dtype=torch.bool, device=states.device)
+            else torch.ones(states.shape[:2], dtype=states.dtype, device=states.device)
         )[..., None]
-        weights = real.to(states.dtype)
-        mean = (states * weights).sum(1) / weights.sum(1).clamp(min=1)
-        if self.pooling == "mean":
-            return mean
-        # padding can never be the maximum; a window of padding alone pools to 0, not -inf
-        peak = states.masked_fill(~real, torch.finfo(states.dtype).min).amax(1)
-        return torch.cat([mean, torch.where(real.any(1), peak, 0.0)], dim=-1)
+        return (states * weights).sum(1) / weights.sum(1).clamp(min=1)
 
     def forward(
         self,
