@@ -236,7 +236,8 @@ def test_hdf5_output_and_feature_subset(predictor, demo_reference, tmp_path):
 
 
 def test_the_default_device_is_genobird_device_else_the_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a 2-GPU machine
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("GENOBIRD_DEVICE", "cpu")
     assert default_device() == resolve_device("auto") == torch.device("cpu")
@@ -256,6 +257,12 @@ def test_a_device_that_cannot_be_had_is_a_one_line_error(predictor, tmp_path, mo
     monkeypatch.setenv("GENOBIRD_DEVICE", "cuda")
     with pytest.raises(ConfigError, match=r"^\$GENOBIRD_DEVICE is 'cuda' but this machine has no"):
         default_device()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # one GPU, cuda:0
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    with pytest.raises(ConfigError, match=r"'cuda:1' but this machine has 1 CUDA GPU\(s\): use"):
+        resolve_device("cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("GENOBIRD_DEVICE", "cpu")
     fasta = write(tmp_path / "s.fa", ">a\nACGTACGT\n")
     out = tmp_path / "o.tsv"

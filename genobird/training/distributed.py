@@ -63,6 +63,9 @@ def checked_device(device: str | torch.device, named: str) -> torch.device:
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"{named} is {str(device)!r} but this machine has no CUDA GPU: "
                           "use cpu (or auto)")  # fmt: skip
+    if parsed.type == "cuda" and (parsed.index or 0) >= (count := torch.cuda.device_count()):
+        raise ConfigError(f"{named} is {str(device)!r} but this machine has {count} CUDA "
+                          f"GPU(s): use cuda:0 to cuda:{count - 1}")  # fmt: skip
     return parsed
 
 
