@@ -1169,9 +1169,8 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
     fasta = write(tmp_path / "test.fa", "".join(f">t{i}\n{q}\n" for i, q in enumerate(sequences)))
     for option, expected in (([], oracle), (["--segmentations", "0"], own_cut.predict(sequences))):
         out = tmp_path / "scores.tsv"
-        # on the CPU, as the oracle: on CUDA the CLI scores in bf16 by default
         assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
-                     "--out", str(out), "--device", "cpu", *option]) == 0  # fmt: skip
+                     "--out", str(out), *option]) == 0  # fmt: skip
         scored = np.loadtxt(out, delimiter="\t", skiprows=1, usecols=2)
         assert np.allclose(scored, np.ravel(expected), atol=1e-5)
 
