@@ -252,7 +252,9 @@ def cmd_dataset_promoter_sequences(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
-    from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
+    import numpy as np
+
+    from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset, positives_by_split
 
     spec = ChromatinSpec(
         bin_size=args.bin_size,
@@ -263,12 +265,30 @@ def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
         chromosomes=tuple(args.chromosomes) if args.chromosomes else None,
         valid_chromosomes=tuple(args.valid_chromosomes),
         test_chromosomes=tuple(args.test_chromosomes),
+        assayed=_assayed_pairs(args.assayed),
         seed=args.seed,
     )
     windows = build_chromatin_dataset(args.features, args.reference, args.out, spec,
                                       progress=not args.quiet)  # fmt: skip
     print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
+    splits = np.asarray(windows.splits)
+    for split, positives in positives_by_split(windows).items():
+        print(f"  {split}: {int((splits == split).sum()):,} windows; positives per feature "
+              f"median {int(np.median(positives))}, min {int(positives.min())}; "
+              f"{int((positives >= 20).sum())} of {len(positives)} features with 20 or "
+              "more")  # fmt: skip
     return EXIT_OK
+
+
+def _assayed_pairs(pairs: list[str]) -> dict:
+    """{table: where} of --assayed TABLE=WHERE."""
+    assayed = {}
+    for pair in pairs:
+        table, separator, where = pair.partition("=")
+        if not separator or not table or not where:
+            raise InputError(f"--assayed {pair!r}: write TABLE=WHERE, e.g. histone.tsv=chr19")
+        assayed[table] = where
+    return assayed
 
 
 def _names_preview(names: list[str], shown: int = 5) -> str:
@@ -364,6 +384,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     }
     spec = FinetuneSpec(
         max_tokens=args.max_tokens,
+        window_bp=args.window_bp,
         pos_weight=args.pos_weight,
         rc_average=args.rc_average,
         rc_augment=args.rc_augment,
@@ -517,9 +538,11 @@ def cmd_baseline_markov(args: argparse.Namespace) -> int:
 def cmd_baseline_classifier(args: argparse.Namespace) -> int:
     from genobird.baselines import run_classifier_baseline
 
-    options = {}
-    if args.kind == "cnn":
-        options = {"rc_average": args.rc_average, "max_minutes": args.max_minutes}
+    options = {"window_bp": args.window_bp}
+    if args.kind in ("cnn", "deepsea-cnn"):
+        options.update(rc_average=args.rc_average, max_minutes=args.max_minutes)
+        if args.channels is not None:
+            options["channels"] = args.channels
     report = run_classifier_baseline(args.kind, args.data, args.output, args.seed, **options)
     print(f"{args.kind} baseline; test {_headline(report)}; report in {args.output}/report")
     return EXIT_OK
@@ -534,6 +557,8 @@ def cmd_baseline_compare(args: argparse.Namespace) -> int:
             "of one recipe with another, give A's runs, then --against and B's runs"
         )
     a_runs, b_runs = (args.runs, args.against) if args.against else ([args.runs[0]], [args.runs[1]])
+    if _feature_count(a_runs[0]) > 1:
+        return _compare_feature_runs(a_runs, b_runs, args)
     sides = {"A": [read_predictions(run) for run in a_runs],
              "B": [read_predictions(run) for run in b_runs]}  # fmt: skip
     result = paired_bootstrap(sides["A"], sides["B"], args.resamples, args.seed)
@@ -542,6 +567,39 @@ def cmd_baseline_compare(args: argparse.Namespace) -> int:
         with atomic_write(args.out) as handle:
             json.dump(result, handle, indent=2)
     _print_comparison(result, sides, args.resamples)
+    return EXIT_OK
+
+
+def _feature_count(run: Path) -> int:
+    from genobird.tasks.compare import read_feature_predictions
+
+    return len(read_feature_predictions(run).feature_names)
+
+
+def _compare_feature_runs(a_runs: list[Path], b_runs: list[Path], args) -> int:
+    """Two multi-feature runs (chromatin profiles): each category's median AUROC, paired."""
+    from genobird.tasks.compare import (
+        describe_difference,
+        paired_median_auroc,
+        read_feature_predictions,
+    )
+
+    if len(a_runs) != 1 or len(b_runs) != 1:
+        raise InputError("runs of several features are compared one against one (A, then B)")
+    a, b = read_feature_predictions(a_runs[0]), read_feature_predictions(b_runs[0])
+    result = paired_median_auroc(a, b, args.resamples, args.seed, args.min_positives)
+    result["a"], result["b"] = str(a.source), str(b.source)
+    if args.out:
+        with atomic_write(args.out) as handle:
+            json.dump(result, handle, indent=2)
+    print(f"A {a.source}\nB {b.source}")
+    print(f"{result['examples']:,} test examples, {args.resamples:,} paired resamples; median "
+          f"AUROC over the features with >= {args.min_positives} test positives, 95% "
+          "intervals:")  # fmt: skip
+    for category, row in result["categories"].items():
+        print(f"  {category:<10} {row['features']:>4} features  A {row['a']:.3f}  B {row['b']:.3f}"
+              f"  A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} of "
+              "resamples)")  # fmt: skip
     return EXIT_OK
 
 
@@ -872,16 +930,25 @@ def _add_dataset(commands) -> None:
         "Genome bins labelled from peak BEDs (features.tsv: name, category, peak_file).",
         cmd_dataset_chromatin,
     )
-    chromatin.add_argument("--features", type=Path, required=True, help="feature table TSV")
-    chromatin.add_argument("--reference", type=Path, required=True, help="genome FASTA")
+    chromatin.add_argument("--features", type=Path, nargs="+", required=True,
+                           help="feature table TSV(s): name, category, peak_file, and "
+                           "optionally assayed (chromosomes, or a BED, where the feature was "
+                           "measured; elsewhere its label is unknown)")  # fmt: skip
+    chromatin.add_argument("--reference", type=Path, nargs="+", required=True,
+                           help="genome FASTA, or several files read as one genome")  # fmt: skip
     chromatin.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     chromatin.add_argument("--bin-size", type=int, default=200)
     chromatin.add_argument("--context", type=int, default=8000, help="window around each bin")
     chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
     chromatin.add_argument("--negative-ratio", type=float, default=1.0)
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
+    chromatin.add_argument("--assayed", nargs="+", metavar="TABLE=WHERE", default=[],
+                           help="where the features of a table without an assayed column "
+                           "were measured: chromosomes (comma-separated) or a BED of regions, "
+                           "e.g. histone.tsv=chr19; elsewhere their labels are unknown, not "
+                           "negative")  # fmt: skip
     chromatin.add_argument("--chromosomes", nargs="+")
-    _add_split_arguments(chromatin)
+    _add_split_arguments(chromatin, regions=True)
     deepsea = _subparser(
         actions,
         "deepsea",
@@ -949,9 +1016,14 @@ def _add_fraction_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the split")
 
 
-def _add_split_arguments(parser) -> None:
-    parser.add_argument("--valid-chromosomes", nargs="+", default=["chr7"])
-    parser.add_argument("--test-chromosomes", nargs="+", default=["chr8", "chr9"])
+def _add_split_arguments(parser, regions: bool = False) -> None:
+    what = ("chromosomes or regions chrom:start-end (1-based); a window whose context "
+            "reaches into a held-out region from outside it is left out") if regions else (
+            "chromosomes")  # fmt: skip
+    parser.add_argument("--valid-chromosomes", nargs="+", default=["chr7"],
+                        help=f"validation {what}")  # fmt: skip
+    parser.add_argument("--test-chromosomes", nargs="+", default=["chr8", "chr9"],
+                        help=f"test {what}")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -981,6 +1053,10 @@ def _add_finetune(commands) -> None:
                      help="longest input (default: what the data set's windows need, at most "
                      "the pretrained model's max_position); each batch is padded only to its "
                      "own longest window")  # fmt: skip
+    sub.add_argument("--window-bp", type=int,
+                     help="read each window as its central WINDOW_BP bases (default: whole): "
+                     "one data set fine-tuned at several contexts around the same "
+                     "bins")  # fmt: skip
     sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
                      help="evaluate on both strands, and score so with the saved model "
@@ -1055,7 +1131,8 @@ def _add_score(commands) -> None:
     inputs.add_argument("--fasta", type=Path, help="sequences to score")
     inputs.add_argument("--bed", type=Path, help="regions (centred, resized to the window)")
     inputs.add_argument("--vcf", type=Path, help="variants (ref and alt windows)")
-    sub.add_argument("--reference", type=Path, help="genome FASTA (for --bed and --vcf)")
+    sub.add_argument("--reference", type=Path, nargs="+",
+                     help="genome FASTA, or several read as one (for --bed and --vcf)")
     sub.add_argument(
         "--chromosomes", nargs="+", help="only the BED regions or variants on these chromosomes"
     )
@@ -1081,7 +1158,8 @@ def _add_likelihood(commands) -> None:
     inputs = sub.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--fasta", type=Path, help="sequences to score, each whole")
     inputs.add_argument("--bed", type=Path, help="regions to score as they are")
-    sub.add_argument("--reference", type=Path, help="genome FASTA (for --bed)")
+    sub.add_argument("--reference", type=Path, nargs="+",
+                     help="genome FASTA, or several read as one (for --bed)")
     sub.add_argument("--chromosomes", nargs="+", help="only the BED regions on these chromosomes")
     sub.add_argument("--out", type=Path, required=True, help="output file")
     sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
@@ -1161,7 +1239,8 @@ def _add_ism(commands) -> None:
     inputs = sub.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--fasta", type=Path, help="sequences (fitted to the model's window)")
     inputs.add_argument("--bed", type=Path, help="regions (centred, + strand)")
-    sub.add_argument("--reference", type=Path, help="genome FASTA (for --bed)")
+    sub.add_argument("--reference", type=Path, nargs="+",
+                     help="genome FASTA, or several read as one (for --bed)")
     sub.add_argument("--window", type=int, required=True, help="bp mutated, centred")
     sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
@@ -1198,6 +1277,9 @@ def _add_baseline(commands) -> None:
         ("kmer-lr", "k-mer (3-6) counts and logistic regression, C chosen on the validation "
                     "split"),
         ("cnn", "a 3-layer CNN on one-hot DNA, early stopping on the validation split"),
+        ("deepsea-cnn", "DeepSEA's CNN (three 8 bp convolutions, max-pooling, a fully "
+                        "connected layer), scaled by --channels, early stopping on the "
+                        "validation split"),
     ):  # fmt: skip
         sub = _subparser(
             kinds, kind, f"{text}; same splits and metrics.json as genobird finetune.",
@@ -1206,11 +1288,16 @@ def _add_baseline(commands) -> None:
         sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
         sub.add_argument("--output", type=Path, required=True, help="writes OUTPUT/report")
         sub.add_argument("--seed", type=int, default=0)
-        if kind == "cnn":
+        sub.add_argument("--window-bp", type=int,
+                         help="read each window as its central WINDOW_BP bases (default: "
+                         "whole)")  # fmt: skip
+        if kind != "kmer-lr":
             sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction,
                              default=None, help="average both strands (default: all tasks "
                              "but promoter)")  # fmt: skip
             sub.add_argument("--max-minutes", type=float, default=10.0, help="training budget")
+            sub.add_argument("--channels", type=int,
+                             help="filters of the first convolution (default 128)")  # fmt: skip
 
     compare = _subparser(
         kinds,
@@ -1229,6 +1316,9 @@ def _add_baseline(commands) -> None:
     compare.add_argument("--resamples", type=int, default=2000,
                          help="resamples of the test sequences (at least 100)")  # fmt: skip
     compare.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    compare.add_argument("--min-positives", type=int, default=1,
+                         help="runs of several features (chromatin): count the features with "
+                         "at least this many test positives, e.g. 20")  # fmt: skip
     compare.add_argument("--out", type=Path, help="JSON report")
 
 

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
-from genobird.genome import Reference, read_bed, read_fasta
+from genobird.genome import open_reference, read_bed, read_fasta
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.model.io import from_pretrained, read_model_description
@@ -192,7 +192,7 @@ class LikelihoodScorer:
 
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """BED regions as they are (not resized): on their own strand with one strand."""
-        reference = reference if isinstance(reference, Reference) else Reference(reference)
+        reference = open_reference(reference)
         wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         ids: dict[str, list] = {k: [] for k in ("chrom", "start", "end", "strand")}

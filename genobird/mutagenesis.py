@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path
-from genobird.genome import Reference, centered_window, read_bed, read_fasta
+from genobird.genome import centered_window, open_reference, read_bed, read_fasta
 from genobird.predict import fit_window, logit
 from genobird.scoring import select_features
 
@@ -125,7 +125,7 @@ def _fit_offset(record_bp: int, input_bp: int) -> int:
 def bed_regions(path, reference, input_bp: int, problems: list) -> Iterator[Region]:
     """Windows centred on the intervals, on the genome's + strand (the BED strand is not
     applied, so positions and bases read as the reference's)."""
-    reference = reference if isinstance(reference, Reference) else Reference(reference)
+    reference = open_reference(reference)
     for interval in read_bed(path, contigs=reference.lengths, problems=problems):
         window = centered_window(interval, input_bp)
         sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)

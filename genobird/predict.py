@@ -39,6 +39,7 @@ from genobird.genome import (
     Reference,
     centered_window,
     normalise_dna,
+    open_reference,
     read_bed,
     read_fasta,
     read_vcf,
@@ -283,7 +284,7 @@ class Predictor:
     # ------------------------------------------------------------------ BED
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """Chunks of scores of the BED's regions (only those on `chromosomes` if given)."""
-        reference = reference if isinstance(reference, Reference) else Reference(reference)
+        reference = open_reference(reference)
         wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
@@ -318,7 +319,7 @@ class Predictor:
         self, path, reference, chromosomes=None
     ) -> Iterator[tuple[dict, list[BadRecord]]]:
         """Chunks of {score name: table} (only variants on `chromosomes` if given)."""
-        reference = reference if isinstance(reference, Reference) else Reference(reference)
+        reference = open_reference(reference)
         wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []

@@ -223,8 +223,10 @@ def test_cnn_learns_planted_motifs_multilabel(tmp_path):
     assert report["median_auroc"] > 0.9
     assert set(report["median_auroc_by_category"]) == {"TF"}
     assert report["baseline"]["rc_average"] is True
-    # per-sequence predictions are kept for single-feature tasks only (compare's)
-    assert not (tmp_path / "cnn" / "report" / "test_predictions.npz").exists()
+    # every test window's predictions, for paired comparison of multi-feature runs
+    with np.load(tmp_path / "cnn" / "report" / "test_predictions.npz") as saved:
+        assert saved["probabilities"].shape == (report["examples"], 2)
+        assert saved["categories"].tolist() == ["TF", "TF"]
 
 
 def test_cnn_reverse_complement_average_scores_both_strands_alike():

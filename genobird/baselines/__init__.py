@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from genobird.baselines.data import BaselineData, load_baseline_data
+from genobird.errors import ConfigError
 from genobird.tasks.metrics import write_evaluation
 
-CLASSIFIERS = ("kmer-lr", "cnn")
+CLASSIFIERS = ("kmer-lr", "cnn", "deepsea-cnn")
 
 
 def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **options) -> dict:
@@ -20,17 +21,24 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **optio
     from genobird.baselines.kmer import kmer_baseline
 
     data = load_baseline_data(data_path, seed)
+    window_bp = options.pop("window_bp", None)
+    if window_bp is not None and window_bp > data.meta["window_bp"]:
+        raise ConfigError(
+            f"--window-bp {window_bp} is wider than the windows of {data_path} "
+            f"({data.meta['window_bp']} bp)"
+        )
     if kind == "kmer-lr":
-        test, valid, details = kmer_baseline(data, seed=seed, **options)
-    elif kind == "cnn":
+        test, valid, details = kmer_baseline(data, seed=seed, window_bp=window_bp, **options)
+    elif kind in ("cnn", "deepsea-cnn"):
         rc_average = options.pop("rc_average", None)
         if rc_average is None:  # promoter windows are oriented by strand; others are not
             rc_average = data.meta["task"] != "promoter"
-        test, valid, details = cnn_baseline(
-            data, CNNSpec(seed=seed, rc_average=rc_average, **options)
-        )
+        spec = CNNSpec(architecture=kind, seed=seed, rc_average=rc_average,
+                       window_bp=window_bp, **options)  # fmt: skip
+        test, valid, details = cnn_baseline(data, spec)
     else:
         raise ValueError(f"unknown baseline {kind!r}; choose from {CLASSIFIERS}")
+    details["window_bp"] = window_bp or data.meta["window_bp"]
     return write_evaluation(
         Path(output) / "report",
         data.meta,

@@ -1,11 +1,18 @@
-"""A small CNN on one-hot DNA: the supervised baseline a DNA language model must beat.
+"""Convolutional baselines on one-hot DNA: what a DNA language model must beat.
 
-Three convolution blocks (128 filters of widths 15, 9, 5, batch norm, ReLU, max-pooling), global
-max- and mean-pooling, and a linear layer: one logit per output. With `rc_average` the
-logits are the mean over both strands, in training and prediction, so the model scores
-a sequence and its reverse complement alike. Trained with AdamW on BCE for whole epochs;
-after each epoch the validation AUROC decides whether to keep the weights, and training
-stops after `patience` epochs without improvement (or at `max_minutes`).
+`SmallCNN` ("cnn"): three convolution blocks (128 filters of widths 15, 9, 5, batch norm,
+ReLU, max-pooling), global max- and mean-pooling, and a linear layer: one logit per
+output. `DeepSEACNN` ("deepsea-cnn"): DeepSEA's own architecture (Zhou and Troyanskaya,
+2015): three convolutions of 8 bp (320, 480, 960 filters there) with max-pooling of 4
+after the first two, dropout 0.2 / 0.2 / 0.5, then a fully connected layer over every
+position and the output layer; the chromatin predictor BigBird's Table 7 is set beside.
+
+With `rc_average` the logits are the mean over both strands, in training and prediction,
+so the model scores a sequence and its reverse complement alike. Trained with AdamW on
+BCE (unknown labels left out) for whole epochs; after each epoch the validation AUROC
+decides whether to keep the weights, and training stops after `patience` epochs without
+improvement (or at `max_minutes`). With `window_bp`, each window is read as its central
+`window_bp` bases, so one data set of 8 kb windows gives the 1 kb baseline too.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from torch import nn
 
 from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import dna_codes
+from genobird.errors import ConfigError
+from genobird.model.bigbird import masked_bce
+from genobird.tasks.data import central, label_values
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +40,8 @@ _ONE_HOT = torch.cat([torch.eye(4), torch.zeros(1, 4)])
 
 @dataclass
 class CNNSpec:
+    # "cnn" (SmallCNN) or "deepsea-cnn" (DeepSEACNN)
+    architecture: str = "cnn"
     channels: int = 128
     dropout: float = 0.2
     learning_rate: float = 1e-3
@@ -39,6 +51,7 @@ class CNNSpec:
     patience: int = 3
     max_minutes: float = 10.0
     rc_average: bool = True
+    window_bp: int | None = None
     seed: int = 0
 
 
@@ -72,6 +85,53 @@ class SmallCNN(nn.Module):
         return logits
 
 
+class DeepSEACNN(nn.Module):
+    """DeepSEA's convolutional network. Its channels (320, 480, 960) and its 925-unit
+    fully connected layer were sized for 4.4 M training windows of 919 features; a data
+    set a thousand times smaller takes `channels` as the width of the first layer and
+    1.5x and 3x of it for the others (DeepSEA's ratios), and a hidden layer of 2x. The
+    fully connected layer reads at most `DEEPSEA_POSITIONS` positions, DeepSEA's own
+    count at 1 kb: longer inputs are max-pooled down to it, so a window of 8 kb is read
+    by the same layers, each position then summarising 8x the bases."""
+
+    def __init__(self, num_outputs: int, channels: int = 128, dropout: float = 0.2):
+        super().__init__()
+        widths = (channels, channels * 3 // 2, channels * 3)
+        self.convs = nn.ModuleList(
+            nn.Conv1d(4 if i == 0 else widths[i - 1], width, DEEPSEA_KERNEL)
+            for i, width in enumerate(widths)
+        )
+        self.dropouts = nn.ModuleList(nn.Dropout(p) for p in (dropout, dropout, 2.5 * dropout))
+        self.hidden = nn.LazyLinear(2 * channels)
+        self.out = nn.Linear(2 * channels, num_outputs)
+
+    def strand_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """x: one-hot [B, 4, L] -> logits [B, F]."""
+        for index, conv in enumerate(self.convs):
+            x = F.relu(conv(x))
+            if index < 2:
+                x = F.max_pool1d(x, DEEPSEA_POOL)
+            x = self.dropouts[index](x)
+        if x.shape[-1] > DEEPSEA_POSITIONS:  # [B, C, L'] -> [B, C, 53]
+            x = F.adaptive_max_pool1d(x, DEEPSEA_POSITIONS)
+        elif x.shape[-1] < DEEPSEA_POSITIONS:  # short inputs: zero positions to the right
+            x = F.pad(x, (0, DEEPSEA_POSITIONS - x.shape[-1]))
+        return self.out(F.relu(self.hidden(x.flatten(1))))
+
+    def forward(self, x: torch.Tensor, rc_average: bool) -> torch.Tensor:
+        logits = self.strand_logits(x)
+        if rc_average:
+            logits = (logits + self.strand_logits(x.flip(1, 2))) / 2
+        return logits
+
+
+DEEPSEA_KERNEL, DEEPSEA_POOL = 8, 4
+# positions after DeepSEA's three convolutions of a 1,000 bp window: 1000 - 7 = 993,
+# pooled 248; - 7 = 241, pooled 60; - 7 = 53
+DEEPSEA_POSITIONS = 53
+ARCHITECTURES = {"cnn": SmallCNN, "deepsea-cnn": DeepSEACNN}
+
+
 def encode(sequences: list[str]) -> torch.Tensor:
     """uint8 codes [N, Lmax]: A C G T = 0-3; N and padding = 4."""
     length = max(len(s) for s in sequences)
@@ -86,7 +146,7 @@ def one_hot(codes: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def predict(model: SmallCNN, codes: torch.Tensor, rc_average: bool, batch: int = 256):
+def predict(model: nn.Module, codes: torch.Tensor, rc_average: bool, batch: int = 256):
     model.eval()
     out = [
         torch.sigmoid(model(one_hot(codes[i : i + batch]), rc_average))
@@ -98,13 +158,20 @@ def predict(model: SmallCNN, codes: torch.Tensor, rc_average: bool, batch: int =
 def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
     """(test probabilities, validation probabilities, details) of the CNN."""
     spec = spec or CNNSpec()
+    if spec.architecture not in ARCHITECTURES:
+        raise ConfigError(f"architecture must be one of {list(ARCHITECTURES)}, "
+                          f"got {spec.architecture!r}")  # fmt: skip
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(spec.seed)
+    train_codes = encode([central(s, spec.window_bp) for s in data.train.sequences])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
-        model = SmallCNN(data.num_outputs, spec.channels, spec.dropout)
-    train_codes, labels = encode(data.train.sequences), torch.from_numpy(data.train.labels).float()
-    valid_codes = encode(data.valid.sequences)
+        model = ARCHITECTURES[spec.architecture](data.num_outputs, spec.channels, spec.dropout)
+        with torch.no_grad():  # sizes DeepSEA's fully connected layer (LazyLinear)
+            model(one_hot(train_codes[:1]), rc_average=False)
+    labels = torch.from_numpy(label_values(data.train.labels))  # NaN where unknown
+    pos_weight = torch.tensor(1.0)
+    valid_codes = encode([central(s, spec.window_bp) for s in data.valid.sequences])
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=spec.learning_rate, weight_decay=spec.weight_decay
     )
@@ -114,8 +181,8 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
         order = torch.randperm(len(train_codes), generator=generator)
         for first in range(0, len(order), spec.batch_size):
             rows = order[first : first + spec.batch_size]
-            loss = F.binary_cross_entropy_with_logits(
-                model(one_hot(train_codes[rows]), spec.rc_average), labels[rows]
+            loss = masked_bce(
+                model(one_hot(train_codes[rows]), spec.rc_average), labels[rows], pos_weight
             )
             optimizer.zero_grad()
             loss.backward()
@@ -133,7 +200,7 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
             break
     model.load_state_dict(best_state)
     details = {
-        "model": "cnn",
+        "model": spec.architecture,
         **asdict(spec),
         "parameters": sum(p.numel() for p in model.parameters()),
         "epochs": len(history),
@@ -141,5 +208,6 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
         "validation_auroc_by_epoch": history,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    test = predict(model, encode(data.test.sequences), spec.rc_average)
+    test_codes = encode([central(s, spec.window_bp) for s in data.test.sequences])
+    test = predict(model, test_codes, spec.rc_average)
     return test, predict(model, valid_codes, spec.rc_average), details

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class Split:
     sequences: list[str]
-    labels: np.ndarray  # uint8 [N, F]
+    labels: np.ndarray  # uint8 [N, F]; MISSING_LABEL where unknown
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -60,8 +60,9 @@ def load_baseline_data(path: str | Path, seed: int = 0) -> BaselineData:
     if not len(valid):
         train, valid = _lend_validation(train, seed)
         log.info("%s has no validation split: %d training rows validate", path, len(valid))
-    positives = train.labels.sum(axis=0)
-    if not ((positives > 0) & (positives < len(train))).any():
+    positives = (train.labels == 1).sum(axis=0)
+    negatives = (train.labels == 0).sum(axis=0)
+    if not ((positives > 0) & (negatives > 0)).any():
         raise InputError(
             f"{path}: every training label is {'1' if positives.all() else '0'}; a classifier "
             "needs both classes in the training split"

@@ -17,6 +17,7 @@ from scipy import sparse
 from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import acgt_runs, dna_codes, kmer_indices
 from genobird.errors import InputError
+from genobird.tasks.data import central, known_labels
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,13 @@ def _fit(features, labels: np.ndarray, c: float, seed: int) -> list:
 
     models = []
     for output in range(labels.shape[1]):
-        column = labels[:, output]
-        if column.min() == column.max():  # one class only: predict its rate
-            models.append(float(column.mean()))
+        known = known_labels(labels[:, output])  # a feature is fitted where it was measured
+        column = labels[known, output]
+        if not len(column) or column.min() == column.max():  # one class: predict its rate
+            models.append(float(column.mean()) if len(column) else 0.0)
             continue
         model = LogisticRegression(C=c, max_iter=2000, random_state=seed)
-        models.append(model.fit(features, column))
+        models.append(model.fit(features[known], column))
     return models
 
 
@@ -67,16 +69,21 @@ def _predict(models: list, features) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
-def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0):
-    """(test probabilities [N, F], validation probabilities, details) of the k-mer LR."""
+def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
+                  window_bp: int | None = None):  # fmt: skip
+    """(test probabilities [N, F], validation probabilities, details) of the k-mer LR,
+    each window read as its central `window_bp` bases where given."""
     from sklearn.preprocessing import MaxAbsScaler
 
+    def counts(split):
+        return kmer_matrix([central(s, window_bp) for s in split.sequences], ks)
+
     started = time.perf_counter()
-    train = kmer_matrix(data.train.sequences, ks)
+    train = counts(data.train)
     scaler = MaxAbsScaler().fit(train)
     seen = np.asarray(train.sum(axis=0)).ravel() > 0
-    valid = scaler.transform(kmer_matrix(data.valid.sequences, ks))
-    test_counts = kmer_matrix(data.test.sequences, ks)
+    valid = scaler.transform(counts(data.valid))
+    test_counts = counts(data.test)
     if not test_counts[:, seen].nnz:
         raise InputError(
             f"{data.path}: the test sequences share no {ks[0]}-{ks[-1]}-mer with the training "

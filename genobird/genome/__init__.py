@@ -8,7 +8,13 @@ from genobird.genome.alphabet import (
     one_hot_to_sequence,
     reverse_complement,
 )
-from genobird.genome.reference import Reference, contig_aliases, read_chrom_sizes
+from genobird.genome.reference import (
+    Reference,
+    ReferenceSet,
+    contig_aliases,
+    open_reference,
+    read_chrom_sizes,
+)
 from genobird.genome.regions import (
     BadRecord,
     Interval,
@@ -27,6 +33,7 @@ __all__ = [
     "BadRecord",
     "Interval",
     "Reference",
+    "ReferenceSet",
     "SequenceRecord",
     "Variant",
     "acgt_to_deepsea_order",
@@ -36,6 +43,7 @@ __all__ = [
     "normalise_dna",
     "one_hot",
     "one_hot_to_sequence",
+    "open_reference",
     "oriented_window",
     "parse_region",
     "point_window",

@@ -129,6 +129,11 @@ class Reference:
     def __repr__(self) -> str:
         return f"Reference({str(self.path)!r})"
 
+    @property
+    def name(self) -> str:
+        """The file's name, as messages show it."""
+        return self.path.name
+
     # ----------------------------------------------------------------- contigs
     @property
     def lengths(self) -> dict[str, int]:
@@ -200,6 +205,102 @@ class Reference:
     def fetch_contig(self, chrom: str) -> str:
         """The whole contig, normalised (soft-masking removed)."""
         return self.fetch(chrom, 0, self.length(chrom))
+
+
+class ReferenceSet:
+    """Several FASTA files read as one genome: a genome shipped in pieces (one file per
+    chromosome, or the pieces of a test genome). Contig names must be unique across the
+    files; every `Reference` method that names a contig goes to the file that holds it.
+
+    >>> genome = open_reference(["chr19.fa", "chr20.fa.gz"])  # doctest: +SKIP
+    >>> genome.fetch("chr20", 1_000_000, 1_000_010)            # doctest: +SKIP
+    """
+
+    def __init__(self, paths):
+        self.references = [Reference(path) for path in paths]
+        if not self.references:
+            raise ReferenceFileError("no reference FASTA given")
+        self.path = self.references[0].path  # where messages name one file
+        self._owner: dict[str, Reference] | None = None
+
+    @property
+    def name(self) -> str:
+        return " + ".join(reference.path.name for reference in self.references)
+
+    def _owners(self) -> dict[str, Reference]:
+        if self._owner is None:
+            owner: dict[str, Reference] = {}
+            for reference in self.references:
+                for contig in reference.lengths:
+                    if contig in owner:
+                        raise FormatError(
+                            f"contig {contig!r} is in both {owner[contig].path.name} and "
+                            f"{reference.path.name}; give each contig in one file only"
+                        )
+                    owner[contig] = reference
+            self._owner = owner
+        return self._owner
+
+    @property
+    def lengths(self) -> dict[str, int]:
+        return {contig: owner.lengths[contig] for contig, owner in self._owners().items()}
+
+    @property
+    def contigs(self) -> list[str]:
+        return list(self._owners())
+
+    def resolve(self, chrom: str) -> str:
+        owners = self._owners()
+        for name in (chrom, *contig_aliases(chrom)):
+            if name in owners:
+                return name
+        close = difflib.get_close_matches(chrom, owners, n=5, cutoff=0.5)
+        hint = f"close names: {', '.join(close)}" if close else f"it has {len(owners)} contigs"
+        raise ContigError(f"contig {chrom!r} is not in {self.name} ({hint})")
+
+    def __contains__(self, chrom: str) -> bool:
+        try:
+            self.resolve(chrom)
+        except ContigError:
+            return False
+        return True
+
+    def length(self, chrom: str) -> int:
+        return self.lengths[self.resolve(chrom)]
+
+    def fetch(self, chrom: str, start: int, end: int, strand: str = "+", pad: bool = False) -> str:
+        name = self.resolve(chrom)
+        return self._owners()[name].fetch(name, start, end, strand, pad)
+
+    def fetch_contig(self, chrom: str) -> str:
+        return self.fetch(chrom, 0, self.length(chrom))
+
+    def close(self) -> None:
+        for reference in self.references:
+            reference.close()
+
+    def __enter__(self) -> ReferenceSet:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_owner": None}
+
+    def __repr__(self) -> str:
+        return f"ReferenceSet({[str(r.path) for r in self.references]!r})"
+
+
+def open_reference(paths) -> Reference | ReferenceSet:
+    """One FASTA path (or a list of one) as a `Reference`; several as a `ReferenceSet`.
+    An open Reference or ReferenceSet is returned as it is."""
+    if isinstance(paths, (Reference, ReferenceSet)):
+        return paths
+    if isinstance(paths, (str, os.PathLike)):
+        return Reference(paths)
+    paths = list(paths)
+    return Reference(paths[0]) if len(paths) == 1 else ReferenceSet(paths)
 
 
 def _read_fai(path: Path) -> list[tuple[str, int, int, int, int]]:

@@ -728,8 +728,9 @@ class BigBirdForSequenceClassification(nn.Module):
     """Encoder + a [CLS] head with `num_labels` outputs.
 
     problem "single_label": softmax cross-entropy over classes (labels long [B]);
-    "multi_label": independent sigmoids with BCE (labels float [B, F]), `pos_weight`
-    up-weighting positives (the paper's chromatin head uses 8); "regression": mean squared
+    "multi_label": independent sigmoids with BCE (labels float [B, F], NaN where a label
+    is unknown: left out of the loss), `pos_weight` up-weighting positives (the paper's
+    chromatin head uses 8); "regression": mean squared
     error of the outputs (labels float [B, F]; GLUE's STS-B).
 
     pooling "cls": the pooler's tanh(dense([CLS])), as BERT and the paper; "mean": the
@@ -809,10 +810,19 @@ class BigBirdForSequenceClassification(nn.Module):
             elif self.problem == "regression":
                 loss = F.mse_loss(logits.float(), labels.float().view_as(logits))
             else:
-                loss = F.binary_cross_entropy_with_logits(
-                    logits.float(), labels.float(), pos_weight=self.pos_weight_on_device
-                )
+                loss = masked_bce(logits.float(), labels.float(), self.pos_weight_on_device)
         return ClassificationOutput(loss, logits)
+
+
+def masked_bce(logits: torch.Tensor, labels: torch.Tensor, pos_weight: torch.Tensor):
+    """BCE with logits averaged over the known labels only: a NaN label (a feature not
+    assayed there) adds nothing to the loss or its gradient. Computed without reading a
+    count back to the host, so a CUDA step stays free of synchronisation."""
+    known = ~torch.isnan(labels)
+    losses = F.binary_cross_entropy_with_logits(
+        logits, torch.where(known, labels, 0.0), pos_weight=pos_weight, reduction="none"
+    )
+    return (losses * known).sum() / known.sum().clamp(min=1)
 
 
 def count_parameters(model: nn.Module) -> int:

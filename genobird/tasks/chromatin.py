@@ -28,10 +28,11 @@ from tqdm import tqdm
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import duplicated, require_unique_columns, require_unique_names
-from genobird.genome import Reference, one_hot_to_sequence, point_window, read_bed
+from genobird.genome import one_hot_to_sequence, open_reference, point_window, read_bed
 from genobird.genome.alphabet import DEEPSEA_ORDER
-from genobird.tasks.data import WindowSet, chromosome_split
+from genobird.tasks.data import MISSING_LABEL, WindowSet
 from genobird.tasks.peaks import group_by_chromosome, label_bins, merge_intervals, read_peaks
+from genobird.tasks.splits import GenomeSplit
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ def import_deepsea(mats: dict, coordinates, fasta, out_path, features_table=None
     else:
         names, categories = read_deepsea_features(features_table)
     bins = list(read_bed(coordinates))
-    reference = Reference(fasta)
+    reference = open_reference(fasta)
     windows = WindowSet("chromatin", list(names), list(categories))
     for split, mat_path in mats.items():
         _, labels = read_deepsea_split(mat_path, split)
@@ -187,16 +188,27 @@ class ChromatinSpec:
     bin_size: int = 200
     context: int = 8000
     min_overlap: float = 0.5
+    # All-negative bins drawn per bin with a peak (DeepSEA kept every bin with a peak and
+    # no negatives of its own; a ratio of 1 gives the classifier the genome's background)
     negative_ratio: float = 1.0
     max_bins: int | None = None  # random subsample of the labelled bins (small runs)
     chromosomes: tuple[str, ...] | None = None
+    # Held-out chromosomes or regions (tasks/splits.py): DeepSEA's are chr8 and chr9 for
+    # test and a region of chr7 for validation
     valid_chromosomes: tuple[str, ...] = ("chr7",)
     test_chromosomes: tuple[str, ...] = ("chr8", "chr9")
+    # feature table -> where its features were measured, for tables without an assayed
+    # column (chromosomes comma-separated, or a BED of regions)
+    assayed: dict | None = None
     seed: int = 0
 
 
-def read_feature_table(path: str | Path) -> list[dict]:
-    """A TSV with columns name, category, peak_file (relative to the table)."""
+def read_feature_table(path: str | Path, assayed: str = "") -> list[dict]:
+    """A TSV with columns name, category, peak_file (relative to the table) and, optionally,
+    assayed: where the feature was measured, as comma-separated chromosome names or a BED
+    file of regions (relative to the table); empty or absent: everywhere, or `assayed`
+    where given for the whole table. Outside it the feature's label is unknown
+    (`MISSING_LABEL`), not negative."""
     path = Path(path)
     header, rows = _read_tsv(path)
     if not {"name", "category", "peak_file"} <= set(header):
@@ -204,8 +216,108 @@ def read_feature_table(path: str | Path) -> list[dict]:
     require_unique_names([row["name"] for row in rows], "feature names", path,
                          "each feature needs its own name")  # fmt: skip
     for row in rows:
+        row["table"] = path
         row["peak_path"] = (path.parent / row["peak_file"]).resolve()
+        if not row["peak_path"].is_file():
+            raise InputError(
+                f"{path}: feature {row['name']!r}: peak file {row['peak_file']} not found "
+                f"(looked for {row['peak_path']}); peak_file is relative to the table"
+            )
+        row["assayed"] = parse_assayed(row.get("assayed") or assayed, path, row["name"])
     return rows
+
+
+def read_feature_tables(paths, assayed: dict | None = None) -> list[dict]:
+    """One feature table, or several read as one (in order): e.g. TF peaks measured
+    genome-wide beside histone marks measured on one chromosome. Names must be unique
+    across them. `assayed` maps a table's path to where its features were measured, for
+    rows that do not say (the `assayed` column's syntax)."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    assayed = {Path(k).resolve(): v for k, v in (assayed or {}).items()}
+    for table in assayed:
+        if table not in {Path(p).resolve() for p in paths}:
+            raise InputError(f"assayed is given for {table}, which is not one of the feature "
+                             "tables; write it as TABLE=WHERE with TABLE as given")  # fmt: skip
+    features = []
+    for path in paths:
+        features += read_feature_table(path, assayed.get(Path(path).resolve(), ""))
+    require_unique_names([row["name"] for row in features], "feature names",
+                         " + ".join(str(p) for p in paths),
+                         "each feature needs its own name across the tables")  # fmt: skip
+    return features
+
+
+@dataclass(frozen=True)
+class Assayed:
+    """Where one feature was measured: everywhere (both None), whole chromosomes, or
+    regions of a BED file (merged peaks-like intervals, keyed by chromosome)."""
+
+    chromosomes: tuple[str, ...] | None = None
+    regions_file: Path | None = None
+
+    @property
+    def everywhere(self) -> bool:
+        return self.chromosomes is None and self.regions_file is None
+
+    def describe(self) -> str:
+        if self.everywhere:
+            return "everywhere"
+        return ", ".join(self.chromosomes) if self.chromosomes else str(self.regions_file)
+
+
+def parse_assayed(text: str, table: Path, feature: str) -> Assayed:
+    text = text.strip()
+    if not text:
+        return Assayed()
+    candidate = (table.parent / text).resolve()
+    if candidate.is_file():
+        return Assayed(regions_file=candidate)
+    if text.endswith((".bed", ".bed.gz")):
+        raise InputError(
+            f"{table}: feature {feature!r}: assayed regions file {text} not found (looked for "
+            f"{candidate}); it is relative to the table"
+        )
+    return Assayed(chromosomes=tuple(name.strip() for name in text.split(",") if name.strip()))
+
+
+class AssayedMasks:
+    """Which bins each feature was measured in, for the features whose table says so."""
+
+    def __init__(self, features: list[dict], reference):
+        self.columns, self.regions = [], []
+        for column, feature in enumerate(features):
+            assayed: Assayed = feature["assayed"]
+            if assayed.everywhere:
+                continue
+            if assayed.chromosomes:
+                regions = {}
+                for chrom in assayed.chromosomes:
+                    try:
+                        contig = reference.resolve(chrom)
+                    except KeyError:
+                        raise InputError(
+                            f"{feature['table']}: feature {feature['name']!r} is assayed on "
+                            f"{chrom!r}, "
+                            f"which is not a contig of {reference.name}; name the reference's "
+                            "contigs (comma-separated) or give a BED of regions"
+                        ) from None
+                    length = reference.lengths[contig]
+                    regions[contig] = (np.array([0], np.int64), np.array([length], np.int64))
+            else:
+                regions = peaks_on_reference(read_peaks(assayed.regions_file), reference,
+                                             assayed.regions_file)  # fmt: skip
+            self.columns.append(column)
+            self.regions.append(regions)
+
+    def apply(self, labels: np.ndarray, chrom: str, starts: np.ndarray, ends: np.ndarray):
+        """Set the labels of bins outside each feature's assayed regions to MISSING_LABEL
+        (a bin counts as assayed where at least half of it is)."""
+        if not self.columns:
+            return labels
+        measured = label_bins(self.regions, chrom, starts, ends, 0.5).astype(bool)
+        for index, column in enumerate(self.columns):
+            labels[~measured[:, index], column] = MISSING_LABEL
+        return labels
 
 
 def bin_labels(bins: list[tuple[str, int, int]], peak_files: list[Path], min_overlap: float):
@@ -245,7 +357,7 @@ class LabelledBins:
         return np.zeros(self.features, dtype=np.uint8)
 
 
-def peaks_on_reference(peaks: dict, reference: Reference, path) -> dict:
+def peaks_on_reference(peaks: dict, reference, path) -> dict:
     """Peaks keyed by the reference's own contig names (chr1 <-> 1, chrM <-> MT), as BED
     regions are resolved when scored; contigs the reference lacks are left out. A peak
     file none of whose chromosomes is in the reference is an error: its labels would all
@@ -263,7 +375,7 @@ def peaks_on_reference(peaks: dict, reference: Reference, path) -> dict:
     if peaks and not named:
         raise InputError(
             f"{path}: none of its chromosomes ({', '.join(list(peaks)[:3])}, ...) is in the "
-            f"reference {reference.path.name}; is it another assembly or naming?"
+            f"reference {reference.name}; is it another assembly or naming?"
         )
     return named
 
@@ -297,17 +409,25 @@ def label_genome_bins(lengths: dict[str, int], chromosomes, bin_size: int, peak_
 
 def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec = ChromatinSpec(),
                             progress: bool = False):  # fmt: skip
-    """Label genome bins from peak BEDs and write their context windows to HDF5."""
+    """Label genome bins from peak BEDs and write their context windows to HDF5.
+
+    `fasta`: one FASTA or several read as one genome (`open_reference`). Bins with a
+    peak of any feature are kept with `negative_ratio` times as many all-negative bins;
+    a window whose bases are mostly N, or whose context reaches into a split above its
+    own (`GenomeSplit.window_split`), is left out."""
     if not 0 < spec.min_overlap <= 1:
         raise ConfigError(f"min_overlap must be in (0, 1], got {spec.min_overlap}")
-    features = read_feature_table(feature_table)
-    reference = Reference(fasta)
+    features = read_feature_tables(feature_table, spec.assayed)
+    reference = open_reference(fasta)
+    split = GenomeSplit.parse(spec.valid_chromosomes, spec.test_chromosomes, reference.contigs)
+    check_split_chromosomes(split, reference)
     chromosomes = (
         [reference.resolve(c) for c in spec.chromosomes] if spec.chromosomes else reference.contigs
     )
     files = tqdm([f["peak_path"] for f in features], desc="peaks", unit="files",
                  disable=not progress)  # fmt: skip
     peak_sets = [peaks_on_reference(read_peaks(path), reference, path) for path in files]
+    assayed = AssayedMasks(features, reference)
     bins = label_genome_bins(reference.lengths, chromosomes, spec.bin_size, peak_sets,
                              spec.min_overlap, progress)  # fmt: skip
     rng = np.random.default_rng(spec.seed)
@@ -320,18 +440,60 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     windows = WindowSet(
         "chromatin", [f["name"] for f in features], [f["category"] for f in features]
     )
+    guarded = 0
     for index in chosen:
         chrom, start = bins.locate(int(index))
         window = point_window(chrom, start + spec.bin_size // 2, spec.context)
+        bin_end = start + spec.bin_size
+        window_split = split.window_split(chrom, start, bin_end, window.start, window.end)
+        if window_split is None:
+            guarded += 1
+            continue
         sequence = reference.fetch(chrom, window.start, window.end, pad=True)
         if sequence.count("N") > 0.5 * len(sequence):
             continue
-        split = chromosome_split(chrom, spec.valid_chromosomes, spec.test_chromosomes)
-        windows.add(sequence, bins.labels_of(int(index)), chrom, window.start, window.end, "+",
-                    split)  # fmt: skip
+        labels = bins.labels_of(int(index))[None, :]
+        labels = assayed.apply(labels, chrom, np.array([start]), np.array([bin_end]))[0]
+        windows.add(sequence, labels, chrom, window.start, window.end, "+", window_split)
     windows.write(out_path)
     log.info(
-        "chromatin data: %d bins (%d with a peak) of %d",
-        len(windows), len(positive), int(bins.first_index[-1]),
+        "chromatin data: %d bins (%d with a peak) of %d; %d left out where their context "
+        "reached a held-out split", len(windows), len(positive), int(bins.first_index[-1]), guarded,
     )  # fmt: skip
+    warn_features_without_positives(windows)
     return windows
+
+
+def check_split_chromosomes(split: GenomeSplit, reference) -> None:
+    """A held-out chromosome the reference lacks holds nothing out: a warning naming it
+    (a misspelt name), not an error, since the default split (DeepSEA's chr7-9) may
+    simply not apply to a small genome."""
+    for region in (*split.valid, *split.test):
+        if region.chrom not in reference:
+            log.warning(
+                "held-out %s: chromosome %r is not in %s (its contigs: %s); nothing is held "
+                "out there", region, region.chrom, reference.name, ", ".join(reference.contigs[:8]),
+            )  # fmt: skip
+
+
+def positives_by_split(windows: WindowSet) -> dict[str, np.ndarray]:
+    """Positives per feature in each split (unknown labels not counted)."""
+    labels, splits = np.stack(windows.labels), np.asarray(windows.splits)
+    return {s: (labels[splits == s] == 1).sum(axis=0) for s in ("train", "valid", "test")}
+
+
+def warn_features_without_positives(windows: WindowSet) -> None:
+    """A feature with no positive in a held-out split cannot be evaluated there: a
+    warning naming it, so that a split can be chosen again."""
+    counts = positives_by_split(windows)
+    for split_name in ("valid", "test"):
+        if not (np.asarray(windows.splits) == split_name).any():
+            continue
+        empty = [n for n, c in zip(windows.feature_names, counts[split_name], strict=True) if not c]
+        if empty:
+            shown = ", ".join(empty[:5]) + (f", ... ({len(empty) - 5} more)" if len(empty) > 5
+                                            else "")  # fmt: skip
+            log.warning(
+                "%d feature(s) have no positive in the %s split and will not be evaluated "
+                "there: %s", len(empty), split_name, shown,
+            )  # fmt: skip

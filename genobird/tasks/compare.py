@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from genobird.errors import InputError
+from genobird.tasks.data import MISSING_LABEL
 from genobird.tasks.metrics import PREDICTIONS
 
 METRICS = ("mcc", "f1", "auroc")
@@ -198,3 +199,91 @@ def describe_difference(row: dict) -> str:
 def describe_value(row: dict, side: str) -> str:
     """'0.951 [0.930, 0.970]', one predictor's figure with its interval."""
     return f"{row[side]:.3f} [{row[side + '_low']:.3f}, {row[side + '_high']:.3f}]"
+
+
+# =========================================================================== many features
+@dataclass(frozen=True)
+class FeaturePredictions:
+    """A multi-feature run's test predictions (chromatin profiles)."""
+
+    labels: np.ndarray  # uint8 [N, F], MISSING_LABEL where unknown
+    probabilities: np.ndarray  # float [N, F]
+    feature_names: list[str]
+    categories: list[str]
+    fingerprint: str
+    source: Path
+
+
+def read_feature_predictions(location: str | Path) -> FeaturePredictions:
+    path = predictions_file(location)
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            categories = saved["categories"].tolist() if "categories" in saved else []
+            names = saved["feature_names"].tolist()
+            return FeaturePredictions(saved["labels"], saved["probabilities"].astype(float),
+                                      names, categories or ["all"] * len(names),
+                                      str(saved["fingerprint"]), path)  # fmt: skip
+    except (OSError, ValueError, KeyError) as error:
+        raise InputError(f"{path}: not a genobird predictions file ({error})") from None
+
+
+def feature_groups(run: FeaturePredictions, min_positives: int = 1) -> dict[str, list[int]]:
+    """Feature columns by category, those with at least `min_positives` known positives
+    and a known negative in the test split."""
+    groups: dict[str, list[int]] = {}
+    for column, category in enumerate(run.categories):
+        labels = run.labels[:, column]
+        if (labels == 1).sum() >= max(min_positives, 1) and (labels == 0).any():
+            groups.setdefault(category, []).append(column)
+    return groups
+
+
+def resampled_feature_aurocs(counts: np.ndarray, run: FeaturePredictions, columns) -> np.ndarray:
+    """AUROC [len(columns), R] of each feature on each resample, over its known labels."""
+    rows = []
+    for column in columns:
+        known = run.labels[:, column] != MISSING_LABEL
+        rows.append(resampled_auroc(counts[:, known], run.labels[known, column].astype(int),
+                                    run.probabilities[known, column]))  # fmt: skip
+    return np.asarray(rows)
+
+
+def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples: int = 1000,
+                        seed: int = 0, min_positives: int = 1) -> dict:  # fmt: skip
+    """Per category, the median AUROC over its features (those with `min_positives` test
+    positives) of a and b, and a - b with its 95% percentile interval over paired
+    resamples of the test examples (every feature's AUROC computed on the same resample,
+    then the medians). Paper Table 7's figure, with the interval it lacks."""
+    if a.fingerprint != b.fingerprint or not np.array_equal(a.labels, b.labels):
+        raise InputError(
+            f"{a.source} and {b.source} scored different test splits; compare two runs on "
+            "the same data set"
+        )
+    if resamples < 100:
+        raise InputError(f"resamples must be at least 100 for a 95% interval, got {resamples}")
+    groups = feature_groups(a, min_positives)
+    columns = sorted(c for members in groups.values() for c in members)
+    position = {column: index for index, column in enumerate(columns)}
+    drawn = {"a": [], "b": []}
+    for counts in resample_counts(np.random.default_rng(seed), len(a.labels), resamples):
+        drawn["a"].append(resampled_feature_aurocs(counts, a, columns))
+        drawn["b"].append(resampled_feature_aurocs(counts, b, columns))
+    whole = np.ones((1, len(a.labels)), dtype=np.int32)
+    full = {side: resampled_feature_aurocs(whole, run, columns)[:, 0]
+            for side, run in (("a", a), ("b", b))}  # fmt: skip
+    result = {"examples": len(a.labels), "resamples": resamples, "seed": seed,
+              "min_positives": min_positives, "categories": {}}  # fmt: skip
+    for category, members in {**groups, "all": columns}.items():
+        if not members:
+            continue
+        index = [position[c] for c in members]
+        a_medians = np.nanmedian(np.concatenate(drawn["a"], axis=1)[index], axis=0)
+        b_medians = np.nanmedian(np.concatenate(drawn["b"], axis=1)[index], axis=0)
+        spread = a_medians - b_medians
+        row = {"features": len(members), "a": float(np.median(full["a"][index])),
+               "b": float(np.median(full["b"][index]))}  # fmt: skip
+        row["difference"] = row["a"] - row["b"]
+        row["low"], row["high"] = interval(spread)
+        row["a_better_share"] = float((spread[np.isfinite(spread)] > 0).mean())
+        result["categories"][category] = row
+    return result

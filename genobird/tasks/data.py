@@ -3,7 +3,9 @@
 One format serves the promoter, chromatin and generic classification tasks:
 
     sequences  S{L} [N]     the window, 5'->3' on its strand (A/C/G/T/N)
-    labels     uint8 [N, F] one column per feature (F = 1 for promoters)
+    labels     uint8 [N, F] one column per feature (F = 1 for promoters): 1 positive,
+                            0 negative, 255 unknown (`MISSING_LABEL`: a feature not
+                            assayed there, ignored by the loss, the metrics and baselines)
     chrom S, start int64, end int64, strand S1 [N]   0-based half-open window
     split      S5 [N]       "train", "valid" or "test"
     attrs: format, task, feature_names (JSON), categories (JSON), window_bp
@@ -33,6 +35,24 @@ from genobird.genome.alphabet import reverse_complement
 
 FORMAT = "genobird-sequences/1"
 SPLITS = ("train", "valid", "test")
+# A label that was not measured (e.g. a feature assayed on some chromosomes only): read
+# as NaN by `WindowDataset`, masked by the loss, left out of every metric.
+MISSING_LABEL = 255
+
+
+def known_labels(labels: np.ndarray) -> np.ndarray:
+    """bool, where a uint8 label (or a float one, NaN for unknown) was measured."""
+    labels = np.asarray(labels)
+    if labels.dtype.kind == "f":
+        return ~np.isnan(labels)
+    return labels != MISSING_LABEL
+
+
+def label_values(labels: np.ndarray) -> np.ndarray:
+    """float32 labels with NaN where unknown: what models and metrics read."""
+    values = np.asarray(labels).astype(np.float32)
+    values[~known_labels(labels)] = np.nan
+    return values
 
 
 @dataclass
@@ -139,13 +159,18 @@ def read_metadata(path: str | Path) -> dict:
         names = json.loads(handle.attrs["feature_names"])
         require_unique_names(names, "feature names", path,
                              "rebuild the data set: genobird names each feature once")  # fmt: skip
+        labels = handle["labels"][:]
         return {
             "task": str(handle.attrs["task"]),
             "feature_names": names,
             "categories": json.loads(handle.attrs["categories"]),
             "window_bp": int(handle.attrs["window_bp"]),
             "counts": {split: int((splits == split).sum()) for split in SPLITS},
-            "positives": handle["labels"][:].sum(axis=0).tolist(),
+            "positives": (labels == 1).sum(axis=0).tolist(),
+            "positives_by_split": {
+                split: (labels[splits == split] == 1).sum(axis=0).tolist() for split in SPLITS
+            },
+            "missing_labels": int((labels == MISSING_LABEL).sum()),
         }
 
 
@@ -266,16 +291,28 @@ def window_collate(model, pad_id: int):
     return partial(collate_windows, pad_id=pad_id, **model_padding(model))
 
 
-def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int,
-                       sample: int = 2000) -> int:  # fmt: skip
-    """The input length a data set needs: its longest tokenised window among the first
-    `sample` training windows, plus [CLS] and [SEP], in whole blocks, at most `limit`."""
+def central(sequence: str, window_bp: int | None) -> str:
+    """The central `window_bp` bases of a window (all of it when None or longer): a data
+    set of 8 kb windows read at 1 kb keeps the same bins, centred as they were."""
+    if window_bp is None or len(sequence) <= window_bp:
+        return sequence
+    first = (len(sequence) - window_bp) // 2
+    return sequence[first : first + window_bp]
+
+
+def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int | None,
+                       sample: int = 2000, window_bp: int | None = None) -> int:  # fmt: skip
+    """The input length a data set needs: its longest tokenised window (its central
+    `window_bp` bases, where given) among the first `sample` training windows, plus [CLS]
+    and [SEP], in whole blocks, at most `limit` (None: no limit)."""
     with h5py.File(path, "r") as handle:
         rows = np.nonzero(handle["split"][:].astype(str) == "train")[0][:sample]
         sequences = handle["sequences"][rows] if len(rows) else []  # rows ascend
-        longest = max((len(tokenizer.encode(s.decode("ascii"), normalise=False))
+        longest = max((len(tokenizer.encode(central(s.decode("ascii"), window_bp),
+                                            normalise=False))
                        for s in sequences), default=0)  # fmt: skip
-    return min(limit, padded_length(longest + 2, block_size))
+    needed = padded_length(longest + 2, block_size)
+    return needed if limit is None else min(limit, needed)
 
 
 class WindowDataset(torch.utils.data.Dataset):
@@ -286,15 +323,17 @@ class WindowDataset(torch.utils.data.Dataset):
     that a resumed run repeats exactly. With `bpe_dropout` > 0, each window is cut into
     pieces with BPE-dropout, the draws fixed by (`bpe_seed`, epoch, index) likewise
     (genobird.corpus.bpe_dropout: the same cut in every process), or with `cut` given,
-    the window's `cut`-th sampled cut (`sampled_cut`: the cuts evaluation averages over)."""
+    the window's `cut`-th sampled cut (`sampled_cut`: the cuts evaluation averages over).
+    With `window_bp`, each window is read as its central `window_bp` bases (`central`)."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
                  reverse_complement: bool = False, rc_augment_seed: int | None = None,
                  bpe_dropout: float = 0.0, bpe_seed: int = 0,
-                 cut: int | None = None):  # fmt: skip
+                 cut: int | None = None, window_bp: int | None = None):  # fmt: skip
         if split not in SPLITS:
             raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
+        self.window_bp = window_bp
         self.reverse = reverse_complement
         self.rc_augment_seed, self.epoch = rc_augment_seed, 0
         self.bpe_dropout, self.bpe_seed, self.cut = bpe_dropout, bpe_seed, cut
@@ -334,13 +373,13 @@ class WindowDataset(torch.utils.data.Dataset):
         if self._handle is None:
             self._handle = h5py.File(self.path, "r")
         row = int(self.rows[index])
-        sequence = self._handle["sequences"][row].decode("ascii")
+        sequence = central(self._handle["sequences"][row].decode("ascii"), self.window_bp)
         if self._flip(index):
             sequence = reverse_complement(sequence)
         ids = self._token_ids(sequence, index)
         return {
             "input_ids": framed_ids(self.tokenizer, ids, self.max_tokens),
-            "labels": self._handle["labels"][row].astype(np.float32),
+            "labels": label_values(self._handle["labels"][row]),
         }
 
 

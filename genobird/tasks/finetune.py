@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 class FinetuneSpec:
     # Longest input in tokens; None: what the data set's windows need (default_max_tokens)
     max_tokens: int | None = None
+    # Read each window as its central window_bp bases (None: whole): one data set of 8 kb
+    # windows fine-tuned at 1, 2, 4 and 8 kb of context around the same bins
+    window_bp: int | None = None
     pos_weight: float | None = None  # default: 8 for chromatin (paper), 1 otherwise
     # Average forward and reverse-complement predictions at evaluation (and, recorded in
     # the model, when scoring); default: every task but promoter (strand_symmetric).
@@ -95,6 +98,8 @@ class FinetuneSpec:
             raise ConfigError(f"bpe_dropout must be in [0, 1), got {self.bpe_dropout}")
         if self.segmentations < 0:
             raise ConfigError(f"segmentations must be 0 or more, got {self.segmentations}")
+        if self.window_bp is not None and self.window_bp < 1:
+            raise ConfigError(f"window_bp must be positive, got {self.window_bp}")
         if self.segmentations and not self.bpe_dropout:
             raise ConfigError("segmentations averages BPE-dropout cuts: give bpe_dropout too "
                               "(the rate the model was trained with)")  # fmt: skip
@@ -174,9 +179,15 @@ def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
                 vocab_size: int, pad_id: int = 0) -> BigBirdConfig:  # fmt: skip
     """The encoder config of a fine-tuning run: the pretrained model's, or a fresh one of
     `fresh_shape` (max_position grown to max_tokens); checked against the tokenizer and
-    the input length."""
+    the input length. A pretrained model with rotary positions has no position table, so
+    its max_position grows to max_tokens too (it then reads inputs longer than it was
+    pretrained on); one with a learned table cannot."""
     if pretrained is not None:
         config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
+        if config.position_encoding == "rotary" and max_tokens > config.max_position:
+            log.info("max_position %d -> %d: rotary positions read longer inputs than "
+                     "pretraining's", config.max_position, max_tokens)  # fmt: skip
+            config = replace(config, max_position=max_tokens)
     else:
         shape = {**fresh_shape}
         shape["max_position"] = max(shape.get("max_position", 0), max_tokens)
@@ -185,7 +196,9 @@ def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
         raise ConfigError(f"tokenizer has {vocab_size} pieces, the model {config.vocab_size}")
     if max_tokens > config.max_position:
         raise ConfigError(
-            f"max_tokens {max_tokens} exceeds the model's max_position {config.max_position}"
+            f"max_tokens {max_tokens} exceeds the model's max_position {config.max_position} "
+            "(its learned position table); give shorter windows (--window-bp) or --max-tokens "
+            f"{config.max_position}, which keeps each window's central tokens"
         )
     return config
 
@@ -243,10 +256,12 @@ def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> Finetun
         return spec
     if pretrained is not None:
         config = read_model_description(pretrained)["config"]
-        block, limit = config["block_size"], config["max_position"]
+        block = config["block_size"]
+        # rotary positions have no table to outgrow (task_config)
+        limit = None if config.get("position_encoding") == "rotary" else config["max_position"]
     else:
-        block, limit = spec.model.get("block_size", 64), 1 << 20
-    max_tokens = default_max_tokens(data_path, tokenizer, block, limit)
+        block, limit = spec.model.get("block_size", 64), None
+    max_tokens = default_max_tokens(data_path, tokenizer, block, limit, window_bp=spec.window_bp)
     log.info("max_tokens %d (the data set's longest training window)", max_tokens)
     return replace(spec, max_tokens=max_tokens)
 
@@ -261,13 +276,15 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if spec.bpe_dropout:  # a tokenizer that cannot sample is refused before any training
         tokenizer.encode_sampled("ACGT", spec.bpe_dropout, seed=0)
     meta = read_metadata(data_path)
+    check_window(spec, meta, data_path)
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
     model = build_model(meta, pretrained, spec, tokenizer)
     rc_augment = strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment
-    train = WindowDataset(data_path, "train", tokenizer, training_max_tokens(spec, model),
-                          rc_augment_seed=spec.seed if rc_augment else None,
-                          bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed)  # fmt: skip
-    valid = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens)
+    windows = partial(WindowDataset, data_path, tokenizer=tokenizer, window_bp=spec.window_bp)
+    train = windows("train", max_tokens=training_max_tokens(spec, model),
+                    rc_augment_seed=spec.seed if rc_augment else None,
+                    bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed)  # fmt: skip
+    valid = windows("valid", max_tokens=spec.max_tokens)
     if not len(train) or not meta["counts"]["test"]:
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     selection, reverse = {}, None
@@ -275,8 +292,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         selection = {"eval_every": spec.eval_every, "best_metric": "auroc",
                      "patience": spec.patience}  # fmt: skip
         if evaluation_strands(spec, meta):
-            reverse = WindowDataset(data_path, "valid", tokenizer, spec.max_tokens,
-                                    reverse_complement=True)  # fmt: skip
+            reverse = windows("valid", max_tokens=spec.max_tokens, reverse_complement=True)
     training = TrainingConfig(**{"seed": spec.seed, **spec.training, **selection})
     final_norm = model.encoder.final_norm is not None
     if scales := layer_decay_scales(model.config.num_layers, spec.layer_decay, final_norm):
@@ -297,6 +313,16 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if trainer.is_main:
         save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
     return report
+
+
+def check_window(spec: FinetuneSpec, meta: dict, data_path) -> None:
+    """A context wider than the data set's windows cannot be cut from them."""
+    if spec.window_bp is not None and spec.window_bp > meta["window_bp"]:
+        raise ConfigError(
+            f"--window-bp {spec.window_bp} is wider than the windows of {data_path} "
+            f"({meta['window_bp']} bp); rebuild the data set with that context or give at most "
+            f"{meta['window_bp']}"
+        )
 
 
 def run_identity(spec: FinetuneSpec, pretrained: Path | None, meta: dict) -> dict:
@@ -321,11 +347,11 @@ def evaluation_views(data_path, split, tokenizer, spec, model, rc_average: bool)
     asked for, in the tokenizer's segmentation or in each of `spec.segmentations` sampled
     cuts (`window_views`, the same inputs a saved predictor scores)."""
     strands = (False, True) if rc_average else (False,)
+    windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=spec.window_bp)
     if not spec.segmentations:
-        return [WindowDataset(data_path, split, tokenizer, spec.max_tokens, reverse_complement=r)
-                for r in strands]  # fmt: skip
-    return [WindowDataset(data_path, split, tokenizer, training_max_tokens(spec, model),
-                          reverse_complement=r, bpe_dropout=spec.bpe_dropout, cut=cut)
+        return [windows(spec.max_tokens, reverse_complement=r) for r in strands]
+    return [windows(training_max_tokens(spec, model), reverse_complement=r,
+                    bpe_dropout=spec.bpe_dropout, cut=cut)
             for r in strands for cut in range(spec.segmentations)]  # fmt: skip
 
 
@@ -361,6 +387,8 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
     if meta["counts"]["valid"] and not is_multilabel(meta):
         valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
     extra = {
+        "window_bp": spec.window_bp or meta["window_bp"],
+        "max_tokens": spec.max_tokens,
         "rc_average": rc_average,
         "pooling": spec.pooling,
         "layer_decay": spec.layer_decay,
@@ -377,7 +405,7 @@ def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, repo
         "task": meta["task"],
         "feature_names": meta["feature_names"],
         "categories": meta["categories"],
-        "window_bp": meta["window_bp"],
+        "window_bp": spec.window_bp or meta["window_bp"],
         "max_tokens": spec.max_tokens,
         "rc_average": evaluation_strands(spec, meta),
         "segmentations": spec.segmentations,

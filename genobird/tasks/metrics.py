@@ -9,7 +9,7 @@ import numpy as np
 from sklearn import metrics as skm
 
 from genobird.fileio import atomic_path, atomic_write
-from genobird.tasks.data import split_fingerprint
+from genobird.tasks.data import MISSING_LABEL, known_labels, split_fingerprint
 
 
 def binary_metrics(labels: np.ndarray, probabilities: np.ndarray, threshold: float = 0.5) -> dict:
@@ -43,29 +43,37 @@ def best_f1_threshold(labels: np.ndarray, probabilities: np.ndarray) -> float:
 def multilabel_metrics(
     labels: np.ndarray, probabilities: np.ndarray, feature_names: list[str], categories: list[str]
 ) -> dict:
-    """Per-feature AUROC and AUPRC, and the median AUROC per category (paper Table 7).
-    Features without both classes in `labels` have no AUROC and are listed as skipped."""
+    """Per-feature AUROC and AUPRC, and the median AUROC and AUPRC per category (paper
+    Table 7), each feature over the examples where its label is known. Features without
+    both classes there have no AUROC and are listed as skipped."""
     per_feature, skipped = {}, []
     for index, name in enumerate(feature_names):
-        column = labels[:, index].astype(int)
+        known = known_labels(labels[:, index])
+        column, scores = labels[known, index].astype(int), probabilities[known, index]
         if 0 < column.sum() < len(column):
             per_feature[name] = {
-                "auroc": float(skm.roc_auc_score(column, probabilities[:, index])),
-                "auprc": float(skm.average_precision_score(column, probabilities[:, index])),
+                "auroc": float(skm.roc_auc_score(column, scores)),
+                "auprc": float(skm.average_precision_score(column, scores)),
                 "positives": int(column.sum()),
+                "examples": int(known.sum()),
             }
         else:
             skipped.append(name)
-    by_category: dict[str, list[float]] = {}
+    by_category: dict[str, list[str]] = {}
     for name, category in zip(
         feature_names, categories or ["all"] * len(feature_names), strict=True
     ):
         if name in per_feature:
-            by_category.setdefault(category, []).append(per_feature[name]["auroc"])
+            by_category.setdefault(category, []).append(name)
     aurocs = [value["auroc"] for value in per_feature.values()]
+
+    def median_of(metric: str, names: list[str]) -> float:
+        return float(np.median([per_feature[n][metric] for n in names]))
+
     return {
         "median_auroc": float(np.median(aurocs)) if aurocs else float("nan"),
-        "median_auroc_by_category": {c: float(np.median(v)) for c, v in by_category.items()},
+        "median_auroc_by_category": {c: median_of("auroc", v) for c, v in by_category.items()},
+        "median_auprc_by_category": {c: median_of("auprc", v) for c, v in by_category.items()},
         "median_auprc": float(np.median([v["auprc"] for v in per_feature.values()]))
         if aurocs
         else float("nan"),
@@ -76,13 +84,14 @@ def multilabel_metrics(
 
 
 def mean_auroc(labels: np.ndarray, probabilities: np.ndarray) -> float:
-    """AUROC averaged over the features that have both classes in `labels` (NaN when
-    none has): what model selection on a validation split maximises."""
-    scores = [
-        skm.roc_auc_score(labels[:, f], probabilities[:, f])
-        for f in range(labels.shape[1])
-        if 0 < labels[:, f].sum() < len(labels)
-    ]
+    """AUROC averaged over the features that have both classes among their known labels
+    (NaN when none has): what model selection on a validation split maximises."""
+    scores = []
+    for f in range(labels.shape[1]):
+        known = known_labels(labels[:, f])
+        column = labels[known, f]
+        if 0 < column.sum() < len(column):
+            scores.append(skm.roc_auc_score(column, probabilities[known, f]))
     return float(np.mean(scores)) if scores else float("nan")
 
 
@@ -94,16 +103,14 @@ def is_multilabel(meta: dict) -> bool:
 def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
                      data_path: Path | None = None) -> dict:  # fmt: skip
     """The test-split report every predictor writes (fine-tuned model or baseline):
-    metrics.json, the ROC/PR (and AUROC-by-category) plots, and, for a single-feature task
-    given the data set's `data_path`, each test sequence's prediction
-    (test_predictions.npz, what `genobird baseline compare` pairs) in `report_dir`. A
-    chromatin split's would be N x 919 floats, gigabytes for DeepSEA's; `genobird score`
-    writes those where they are wanted.
+    metrics.json, the ROC/PR (and AUROC-by-category) plots, and, given the data set's
+    `data_path`, each test sequence's predictions (test_predictions.npz, what `genobird
+    baseline compare` pairs) in `report_dir`, up to `MAX_SAVED_PREDICTIONS` values.
 
     test, valid: (labels [N, F], probabilities [N, F]); binary tasks also report F1 etc.
     at the threshold that maximises F1 on `valid`."""
     labels, probabilities = test
-    if data_path is not None and not is_multilabel(meta):
+    if data_path is not None and labels.size <= MAX_SAVED_PREDICTIONS:
         write_test_predictions(report_dir, meta, test, split_fingerprint(data_path, "test"))
     names, categories = meta["feature_names"], meta["categories"]
     if is_multilabel(meta):
@@ -124,20 +131,29 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
 
 
 PREDICTIONS = "test_predictions.npz"
+# Test predictions saved beside the metrics up to this many values (examples x features):
+# a chromatin test split of a few thousand bins x 100 features is a few MB, and is what
+# a paired comparison of two models needs; DeepSEA's 455,024 x 919 is not written
+# (`genobird score` writes those where they are wanted).
+MAX_SAVED_PREDICTIONS = 20_000_000
 
 
 def write_test_predictions(report_dir: Path, meta: dict, test, fingerprint: str) -> Path:
-    """labels [N, F], probabilities [N, F] (float32), the feature names and the test
-    split's fingerprint (genobird.tasks.data.split_fingerprint)."""
+    """labels [N, F] (uint8, `MISSING_LABEL` where unknown), probabilities [N, F]
+    (float32), the feature names and categories, and the test split's fingerprint
+    (genobird.tasks.data.split_fingerprint)."""
     labels, probabilities = test
     path = Path(report_dir) / PREDICTIONS
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         np.savez_compressed(
             handle,
-            labels=np.asarray(labels, dtype=np.uint8),
+            labels=np.where(known_labels(labels), np.nan_to_num(labels), MISSING_LABEL).astype(
+                np.uint8
+            ),
             probabilities=np.asarray(probabilities, dtype=np.float32),
             feature_names=np.asarray(meta["feature_names"], dtype=str),
+            categories=np.asarray(meta.get("categories") or [], dtype=str),
             fingerprint=np.asarray(fingerprint),
         )
     return path
@@ -191,11 +207,12 @@ def plot_roc_pr(
     figure, (roc, pr) = plt.subplots(1, 2, figsize=(9, 4))
     labels, probabilities = np.atleast_2d(labels.T).T, np.atleast_2d(probabilities.T).T
     for index, name in list(enumerate(names))[:12]:
-        column = labels[:, index].astype(int)
+        known = known_labels(labels[:, index])
+        column, scores = labels[known, index].astype(int), probabilities[known, index]
         if not 0 < column.sum() < len(column):
             continue
-        fpr, tpr, _ = skm.roc_curve(column, probabilities[:, index])
-        precision, recall, _ = skm.precision_recall_curve(column, probabilities[:, index])
+        fpr, tpr, _ = skm.roc_curve(column, scores)
+        precision, recall, _ = skm.precision_recall_curve(column, scores)
         roc.plot(fpr, tpr, label=f"{name} ({skm.auc(fpr, tpr):.3f})")
         pr.plot(recall, precision, label=name)
     roc.plot([0, 1], [0, 1], color="grey", linestyle=":")

@@ -296,14 +296,19 @@ def _build_model(
 
 def _initial_model(model_dir, model_section: dict, tokenizer) -> BigBirdForPretraining:
     """Continued pretraining: the model of `model_dir` (a genobird pretraining model, one
-    converted from HuggingFace, ...), with only runtime settings taken from the config."""
-    from genobird.model.io import from_pretrained
+    converted from HuggingFace, ...), with only runtime settings taken from the config,
+    and max_position where the model has rotary positions (continued pretraining on
+    longer instances than its own)."""
+    from genobird.model.io import from_pretrained, read_model_description
 
-    fixed = sorted(set(model_section) - RUNTIME_MODEL_KEYS)
+    changeable = set(RUNTIME_MODEL_KEYS)
+    if read_model_description(model_dir)["config"].get("position_encoding") == "rotary":
+        changeable.add("max_position")  # no position table: longer inputs, same weights
+    fixed = sorted(set(model_section) - changeable)
     if fixed:
         raise ConfigError(
             f"model.{fixed[0]} is fixed by the initial model {model_dir}; remove it from the "
-            f"config (changeable: {sorted(RUNTIME_MODEL_KEYS)})"
+            f"config (changeable: {sorted(changeable)})"
         )
     model = from_pretrained(model_dir, config_changes=model_section)
     if not isinstance(model, BigBirdForPretraining):
@@ -471,13 +476,20 @@ SHORT_WINDOW_TOKENS = 512  # tokens per batch of the context ablation's short wi
 
 def saved_model_and_instances(model_dir, instances_dir):
     """(model in eval mode on the default device, a GPU where there is one; its tokenizer;
-    the instances), the instances checked against the model's vocabulary."""
-    from genobird.model.io import from_pretrained
+    the instances), the instances checked against the model's vocabulary. A model with
+    rotary positions (no position table) reads instances longer than it was pretrained
+    on: its max_position grows to theirs, so how it extrapolates can be measured."""
+    from genobird.model.io import from_pretrained, read_model_description
 
-    model = from_pretrained(model_dir, distributed.default_device()).eval()
     tokenizer = load_tokenizer(model_dir)
     dataset = PretrainingDataset(shard_paths(instances_dir))
     require_same_vocabulary(dataset, tokenizer, str(instances_dir), model_dir)
+    config = read_model_description(model_dir)["config"]
+    changes = {}
+    instance_length = len(dataset[0]["input_ids"]) if len(dataset) else 0
+    if config.get("position_encoding") == "rotary" and instance_length > config["max_position"]:
+        changes["max_position"] = instance_length
+    model = from_pretrained(model_dir, distributed.default_device(), changes).eval()
     return model, tokenizer, dataset
 
 

@@ -1,0 +1,303 @@
+"""Chromatin data sets from your own peaks: genomes in several files, held-out regions
+with no leak of test DNA into training, features assayed on part of the genome, and
+real ENCODE peaks (skipped without ../shared/data)."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from conftest import write
+
+from genobird.cli import main
+from genobird.errors import FormatError, InputError, RegionError
+from genobird.genome import Reference, ReferenceSet, open_reference
+from genobird.model.bigbird import masked_bce
+from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
+from genobird.tasks.data import MISSING_LABEL, WindowDataset, central, label_values, read_metadata
+from genobird.tasks.metrics import mean_auroc, multilabel_metrics
+from genobird.tasks.splits import GenomeSplit, HeldOutRegion, parse_held_out
+
+
+def _random_fasta(path, contigs: dict[str, int], seed: int = 0):
+    rng = np.random.default_rng(seed)
+    text = ""
+    for name, length in contigs.items():
+        bases = "".join(rng.choice(list("ACGT"), length))
+        text += f">{name}\n" + "\n".join(bases[i : i + 60] for i in range(0, length, 60)) + "\n"
+    return write(path, text)
+
+
+# --------------------------------------------------------------------------- reference set
+def test_several_fasta_files_read_as_one_genome(tmp_path):
+    a = _random_fasta(tmp_path / "a.fa", {"chr1": 500, "chr2": 300}, seed=1)
+    b = _random_fasta(tmp_path / "b.fa", {"chr3": 400}, seed=2)
+    genome = open_reference([a, b])
+    assert isinstance(genome, ReferenceSet)
+    assert genome.lengths == {"chr1": 500, "chr2": 300, "chr3": 400}
+    assert genome.fetch("3", 10, 20) == Reference(b).fetch("chr3", 10, 20)  # aliases resolve
+    assert genome.fetch("chr1", -5, 5, pad=True) == "N" * 5 + Reference(a).fetch("chr1", 0, 5)
+    assert "chr2" in genome and "chr4" not in genome
+    with pytest.raises(KeyError, match=r"not in a.fa \+ b.fa"):
+        genome.resolve("chr4")
+    assert isinstance(open_reference([a]), Reference) and open_reference(genome) is genome
+
+
+def test_a_contig_in_two_files_is_a_one_line_error(tmp_path):
+    a = _random_fasta(tmp_path / "a.fa", {"chr1": 100})
+    b = _random_fasta(tmp_path / "b.fa", {"chr1": 100})
+    with pytest.raises(FormatError, match=r"'chr1' is in both a\.fa and b\.fa"):
+        open_reference([a, b]).lengths  # noqa: B018
+
+
+# --------------------------------------------------------------------------- splits
+def test_held_out_entries_are_chromosomes_regions_or_contigs_with_colons():
+    contigs = ["chr19", "22:20000001-21000000"]
+    assert parse_held_out("chr22", contigs) == HeldOutRegion("chr22")
+    assert parse_held_out("chr19:2,600,001-3,119,000", contigs) == HeldOutRegion(
+        "chr19", 2_600_000, 3_119_000
+    )
+    assert parse_held_out("22:20000001-21000000", contigs) == HeldOutRegion("22:20000001-21000000")
+    with pytest.raises(RegionError, match="neither a contig of the reference nor a region"):
+        parse_held_out("chr19:abc", contigs)
+
+
+def test_a_window_reaching_into_a_higher_split_is_left_out():
+    split = GenomeSplit.parse(["chr2"], ["chr1:10,001-20,000"])
+    # bins: by their own position, test before validation
+    assert split.split_of("chr1", 10_000, 10_200) == "test"
+    assert split.split_of("1", 15_000, 15_200) == "test"  # chr1 and 1 are one chromosome
+    assert split.split_of("chr2", 0, 200) == "valid"
+    assert split.split_of("chr1", 9_800, 10_000) == "train"
+    # a training bin whose context reaches the test region is left out; one further is kept
+    assert split.window_split("chr1", 9_800, 10_000, 5_900, 13_900) is None
+    assert split.window_split("chr1", 5_000, 5_200, 1_100, 9_100) == "train"
+    # a test bin may read context outside its region
+    assert split.window_split("chr1", 10_000, 10_200, 6_100, 14_100) == "test"
+
+
+def test_no_test_dna_is_read_in_training_or_validation(demo_reference, tmp_path):
+    """Every training and validation window lies wholly outside every test region, and
+    every training window outside the validation regions: the guard, on a data set."""
+    out = tmp_path / "c.h5"
+    spec = ChromatinSpec(context=2000, valid_chromosomes=("chr3", "chr1:50,001-90,000"),
+                         test_chromosomes=("chrX", "chr1:100,001-140,000"))  # fmt: skip
+    build_chromatin_dataset(
+        demo_reference / "features.tsv", demo_reference / "genome.fa", out, spec
+    )
+    with h5py.File(out, "r") as handle:
+        chroms = handle["chrom"][:].astype(str)
+        starts, ends = handle["start"][:], handle["end"][:]
+        splits = handle["split"][:].astype(str)
+    test_regions = [("chrX", 0, 1 << 40), ("chr1", 100_000, 140_000)]
+    valid_regions = [("chr3", 0, 1 << 40), ("chr1", 50_000, 90_000)]
+
+    def reaches(regions, row):
+        return any(c == chroms[row] and starts[row] < e and s < ends[row] for c, s, e in regions)
+
+    for row in range(len(splits)):
+        if splits[row] != "test":
+            assert not reaches(test_regions, row), (chroms[row], starts[row], splits[row])
+        if splits[row] == "train":
+            assert not reaches(valid_regions, row), (chroms[row], starts[row])
+    on_chr1 = chroms == "chr1"
+    assert {"train", "valid", "test"} <= set(splits[on_chr1])  # the regions did split chr1
+    # and the guard left a gap: no training window starts within a context of the test region
+    train_chr1 = on_chr1 & (splits == "train")
+    assert not ((ends[train_chr1] > 100_000) & (starts[train_chr1] < 140_000)).any()
+
+
+# --------------------------------------------------------------------------- assayed
+def _two_tables(tmp_path, demo_reference, assayed_column: str | None):
+    """A table of two demo features, and one of a 'histone' feature measured on chr1 only."""
+    features = (demo_reference / "features.tsv").read_text().splitlines()
+    header, rows = features[0].split("\t"), [line.split("\t") for line in features[1:3]]
+    peak = header.index("peak_file")
+    lines = ["name\tcategory\tpeak_file"] + [
+        f"{row[header.index('name')]}\t{row[header.index('category')]}\t"
+        f"{demo_reference / row[peak]}" for row in rows
+    ]  # fmt: skip
+    tf = write(tmp_path / "tf.tsv", "\n".join(lines) + "\n")
+    first_peaks = demo_reference / rows[0][peak]
+    column = "\tassayed" if assayed_column is not None else ""
+    value = f"\t{assayed_column}" if assayed_column is not None else ""
+    histone = write(tmp_path / "histone.tsv", f"name\tcategory\tpeak_file{column}\n"
+                    f"mark\tHistone\t{first_peaks}{value}\n")  # fmt: skip
+    return tf, histone
+
+
+def test_labels_outside_where_a_feature_was_assayed_are_unknown(demo_reference, tmp_path):
+    tf, histone = _two_tables(tmp_path, demo_reference, "chr1")
+    out = tmp_path / "c.h5"
+    spec = ChromatinSpec(context=1000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",))
+    windows = build_chromatin_dataset([tf, histone], demo_reference / "genome.fa", out, spec)
+    assert windows.feature_names[-1] == "mark" and len(windows.feature_names) == 3
+    with h5py.File(out, "r") as handle:
+        labels, chroms = handle["labels"][:], handle["chrom"][:].astype(str)
+    mark = labels[:, -1]
+    assert (mark[chroms != "chr1"] == MISSING_LABEL).all()
+    assert set(np.unique(mark[chroms == "chr1"])) == {0, 1}
+    # the same peaks as the first TF feature, where the mark was measured
+    assert np.array_equal(mark[chroms == "chr1"], labels[chroms == "chr1", 0])
+    assert (labels[:, :2] != MISSING_LABEL).all()
+    meta = read_metadata(out)
+    assert meta["missing_labels"] == int((chroms != "chr1").sum())
+    assert meta["positives"][-1] == int((mark == 1).sum())  # unknown is not counted
+
+
+def test_assayed_given_for_a_whole_table_from_the_command_line(demo_reference, tmp_path, capsys):
+    tf, histone = _two_tables(tmp_path, demo_reference, None)
+    out = tmp_path / "c.h5"
+    assert main(["-q", "dataset", "chromatin", "--features", str(tf), str(histone),
+                 "--assayed", f"{histone}=chr1,chr2", "--reference",
+                 str(demo_reference / "genome.fa"), "--context", "1000", "--out", str(out),
+                 "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "train:" in printed and "test:" in printed and "positives per feature" in printed
+    with h5py.File(out, "r") as handle:
+        labels, chroms = handle["labels"][:], handle["chrom"][:].astype(str)
+    outside = ~np.isin(chroms, ["chr1", "chr2"])
+    assert (labels[outside, -1] == MISSING_LABEL).all()
+    assert (labels[~outside, -1] != MISSING_LABEL).all()
+
+
+@pytest.mark.parametrize(
+    ("assayed", "message"),
+    [
+        ("chrQ", "assayed on 'chrQ', which is not a contig"),
+        ("missing.bed", "assayed regions file missing.bed not found"),
+    ],
+)
+def test_bad_assayed_values_are_one_line_errors(demo_reference, tmp_path, capsys, assayed,
+                                                message):  # fmt: skip
+    tf, histone = _two_tables(tmp_path, demo_reference, assayed)
+    assert main(["-q", "dataset", "chromatin", "--features", str(tf), str(histone),
+                 "--reference", str(demo_reference / "genome.fa"), "--context", "600",
+                 "--out", str(tmp_path / "c.h5")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "c.h5").exists()
+
+
+def test_a_missing_peak_file_is_a_one_line_error_naming_the_feature(tmp_path, capsys):
+    fasta = _random_fasta(tmp_path / "g.fa", {"chr1": 2000})
+    table = write(tmp_path / "f.tsv", "name\tcategory\tpeak_file\nX\tTF\tgone.bed\n")
+    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
+                 str(fasta), "--out", str(tmp_path / "c.h5")]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "feature 'X': peak file gone.bed not found" in err and "Traceback" not in err
+
+
+def test_a_feature_without_test_positives_is_a_warning_naming_it(demo_reference, tmp_path, caplog):
+    tf, histone = _two_tables(tmp_path, demo_reference, "chr1")
+    spec = ChromatinSpec(context=600, valid_chromosomes=("chr3",), test_chromosomes=("chrX",))
+    build_chromatin_dataset([tf, histone], demo_reference / "genome.fa", tmp_path / "c.h5", spec)
+    assert "no positive in the test split" in caplog.text and "mark" in caplog.text
+
+
+# --------------------------------------------------------------------------- unknown labels
+def test_unknown_labels_add_nothing_to_the_loss_or_its_gradient():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 3, requires_grad=True)
+    raw = [[1, 0, 255], [0, 255, 1], [1, 1, 0], [0, 0, 0], [255, 255, 255], [1, 0, 1]]
+    labels = torch.tensor(label_values(np.array(raw, np.uint8)))
+    weight = torch.tensor(2.0)
+    loss = masked_bce(logits, labels, weight)
+    loss.backward()
+    known = ~torch.isnan(labels)
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(
+        logits[known], labels[known], pos_weight=weight
+    )
+    assert torch.allclose(loss, expected)
+    assert (logits.grad[~known] == 0).all() and (logits.grad[known] != 0).all()
+    # all known: the plain mean, as before unknown labels existed
+    full = torch.randint(0, 2, (6, 3)).float()
+    assert torch.allclose(
+        masked_bce(logits, full, weight),
+        torch.nn.functional.binary_cross_entropy_with_logits(logits, full, pos_weight=weight),
+    )
+
+
+def test_metrics_count_each_feature_over_its_known_labels_only():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, (200, 2)).astype(np.uint8)
+    labels[:120, 1] = MISSING_LABEL
+    probabilities = rng.random((200, 2))
+    result = multilabel_metrics(label_values(labels), probabilities, ["a", "b"], ["TF", "Histone"])
+    assert result["per_feature"]["b"]["examples"] == 80
+    assert result["per_feature"]["b"]["auroc"] == pytest.approx(
+        roc_auc_score(labels[120:, 1], probabilities[120:, 1])
+    )
+    assert result["median_auprc_by_category"].keys() == {"TF", "Histone"}
+    assert mean_auroc(labels, probabilities) == pytest.approx(
+        (roc_auc_score(labels[:, 0], probabilities[:, 0]) + result["per_feature"]["b"]["auroc"]) / 2
+    )
+
+
+# --------------------------------------------------------------------------- contexts
+def test_a_window_read_at_a_shorter_context_keeps_its_centre(demo_reference, tmp_path):
+    out = tmp_path / "c.h5"
+    spec = ChromatinSpec(context=2000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
+                         max_bins=50)  # fmt: skip
+    build_chromatin_dataset(
+        demo_reference / "features.tsv", demo_reference / "genome.fa", out, spec
+    )
+    assert central("AACCGGTT", 4) == "CCGG" and central("ACGT", None) == "ACGT"
+    with h5py.File(out, "r") as handle:
+        chrom, start = handle["chrom"][0].decode(), int(handle["start"][0])
+    reference = Reference(demo_reference / "genome.fa")
+    # the bin's centre is the window's centre at both lengths: 1 kb cut from the middle
+    assert central(reference.fetch(chrom, start, start + 2000, pad=True), 1000) == (
+        reference.fetch(chrom, start + 500, start + 1500, pad=True)
+    )
+
+    class Pieces:  # a tokenizer of one piece per base
+        cls_id, sep_id = 2, 3
+
+        def encode(self, sequence, normalise=False):
+            return [5] * len(sequence)
+
+    dataset = WindowDataset(out, "train", Pieces(), max_tokens=10_000, window_bp=1000)
+    assert len(dataset[0]["input_ids"]) == 1000 + 2
+
+
+# --------------------------------------------------------------------------- real peaks
+@pytest.mark.shared_data
+def test_real_encode_peaks_with_histone_marks_measured_on_chr19_only(shared_data, tmp_path):
+    encode = shared_data / "chromatin" / "encode_hg19"
+    genome = shared_data / "genome"
+    fasta = [genome / "hg19_chr19_0-3119000_softmasked.fa", genome / "hg19_chr20_0-2Mb.fa",
+             genome / "hg19_chr22_0-21Mb.fa.gz"]  # fmt: skip
+    histone = encode / "features_h3k4me3_chr19.tsv"
+    spec = ChromatinSpec(context=1000, valid_chromosomes=("chr20",),
+                         test_chromosomes=("chr22", "chr19:2,600,001-3,119,000"),
+                         assayed={str(histone): "chr19"})  # fmt: skip
+    out = tmp_path / "encode.h5"
+    windows = build_chromatin_dataset([encode / "features_tf.tsv", histone], fasta, out, spec)
+    meta = read_metadata(out)
+    assert len(meta["feature_names"]) == 109 + 6
+    categories = np.array(meta["categories"])
+    with h5py.File(out, "r") as handle:
+        labels, chroms = handle["labels"][:], handle["chrom"][:].astype(str)
+        splits = handle["split"][:].astype(str)
+    histones = categories == "Histone"
+    # H3K4me3 is unknown off chr19 and known on it; the TF labels are known everywhere
+    assert (labels[np.ix_(chroms != "chr19", histones)] == MISSING_LABEL).all()
+    assert (labels[np.ix_(chroms == "chr19", histones)] != MISSING_LABEL).all()
+    assert (labels[:, ~histones] != MISSING_LABEL).all()
+    # every piece holds windows, the test split holds both chr22 and the end of chr19
+    assert {"chr19", "chr20", "chr22"} == set(chroms)
+    assert set(chroms[splits == "test"]) == {"chr19", "chr22"}
+    test_histone = np.array(meta["positives_by_split"]["test"])[histones]
+    assert (test_histone >= 20).all()  # the held-out part of chr19 can evaluate them
+    assert len(windows) > 3000
+
+
+def test_feature_table_errors_still_name_the_table(tmp_path):
+    table = write(tmp_path / "f.tsv", "name\tpeak_file\nX\tx.bed\n")
+    with pytest.raises(InputError, match="needs columns name, category, peak_file"):
+        build_chromatin_dataset(table, _random_fasta(tmp_path / "g.fa", {"chr1": 100}),
+                                tmp_path / "c.h5")  # fmt: skip
