@@ -8,8 +8,10 @@ import json
 import math
 from collections import Counter
 
+import h5py
 import numpy as np
 import pytest
+import torch
 
 from genobird.baselines.kmer import kmer_matrix
 from genobird.baselines.markov import (
@@ -177,8 +179,10 @@ def test_kmer_matrix_matches_a_python_count():
                 assert matrix[row, offset + index] == expected["".join(kmer)]
 
 
-def _motif_dataset(path, n=600, length=100, seed=0, task="classify", features=1):
-    """Random DNA; label 1 where a motif was planted (feature f: its own motif)."""
+def _motif_dataset(path, n=600, length=100, seed=0, task="classify", features=1,
+                   spread=None):  # fmt: skip
+    """Random DNA; label 1 where a motif was planted (feature f: its own motif), anywhere
+    or (`spread`) within `spread` bp of the centre, as a peak's summit."""
     rng = np.random.default_rng(seed)
     motifs = ["TGACGTCA", "GGGATTTCC", "CACGTGAC"][:features]
     windows = WindowSet(task, [f"f{i}" for i in range(features)], ["TF"] * features)
@@ -187,7 +191,10 @@ def _motif_dataset(path, n=600, length=100, seed=0, task="classify", features=1)
         labels = rng.integers(0, 2, size=features)
         for feature, motif in enumerate(motifs):
             if labels[feature]:
-                at = int(rng.integers(0, length - len(motif)))
+                low, high = 0, length - len(motif)
+                if spread is not None:
+                    low, high = length // 2 - spread, length // 2 + spread
+                at = int(rng.integers(low, high))
                 sequence[at : at + len(motif)] = motif
         split = ("train", "train", "train", "valid", "test")[index % 5]
         windows.add("".join(sequence), labels, "seq", 0, length, "+", split)
@@ -297,3 +304,42 @@ def test_a_validation_split_with_one_class_is_an_error_not_a_silent_choice(tmp_p
     err = capsys.readouterr().err
     assert "no feature has both classes in the validation split" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_deepsea_cnn_shapes_at_one_and_eight_kb_and_learns_a_motif(tmp_path):
+    """DeepSEA's layers read 1 kb as DeepSEA did (53 positions into the fully connected
+    layer) and 8 kb pooled to the same 53, so one architecture serves both contexts."""
+    from genobird.baselines import run_classifier_baseline
+    from genobird.baselines.cnn import DEEPSEA_POSITIONS, DeepSEACNN, one_hot
+
+    model = DeepSEACNN(3, channels=8)
+    for length in (1000, 8000, 300):
+        x = one_hot(torch.randint(0, 4, (2, length)))
+        assert model(x, rc_average=True).shape == (2, 3)
+    assert model.hidden.in_features == 8 * 3 * DEEPSEA_POSITIONS
+    data = _motif_dataset(tmp_path / "m.h5", n=1000, task="chromatin", features=2, spread=10)
+    report = run_classifier_baseline("deepsea-cnn", data, tmp_path / "d", channels=16,
+                                     max_epochs=8)  # fmt: skip
+    assert report["baseline"]["model"] == "deepsea-cnn" and report["median_auroc"] > 0.7
+
+
+def test_baselines_read_the_central_window_and_skip_unknown_labels(tmp_path):
+    from genobird.baselines import run_classifier_baseline
+    from genobird.errors import ConfigError
+
+    data = _motif_dataset(tmp_path / "m.h5", n=600, task="chromatin", features=2)
+    with h5py.File(data, "r+") as handle:  # the second feature unknown on a third of rows
+        labels = handle["labels"][:]
+        labels[::3, 1] = 255
+        handle["labels"][:] = labels
+    report = run_classifier_baseline("kmer-lr", data, tmp_path / "k", window_bp=60)
+    assert report["baseline"]["window_bp"] == 60
+    known = report["per_feature"]["f1"]["examples"]
+    assert known == int((labels[np.asarray(_splits(data)) == "test", 1] != 255).sum())
+    with pytest.raises(ConfigError, match="wider than the windows"):
+        run_classifier_baseline("cnn", data, tmp_path / "c", window_bp=1000)
+
+
+def _splits(path):
+    with h5py.File(path, "r") as handle:
+        return handle["split"][:].astype(str)

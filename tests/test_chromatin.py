@@ -301,3 +301,65 @@ def test_feature_table_errors_still_name_the_table(tmp_path):
     with pytest.raises(InputError, match="needs columns name, category, peak_file"):
         build_chromatin_dataset(table, _random_fasta(tmp_path / "g.fa", {"chr1": 100}),
                                 tmp_path / "c.h5")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- fine-tuning
+def _tiny_pretrained(pretraining_data, directory, position_encoding: str):
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.model import BigBirdConfig, save_pretrained
+    from genobird.model.bigbird import BigBirdForPretraining
+
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=4,
+        intermediate_size=64, max_position=64, block_size=16, num_random_blocks=1,
+        pad_token_id=tokenizer.pad_id, position_encoding=position_encoding,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    save_pretrained(BigBirdForPretraining(config), directory)
+    tokenizer.save(directory)
+    return directory
+
+
+@pytest.mark.slow
+def test_one_data_set_fine_tuned_at_two_contexts(demo_reference, pretraining_data, tmp_path,
+                                                 capsys):  # fmt: skip
+    """--window-bp reads the same bins at a shorter context; a rotary model reads windows
+    longer than it was pretrained on (its max_position grows); the saved model scores
+    regions at its own context; a wider context than the data's is a one-line error."""
+    import json
+
+    data = tmp_path / "c.h5"
+    spec = ChromatinSpec(context=1200, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
+                         max_bins=200)  # fmt: skip
+    build_chromatin_dataset(demo_reference / "features.tsv", demo_reference / "genome.fa", data,
+                            spec)  # fmt: skip
+    pretrained = _tiny_pretrained(pretraining_data, tmp_path / "lm", "rotary")
+    reports = {}
+    for window in (300, 1200):
+        out = tmp_path / f"context-{window}"
+        assert main(["-q", "finetune", "chromatin", "--data", str(data), "--output", str(out),
+                     "--pretrained", str(pretrained), "--window-bp",
+                     str(window), "--max-steps", "4", "--batch-size", "4"]) == 0  # fmt: skip
+        reports[window] = json.loads((out / "report" / "metrics.json").read_text())
+        config = json.loads((out / "model" / "config.json").read_text())
+        assert config["task_info"]["window_bp"] == window
+        assert reports[window]["window_bp"] == window
+    assert reports[300]["max_tokens"] < reports[1200]["max_tokens"]
+    assert reports[1200]["max_tokens"] > 64  # beyond the pretrained max_position
+    fingerprints = set()
+    for window in (300, 1200):
+        with np.load(tmp_path / f"context-{window}" / "report" / "test_predictions.npz") as saved:
+            fingerprints.add(str(saved["fingerprint"]))
+    assert len(fingerprints) == 1  # the same test bins at both contexts
+    capsys.readouterr()
+    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--output",
+                 str(tmp_path / "wide"), "--pretrained", str(pretrained), "--window-bp",
+                 "5000", "--max-steps", "2"]) == 1  # fmt: skip
+    assert "--window-bp 5000 is wider than the windows" in capsys.readouterr().err
+    absolute = _tiny_pretrained(pretraining_data, tmp_path / "lm-absolute", "absolute")
+    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--output",
+                 str(tmp_path / "abs"), "--pretrained", str(absolute), "--max-tokens", "256",
+                 "--max-steps", "2"]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "exceeds the model's max_position 64" in err and "Traceback" not in err

@@ -208,3 +208,71 @@ def test_a_split_fingerprint_follows_that_split_only(tmp_path):
     with h5py.File(data, "r+") as handle:
         handle["labels"][first_test] = 1 - handle["labels"][first_test]
     assert split_fingerprint(data, "test") != test
+
+
+# --------------------------------------------------------------------------- many features
+def _feature_run(probabilities, labels, name: str, categories, fingerprint: str = "split"):
+    from genobird.tasks.compare import FeaturePredictions
+
+    names = [f"f{i}" for i in range(labels.shape[1])]
+    return FeaturePredictions(labels, probabilities, names, categories, fingerprint, Path(name))
+
+
+def test_median_auroc_by_category_is_compared_paired_over_test_examples():
+    from genobird.tasks.compare import paired_median_auroc
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, (600, 5)).astype(np.uint8)
+    labels[:300, 4] = 255  # a feature known on half the examples only
+    categories = ["TF", "TF", "TF", "Histone", "Histone"]
+    good = np.clip(labels * 0.3 + rng.normal(0.35, 0.25, labels.shape), 0, 1)
+    poor = np.clip(labels * 0.1 + rng.normal(0.45, 0.25, labels.shape), 0, 1)
+    a, b = (_feature_run(p, labels, n, categories) for p, n in ((good, "a"), (poor, "b")))
+    result = paired_median_auroc(a, b, resamples=300, seed=1)
+
+    def auroc(probabilities, column):
+        known = labels[:, column] != 255
+        return skm.roc_auc_score(labels[known, column], probabilities[known, column])
+
+    tf = result["categories"]["TF"]
+    assert tf["features"] == 3
+    assert tf["a"] == pytest.approx(np.median([auroc(good, c) for c in range(3)]))
+    assert tf["b"] == pytest.approx(np.median([auroc(poor, c) for c in range(3)]))
+    assert tf["low"] > 0 and tf["a_better_share"] == 1.0
+    histone = result["categories"]["Histone"]
+    assert histone["a"] == pytest.approx(np.median([auroc(good, 3), auroc(good, 4)]))
+    assert result["categories"]["all"]["features"] == 5
+    # a model against itself: no difference, an interval of zero width
+    same = paired_median_auroc(a, a, resamples=200)["categories"]["TF"]
+    assert same["difference"] == 0 and same["low"] == 0 == same["high"]
+    # features with too few test positives are left out of every median
+    few = paired_median_auroc(a, b, resamples=200, min_positives=10_000)
+    assert few["categories"] == {}
+
+
+def test_feature_runs_on_other_test_splits_are_refused():
+    from genobird.tasks.compare import paired_median_auroc
+
+    labels = np.random.default_rng(0).integers(0, 2, (50, 2)).astype(np.uint8)
+    probabilities = np.random.default_rng(1).random((50, 2))
+    a = _feature_run(probabilities, labels, "a", ["TF", "TF"], fingerprint="one")
+    b = _feature_run(probabilities, labels, "b", ["TF", "TF"], fingerprint="two")
+    with pytest.raises(InputError, match="scored different test splits"):
+        paired_median_auroc(a, b)
+
+
+def test_compare_of_two_chromatin_runs_from_the_command_line(tmp_path, capsys):
+    from genobird.baselines import run_classifier_baseline
+
+    data = _motif_dataset(tmp_path / "m.h5", n=400, task="chromatin", features=2)
+    run_classifier_baseline("kmer-lr", data, tmp_path / "kmer")
+    run_classifier_baseline("kmer-lr", data, tmp_path / "kmer-40", window_bp=40)
+    out = tmp_path / "compare.json"
+    assert main(["-q", "baseline", "compare", str(tmp_path / "kmer"), str(tmp_path / "kmer-40"),
+                 "--resamples", "200", "--out", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "median AUROC over the features" in printed and "TF" in printed
+    result = json.loads(out.read_text())
+    assert result["categories"]["TF"]["features"] == 2
+    # the whole 100 bp window holds every planted motif; its central 40 bp, fewer of them
+    assert result["categories"]["TF"]["difference"] > 0

@@ -5,7 +5,7 @@ ReLU, max-pooling), global max- and mean-pooling, and a linear layer: one logit 
 output. `DeepSEACNN` ("deepsea-cnn"): DeepSEA's own architecture (Zhou and Troyanskaya,
 2015): three convolutions of 8 bp (320, 480, 960 filters there) with max-pooling of 4
 after the first two, dropout 0.2 / 0.2 / 0.5, then a fully connected layer over every
-position and the output layer; the chromatin predictor BigBird's Table 7 is set beside.
+position and the output layer (with batch norm after each convolution, a deviation); the chromatin predictor BigBird's Table 7 is set beside.
 
 With `rc_average` the logits are the mean over both strands, in training and prediction,
 so the model scores a sequence and its reverse complement alike. Trained with AdamW on
@@ -98,7 +98,12 @@ class DeepSEACNN(nn.Module):
         super().__init__()
         widths = (channels, channels * 3 // 2, channels * 3)
         self.convs = nn.ModuleList(
-            nn.Conv1d(4 if i == 0 else widths[i - 1], width, DEEPSEA_KERNEL)
+            nn.Sequential(
+                nn.Conv1d(4 if i == 0 else widths[i - 1], width, DEEPSEA_KERNEL),
+                # not in DeepSEA (2015): batch norm, as Selene's DeeperDeepSEA adds, so that
+                # a data set of thousands of windows trains in epochs, not hundreds
+                nn.BatchNorm1d(width),
+            )
             for i, width in enumerate(widths)
         )
         self.dropouts = nn.ModuleList(nn.Dropout(p) for p in (dropout, dropout, 2.5 * dropout))
@@ -106,7 +111,11 @@ class DeepSEACNN(nn.Module):
         self.out = nn.Linear(2 * channels, num_outputs)
 
     def strand_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """x: one-hot [B, 4, L] -> logits [B, F]."""
+        """x: one-hot [B, 4, L] -> logits [B, F]. An input shorter than DeepSEA's 1 kb is
+        read in the middle of a 1 kb window of N (all-zero columns)."""
+        if x.shape[-1] < DEEPSEA_WINDOW:
+            left = (DEEPSEA_WINDOW - x.shape[-1]) // 2
+            x = F.pad(x, (left, DEEPSEA_WINDOW - x.shape[-1] - left))
         for index, conv in enumerate(self.convs):
             x = F.relu(conv(x))
             if index < 2:
@@ -114,8 +123,6 @@ class DeepSEACNN(nn.Module):
             x = self.dropouts[index](x)
         if x.shape[-1] > DEEPSEA_POSITIONS:  # [B, C, L'] -> [B, C, 53]
             x = F.adaptive_max_pool1d(x, DEEPSEA_POSITIONS)
-        elif x.shape[-1] < DEEPSEA_POSITIONS:  # short inputs: zero positions to the right
-            x = F.pad(x, (0, DEEPSEA_POSITIONS - x.shape[-1]))
         return self.out(F.relu(self.hidden(x.flatten(1))))
 
     def forward(self, x: torch.Tensor, rc_average: bool) -> torch.Tensor:
@@ -125,7 +132,7 @@ class DeepSEACNN(nn.Module):
         return logits
 
 
-DEEPSEA_KERNEL, DEEPSEA_POOL = 8, 4
+DEEPSEA_KERNEL, DEEPSEA_POOL, DEEPSEA_WINDOW = 8, 4, 1000
 # positions after DeepSEA's three convolutions of a 1,000 bp window: 1000 - 7 = 993,
 # pooled 248; - 7 = 241, pooled 60; - 7 = 53
 DEEPSEA_POSITIONS = 53
