@@ -35,6 +35,7 @@ include: "workflows/promoter.smk"
 include: "workflows/chromatin.smk"
 include: "workflows/scoring.smk"
 include: "workflows/tasks.smk"
+include: "workflows/chromatin_tasks.smk"
 include: "workflows/baselines.smk"
 include: "workflows/report.smk"
 

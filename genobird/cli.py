@@ -1131,8 +1131,12 @@ def _add_score(commands) -> None:
     inputs.add_argument("--fasta", type=Path, help="sequences to score")
     inputs.add_argument("--bed", type=Path, help="regions (centred, resized to the window)")
     inputs.add_argument("--vcf", type=Path, help="variants (ref and alt windows)")
-    sub.add_argument("--reference", type=Path, nargs="+",
-                     help="genome FASTA, or several read as one (for --bed and --vcf)")
+    sub.add_argument(
+        "--reference",
+        type=Path,
+        nargs="+",
+        help="genome FASTA, or several read as one (for --bed and --vcf)",
+    )
     sub.add_argument(
         "--chromosomes", nargs="+", help="only the BED regions or variants on these chromosomes"
     )
@@ -1158,8 +1162,9 @@ def _add_likelihood(commands) -> None:
     inputs = sub.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--fasta", type=Path, help="sequences to score, each whole")
     inputs.add_argument("--bed", type=Path, help="regions to score as they are")
-    sub.add_argument("--reference", type=Path, nargs="+",
-                     help="genome FASTA, or several read as one (for --bed)")
+    sub.add_argument(
+        "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
+    )
     sub.add_argument("--chromosomes", nargs="+", help="only the BED regions on these chromosomes")
     sub.add_argument("--out", type=Path, required=True, help="output file")
     sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
@@ -1239,8 +1244,9 @@ def _add_ism(commands) -> None:
     inputs = sub.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--fasta", type=Path, help="sequences (fitted to the model's window)")
     inputs.add_argument("--bed", type=Path, help="regions (centred, + strand)")
-    sub.add_argument("--reference", type=Path, nargs="+",
-                     help="genome FASTA, or several read as one (for --bed)")
+    sub.add_argument(
+        "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
+    )
     sub.add_argument("--window", type=int, required=True, help="bp mutated, centred")
     sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",

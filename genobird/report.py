@@ -338,6 +338,92 @@ def finetune_section(results: Path, folder: str) -> str:
     return text
 
 
+def chromatin_task_section(task: Path) -> str:
+    """A chromatin task fine-tuned at several contexts (the pipeline's chromatin_tasks):
+    positives per split, each context and baseline by category, each context's gain over
+    the narrowest and genobird against each baseline, paired over the test bins."""
+    from genobird.tasks.context_ablation import plot_context_ablation, summarise
+
+    summary = summarise(task)
+    least = summary["min_positives"]
+    text = f"<h2>Chromatin profiles: {html.escape(task.name)}</h2>"
+    text += positives_table(task / "data.h5")
+    categories = sorted({c for runs in summary["genobird"].values() for c in runs})
+    first = json.loads((context_runs_metrics(task, summary)).read_text())
+    text += how_evaluated(first)
+    pretrained = (first.get("training") or {}).get("pretrained")
+    if pretrained:
+        text += f"<p>Every context fine-tunes the pretrained model {html.escape(pretrained)}.</p>"
+    rows = [(f"genobird, {bp:,} bp" + (" (chosen on validation)" if bp == summary["chosen_context"]
+                                       else ""),
+             *(_median_cell(runs.get(c)) for c in categories))
+            for bp, runs in summary["genobird"].items()]  # fmt: skip
+    rows += [(b["name"], *(_median_cell(b["medians"].get(c)) for c in categories))
+             for b in summary["baselines"]]  # fmt: skip
+    text += (f"<p>Test median AUROC / AUPRC by category over the features with at least "
+             f"{least} test positives (their count in brackets).</p>")  # fmt: skip
+    text += _table(rows, ("model", *categories))
+    gains = [(f"{bp:,} bp minus {min(summary['genobird']):,} bp",
+              *(_difference_cell(categories_row.get(c)) for c in categories))
+             for bp, categories_row in summary["gain_over_narrowest"].items()]  # fmt: skip
+    if gains:
+        text += ("<p>What more context adds: the median AUROC difference with its 95% "
+                 f"interval over {summary['resamples']:,} paired resamples of the test "
+                 "bins.</p>" + _table(gains, ("genobird", *categories)))  # fmt: skip
+    against = [(f"genobird {summary['chosen_context']:,} bp minus {row['name']}",
+                *(_difference_cell(row["categories"].get(c)) for c in categories))
+               for row in summary["genobird_minus_baseline"]]  # fmt: skip
+    if against:
+        text += _table(against, ("comparison", *categories))
+    text += _image(_figure_png(plot_context_ablation(summary)), "median AUROC by context")
+    return text
+
+
+def context_runs_metrics(task: Path, summary: dict) -> Path:
+    return task / f"context-{summary['chosen_context']}" / "report" / "metrics.json"
+
+
+def positives_table(data: Path) -> str:
+    """Positives per feature in each split, by category (a held-out split whose features
+    have few positives cannot evaluate them)."""
+    from genobird.tasks.data import read_metadata
+
+    if not data.is_file():
+        return ""
+    meta = read_metadata(data)
+    categories = meta["categories"] or ["all"] * len(meta["feature_names"])
+    rows = []
+    for split, positives in meta["positives_by_split"].items():
+        for category in sorted(set(categories)):
+            counts = [p for p, c in zip(positives, categories, strict=True) if c == category]
+            rows.append((split, category, meta["counts"][split], len(counts),
+                         int(statistics.median(counts)), min(counts),
+                         sum(count >= 20 for count in counts)))  # fmt: skip
+    header = ("split", "category", "windows", "features", "median positives", "fewest",
+              "features with 20+")  # fmt: skip
+    return _table(rows, header)
+
+
+def _median_cell(value) -> str:
+    if value is None:
+        return "-"
+    auroc, auprc, features = value
+    return f"{auroc:.3f} / {auprc:.3f} ({features})"
+
+
+def _difference_cell(row) -> str:
+    from genobird.tasks.compare import describe_difference
+
+    return describe_difference(row) if row else "-"
+
+
+def chromatin_task_folders(results: Path) -> list[Path]:
+    folder = results / "chromatin_tasks"
+    if not folder.is_dir():
+        return []
+    return [task for task in sorted(folder.iterdir()) if list(task.glob("context-*/report"))]
+
+
 def how_evaluated(metrics: dict) -> str:
     """How genobird's figures of a task were made, from its metrics.json: the training a
     reader needs to repeat them and what each test prediction averages (the fields an
@@ -408,6 +494,7 @@ def build_report(
         corpus_section(results),
         pretraining_section(results, list(context_lengths), context_windows),
         *(finetune_section(results, folder) for folder in task_folders(results)),
+        *(chromatin_task_section(task) for task in chromatin_task_folders(results)),
         scores_section(results, out),
     ]
     title = html.escape(title or f"genobird report: {results}")

@@ -169,3 +169,9 @@ rule chromatin_task_score:
     shell:
         "genobird -q score --model $(dirname {input.model}) --bed {input.bed}"
         " --chromosomes {params.chromosomes} --reference {input.fasta} --out {output} > {log} 2>&1"
+
+
+rule chromatin_tasks:
+    """Every chromatin task's runs and baselines, without the rest of the pipeline."""
+    input:
+        chromatin_task_outputs(),

@@ -8,6 +8,7 @@ rule report:
         BASELINE_OUTPUTS,
         ZERO_SHOT_OUTPUTS,
         SEED_OUTPUTS,
+        chromatin_task_outputs(),
         # without any fine-tuning task, the report still needs the pretrained model
         rules.pretrain.output.model,
     output:

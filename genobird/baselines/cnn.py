@@ -3,9 +3,10 @@
 `SmallCNN` ("cnn"): three convolution blocks (128 filters of widths 15, 9, 5, batch norm,
 ReLU, max-pooling), global max- and mean-pooling, and a linear layer: one logit per
 output. `DeepSEACNN` ("deepsea-cnn"): DeepSEA's own architecture (Zhou and Troyanskaya,
-2015): three convolutions of 8 bp (320, 480, 960 filters there) with max-pooling of 4
-after the first two, dropout 0.2 / 0.2 / 0.5, then a fully connected layer over every
-position and the output layer (with batch norm after each convolution, a deviation); the chromatin predictor BigBird's Table 7 is set beside.
+2015), the chromatin predictor BigBird's Table 7 is set beside: three convolutions of
+8 bp (320, 480, 960 filters there) with max-pooling of 4 after the first two, dropout
+0.2 / 0.2 / 0.5, then a fully connected layer over every position and the output layer
+(batch norm after each convolution is a deviation).
 
 With `rc_average` the logits are the mean over both strands, in training and prediction,
 so the model scores a sequence and its reverse complement alike. Trained with AdamW on

@@ -308,8 +308,10 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         torch.manual_seed(training.seed)
         trainer.resume()
         trainer.train()
+    summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
+               else None}  # fmt: skip
     report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
-                      training_summary(trainer.state))  # fmt: skip
+                      summary)  # fmt: skip
     if trainer.is_main:
         save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
     return report
@@ -369,6 +371,9 @@ def training_summary(state) -> dict:
     return {
         "steps": state.step,
         "best_step": state.best_step if state.best_score is not None else state.step,
+        # the kept weights' validation figure (mean AUROC over features): what a choice
+        # between runs (e.g. contexts) may read without looking at the test split
+        "best_validation_auroc": state.best_score,
         "stopped_early": state.stopped_early,
         "real_tokens_per_second": float(np.median(speeds)) if speeds else None,
     }
