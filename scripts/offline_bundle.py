@@ -34,6 +34,7 @@ import argparse
 import copy
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -210,7 +211,10 @@ class InputCopier:
             items = [self.rewrite(item) for item in value]
             if all(item is None for item in items):
                 return None
-            return [new if new is not None else old for new, old in zip(items, value, strict=True)]
+            # lists are replaced whole when configs merge: each item is given in full
+            return [old if new is None else deep_update(copy.deepcopy(old), new)
+                    if isinstance(old, dict) else new
+                    for new, old in zip(items, value, strict=True)]  # fmt: skip
         if isinstance(value, str) and Path(value).is_file() and not self.in_repository(value):
             return self.copy(value)
         return None
@@ -234,7 +238,28 @@ class InputCopier:
             index = Path(source + suffix)
             if index.is_file():
                 shutil.copy2(index, Path(str(target) + suffix))
+        for named in files_named_by_table(Path(source)):
+            self.copy(str(named))  # beside the copied table, where it looks for them
         return target.as_posix()
+
+
+def files_named_by_table(path: Path) -> list[Path]:
+    """The peak (and assayed-region) files a chromatin feature table names, relative to
+    it: they must travel with the table."""
+    if path.suffix != ".tsv":
+        return []
+    lines = path.read_text().splitlines()
+    header = lines[0].split("\t") if lines else []
+    columns = [header.index(name) for name in ("peak_file", "assayed") if name in header]
+    if not columns or "peak_file" not in header:
+        return []
+    named = []
+    for line in lines[1:]:
+        fields = line.split("\t")
+        for column in columns:
+            if column < len(fields) and fields[column] and (path.parent / fields[column]).is_file():
+                named.append(Path(os.path.normpath(path.parent / fields[column])))
+    return named
 
 
 def bundle_inputs(configs: list[Path], bundle: Path, repository: Path) -> dict:

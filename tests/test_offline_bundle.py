@@ -178,3 +178,26 @@ def test_a_wheel_that_cannot_be_had_leaves_no_half_bundle(bundle, layout, monkey
     assert bundle.main(args) == 2
     assert ": no wheel" in capsys.readouterr().err
     assert not Path("offline").exists()
+
+
+def test_a_feature_table_travels_with_the_peak_files_it_names(bundle, tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    shared = tmp_path / "shared/data/chromatin"
+    write(shared / "peaks/A.bed", "chr1\t0\t100\n")
+    write(shared / "regions/chr1.bed", "chr1\t0\t500\n")
+    write(shared / "features.tsv", "name\tcategory\tpeak_file\tassayed\n"
+          "a\tTF\tpeaks/A.bed\tregions/chr1.bed\nb\tTF\tpeaks/A.bed\tchr1\n")  # fmt: skip
+    config = {"chromatin_tasks": {"x": {"features": [
+        {"table": "../shared/data/chromatin/features.tsv", "assayed": "chr1"}]}}}  # fmt: skip
+    write(repo / "c.yaml", yaml.safe_dump(config))
+    monkeypatch.chdir(repo)
+    overlay = bundle.bundle_inputs([Path("c.yaml")], Path("offline"), repo)
+    # a list is replaced whole when configs merge: its items keep every key
+    assert overlay["chromatin_tasks"]["x"]["features"] == [
+        {"table": "offline/inputs/shared/data/chromatin/features.tsv", "assayed": "chr1"}
+    ]
+    copies = Path("offline/inputs/shared/data/chromatin")
+    # the table's relative paths resolve beside the copy as they did beside the original
+    assert (copies / "peaks/A.bed").read_text() == "chr1\t0\t100\n"
+    assert (copies / "regions/chr1.bed").is_file()
+    assert not (copies / "chr1").exists()

@@ -30,8 +30,14 @@ def chromatin_task_outputs():
     return outputs
 
 
+def feature_tables(wildcards) -> list[str]:
+    """The task's feature tables: each `features` entry is a table, or {table, assayed}."""
+    return [e if isinstance(e, str) else e["table"] for e in chromatin_task(wildcards)["features"]]
+
+
 def chromatin_task_data_options(wildcards):
     task = chromatin_task(wildcards)
+    assayed = [e for e in task["features"] if not isinstance(e, str) and "assayed" in e]
     options = [
         f"--context {max(task['contexts'])}",
         "--valid-chromosomes " + " ".join(f"'{region}'" for region in task["valid"]),
@@ -39,10 +45,8 @@ def chromatin_task_data_options(wildcards):
     ]
     if "negative_ratio" in task:
         options.append(f"--negative-ratio {task['negative_ratio']}")
-    if task.get("assayed"):
-        options.append(
-            "--assayed " + " ".join(f"'{table}={where}'" for table, where in task["assayed"].items())
-        )
+    if assayed:
+        options.append("--assayed " + " ".join(f"'{e['table']}={e['assayed']}'" for e in assayed))
     return " ".join(options)
 
 
@@ -54,7 +58,7 @@ def chromatin_task_pretrained(wildcards):
 rule chromatin_task_data:
     input:
         fasta=lambda wildcards: chromatin_task(wildcards)["reference"],
-        features=lambda wildcards: chromatin_task(wildcards)["features"],
+        features=feature_tables,
     output:
         f"{RESULTS}/chromatin_tasks/{{name}}/data.h5",
     params:
