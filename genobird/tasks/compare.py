@@ -263,6 +263,10 @@ def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples:
         raise InputError(f"resamples must be at least 100 for a 95% interval, got {resamples}")
     groups = feature_groups(a, min_positives)
     columns = sorted(c for members in groups.values() for c in members)
+    result = {"examples": len(a.labels), "resamples": resamples, "seed": seed,
+              "min_positives": min_positives, "categories": {}}  # fmt: skip
+    if not columns:  # no feature has enough test positives to be compared
+        return result
     position = {column: index for index, column in enumerate(columns)}
     drawn = {"a": [], "b": []}
     for counts in resample_counts(np.random.default_rng(seed), len(a.labels), resamples):
@@ -271,8 +275,6 @@ def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples:
     whole = np.ones((1, len(a.labels)), dtype=np.int32)
     full = {side: resampled_feature_aurocs(whole, run, columns)[:, 0]
             for side, run in (("a", a), ("b", b))}  # fmt: skip
-    result = {"examples": len(a.labels), "resamples": resamples, "seed": seed,
-              "min_positives": min_positives, "categories": {}}  # fmt: skip
     for category, members in {**groups, "all": columns}.items():
         if not members:
             continue

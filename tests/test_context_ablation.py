@@ -1,0 +1,103 @@
+"""The chromatin context ablation's summary, report section and benchmark script, on
+runs whose test predictions are made up to differ in known ways."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from genobird.report import build_report
+from genobird.tasks.context_ablation import chosen_context, summarise
+from genobird.tasks.data import WindowSet
+from genobird.tasks.metrics import write_evaluation
+
+REPO = Path(__file__).resolve().parents[1]
+CATEGORIES = ["TF"] * 4 + ["Histone"] * 2
+
+
+def _task(tmp_path: Path) -> Path:
+    """A task folder: a data set, genobird at 1 and 8 kb (8 kb better on histone marks
+    only, and chosen on validation), and a CNN at 1 kb (as good as genobird at 1 kb)."""
+    task = tmp_path / "chromatin_tasks" / "toy"
+    rng = np.random.default_rng(0)
+    examples = 800
+    labels = rng.integers(0, 2, (examples, 6)).astype(np.uint8)
+    labels[: examples // 4, 4:] = 255  # histone marks unknown on a quarter of the bins
+    windows = WindowSet("chromatin", [f"f{i}" for i in range(6)], CATEGORIES)
+    for row in range(examples):
+        windows.add("ACGT" * 50, labels[row], "chr1", row * 200, row * 200 + 200, "+", "test")
+    windows.add("ACGT" * 50, np.zeros(6), "chr2", 0, 200, "+", "train")
+    data = windows.write(task / "data.h5")
+    known = np.where(labels == 255, 0, labels).astype(float)
+    meta = {"task": "chromatin", "feature_names": windows.feature_names, "categories": CATEGORIES,
+            "window_bp": 200}  # fmt: skip
+    test_labels = np.where(labels == 255, np.nan, labels).astype(float)
+
+    def run(folder: str, signal: np.ndarray, validation: float | None):
+        probabilities = np.clip(known * signal + rng.normal(0.3, 0.2, known.shape), 0, 1)
+        extra = {"training": {"best_validation_auroc": validation}}
+        write_evaluation(task / folder / "report", meta, (test_labels, probabilities), None,
+                         extra, data)  # fmt: skip
+
+    run("context-1000", np.array([0.3] * 6), 0.70)
+    run("context-8000", np.array([0.3] * 4 + [0.8] * 2), 0.75)
+    run("baselines/deepsea-cnn-1000", np.array([0.3] * 6), None)
+    return task
+
+
+def test_context_gains_and_baseline_differences_are_paired_by_category(tmp_path):
+    task = _task(tmp_path)
+    summary = summarise(task, min_positives=20, resamples=300)
+    assert summary["chosen_context"] == 8000  # the higher validation AUROC
+    assert set(summary["genobird"]) == {1000, 8000}
+    auroc_8k, _, features = summary["genobird"][8000]["Histone"]
+    assert features == 2 and auroc_8k > summary["genobird"][1000]["Histone"][0]
+    gain = summary["gain_over_narrowest"][8000]
+    assert gain["Histone"]["low"] > 0  # the planted gain is found
+    assert gain["TF"]["low"] < 0 < gain["TF"]["high"] or abs(gain["TF"]["difference"]) < 0.05
+    (cnn,) = summary["genobird_minus_baseline"]
+    assert cnn["kind"] == "deepsea-cnn" and cnn["context"] == 1000
+    assert cnn["categories"]["Histone"]["difference"] > 0
+    # features with too few test positives drop out of every median
+    assert summarise(task, min_positives=10_000, resamples=200)["genobird"][1000] == {}
+
+
+def test_chosen_context_reads_validation_never_test(tmp_path):
+    task = _task(tmp_path)
+    metrics = task / "context-8000" / "report" / "metrics.json"
+    report = json.loads(metrics.read_text())
+    report["training"]["best_validation_auroc"] = 0.5  # worse on validation, better on test
+    metrics.write_text(json.dumps(report))
+    assert chosen_context({1000: task / "context-1000" / "report",
+                           8000: task / "context-8000" / "report"}) == 1000  # fmt: skip
+
+
+def test_report_and_benchmark_show_the_ablation(tmp_path, capsys):
+    task = _task(tmp_path)
+    out = build_report(tmp_path, tmp_path / "report.html")
+    page = out.read_text()
+    assert "Chromatin profiles: toy" in page and "8,000 bp minus 1,000 bp" in page
+    assert "genobird 8,000 bp minus DeepSEA CNN, 1,000 bp" in page
+    assert "features with 20+" in page  # positives per split
+    spec = importlib.util.spec_from_file_location(
+        "chromatin_context", REPO / "benchmarks" / "chromatin_context.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(task), "--resamples", "200", "--out", str(tmp_path / "s.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "target, TF median AUROC >= the 1,000 bp DeepSEA CNN's" in printed
+    assert "target, 8,000 bp above 1,000 bp with the interval above zero in a category: met " \
+           "(Histone)" in printed  # fmt: skip
+    assert json.loads((tmp_path / "s.json").read_text())["chosen_context"] == 8000
+
+
+def test_a_task_without_runs_is_a_one_line_error(tmp_path):
+    from genobird.errors import InputError
+
+    with pytest.raises(InputError, match="fine-tune the task first"):
+        summarise(tmp_path)
