@@ -389,6 +389,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         rc_average=args.rc_average,
         rc_augment=args.rc_augment,
         pooling=args.pooling,
+        centre_bp=args.centre_bp,
         dropout=args.dropout,
         eval_every=args.eval_every,
         patience=args.patience,
@@ -1069,11 +1070,14 @@ def _add_finetune(commands) -> None:
     )
     sub.add_argument(
         "--pooling",
-        choices=["cls", "mean", "hf"],
+        choices=["cls", "mean", "hf", "centre"],
         default="cls",
-        help="[CLS] pooler (the paper), the mean of the token states, or HuggingFace "
-        "BigBird's head on [CLS] (exportable with `convert to-hf`)",
+        help="[CLS] pooler (the paper), the mean of the token states, HuggingFace "
+        "BigBird's head on [CLS] (exportable with `convert to-hf`), or the mean of the "
+        "states of the tokens over the window's central --centre-bp (a chromatin bin)",
     )
+    sub.add_argument("--centre-bp", type=int, default=200,
+                     help="with --pooling centre: the bases pooled, centred")  # fmt: skip
     sub.add_argument(
         "--dropout",
         type=float,

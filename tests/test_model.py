@@ -275,6 +275,36 @@ def test_mean_pooling_reads_the_real_tokens_only():
     )
 
 
+def test_centre_pooling_reads_the_central_real_tokens_only(tmp_path):
+    """Centre pooling equals the average of each input's central real token states (the
+    middle fifth of them here), row by row, whatever lies outside; it survives a save."""
+    from genobird.model import from_pretrained, save_pretrained
+    from genobird.model.bigbird import central_tokens
+
+    torch.manual_seed(0)
+    model = BigBirdForSequenceClassification(tiny_config(), 2, pooling="centre",
+                                             centre_fraction=0.2).eval()  # fmt: skip
+    ids, segments, mask = batch()
+    states = encode(model, ids, segments, mask)
+    rows = []
+    for row in range(2):
+        length = int(mask[row].sum())
+        span = max(round(length * 0.2), 1)
+        first = (length - span) // 2
+        rows.append(states[row, first : first + span].mean(0))
+    torch.testing.assert_close(model.head(torch.stack(rows)), model(ids, segments, mask).logits)
+    assert central_tokens(torch.ones(1, 10, dtype=torch.bool), 0.2)[0].nonzero().ravel().tolist() \
+        == [4, 5]  # fmt: skip
+    assert central_tokens(torch.ones(1, 9, dtype=torch.bool), 0.01)[0].nonzero().ravel().tolist() \
+        == [4]  # at least the middle token  # fmt: skip
+    save_pretrained(model, tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    assert loaded.centre_fraction == 0.2
+    torch.testing.assert_close(
+        loaded(ids, segments, mask).logits, model(ids, segments, mask).logits
+    )
+
+
 def test_multi_label_head_uses_pos_weight():
     torch.manual_seed(0)
     ids, segments, mask = batch()

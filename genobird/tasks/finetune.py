@@ -52,8 +52,11 @@ class FinetuneSpec:
     rc_average: bool | None = None
     # Read each training window on a random strand; default: every task but promoter.
     rc_augment: bool | None = None
-    # "cls" (the paper's [CLS] pooler) or "mean" (mean of the token states)
+    # "cls" (the paper's [CLS] pooler), "mean" (mean of the token states), "hf"
+    # (transformers' head) or "centre" (mean of the states of the tokens over the window's
+    # central `centre_bp`: a chromatin bin, read with its context through attention)
     pooling: str = "cls"
+    centre_bp: int = 200
     # Dropout on the encoder's hidden states and the head while fine-tuning (None: the
     # model's own; genobird's pretraining configs use 0, which overfits small tasks).
     dropout: float | None = None
@@ -242,10 +245,14 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
     config = task_config(pretrained, spec.model, spec.max_tokens, len(pieces), tokenizer.pad_id)
     if spec.dropout is not None:
         config = replace(config, hidden_dropout=spec.dropout)
+    head = {}
+    if spec.pooling == "centre":
+        window = spec.window_bp or task_meta["window_bp"]
+        head["centre_fraction"] = min(1.0, spec.centre_bp / window)
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
-        pooling=spec.pooling,
+        pooling=spec.pooling, **head,
     )  # fmt: skip
 
 
