@@ -1,0 +1,31 @@
+"""benchmarks/gpu.py, the one script a GPU run executes, dry-run on the CPU so that it
+cannot rot between GPU runs: every step runs at tiny sizes and writes its figures."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
+    spec = importlib.util.spec_from_file_location("gpu", REPO / "benchmarks" / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    assert gpu.main(["--out", str(tmp_path), "--dry-run"]) == 0
+    results = json.loads((tmp_path / "gpu.json").read_text())
+    assert results["dry_run"] is True
+    assert list(results["steps"]) == ["cuda_tests", "attention", "pretraining", "scoring",
+                                      "hf_model"]  # fmt: skip
+    steps = {name: step["result"] for name, step in results["steps"].items()}
+    assert steps["cuda_tests"]["returncode"] == 0 and steps["cuda_tests"]["tests collected"] > 0
+    assert [row["tokens"] for row in steps["attention"]["rows"]] == [256, 512]
+    assert steps["attention"]["rows"][0]["genobird_over_sdpa"] > 0
+    assert steps["pretraining"]["tokens_per_s"] > 0
+    assert all(rate > 0 for rate in steps["scoring"]["regions_per_s"].values())
+    assert steps["hf_model"]["largest_difference_fp32"] < 1e-4
+    assert steps["hf_model"]["training_genobird_over_transformers"] > 0
+    table = (tmp_path / "gpu.md").read_text()
+    assert "| pretraining | tokens_per_s |" in table and "| hf_model |" in table
