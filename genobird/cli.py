@@ -394,6 +394,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         eval_every=args.eval_every,
         patience=args.patience,
         layer_decay=args.layer_decay,
+        head_lr_scale=args.head_lr_scale,
         bpe_dropout=args.bpe_dropout,
         segmentations=args.segmentations,
         training=training,
@@ -1096,6 +1097,9 @@ def _add_finetune(commands) -> None:
         help="stop after this many checks without improvement (0: never)",
     )
     sub.add_argument("--learning-rate", type=float, default=3e-4)
+    sub.add_argument("--head-lr-scale", type=float,
+                     help="the fresh head's learning rate as a multiple of --learning-rate "
+                     "(default: 10 for chromatin, 1 otherwise)")  # fmt: skip
     sub.add_argument("--layer-decay", type=float, default=1.0,
                      help="layer-wise learning-rate decay: each encoder layer learns this "
                      "times as fast as the one above it, the embeddings slowest "

@@ -28,7 +28,7 @@ def finetune_options(section):
     """The optional fine-tuning settings of a config section (promoter, chromatin or one
     sequence task), as genobird finetune options."""
     keys = ("eval_every", "patience", "pooling", "centre_bp", "dropout", "layer_decay",
-            "bpe_dropout", "segmentations", "pos_weight")
+            "head_lr_scale", "bpe_dropout", "segmentations", "pos_weight")
     options = [f"--{key.replace('_', '-')} {section[key]}" for key in keys if key in section]
     if "rc_augment" in section:  # scored on the strands it was trained on
         strands = "" if section["rc_augment"] else "no-"

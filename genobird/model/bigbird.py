@@ -789,6 +789,11 @@ class BigBirdForSequenceClassification(nn.Module):
             head["centre_fraction"] = self.centre_fraction
         return head
 
+    def set_output_bias(self, bias) -> None:
+        """Start each output at a given logit (e.g. its training base rate's log-odds)."""
+        with torch.no_grad():
+            self.head.linear.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
+
     def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """One [B, C] vector per input, read by the head."""
         if self.pooling == "cls":
