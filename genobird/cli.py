@@ -67,10 +67,14 @@ def cmd_reference_download(args: argparse.Namespace) -> int:
 
 
 def cmd_reference_fetch(args: argparse.Namespace) -> int:
-    from genobird.genome import Reference, parse_region
+    from genobird.genome import Interval, Reference, parse_region
 
-    region = parse_region(args.region)
     with Reference(args.fasta) as reference:
+        # a contig's own name (which may hold a colon) is the whole contig
+        if args.region in reference.lengths:
+            region = Interval(args.region, 0, reference.lengths[args.region])
+        else:
+            region = parse_region(args.region)
         sequence = reference.fetch(
             region.chrom, region.start, region.end, strand=args.strand, pad=args.pad
         )
@@ -798,7 +802,11 @@ def _add_reference(commands) -> None:
         actions, "fetch", "Print a region of a FASTA (1-based chr:start-end).", cmd_reference_fetch
     )
     fetch.add_argument("fasta", type=Path, help="FASTA (plain or bgzipped)")
-    fetch.add_argument("region", help="chrom:start-end, 1-based inclusive")
+    fetch.add_argument(
+        "region",
+        help="chrom:start-end, 1-based inclusive (the coordinates "
+        "follow the last colon), or a contig's name for all of it",
+    )
     fetch.add_argument("--strand", choices=["+", "-"], default="+", help="'-': reverse complement")
     fetch.add_argument("--pad", action="store_true", help="fill with N past the contig ends")
 
@@ -1149,7 +1157,11 @@ def _add_score(commands) -> None:
         "--chromosomes", nargs="+", help="only the BED regions or variants on these chromosomes"
     )
     sub.add_argument("--out", type=Path, required=True, help="output file")
-    sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
+    sub.add_argument(
+        "--format",
+        choices=["tsv", "h5"],
+        help="tsv or h5 (default: from --out's name: .h5/.hdf5 is HDF5, else TSV)",
+    )
     sub.add_argument("--features", nargs="+", help="only these feature columns")
     sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
     _add_predictor_options(sub)
@@ -1175,7 +1187,11 @@ def _add_likelihood(commands) -> None:
     )
     sub.add_argument("--chromosomes", nargs="+", help="only the BED regions on these chromosomes")
     sub.add_argument("--out", type=Path, required=True, help="output file")
-    sub.add_argument("--format", choices=["tsv", "h5"], default="tsv")
+    sub.add_argument(
+        "--format",
+        choices=["tsv", "h5"],
+        help="tsv or h5 (default: from --out's name: .h5/.hdf5 is HDF5, else TSV)",
+    )
     sub.add_argument("--stride", type=int,
                      help="pieces this far apart are masked together, in as many passes "
                      "(default 7: as pretraining scores its held-out bits per bp; one "
@@ -1383,9 +1399,23 @@ def _configure_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+# Options of the genobird command itself, accepted after the subcommand too: a user who
+# sees an error adds --debug at the end of the line they ran.
+ANYWHERE = ("--debug", "--quiet", "--verbose")
+
+
+def hoisted(argv: list[str]) -> list[str]:
+    """argv with the options of ANYWHERE moved in front of the subcommand (up to a
+    `--`, after which arguments are left alone)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    flags = [arg for arg in argv[:end] if arg in ANYWHERE]
+    rest = [arg for arg in argv[:end] if arg not in ANYWHERE]
+    return flags + rest + argv[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(hoisted(list(sys.argv[1:] if argv is None else argv)))
     _configure_logging(args)
     try:
         return args.handler(args)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import torch
 from genobird.corpus.hf_tokenizer import write_hf_tokenizer
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
-from genobird.fileio import atomic_write
+from genobird.fileio import atomic_write, staging_folder
 from genobird.model import BigBirdForPretraining
 from genobird.model.bigbird import BigBirdForSequenceClassification
 from genobird.model.hf import config_from_hf, config_to_hf, state_dict_from_hf, state_dict_to_hf
@@ -162,7 +161,7 @@ def _fresh_directory(target: Path):
     if target.exists() and any(target.iterdir()):
         raise ConfigError(f"{target} exists and is not empty; give a new output folder")
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    work = staging_folder(target)
     try:
         yield work
         if target.exists():

@@ -42,6 +42,40 @@ def open_text(path: str | os.PathLike) -> IO[str]:
         raise ReferenceFileError(f"{path}: permission denied; check the file's mode") from exc
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it, then putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def as_umask_allows(path: str | os.PathLike, folder: bool = False) -> None:
+    """Give a file or folder made by tempfile (private: 0600 / 0700) the mode the user's
+    umask gives a new one, so that results are readable by whoever else should read them."""
+    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+
+
+def staging_folder(beside: str | os.PathLike) -> Path:
+    """A new folder beside `beside`, to be renamed to it once complete, with the mode the
+    umask gives."""
+    beside = Path(beside)
+    folder = Path(tempfile.mkdtemp(prefix=f".{beside.name}.", dir=beside.parent))
+    as_umask_allows(folder, folder=True)
+    return folder
+
+
+def utf8_names(names):
+    """Names as an array HDF5 stores as fixed-length UTF-8: `.asstr()` reads any name
+    back, and ASCII ones also read as plain bytes. numpy's "S" arrays are ASCII only, and
+    a feature of DeepSEA's own table stopped them."""
+    import h5py
+    import numpy as np
+
+    encoded = [str(name).encode("utf-8") for name in names]
+    width = max((len(value) for value in encoded), default=1) or 1
+    return np.array(encoded, dtype=h5py.string_dtype("utf-8", width))
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Iterator[IO]:
     """Write to a temporary file beside `path` and rename it into place only on success.
@@ -53,6 +87,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    as_umask_allows(tmp_name)
     try:
         with open(tmp_name, mode, **open_kwargs) as handle:
             yield handle
@@ -75,6 +110,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp_name)
+        # after the library wrote it: some (safetensors) make their file 0600 themselves
+        as_umask_allows(tmp_name)
         os.replace(tmp_name, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
 from genobird.genome import open_reference, read_bed, read_fasta
-from genobird.genome.alphabet import reverse_complement
+from genobird.genome.alphabet import normalise_dna, reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.predict import ScoreResult, wanted_contigs
@@ -143,8 +143,10 @@ class LikelihoodScorer:
         self.window = self.model.config.max_position - 2  # [CLS] window [SEP]
 
     def score(self, sequences: list[str]) -> pd.DataFrame:
-        """bp scored, pieces, bits and bits per bp of each sequence (normalised DNA; NaN
+        """bp scored, pieces, bits and bits per bp of each sequence (normalised here, as
+        every scorer normalises: soft-masked lowercase and RNA's U count as bases; NaN
         bits where it has no A/C/G/T base)."""
+        sequences = [normalise_dna(s, record=f"sequence {i}") for i, s in enumerate(sequences)]
         strands = [sequences]
         if self.both_strands:
             strands.append([reverse_complement(s) for s in sequences])

@@ -15,7 +15,7 @@ HDF5 output, one row per record:
     name S [R], chrom S [R], start int64 [R]   first mutated base (0-based; FASTA: in
                                                the record, chrom = record name)
     positions    int64 [R, W]           the coordinate of each mutated base
-    feature_names S [F];  attrs: score, window, bases
+    feature_names [F] (UTF-8);  attrs: score, window, bases
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from genobird.errors import ConfigError, InputError
-from genobird.fileio import atomic_path
+from genobird.fileio import atomic_path, utf8_names
 from genobird.genome import centered_window, open_reference, read_bed, read_fasta
 from genobird.predict import fit_window, logit
 from genobird.scoring import select_features
@@ -140,7 +140,7 @@ class IsmWriter:
     def __init__(self, path: Path, feature_names: list[str], window: int, score: str):
         self._context = atomic_path(path)
         self._file = h5py.File(self._context.__enter__(), "w")
-        self._file.create_dataset("feature_names", data=np.array(feature_names, dtype="S"))
+        self._file.create_dataset("feature_names", data=utf8_names(feature_names))
         self._file.attrs.update(score=score, window=window, bases=BASES)
         self.path, self.features, self.window, self.rows = path, len(feature_names), window, 0
 
@@ -157,8 +157,11 @@ class IsmWriter:
 
     def _append(self, name: str, values: np.ndarray, dtype) -> None:
         if name not in self._file:
+            # one record per chunk: h5py's own choice (256 records) made a file of a few
+            # records 300x its data
             self._file.create_dataset(name, shape=(0, *values.shape[1:]), dtype=dtype,
-                                      maxshape=(None, *values.shape[1:]), chunks=True)  # fmt: skip
+                                      maxshape=(None, *values.shape[1:]),
+                                      chunks=(1, *values.shape[1:]))  # fmt: skip
         dataset = self._file[name]
         dataset.resize(dataset.shape[0] + 1, axis=0)
         dataset[-1:] = values

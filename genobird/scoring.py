@@ -18,7 +18,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from genobird.errors import ConfigError
-from genobird.fileio import atomic_path, atomic_write
+from genobird.fileio import atomic_path, atomic_write, utf8_names
 
 FLOAT_FORMAT = "%.9g"  # float32 round-trips with 9 significant digits
 
@@ -60,7 +60,7 @@ class H5Sink:
         self._context = atomic_path(path)
         self._tmp = self._context.__enter__()
         self._file = h5py.File(self._tmp, "w")
-        self._file.create_dataset("feature_names", data=np.array(feature_names, dtype="S"))
+        self._file.create_dataset("feature_names", data=utf8_names(feature_names))
         self.rows = 0
 
     def write(self, tables: dict[str, pd.DataFrame]) -> None:
@@ -114,11 +114,34 @@ def select_features(predictor, names: list[str] | None) -> list[str]:
     return names
 
 
-def write_scores(predictor, kind: str, source, out: Path, fmt: str, features, reference=None,
-                 tiles: bool = False, progress: bool = False,
+H5_SUFFIXES = (".h5", ".hdf5")
+TSV_SUFFIXES = (".tsv", ".txt")
+
+
+def output_format(out: Path, fmt: str | None) -> str:
+    """The format a score file is written in: `fmt`, or its name's (.h5/.hdf5: HDF5;
+    anything else: TSV). A name that says one format and `fmt` the other is refused, as
+    is an existing folder: both before any record is scored."""
+    out = Path(out)
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is an existing folder; give a file name, e.g. "
+                          f"{out / 'scores.tsv'}")  # fmt: skip
+    named = "h5" if out.suffix.lower() in H5_SUFFIXES else (
+        "tsv" if out.suffix.lower() in TSV_SUFFIXES else None)  # fmt: skip
+    if fmt is None:
+        return named or "tsv"
+    if named is not None and named != fmt:
+        raise ConfigError(f"--out {out} names a {named.upper()} file but --format is {fmt}; "
+                          "let the name decide (leave --format out) or rename it")  # fmt: skip
+    return fmt
+
+
+def write_scores(predictor, kind: str, source, out: Path, fmt: str | None, features,
+                 reference=None, tiles: bool = False, progress: bool = False,
                  chromosomes=None) -> ScoreSummary:  # fmt: skip
-    """Score `source` (kind: fasta, bed, vcf) into `out`; returns counts and paths.
-    `chromosomes` keeps only the BED regions or variants on them."""
+    """Score `source` (kind: fasta, bed, vcf) into `out` (`output_format`); returns counts
+    and paths. `chromosomes` keeps only the BED regions or variants on them."""
+    fmt = output_format(out, fmt)
     summary = ScoreSummary()
     chosen = select_features(predictor, features)
     rejected_rows: list = []

@@ -133,3 +133,22 @@ def test_report_with_no_context_windows_is_a_one_line_error_and_writes_nothing(t
     err = capsys.readouterr().err
     assert "context windows must be at least 1, got 0" in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_debug_and_quiet_are_accepted_after_the_command(tmp_path, capsys):
+    fasta = write(tmp_path / "r.fa", ">chr1\nACGTACGTAA\n")
+    assert main(["reference", "fetch", str(fasta), "chr1:1-4", "--quiet"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "ACGT"
+    from genobird.errors import RegionError
+
+    with pytest.raises(RegionError, match="outside the contig"):  # --debug: raised as it is
+        main(["reference", "fetch", str(fasta), "chr1:9-99", "--debug"])
+    assert main(["reference", "fetch", str(fasta), "chr1:9-99"]) == 1
+
+
+def test_fetch_addresses_a_contig_whose_name_holds_a_colon(tmp_path, capsys):
+    fasta = write(tmp_path / "r.fa", ">22:20000001-21000000\nNNNNACGTAC\n")
+    assert main(["reference", "fetch", str(fasta), "22:20000001-21000000:5-8"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "ACGT"
+    assert main(["reference", "fetch", str(fasta), "22:20000001-21000000"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "NNNNACGTAC"

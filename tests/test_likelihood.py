@@ -263,3 +263,14 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
     err = capsys.readouterr().err
     assert "1 test windows have no A/C/G/T base (the first is row 1" in err
     assert not (tmp_path / "gap").exists()
+
+
+def test_soft_masked_and_rna_input_is_scored_as_its_dna(model_dir):
+    """LikelihoodScorer.score normalises as every scorer does: lowercase (soft-masked)
+    bases and U count (they were dropped: 9 of 33 bases scored)."""
+    scorer = LikelihoodScorer(model_dir, "cpu", stride=3)
+    dna = "ACGTTGACAGGATTACAGGCATGAGCCACCGCG"
+    mixed = dna[:24].lower() + dna[24:]
+    table = scorer.score([dna, mixed, dna.replace("T", "U"), dna.lower()])
+    assert table["bp"].tolist() == [len(dna)] * 4
+    np.testing.assert_allclose(table["bits"], table["bits"][0])

@@ -487,3 +487,70 @@ def test_a_model_with_repeated_feature_names_is_refused(model_dir, tmp_path):
     (copy / "config.json").write_text(json.dumps(config))
     with pytest.raises(InputError, match=f"duplicate feature names '{names[0]}'"):
         load_predictor(copy, device="cpu")
+
+
+@pytest.mark.shared_data
+def test_ism_and_h5_scores_keep_deepsea_feature_names_that_are_not_ascii(
+    model_dir, shared_data, tmp_path
+):
+    """DeepSEA's own 919-feature table names cells with non-ASCII characters; ISM and
+    HDF5 scores store every name as UTF-8 (they stopped with UnicodeEncodeError)."""
+    from genobird.tasks.chromatin import read_deepsea_features
+
+    names, _ = read_deepsea_features(shared_data / "chromatin" / "deepsea_919_features.tsv")
+    unusual = [name for name in names if not name.isascii()][:4]
+    assert unusual, "DeepSEA's table holds non-ASCII names"
+    renamed = tmp_path / "model"
+    shutil.copytree(model_dir, renamed)
+    config = json.loads((renamed / "config.json").read_text())
+    config["task_info"]["feature_names"][:4] = unusual
+    (renamed / "config.json").write_text(json.dumps(config))
+    fasta = write(tmp_path / "r.fa", ">r\n" + "ACGT" * 100 + "\n")
+    assert main(["-q", "ism", "--model", str(renamed), "--fasta", str(fasta), "--window", "4",
+                 "--out", str(tmp_path / "ism.h5")]) == 0  # fmt: skip
+    assert main(["-q", "score", "--model", str(renamed), "--fasta", str(fasta),
+                 "--out", str(tmp_path / "s.h5")]) == 0  # fmt: skip
+    for path in (tmp_path / "ism.h5", tmp_path / "s.h5"):
+        with h5py.File(path, "r") as handle:
+            assert handle["feature_names"].asstr()[:4].tolist() == unusual
+    size = (tmp_path / "ism.h5").stat().st_size
+    assert size < 200_000, size  # one record per chunk, not h5py's 256
+
+
+def test_score_output_format_follows_the_name_and_folders_are_refused(model_dir, tmp_path,
+                                                                       capsys):  # fmt: skip
+    fasta = write(tmp_path / "r.fa", ">a\n" + "ACGT" * 100 + "\n")
+    base = ["-q", "score", "--model", str(model_dir), "--fasta", str(fasta)]
+    assert main([*base, "--out", str(tmp_path / "x.h5")]) == 0
+    assert h5py.is_hdf5(tmp_path / "x.h5")  # the name chose HDF5, not TSV
+    assert main([*base, "--out", str(tmp_path / "x.tsv")]) == 0
+    assert (tmp_path / "x.tsv").read_text().startswith("index\tname\t")
+    capsys.readouterr()
+    assert main([*base, "--out", str(tmp_path / "y.h5"), "--format", "tsv"]) == 1
+    assert "names a H5 file but --format is tsv" in capsys.readouterr().err
+    folder = tmp_path / "existing"
+    folder.mkdir()
+    assert main([*base, "--out", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "is an existing folder; give a file name" in err and ".tmp" not in err
+    assert list(folder.iterdir()) == []
+
+
+def test_outputs_are_readable_as_the_umask_allows(model_dir, tmp_path):
+    """Score tables, their side files and model files get the mode a new file gets under
+    the user's umask (the atomic writes' temporary files were private, 0600)."""
+    import os
+    import stat
+
+    fasta = write(tmp_path / "r.fa", ">a\n" + "ACGT" * 100 + "\n>b\nXXXX\n")
+    previous = os.umask(0o022)
+    try:
+        assert main(["-q", "score", "--model", str(model_dir), "--fasta", str(fasta),
+                     "--out", str(tmp_path / "out" / "s.tsv")]) == 0  # fmt: skip
+    finally:
+        os.umask(previous)
+    for path in (tmp_path / "out" / "s.tsv", tmp_path / "out" / "s.tsv.rejected.tsv"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o755
+    for path in model_dir.iterdir():  # written by the fine-tuning of the fixture
+        assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044, path

@@ -28,7 +28,6 @@ import multiprocessing
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -37,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from genobird.errors import InputError
-from genobird.fileio import atomic_write
+from genobird.fileio import atomic_write, staging_folder
 from genobird.genome.reference import Reference
 
 log = logging.getLogger(__name__)
@@ -242,7 +241,7 @@ def write_documents(
     started = time.perf_counter()
     summary = CorpusSummary(chromosomes=len(names))
     index_rows = []
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_text.name}.", dir=out_text.parent))
+    staging = staging_folder(out_text)
     try:
         jobs = [
             (str(path), name, seed_index, spec, str(staging / f"{i:05d}.txt"))

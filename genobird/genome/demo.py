@@ -30,13 +30,12 @@ import json
 import logging
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from genobird.fileio import atomic_write, file_digest
+from genobird.fileio import atomic_write, file_digest, staging_folder
 from genobird.genome.alphabet import reverse_complement
 
 log = logging.getLogger(__name__)
@@ -557,7 +556,7 @@ def generate_demo_reference(outdir: str | Path, spec: DemoSpec = DemoSpec()) -> 
         sequences.append((name, sequence))
         plans.append(plan)
         log.info("%s: %d bp, %d promoters", name, length, len(plan.promoters))
-    staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
+    staging = staging_folder(outdir)
     try:
         _write_fasta(staging / "genome.fa", sequences)
         with atomic_write(staging / "chrom.sizes") as handle:

@@ -331,7 +331,9 @@ def oriented_window(
     raise RegionError(f"{chrom}:{tss}: an oriented window needs strand + or -, got {strand!r}")
 
 
-_REGION_TEXT = re.compile(r"^(?P<chrom>[^:\s]+):(?P<start>[\d,]+)-(?P<end>[\d,]+)$")
+# the coordinates follow the last colon: a contig name may hold colons itself
+# ("22:20000001-21000000:1-100" is bases 1-100 of the contig "22:20000001-21000000")
+_REGION_TEXT = re.compile(r"^(?P<chrom>\S+):(?P<start>[\d,]+)-(?P<end>[\d,]+)$")
 
 
 def parse_region(text: str) -> Interval:
