@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
-from genobird.errors import CheckpointError, GenobirdError
+from genobird.errors import CheckpointError, ConfigError, GenobirdError
 from genobird.fileio import require_unique_names
 from genobird.genome import (
     Reference,
@@ -172,7 +172,7 @@ class Predictor:
         cuts = int(info.get("segmentations", 0)) if asked is None else asked
         dropout = float(info.get("bpe_dropout", 0.0))
         if cuts < 0:
-            raise GenobirdError(f"segmentations must be 0 or more, got {cuts}")
+            raise ConfigError(f"segmentations must be 0 or more, got {cuts}")
         if cuts and not dropout:
             raise CheckpointError(
                 f"{self.model_dir} was fine-tuned without BPE-dropout, so it has no "
@@ -389,7 +389,7 @@ class Predictor:
         """One row per ALT: chrom, pos, id, ref, alt, ref_match, then one column per feature
         holding `score`: "diff" (alt - ref), "abs_diff", "log_odds_diff", "ref" or "alt"."""
         if score not in (*VARIANT_SCORES, "ref", "alt"):
-            raise GenobirdError(
+            raise ConfigError(
                 f"score must be one of {(*VARIANT_SCORES, 'ref', 'alt')}, got {score!r}"
             )
         return self.score_variant_tables(path, reference, chromosomes)[score]

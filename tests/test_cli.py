@@ -152,3 +152,23 @@ def test_fetch_addresses_a_contig_whose_name_holds_a_colon(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[1] == "ACGT"
     assert main(["reference", "fetch", str(fasta), "22:20000001-21000000"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == "NNNNACGTAC"
+
+
+HELP_CALLS = [["--help"], ["finetune", "--help"], ["nlp", "--help"], ["score", "--help"],
+              ["dataset", "chromatin", "--help"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", HELP_CALLS)
+def test_help_imports_no_torch(argv):
+    """Help is read often and must come at once: no torch, h5py, pyfaidx or Biopython."""
+    import subprocess
+
+    code = (
+        "import sys\nfrom genobird.cli import main\ntry:\n"
+        f"    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'h5py', 'pyfaidx', 'Bio') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert "usage: genobird" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -369,7 +369,7 @@ def test_api_tables_carry_their_rejected_records(predictor, demo_reference, tmp_
     ref_table = predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="ref")
     features = predictor.feature_names
     np.testing.assert_allclose(diff[features], alt[features] - ref_table[features], atol=1e-7)
-    with pytest.raises(Exception, match="score must be one of"):
+    with pytest.raises(ConfigError, match="score must be one of"):
         predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="odds")
 
 

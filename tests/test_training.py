@@ -457,9 +457,9 @@ def test_learning_rate_scales_follow_the_longest_prefix_and_decay_rules():
     assert by_parameter[id(named["encoder.layers.0.attention.qkv.weight"])]["weight_decay"] == 0.01
     heads = [n for n in named if not n.startswith("encoder.")]
     assert heads and all(by_parameter[id(named[n])]["lr"] == pytest.approx(1e-3) for n in heads)
-    with pytest.raises(Exception, match=r"no parameter name starts with 'decoder\.'"):
+    with pytest.raises(ConfigError, match=r"no parameter name starts with 'decoder\.'"):
         parameter_groups(model, 0.01, 1e-3, {"decoder.": 0.1})
-    with pytest.raises(Exception, match=r"use a number > 0"):
+    with pytest.raises(ConfigError, match=r"use a number > 0"):
         parameter_groups(model, 0.01, 1e-3, {"encoder.": 0})
 
 
@@ -588,7 +588,7 @@ def test_context_gains_are_paired_on_the_same_masked_tokens(pretraining_data, tm
 
 
 def test_effective_batch_must_divide():
-    with pytest.raises(Exception, match="not a multiple"):
+    with pytest.raises(ConfigError, match="not a multiple"):
         TrainingConfig(batch_size=3, effective_batch_size=8).accumulation_steps(1)
 
 
@@ -771,7 +771,7 @@ def test_pretrain_config_typos_fail_before_training(tmp_path, capsys):
     path.write_text("model: {hiden_size: 3}\ndata: {train: x, tokenizer: y}\n")
     assert main(["pretrain", "--config", str(path)]) == 1
     assert "unknown model keys ['hiden_size']" in capsys.readouterr().err
-    with pytest.raises(Exception, match=r"data\.train is required"):
+    with pytest.raises(ConfigError, match=r"data\.train is required"):
         path.write_text("data: {tokenizer: y}\n")
         load_run_config(path)
 

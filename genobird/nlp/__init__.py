@@ -1,7 +1,16 @@
 """NLP task heads on the same block-sparse encoder (paper section 4, appendix E):
 extractive QA, multiple choice, GLUE-style classification, encoder-decoder summarisation,
-ETC-style global tokens, and a sentencepiece text tokenizer."""
+ETC-style global tokens, and a sentencepiece text tokenizer.
 
-from genobird.nlp.text import TextTokenizer, train_text_tokenizer
+The names below load on first use, so that `genobird --help` (which wires `genobird nlp`
+in through genobird.nlp.cli) imports no torch."""
 
 __all__ = ["TextTokenizer", "train_text_tokenizer"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from genobird.nlp import text
+
+        return getattr(text, name)
+    raise AttributeError(f"module 'genobird.nlp' has no attribute {name!r}")
