@@ -57,12 +57,12 @@ def test_unknown_data_set_lists_the_available_ones(capsys):
 
 
 def test_internal_errors_are_one_line_without_debug(monkeypatch, capsys):
-    import genobird.cli as cli
+    import genobird.commands.reference as reference
 
     def broken(args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "cmd_reference_list", broken)
+    monkeypatch.setattr(reference, "cmd_reference_list", broken)
     assert main(["reference", "list"]) == 1
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: boom" in err and "--debug" in err
@@ -99,7 +99,7 @@ def _leaf_commands(parser, prefix=()):
 def test_every_subcommand_has_help(capsys):
     commands = list(_leaf_commands(build_parser()))
     assert ("score",) in commands and ("nlp", "finetune") in commands
-    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 29
+    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 30
     assert ("likelihood",) in commands and ("zero-shot",) in commands
     assert ("baseline", "compare") in commands
     assert ("convert", "from-hf") in commands and ("convert", "to-hf") in commands
@@ -109,6 +109,7 @@ def test_every_subcommand_has_help(capsys):
         assert info.value.code == 0
         text = capsys.readouterr().out
         assert f"usage: genobird {' '.join(command)}" in text and len(text) > 200, command
+        assert "(default: None)" not in text and "(default: False)" not in text, command
 
 
 def test_layout_reports_density_and_graph_properties(capsys):

@@ -1,0 +1,68 @@
+"""`genobird convert from-hf|to-hf`: HuggingFace BigBird checkpoints in and out."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from genobird.commands.common import (
+    EXIT_OK,
+    subcommand,
+)
+
+log = logging.getLogger("genobird")
+
+
+def cmd_convert_from_hf(args: argparse.Namespace) -> int:
+    from genobird.convert import from_hf
+
+    result = from_hf(args.hf_dir, args.out_dir, window_bp=args.window_bp)
+    fresh = result["fresh_heads"]
+    print(
+        f"wrote {args.out_dir}: {result['model_class']} from {result['architecture']} "
+        f"(attention {result['attention_type']})"
+        + (f"; fresh heads (not in the file): {', '.join(fresh)}" if fresh else "")
+    )
+    return EXIT_OK
+
+
+def cmd_convert_to_hf(args: argparse.Namespace) -> int:
+    from genobird.convert import to_hf
+
+    result = to_hf(args.model_dir, args.out_dir)
+    print(
+        f"wrote {args.out_dir}: {result['architecture']} ({result['tensors']} tensors, "
+        f"attention_type {result['attention_type']}) and tokenizer.json"
+    )
+    if result.get("note"):
+        print(f"note: {result['note']}")
+    return EXIT_OK
+
+
+def add_convert(commands) -> None:
+    convert = commands.add_parser(
+        "convert", help="HuggingFace BigBird checkpoints (e.g. GENA-LM) in and out."
+    )
+    actions = convert.add_subparsers(dest="action", metavar="ACTION", required=True)
+    source = subcommand(
+        actions,
+        "from-hf",
+        "Convert a transformers BigBird directory (config.json, model.safetensors or "
+        "pytorch_model.bin, tokenizer.json) into a genobird model directory.",
+        cmd_convert_from_hf,
+    )
+    source.add_argument("hf_dir", type=Path, help="downloaded HuggingFace model folder")
+    source.add_argument("out_dir", type=Path, help="genobird model folder to write (new)")
+    source.add_argument("--window-bp", type=int,
+                        help="classifiers: input length in bp they were fine-tuned on")  # fmt: skip
+    target = subcommand(
+        actions,
+        "to-hf",
+        "Write a genobird model directory as a transformers BigBird directory with a "
+        "tokenizer.json (BigBirdForMaskedLM, or ForSequenceClassification for a "
+        "classifier fine-tuned with --pooling hf).",
+        cmd_convert_to_hf,
+    )
+    target.add_argument("model_dir", type=Path, help="genobird model folder")
+    target.add_argument("out_dir", type=Path, help="HuggingFace folder to write (new)")

@@ -1,0 +1,289 @@
+"""`genobird dataset promoter|promoter-sequences|chromatin|deepsea|classify`: labelled windows."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from genobird.commands.common import (
+    EXIT_OK,
+    report_rejected,
+    subcommand,
+)
+from genobird.errors import GenobirdError, InputError
+
+log = logging.getLogger("genobird")
+
+
+def cmd_dataset_promoter(args: argparse.Namespace) -> int:
+    from genobird.tasks.promoter import PromoterSpec, build_promoter_dataset
+
+    spec = PromoterSpec(
+        upstream=args.upstream,
+        downstream=args.downstream,
+        hard_negatives=args.hard_negatives,
+        training_negatives=args.training_negatives,
+        min_distance=args.min_distance,
+        off_end=args.off_end,
+        valid_chromosomes=tuple(args.valid_chromosomes),
+        test_chromosomes=tuple(args.test_chromosomes),
+        seed=args.seed,
+    )
+    windows, problems = build_promoter_dataset(
+        args.tss, args.reference, args.out, spec, liftover_chain=args.liftover
+    )
+    report_rejected(problems)
+    print(f"wrote {args.out}: {len(windows):,} windows; {len(problems)} TSS rows skipped")
+    return EXIT_OK
+
+
+def cmd_dataset_promoter_sequences(args: argparse.Namespace) -> int:
+    from genobird.tasks.promoter import PromoterSpec, build_promoter_sequence_dataset
+
+    spec = PromoterSpec(seed=args.seed, training_negatives=args.training_negatives)
+    windows, problems = build_promoter_sequence_dataset(
+        args.positives, args.out, spec, args.valid_fraction, args.test_fraction
+    )
+    report_rejected(problems)
+    positives = sum(int(label[0]) for label in windows.labels)
+    print(
+        f"wrote {args.out}: {positives:,} promoters and {len(windows) - positives:,} DeePromoter "
+        f"negatives; {len(problems)} records skipped"
+    )
+    return EXIT_OK
+
+
+def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset, positives_by_split
+
+    spec = ChromatinSpec(
+        bin_size=args.bin_size,
+        context=args.context,
+        min_overlap=args.min_overlap,
+        negative_ratio=args.negative_ratio,
+        max_bins=args.max_bins,
+        chromosomes=tuple(args.chromosomes) if args.chromosomes else None,
+        valid_chromosomes=tuple(args.valid_chromosomes),
+        test_chromosomes=tuple(args.test_chromosomes),
+        assayed=_assayed_pairs(args.assayed),
+        seed=args.seed,
+    )
+    windows = build_chromatin_dataset(args.features, args.reference, args.out, spec,
+                                      progress=not args.quiet)  # fmt: skip
+    print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
+    splits = np.asarray(windows.splits)
+    for split, positives in positives_by_split(windows).items():
+        print(f"  {split}: {int((splits == split).sum()):,} windows; positives per feature "
+              f"median {int(np.median(positives))}, min {int(positives.min())}; "
+              f"{int((positives >= 20).sum())} of {len(positives)} features with 20 or "
+              "more")  # fmt: skip
+    return EXIT_OK
+
+
+def _assayed_pairs(pairs: list[str]) -> dict:
+    """{table: where} of --assayed TABLE=WHERE."""
+    assayed = {}
+    for pair in pairs:
+        table, separator, where = pair.partition("=")
+        if not separator or not table or not where:
+            raise InputError(f"--assayed {pair!r}: write TABLE=WHERE, e.g. histone.tsv=chr19")
+        assayed[table] = where
+    return assayed
+
+
+def _names_preview(names: list[str], shown: int = 5) -> str:
+    """'3 labels: a, b, c', or the first few and a count: a data set may have 919."""
+    listed = ", ".join(names[:shown]) + (
+        f", ... ({len(names) - shown} more)" if len(names) > shown else ""
+    )
+    return f"{len(names)} label{'s' * (len(names) != 1)}: {listed}"
+
+
+def cmd_dataset_classify(args: argparse.Namespace) -> int:
+    from genobird.tasks.classify import build_classify_dataset
+
+    windows, problems = build_classify_dataset(
+        args.input, args.out, args.label_columns, args.valid_fraction, args.test_fraction,
+        args.seed, args.valid, args.test,
+    )  # fmt: skip
+    report_rejected(problems)
+    print(
+        f"wrote {args.out}: {len(windows):,} sequences, {_names_preview(windows.feature_names)}; "
+        f"{len(problems)} records skipped"
+    )
+    return EXIT_OK
+
+
+def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
+    if args.csv:
+        return _dataset_deepsea_csv(args)
+    from genobird.tasks.chromatin import import_deepsea
+
+    missing = [f"--{name}" for name in ("split", "coordinates", "reference")
+               if getattr(args, name) is None]  # fmt: skip
+    if missing:
+        raise GenobirdError(f"--mat needs {', '.join(missing)}")
+    if len(args.mat) != len(args.split):
+        raise GenobirdError("give one --split name per --mat file, in the same order")
+    windows = import_deepsea(
+        dict(zip(args.split, args.mat, strict=True)), args.coordinates, args.reference,
+        args.out, args.features, args.context,
+    )  # fmt: skip
+    print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
+    return EXIT_OK
+
+
+def _dataset_deepsea_csv(args: argparse.Namespace) -> int:
+    from genobird.tasks.deepsea_csv import DEEPSEA_WINDOW_BP, import_deepsea_csv
+
+    if args.split_column and (args.valid or args.test):
+        raise GenobirdError("give either --split-column or --valid/--test files, not both")
+    summary = import_deepsea_csv(
+        args.csv, args.out, args.features, args.split_column, args.valid_fraction,
+        args.test_fraction, args.seed, args.valid, args.test,
+    )  # fmt: skip
+    report_rejected(summary.problems)
+    if summary.other_length:
+        log.warning("%d sequences are not %d bp long (kept)", summary.other_length,
+                    DEEPSEA_WINDOW_BP)  # fmt: skip
+    splits = ", ".join(f"{count:,} {split}" for split, count in summary.counts.items())
+    skipped = len(summary.problems)
+    print(f"wrote {args.out}: {splits}; {skipped} row{'s' * (skipped != 1)} skipped")
+    return EXIT_OK
+
+
+def add_dataset(commands) -> None:
+    dataset = commands.add_parser("dataset", help="Build fine-tuning data sets (HDF5).")
+    actions = dataset.add_subparsers(dest="action", metavar="ACTION", required=True)
+    promoter = subcommand(
+        actions,
+        "promoter",
+        "Promoter windows around EPDnew-style TSSs, with DeePromoter negatives.",
+        cmd_dataset_promoter,
+    )
+    promoter.add_argument("--tss", type=Path, required=True, help="EPDnew-style TSS BED")
+    promoter.add_argument("--reference", type=Path, required=True, help="genome FASTA")
+    promoter.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    promoter.add_argument("--upstream", type=int, default=5000)
+    promoter.add_argument("--downstream", type=int, default=3000)
+    promoter.add_argument("--liftover", type=Path, help="chain file hg38 -> hg19")
+    promoter.add_argument("--hard-negatives", type=int, default=0, help="per positive")
+    _add_training_negatives_argument(promoter)
+    promoter.add_argument("--min-distance", type=int, default=10_000)
+    promoter.add_argument("--off-end", choices=["skip", "pad"], default="skip")
+    _add_split_arguments(promoter)
+    sequences = subcommand(
+        actions,
+        "promoter-sequences",
+        "Promoter sequences without coordinates (one per line, or FASTA; e.g. EPDnew's as "
+        "DeePromoter publishes them), each with a DeePromoter negative; seeded split.",
+        cmd_dataset_promoter_sequences,
+    )
+    sequences.add_argument("--positives", type=Path, required=True, help="text or FASTA")
+    sequences.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    _add_training_negatives_argument(sequences)
+    _add_fraction_arguments(sequences)
+    chromatin = subcommand(
+        actions,
+        "chromatin",
+        "Genome bins labelled from peak BEDs (features.tsv: name, category, peak_file).",
+        cmd_dataset_chromatin,
+    )
+    chromatin.add_argument("--features", type=Path, nargs="+", required=True,
+                           help="feature table TSV(s): name, category, peak_file, and "
+                           "optionally assayed (chromosomes, or a BED, where the feature was "
+                           "measured; elsewhere its label is unknown)")  # fmt: skip
+    chromatin.add_argument("--reference", type=Path, nargs="+", required=True,
+                           help="genome FASTA, or several files read as one genome")  # fmt: skip
+    chromatin.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    chromatin.add_argument("--bin-size", type=int, default=200)
+    chromatin.add_argument("--context", type=int, default=8000, help="window around each bin")
+    chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
+    chromatin.add_argument("--negative-ratio", type=float, default=1.0)
+    chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
+    chromatin.add_argument("--assayed", nargs="+", metavar="TABLE=WHERE", default=[],
+                           help="where the features of a table without an assayed column "
+                           "were measured: chromosomes (comma-separated) or a BED of regions, "
+                           "e.g. histone.tsv=chr19; elsewhere their labels are unknown, not "
+                           "negative")  # fmt: skip
+    chromatin.add_argument("--chromosomes", nargs="+")
+    _add_split_arguments(chromatin, regions=True)
+    deepsea = subcommand(
+        actions,
+        "deepsea",
+        "DeepSEA's 919 chromatin features: from the .mat files (a wider context cut from "
+        "the reference around the published 200 bp bins), or from a CSV of sequences and "
+        "labels (the layout GENA-LM and others publish).",
+        cmd_dataset_deepsea,
+    )
+    source = deepsea.add_mutually_exclusive_group(required=True)
+    source.add_argument("--mat", type=Path, nargs="+",
+                        help="train.mat, valid.mat and/or test.mat")  # fmt: skip
+    source.add_argument("--csv", type=Path,
+                        help="CSV(.gz): a sequence then 919 labels per row")  # fmt: skip
+    mat = deepsea.add_argument_group(".mat route")
+    mat.add_argument("--split", choices=["train", "valid", "test"], nargs="+",
+                     help="the split of each --mat, in order")  # fmt: skip
+    mat.add_argument("--coordinates", type=Path,
+                     help="BED of the bins: one split's, or genome-wide")  # fmt: skip
+    mat.add_argument("--reference", type=Path, help="hg19 FASTA")
+    mat.add_argument("--context", type=int, default=8000, help="paper: 8 kb")
+    table = deepsea.add_argument_group("CSV route")
+    table.add_argument("--split-column", help="column of train/valid/test (needs a header)")
+    table.add_argument("--valid", type=Path, help="CSV of the validation split")
+    table.add_argument("--test", type=Path, help="CSV of the test split")
+    table.add_argument("--valid-fraction", type=float, default=0.05)
+    table.add_argument("--test-fraction", type=float, default=0.05)
+    table.add_argument("--seed", type=int, default=0)
+    deepsea.add_argument("--features", type=Path,
+                         help="919-feature table TSV (default: placeholder names, DeepSEA's "
+                         "categories)")  # fmt: skip
+    deepsea.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    classify = subcommand(
+        actions,
+        "classify",
+        "Your own labelled sequences: CSV/TSV (sequence column + label columns) or FASTA "
+        "(labels as key=value in the header).",
+        cmd_dataset_classify,
+    )
+    classify.add_argument("--input", type=Path, required=True, help="CSV, TSV or FASTA")
+    classify.add_argument(
+        "--valid", type=Path, help="validation records in their own file (then --input is train)"
+    )
+    classify.add_argument(
+        "--test", type=Path, help="test records in their own file (then --input is train)"
+    )
+    classify.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
+    _add_fraction_arguments(classify)
+
+
+def _add_training_negatives_argument(parser) -> None:
+    parser.add_argument(
+        "--training-negatives",
+        type=int,
+        default=1,
+        help="DeePromoter negatives per positive in the training split (validation and "
+        "test keep one each)",
+    )
+
+
+def _add_fraction_arguments(parser) -> None:
+    """A seeded random split for records without one."""
+    parser.add_argument("--valid-fraction", type=float, default=0.1, help="drawn to validation")
+    parser.add_argument("--test-fraction", type=float, default=0.1, help="drawn to test")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the split")
+
+
+def _add_split_arguments(parser, regions: bool = False) -> None:
+    what = ("chromosomes or regions chrom:start-end (1-based); a window whose context "
+            "reaches into a held-out region from outside it is left out") if regions else (
+            "chromosomes")  # fmt: skip
+    parser.add_argument("--valid-chromosomes", nargs="+", default=["chr7"],
+                        help=f"validation {what}")  # fmt: skip
+    parser.add_argument("--test-chromosomes", nargs="+", default=["chr8", "chr9"],
+                        help=f"test {what}")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0)

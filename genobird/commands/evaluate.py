@@ -1,0 +1,272 @@
+"""`genobird zero-shot|baseline|report`: figures to judge genobird's by, and the report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from genobird.commands.common import (
+    EXIT_OK,
+    headline,
+    subcommand,
+)
+from genobird.errors import GenobirdError, InputError
+from genobird.fileio import atomic_write
+
+log = logging.getLogger("genobird")
+
+
+def cmd_zero_shot(args: argparse.Namespace) -> int:
+    from genobird.baselines.markov import parse_orders
+    from genobird.tasks.zero_shot import zero_shot
+
+    if args.stride is not None and args.model is None:
+        raise GenobirdError("--stride is for --model (the language model's masking)")
+    report = zero_shot(args.data, args.output, args.model, args.markov, parse_orders(args.orders),
+                       args.device, args.stride)  # fmt: skip
+    chosen = f" (order {report['order']})" if "order" in report else ""
+    print(
+        f"{report['model']}{chosen}: test AUROC {report['auroc']:.4f}, F1 {report['f1']:.4f}, "
+        f"MCC {report['mcc']:.4f}; wrote {args.output / 'report'}"
+    )
+    return EXIT_OK
+
+
+def add_zero_shot(commands) -> None:
+    sub = subcommand(
+        commands,
+        "zero-shot",
+        "Classify a single-feature data set by likelihood alone, with no fine-tuning: "
+        "each window's bits per bp under a pretraining model (--model) or, the baseline, "
+        "under order-k Markov models of the given DNA (--markov; the order chosen on the "
+        "validation split), turned into a probability by a one-feature logistic fit on "
+        "the training split; writes OUTPUT/report as finetune does.",
+        cmd_zero_shot,
+    )
+    sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
+    sub.add_argument("--output", type=Path, required=True)
+    scorer = sub.add_mutually_exclusive_group(required=True)
+    scorer.add_argument("--model", type=Path, help="pretraining model directory")
+    scorer.add_argument("--markov", type=Path,
+                        help="FASTA or genobird documents to fit the Markov models on "
+                        "(e.g. the pretraining corpus's train.txt)")  # fmt: skip
+    sub.add_argument("--orders", default="0-10", help="Markov orders to choose from")
+    sub.add_argument("--stride", type=int,
+                     help="with --model: pieces this far apart masked together (default 7, "
+                     "as genobird likelihood)")  # fmt: skip
+    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+
+
+def cmd_baseline_markov(args: argparse.Namespace) -> int:
+    from genobird.baselines.markov import markov_baseline, parse_orders, read_dna
+
+    orders = parse_orders(args.orders)
+    train = [codes for path in args.train for codes in read_dna(path)]
+    heldout = [codes for path in args.heldout for codes in read_dna(path)]
+    result = markov_baseline(train, heldout, orders, not args.forward_only, args.valid_fraction)
+    report = {
+        **result.to_dict(),
+        "train": [str(p) for p in args.train],
+        "heldout": [str(p) for p in args.heldout],
+    }
+    if args.out:
+        with atomic_write(args.out) as handle:
+            json.dump(report, handle, indent=2)
+    print(
+        f"order-{result.order} Markov (alpha {result.alpha:g}, chosen on validation DNA): "
+        f"{result.bits_per_bp:.4f} bits/bp on {result.heldout_bp:,} held-out bases "
+        f"(trained on {result.train_bp:,})"
+    )
+    return EXIT_OK
+
+
+def cmd_baseline_classifier(args: argparse.Namespace) -> int:
+    from genobird.baselines import run_classifier_baseline
+
+    options = {"window_bp": args.window_bp}
+    if args.kind in ("cnn", "deepsea-cnn"):
+        options.update(rc_average=args.rc_average, max_minutes=args.max_minutes)
+        if args.channels is not None:
+            options["channels"] = args.channels
+    report = run_classifier_baseline(args.kind, args.data, args.output, args.seed, **options)
+    print(f"{args.kind} baseline; test {headline(report)}; report in {args.output}/report")
+    return EXIT_OK
+
+
+def cmd_baseline_compare(args: argparse.Namespace) -> int:
+    from genobird.tasks.compare import paired_bootstrap, read_predictions
+
+    if args.against is None and len(args.runs) != 2:
+        raise InputError(
+            f"compare takes two runs (A, then B), got {len(args.runs)}; to compare seeds "
+            "of one recipe with another, give A's runs, then --against and B's runs"
+        )
+    a_runs, b_runs = (args.runs, args.against) if args.against else ([args.runs[0]], [args.runs[1]])
+    if _feature_count(a_runs[0]) > 1:
+        return _compare_feature_runs(a_runs, b_runs, args)
+    sides = {"A": [read_predictions(run) for run in a_runs],
+             "B": [read_predictions(run) for run in b_runs]}  # fmt: skip
+    result = paired_bootstrap(sides["A"], sides["B"], args.resamples, args.seed)
+    result["a"], result["b"] = ([str(run.source) for run in runs] for runs in sides.values())
+    if args.out:
+        with atomic_write(args.out) as handle:
+            json.dump(result, handle, indent=2)
+    _print_comparison(result, sides, args.resamples)
+    return EXIT_OK
+
+
+def _feature_count(run: Path) -> int:
+    from genobird.tasks.compare import read_feature_predictions
+
+    return len(read_feature_predictions(run).feature_names)
+
+
+def _compare_feature_runs(a_runs: list[Path], b_runs: list[Path], args) -> int:
+    """Two multi-feature runs (chromatin profiles): each category's median AUROC, paired."""
+    from genobird.tasks.compare import (
+        describe_difference,
+        paired_median_auroc,
+        read_feature_predictions,
+    )
+
+    if len(a_runs) != 1 or len(b_runs) != 1:
+        raise InputError("runs of several features are compared one against one (A, then B)")
+    a, b = read_feature_predictions(a_runs[0]), read_feature_predictions(b_runs[0])
+    result = paired_median_auroc(a, b, args.resamples, args.seed, args.min_positives)
+    result["a"], result["b"] = str(a.source), str(b.source)
+    if args.out:
+        with atomic_write(args.out) as handle:
+            json.dump(result, handle, indent=2)
+    print(f"A {a.source}\nB {b.source}")
+    print(f"{result['examples']:,} test examples, {args.resamples:,} paired resamples; median "
+          f"AUROC over the features with >= {args.min_positives} test positives, 95% "
+          "intervals:")  # fmt: skip
+    for category, row in result["categories"].items():
+        print(f"  {category:<10} {row['features']:>4} features  A {row['a']:.3f}  B {row['b']:.3f}"
+              f"  A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} of "
+              "resamples)")  # fmt: skip
+    return EXIT_OK
+
+
+def _print_comparison(result: dict, sides: dict, resamples: int) -> None:
+    from genobird.tasks.compare import describe_difference, describe_value
+
+    for label, runs in sides.items():
+        if len(runs) == 1:
+            print(f"{label} {runs[0].source}")
+        else:
+            print(
+                f"{label} the mean of {len(runs)} runs: " + ", ".join(str(r.source) for r in runs)
+            )
+    print(f"{result['examples']:,} test sequences, {resamples:,} paired resamples; 95% "
+          "intervals:")  # fmt: skip
+    for name, row in result["metrics"].items():
+        line = (f"  {name:<6} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
+                f"A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} "
+                "of resamples)")  # fmt: skip
+        for side in "ab":
+            if len(row[f"{side}_runs"]) > 1:
+                line += f"; {side.upper()}'s runs " + " / ".join(
+                    f"{value:.3f}" for value in row[f"{side}_runs"]
+                )
+        print(line)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from genobird.report import build_report
+
+    out = args.out or args.results / "report.html"
+    build_report(args.results, out, args.context_lengths, context_windows=args.context_windows)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+def add_baseline(commands) -> None:
+    baseline = commands.add_parser(
+        "baseline", help="Simple models on the same data, to judge genobird's figures by."
+    )
+    kinds = baseline.add_subparsers(dest="kind", metavar="MODEL", required=True)
+    markov = subcommand(
+        kinds,
+        "markov",
+        "Order-k Markov model of DNA (k and add-alpha smoothing chosen on the last part of "
+        "each training sequence): bits per base on held-out DNA, beside genobird's BPC.",
+        cmd_baseline_markov,
+    )
+    markov.add_argument("--train", type=Path, nargs="+", required=True,
+                        help="documents or FASTA files")  # fmt: skip
+    markov.add_argument("--heldout", type=Path, nargs="+", required=True,
+                        help="documents or FASTA files")  # fmt: skip
+    markov.add_argument("--orders", default="0-10", help="orders to choose from, e.g. 0-10")
+    markov.add_argument("--valid-fraction", type=float, default=0.1,
+                        help="tail of each training sequence that chooses k and alpha")  # fmt: skip
+    markov.add_argument("--forward-only", action="store_true",
+                        help="count the given strand only (default: both strands)")  # fmt: skip
+    markov.add_argument("--out", type=Path, help="JSON report")
+    for kind, text in (
+        ("kmer-lr", "k-mer (3-6) counts and logistic regression, C chosen on the validation "
+                    "split"),
+        ("cnn", "a 3-layer CNN on one-hot DNA, early stopping on the validation split"),
+        ("deepsea-cnn", "DeepSEA's CNN (three 8 bp convolutions, max-pooling, a fully "
+                        "connected layer), scaled by --channels, early stopping on the "
+                        "validation split"),
+    ):  # fmt: skip
+        sub = subcommand(
+            kinds, kind, f"{text}; same splits and metrics.json as genobird finetune.",
+            cmd_baseline_classifier,
+        )  # fmt: skip
+        sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
+        sub.add_argument("--output", type=Path, required=True, help="writes OUTPUT/report")
+        sub.add_argument("--seed", type=int, default=0)
+        sub.add_argument("--window-bp", type=int,
+                         help="read each window as its central WINDOW_BP bases (default: "
+                         "whole)")  # fmt: skip
+        if kind != "kmer-lr":
+            sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction,
+                             default=None, help="average both strands (default: all tasks "
+                             "but promoter)")  # fmt: skip
+            sub.add_argument("--max-minutes", type=float, default=10.0, help="training budget")
+            sub.add_argument("--channels", type=int,
+                             help="filters of the first convolution (default 128)")  # fmt: skip
+
+    compare = subcommand(
+        kinds,
+        "compare",
+        "Two predictors (fine-tuned or baseline runs) on the same test split, paired: each "
+        "metric's difference A - B with a 95% bootstrap interval over the test sequences.",
+        cmd_baseline_compare,
+    )
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN",
+                         help="output folders of genobird finetune or genobird baseline: "
+                         "A, then B; or A's runs (seeds of one recipe, compared as their "
+                         "mean) when --against is given")  # fmt: skip
+    compare.add_argument("--against", type=Path, nargs="+", metavar="RUN",
+                         help="B's runs (one, or seeds of one recipe, compared as their "
+                         "mean)")  # fmt: skip
+    compare.add_argument("--resamples", type=int, default=2000,
+                         help="resamples of the test sequences (at least 100)")  # fmt: skip
+    compare.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    compare.add_argument("--min-positives", type=int, default=1,
+                         help="runs of several features (chromatin): count the features with "
+                         "at least this many test positives, e.g. 20")  # fmt: skip
+    compare.add_argument("--out", type=Path, help="JSON report")
+
+
+def add_report(commands) -> None:
+    sub = subcommand(
+        commands,
+        "report",
+        "Write the HTML report of a pipeline results folder: corpus and vocabulary, "
+        "pretraining curves, MLM accuracy against context length, fine-tuning metrics "
+        "with ROC/PR plots, links to the score tables.",
+        cmd_report,
+    )
+    sub.add_argument("--results", type=Path, required=True, help="the pipeline's results folder")
+    sub.add_argument("--out", type=Path, help="HTML file (default: RESULTS/report.html)")
+    sub.add_argument("--context-lengths", type=int, nargs="+", default=[128, 256, 512, 1024],
+                     help="tokens at which to measure the pretrained MLM accuracy")  # fmt: skip
+    sub.add_argument("--context-windows", type=int, default=4000,
+                     help="held-out windows scored at each context length (fewer: faster, "
+                          "wider intervals)")  # fmt: skip

@@ -1,0 +1,169 @@
+"""`genobird finetune`: a pretrained model fine-tuned on a sequence data set."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from genobird.commands.common import (
+    EXIT_OK,
+    headline,
+    subcommand,
+)
+from genobird.errors import GenobirdError
+
+log = logging.getLogger("genobird")
+
+
+def fresh_shape_of(model_dir: Path) -> dict:
+    """The architecture of a model directory, for a fresh model of the same shape (the
+    from-scratch control of a pretrained model); the vocabulary comes from --tokenizer."""
+    from genobird.model.io import read_model_description
+
+    config = dict(read_model_description(model_dir)["config"])
+    config.pop("vocab_size")
+    return config
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from genobird.tasks.data import read_metadata
+    from genobird.tasks.finetune import FinetuneSpec, finetune
+
+    meta = read_metadata(args.data)
+    if meta["task"] != args.task:
+        raise GenobirdError(f"{args.data} is a {meta['task']} data set, not {args.task}")
+    training = {
+        "learning_rate": args.learning_rate,
+        "warmup_steps": args.warmup_steps,
+        "max_steps": args.max_steps,
+        "batch_size": args.batch_size,
+        "effective_batch_size": args.effective_batch_size or args.batch_size,
+        "checkpoint_every": args.checkpoint_every,
+        "log_every": 20,
+        "eval_every": 0,
+        "progress": not args.quiet,
+        "seed": args.seed,
+        "ema_decay": args.ema_decay,
+    }
+    spec = FinetuneSpec(
+        max_tokens=args.max_tokens,
+        window_bp=args.window_bp,
+        pos_weight=args.pos_weight,
+        rc_average=args.rc_average,
+        rc_augment=args.rc_augment,
+        pooling=args.pooling,
+        centre_bp=args.centre_bp,
+        dropout=args.dropout,
+        eval_every=args.eval_every,
+        patience=args.patience,
+        layer_decay=args.layer_decay,
+        head_lr_scale=args.head_lr_scale,
+        bpe_dropout=args.bpe_dropout,
+        segmentations=args.segmentations,
+        training=training,
+        seed=args.seed,
+    )  # fmt: skip
+    if args.shape_of:
+        if not args.from_scratch:
+            raise GenobirdError("--shape-of is for --from-scratch (a pretrained model has one)")
+        spec.model = fresh_shape_of(args.shape_of)
+    report = finetune(args.data, args.output, spec, args.pretrained, args.tokenizer)
+    print(f"fine-tuned {args.task}; test {headline(report)}; model in {args.output}/model")
+    return EXIT_OK
+
+
+def add_finetune(commands) -> None:
+    sub = subcommand(
+        commands,
+        "finetune",
+        "Fine-tune a pretrained model (or one from scratch) on a sequence data set; writes "
+        "a model directory and a report (metrics.json, ROC/PR plots).",
+        cmd_finetune,
+    )
+    sub.add_argument("task", choices=["promoter", "chromatin", "classify"])
+    sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
+    sub.add_argument("--output", type=Path, required=True)
+    source = sub.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pretrained", type=Path, help="pretraining model directory")
+    source.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="no pretrained weights: a fresh 2-layer, 128-wide model (needs --tokenizer)",
+    )
+    sub.add_argument("--tokenizer", type=Path, help="with --from-scratch")
+    sub.add_argument("--shape-of", type=Path, metavar="MODEL_DIR",
+                     help="with --from-scratch: the architecture of this model directory, "
+                     "with fresh weights (default: 2 layers x 128)")  # fmt: skip
+    sub.add_argument("--max-tokens", type=int,
+                     help="longest input (default: what the data set's windows need, at most "
+                     "the pretrained model's max_position); each batch is padded only to its "
+                     "own longest window")  # fmt: skip
+    sub.add_argument("--window-bp", type=int,
+                     help="read each window as its central WINDOW_BP bases (default: whole): "
+                     "one data set fine-tuned at several contexts around the same "
+                     "bins")  # fmt: skip
+    sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")
+    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
+                     help="evaluate on both strands, and score so with the saved model "
+                     "(default: all but promoter)")  # fmt: skip
+    sub.add_argument(
+        "--rc-augment",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train on a random strand per window (default: all but promoter)",
+    )
+    sub.add_argument(
+        "--pooling",
+        choices=["cls", "mean", "hf", "centre"],
+        default="cls",
+        help="[CLS] pooler (the paper), the mean of the token states, HuggingFace "
+        "BigBird's head on [CLS] (exportable with `convert to-hf`), or the mean of the "
+        "states of the tokens over the window's central --centre-bp (a chromatin bin)",
+    )
+    sub.add_argument("--centre-bp", type=int, default=200,
+                     help="with --pooling centre: the bases pooled, centred")  # fmt: skip
+    sub.add_argument(
+        "--dropout",
+        type=float,
+        help="dropout on hidden states while fine-tuning (default: the model's own)",
+    )
+    sub.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="steps between validation AUROC checks; the best weights are kept",
+    )
+    sub.add_argument(
+        "--patience",
+        type=int,
+        default=0,
+        help="stop after this many checks without improvement (0: never)",
+    )
+    sub.add_argument("--learning-rate", type=float, default=3e-4)
+    sub.add_argument("--head-lr-scale", type=float,
+                     help="the fresh head's learning rate as a multiple of --learning-rate "
+                     "(default: 10 for chromatin, 1 otherwise)")  # fmt: skip
+    sub.add_argument("--layer-decay", type=float, default=1.0,
+                     help="layer-wise learning-rate decay: each encoder layer learns this "
+                     "times as fast as the one above it, the embeddings slowest "
+                     "(1: one rate)")  # fmt: skip
+    sub.add_argument("--ema-decay", type=float, default=0.0,
+                     help="evaluate, select and keep an exponential moving average of the "
+                     "weights with this decay per step, e.g. 0.999 (0: the weights as "
+                     "trained)")  # fmt: skip
+    sub.add_argument("--bpe-dropout", type=float, default=0.0,
+                     help="cut each training window into pieces with BPE-dropout, each "
+                     "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
+                     "own pieces); validation checks read the tokenizer's own")  # fmt: skip
+    sub.add_argument("--segmentations", type=int, default=0,
+                     help="average the test and validation predictions (and the saved "
+                     "model's scores) over this many BPE-dropout cuts of each window per "
+                     "strand, e.g. 16; needs --bpe-dropout (0: the tokenizer's own "
+                     "cut)")  # fmt: skip
+    sub.add_argument("--warmup-steps", type=int, default=20)
+    sub.add_argument("--max-steps", type=int, default=300)
+    sub.add_argument("--batch-size", type=int, default=8)
+    sub.add_argument("--effective-batch-size", type=int)
+    sub.add_argument("--checkpoint-every", type=int, default=1000)
+    sub.add_argument("--seed", type=int, default=0)

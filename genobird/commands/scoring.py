@@ -1,0 +1,231 @@
+"""`genobird score|likelihood|ism`: fine-tuned and pretrained models applied to FASTA,
+BED and VCF."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from genobird.commands.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    report_rejected,
+    subcommand,
+)
+from genobird.errors import GenobirdError
+
+log = logging.getLogger("genobird")
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from genobird.scoring import write_scores
+
+    kind, source = _score_source(args, ("fasta", "bed", "vcf"))
+    predictor = _load_predictor(args)
+    summary = write_scores(
+        predictor, kind, source, args.out, args.format, args.features, args.reference,
+        args.tiles, progress=not args.quiet, chromosomes=args.chromosomes,
+    )  # fmt: skip
+    return _finish_scoring(summary, kind, source, args)
+
+
+def cmd_likelihood(args: argparse.Namespace) -> int:
+    from genobird.likelihood import LikelihoodScorer
+    from genobird.scoring import write_scores
+
+    kind, source = _score_source(args, ("fasta", "bed"))
+    scorer = LikelihoodScorer(
+        args.model, args.device, args.stride, args.both_strands, args.batch_size
+    )
+    summary = write_scores(
+        scorer, kind, source, args.out, args.format, None, args.reference,
+        progress=not args.quiet, chromosomes=args.chromosomes,
+    )  # fmt: skip
+    return _finish_scoring(summary, kind, source, args)
+
+
+def _score_source(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[str, Path]:
+    """The input kind and file of a scoring command, checked against its other options."""
+    kind, source = next((k, getattr(args, k)) for k in kinds if getattr(args, k))
+    if kind != "fasta" and args.reference is None:
+        raise GenobirdError(f"--{kind} needs --reference FASTA to cut the windows from")
+    if kind == "fasta" and args.chromosomes:
+        raise GenobirdError("--chromosomes selects BED regions or VCF variants, not FASTA records")
+    return kind, source
+
+
+def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) -> int:
+    """Say what a scoring command wrote; exit 1 when nothing was scored, or with --strict
+    when anything was rejected."""
+    print(
+        f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
+        + ", ".join(str(p) for p in summary.outputs)
+    )
+    if summary.scored == 0:
+        reason = (
+            f"all {summary.rejected:,} records were rejected (reasons in {args.out}.rejected.tsv)"
+            if summary.rejected
+            else f"{source} has no {kind.upper()} records"
+        )
+        print(f"genobird: error: nothing could be scored: {reason}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.strict and summary.rejected:
+        print(f"genobird: error: --strict and {summary.rejected} records rejected", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_ism(args: argparse.Namespace) -> int:
+    from genobird.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
+
+    if args.bed and args.reference is None:
+        raise GenobirdError("--bed needs --reference FASTA to cut the windows from")
+    predictor = _load_predictor(args)
+    features = args.features or predictor.feature_names
+    plotted = args.feature or features[0]
+    if args.plot and plotted not in features:
+        raise GenobirdError(f"--feature {plotted!r} is not among the features mutated")
+    problems: list = []
+    regions = (
+        bed_regions(args.bed, args.reference, predictor.input_length_bp, problems)
+        if args.bed
+        else fasta_regions(args.fasta, predictor.input_length_bp, problems)
+    )
+    try:
+        count, first = run_ism(predictor, regions, args.out, args.window, args.score,
+                               args.features, progress=not args.quiet)  # fmt: skip
+    finally:  # the skipped records explain an input where nothing could be mutated
+        report_rejected(problems)
+    print(
+        f"mutated {count:,} records x {len(first.effects):,} bp x 3 bases "
+        f"({len(features):,} features); {len(problems)} records skipped; wrote {args.out}"
+    )
+    if args.plot:
+        plot_ism(first, features.index(plotted), plotted, args.plot, args.score)
+        print(f"wrote {args.plot} ({plotted}, {first.region.name})")
+    return EXIT_OK
+
+
+def add_score(commands) -> None:
+    sub = subcommand(
+        commands,
+        "score",
+        "Score FASTA records, BED regions or VCF variants with a fine-tuned model; "
+        "unscorable records go to OUT.rejected.tsv. Exit 1 when nothing was scored, or "
+        "with --strict when anything was rejected.",
+        cmd_score,
+    )
+    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--fasta", type=Path, help="sequences to score")
+    inputs.add_argument("--bed", type=Path, help="regions (centred, resized to the window)")
+    inputs.add_argument("--vcf", type=Path, help="variants (ref and alt windows)")
+    sub.add_argument(
+        "--reference",
+        type=Path,
+        nargs="+",
+        help="genome FASTA, or several read as one (for --bed and --vcf)",
+    )
+    sub.add_argument(
+        "--chromosomes", nargs="+", help="only the BED regions or variants on these chromosomes"
+    )
+    sub.add_argument("--out", type=Path, required=True, help="output file")
+    sub.add_argument(
+        "--format",
+        choices=["tsv", "h5"],
+        help="tsv or h5 (default: from --out's name: .h5/.hdf5 is HDF5, else TSV)",
+    )
+    sub.add_argument("--features", nargs="+", help="only these feature columns")
+    sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
+    _add_predictor_options(sub)
+    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def add_likelihood(commands) -> None:
+    sub = subcommand(
+        commands,
+        "likelihood",
+        "Score FASTA records or BED regions zero-shot with a pretrained language model: "
+        "the bits it needs to predict each sequence's pieces from their context (every "
+        "piece masked once), in all and per bp. Exit 1 when nothing was scored.",
+        cmd_likelihood,
+    )
+    sub.add_argument("--model", type=Path, required=True,
+                     help="pretraining model directory (e.g. RESULTS/pretrain/model)")  # fmt: skip
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--fasta", type=Path, help="sequences to score, each whole")
+    inputs.add_argument("--bed", type=Path, help="regions to score as they are")
+    sub.add_argument(
+        "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
+    )
+    sub.add_argument("--chromosomes", nargs="+", help="only the BED regions on these chromosomes")
+    sub.add_argument("--out", type=Path, required=True, help="output file")
+    sub.add_argument(
+        "--format",
+        choices=["tsv", "h5"],
+        help="tsv or h5 (default: from --out's name: .h5/.hdf5 is HDF5, else TSV)",
+    )
+    sub.add_argument("--stride", type=int,
+                     help="pieces this far apart are masked together, in as many passes "
+                     "(default 7: as pretraining scores its held-out bits per bp; one "
+                     "larger than a sequence's piece count masks one piece at a time)")  # fmt: skip
+    sub.add_argument("--both-strands", action=argparse.BooleanOptionalAction, default=True,
+                     help="average the scores of both strands (--no-both-strands: the "
+                     "given strand; BED regions on their own)")  # fmt: skip
+    sub.add_argument("--batch-size", type=int, default=32)
+    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def add_ism(commands) -> None:
+    sub = subcommand(
+        commands,
+        "ism",
+        "In-silico mutagenesis: every base of the central WINDOW bp changed to each other "
+        "base, and the change of each feature's score (HDF5), with an optional heatmap.",
+        cmd_ism,
+    )
+    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--fasta", type=Path, help="sequences (fitted to the model's window)")
+    inputs.add_argument("--bed", type=Path, help="regions (centred, + strand)")
+    sub.add_argument(
+        "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
+    )
+    sub.add_argument("--window", type=int, required=True, help="bp mutated, centred")
+    sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
+                     help="alt - ref probability, or the log-odds change")  # fmt: skip
+    sub.add_argument("--features", nargs="+", help="only these features (default: all)")
+    sub.add_argument("--plot", type=Path, help="PNG heatmap of the first record")
+    sub.add_argument("--feature", help="the feature to plot (default: the first)")
+    _add_predictor_options(sub)
+
+
+def _add_predictor_options(sub) -> None:
+    """How a fine-tuned model runs: the options of `load_predictor`."""
+    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
+                     help="average both strands (default: as the model was evaluated at "
+                     "fine-tuning; promoter models: no)")  # fmt: skip
+    sub.add_argument("--segmentations", type=int,
+                     help="average this many BPE-dropout cuts of each window per strand "
+                     "(default: as the model was evaluated at fine-tuning; 0: the "
+                     "tokenizer's own cut)")  # fmt: skip
+    sub.add_argument("--batch-size", type=int, default=16)
+    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
+                     help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
+    sub.add_argument("--workers", type=int,
+                     help="processes fetching and tokenising windows (default: up to 4 on "
+                     "CUDA, none on CPU)")  # fmt: skip
+
+
+def _load_predictor(args: argparse.Namespace):
+    from genobird.predict import load_predictor
+
+    return load_predictor(
+        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
+        segmentations=args.segmentations, precision=args.precision, num_workers=args.workers,
+    )  # fmt: skip
