@@ -117,7 +117,7 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
         finetune += ["--seed", str(options.seed)]
     kind = "promoter" if task == "tata" else "classify"
     runs = {
-        "genobird": ["finetune", kind, "--data", str(data), "--pretrained", str(pretrained),
+        "genobird": ["finetune", kind, "--data", str(data), "--model", str(pretrained),
                      *finetune],
         "kmer-lr": ["baseline", "kmer-lr", "--data", str(data)],
         "cnn": ["baseline", "cnn", "--data", str(data), "--max-minutes", str(options.cnn_minutes)],
@@ -125,7 +125,7 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
     if options.from_scratch:
         runs["genobird, from scratch"] = [
             "finetune", kind, "--data", str(data), "--from-scratch", "--tokenizer",
-            str(pretrained), "--shape-of", str(pretrained), *finetune,
+            str(pretrained), "--model", str(pretrained), *finetune,
         ]  # fmt: skip
     results = {}
     for name, command in runs.items():
@@ -155,7 +155,7 @@ def cached_run(command: list[str], output: Path) -> None:
         refuse_other_command(record, command, output)
         return
     started = time.perf_counter()
-    run([*command, "--output", str(output)])
+    run([*command, "--out", str(output)])
     (output / "seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
     record.write_text(json.dumps(command) + "\n")
 

@@ -211,7 +211,7 @@ FINETUNE_BINARY_FIELDS = {
 
 def test_kmer_lr_learns_a_planted_motif_and_reports_like_finetune(tmp_path, capsys):
     data = _motif_dataset(tmp_path / "motif.h5")
-    code = main(["-q", "baseline", "kmer-lr", "--data", str(data), "--output",
+    code = main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out",
                  str(tmp_path / "kmer")])  # fmt: skip
     assert code == 0
     report = json.loads((tmp_path / "kmer" / "report" / "metrics.json").read_text())
@@ -259,7 +259,7 @@ def test_baselines_reject_one_class_and_disjoint_kmers(tmp_path, capsys):
         one_class.add("ACGT" * 10, [0], "s", 0, 40, "+", "test" if index < 4 else "train")
     one_class.write(tmp_path / "one.h5")
     assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "one.h5"),
-                 "--output", str(tmp_path / "o1")]) == 1  # fmt: skip
+                 "--out", str(tmp_path / "o1")]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "both classes" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o1" / "report" / "metrics.json").exists()
@@ -271,7 +271,7 @@ def test_baselines_reject_one_class_and_disjoint_kmers(tmp_path, capsys):
         disjoint.add(sequence, [index % 2], "s", 0, 40, "+", "train" if train else "test")
     disjoint.write(tmp_path / "disjoint.h5")
     assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "disjoint.h5"),
-                 "--output", str(tmp_path / "o2")]) == 1  # fmt: skip
+                 "--out", str(tmp_path / "o2")]) == 1  # fmt: skip
     assert "share no 3-6-mer" in capsys.readouterr().err
 
 
@@ -287,7 +287,7 @@ def test_baselines_reject_empty_inputs_in_one_line(tmp_path, capsys):
         no_test.add("ACGTTGCA" * 5, [index % 2], "s", 0, 40, "+", "train")
     no_test.write(tmp_path / "no_test.h5")
     assert main(["baseline", "cnn", "--data", str(tmp_path / "no_test.h5"),
-                 "--output", str(tmp_path / "out")]) == 1  # fmt: skip
+                 "--out", str(tmp_path / "out")]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "needs train and test rows" in err and len(err.strip().splitlines()) == 1
 
@@ -300,7 +300,7 @@ def test_a_validation_split_with_one_class_is_an_error_not_a_silent_choice(tmp_p
         windows.add("ACGTTGCAAC" * 4, [label], "s", 0, 40, "+", split)
     windows.write(tmp_path / "valid_one_class.h5")
     assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "valid_one_class.h5"),
-                 "--output", str(tmp_path / "out")]) == 1  # fmt: skip
+                 "--out", str(tmp_path / "out")]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "no feature has both classes in the validation split" in err
     assert len(err.strip().splitlines()) == 1

@@ -151,7 +151,7 @@ def test_assayed_given_for_a_whole_table_from_the_command_line(demo_reference, t
     out = tmp_path / "c.h5"
     assert main(["-q", "dataset", "chromatin", "--features", str(tf), str(histone),
                  "--assayed", f"{histone}=chr1,chr2", "--reference",
-                 str(demo_reference / "genome.fa"), "--context", "1000", "--out", str(out),
+                 str(demo_reference / "genome.fa"), "--context-bp", "1000", "--out", str(out),
                  "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
     assert "train:" in printed and "test:" in printed and "positives per feature" in printed
@@ -173,7 +173,7 @@ def test_bad_assayed_values_are_one_line_errors(demo_reference, tmp_path, capsys
                                                 message):  # fmt: skip
     tf, histone = _two_tables(tmp_path, demo_reference, assayed)
     assert main(["-q", "dataset", "chromatin", "--features", str(tf), str(histone),
-                 "--reference", str(demo_reference / "genome.fa"), "--context", "600",
+                 "--reference", str(demo_reference / "genome.fa"), "--context-bp", "600",
                  "--out", str(tmp_path / "c.h5")]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -338,8 +338,8 @@ def test_one_data_set_fine_tuned_at_two_contexts(demo_reference, pretraining_dat
     reports = {}
     for window in (300, 1200):
         out = tmp_path / f"context-{window}"
-        assert main(["-q", "finetune", "chromatin", "--data", str(data), "--output", str(out),
-                     "--pretrained", str(pretrained), "--window-bp",
+        assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out", str(out),
+                     "--model", str(pretrained), "--window-bp",
                      str(window), "--max-steps", "4", "--batch-size", "4"]) == 0  # fmt: skip
         reports[window] = json.loads((out / "report" / "metrics.json").read_text())
         config = json.loads((out / "model" / "config.json").read_text())
@@ -353,13 +353,13 @@ def test_one_data_set_fine_tuned_at_two_contexts(demo_reference, pretraining_dat
             fingerprints.add(str(saved["fingerprint"]))
     assert len(fingerprints) == 1  # the same test bins at both contexts
     capsys.readouterr()
-    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--output",
-                 str(tmp_path / "wide"), "--pretrained", str(pretrained), "--window-bp",
+    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out",
+                 str(tmp_path / "wide"), "--model", str(pretrained), "--window-bp",
                  "5000", "--max-steps", "2"]) == 1  # fmt: skip
     assert "--window-bp 5000 is wider than the windows" in capsys.readouterr().err
     absolute = _tiny_pretrained(pretraining_data, tmp_path / "lm-absolute", "absolute")
-    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--output",
-                 str(tmp_path / "abs"), "--pretrained", str(absolute), "--max-tokens", "256",
+    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out",
+                 str(tmp_path / "abs"), "--model", str(absolute), "--max-tokens", "256",
                  "--max-steps", "2"]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "exceeds the model's max_position 64" in err and "Traceback" not in err

@@ -27,7 +27,18 @@ def test_usage_error_exits_2(capsys):
 def test_demo_reference_twice_with_one_seed_gives_identical_files(tmp_path, capsys):
     for name in ("a", "b"):
         assert (
-            main(["-q", "demo-reference", str(tmp_path / name), "--seed", "5", "--size-mb", "0.4"])
+            main(
+                [
+                    "-q",
+                    "demo-reference",
+                    "--out",
+                    str(tmp_path / name),
+                    "--seed",
+                    "5",
+                    "--size-mb",
+                    "0.4",
+                ]
+            )
             == 0
         )
     a = {p.name: p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file()}
@@ -52,7 +63,7 @@ def test_missing_file_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_unknown_data_set_lists_the_available_ones(capsys):
-    assert main(["reference", "download", "hg99", "--dest", "/tmp/unused"]) == 1
+    assert main(["reference", "download", "hg99", "--out", "/tmp/unused"]) == 1
     assert "available: hg19" in capsys.readouterr().err
 
 
@@ -113,11 +124,11 @@ def test_every_subcommand_has_help(capsys):
 
 
 def test_layout_reports_density_and_graph_properties(capsys):
-    assert main(["layout", "bigbird", "--seq-len", "2048", "--heads", "2"]) == 0
+    assert main(["layout", "bigbird", "--max-tokens", "2048", "--heads", "2"]) == 0
     out = capsys.readouterr().out
     assert "32 blocks of 64" in out and "2 global rows" in out
     assert "star graph True" in out and "Assumption 1 True" in out
-    assert main(["layout", "strided", "--seq-len", "1024"]) == 0
+    assert main(["layout", "strided", "--max-tokens", "1024"]) == 0
     assert "star graph False" in capsys.readouterr().out
 
 

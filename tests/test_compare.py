@@ -136,8 +136,8 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
     finetuned, kmer = tmp_path / "finetuned", tmp_path / "kmer"
     assert main(["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
                  "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
-                 "--batch-size", "8", "--output", str(finetuned)]) == 0  # fmt: skip
-    assert main(["-q", "baseline", "kmer-lr", "--data", str(data), "--output", str(kmer)]) == 0
+                 "--batch-size", "8", "--out", str(finetuned)]) == 0  # fmt: skip
+    assert main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out", str(kmer)]) == 0
     capsys.readouterr()
     out = tmp_path / "compare.json"
     assert main(["baseline", "compare", str(finetuned), str(kmer), "--out", str(out)]) == 0
@@ -157,7 +157,7 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
     reseeded = tmp_path / "reseeded"
     assert main(["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
                  "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
-                 "--batch-size", "8", "--seed", "1", "--output", str(reseeded)]) == 0  # fmt: skip
+                 "--batch-size", "8", "--seed", "1", "--out", str(reseeded)]) == 0  # fmt: skip
     capsys.readouterr()
     assert main(["baseline", "compare", str(finetuned), str(reseeded), "--against", str(kmer),
                  "--out", str(out)]) == 0  # fmt: skip
@@ -174,7 +174,7 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
     assert "compare takes two runs (A, then B), got 3" in error and "\n" not in error
 
     other = _motif_dataset(tmp_path / "other.h5", n=300, seed=1)
-    assert main(["-q", "baseline", "kmer-lr", "--data", str(other), "--output",
+    assert main(["-q", "baseline", "kmer-lr", "--data", str(other), "--out",
                  str(tmp_path / "other")]) == 0  # fmt: skip
     capsys.readouterr()
     assert main(["baseline", "compare", str(finetuned), str(tmp_path / "other")]) == 1

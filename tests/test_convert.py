@@ -104,7 +104,7 @@ def same_outputs(ours, theirs, length: int, batch: int = 2) -> None:
 def test_a_gena_lm_shaped_checkpoint_converts_and_computes_the_same(gena_like, tmp_path, capsys):
     hf_dir, theirs = gena_like
     out = tmp_path / "genobird"
-    assert main(["convert", "from-hf", str(hf_dir), str(out)]) == 0
+    assert main(["convert", "from-hf", str(hf_dir), "--out", str(out)]) == 0
     assert "attention hf" in capsys.readouterr().out
     ours = from_pretrained(out)
     assert ours.config.attention_type == "hf" and ours.config.pad_token_id == 3
@@ -115,7 +115,7 @@ def test_a_gena_lm_shaped_checkpoint_converts_and_computes_the_same(gena_like, t
 def test_the_imported_tokenizer_encodes_as_transformers_does(gena_like, tmp_path):
     hf_dir, _ = gena_like
     out = tmp_path / "genobird"
-    main(["convert", "from-hf", str(hf_dir), str(out)])
+    main(["convert", "from-hf", str(hf_dir), "--out", str(out)])
     ours = load_tokenizer(out)
     theirs = transformers.AutoTokenizer.from_pretrained(hf_dir)
     assert (ours.unk_id, ours.cls_id, ours.sep_id, ours.pad_id, ours.mask_id) == (0, 1, 2, 3, 4)
@@ -137,7 +137,7 @@ def test_continued_pretraining_starts_from_the_converted_model(
     and `pretrain --init` on the converted directory."""
     hf_dir, _ = gena_like
     model_dir = tmp_path / "converted"
-    main(["convert", "from-hf", str(hf_dir), str(model_dir)])
+    main(["convert", "from-hf", str(hf_dir), "--out", str(model_dir)])
     tokenizer_path = model_dir / "tokenizer.json"
     instances = InstanceSpec(max_seq_length=256, documents_per_chunk=50, seed=1)
     write_instances(pretraining_data["folder"] / "eval.txt", tokenizer_path, tmp_path / "inst",
@@ -145,8 +145,8 @@ def test_continued_pretraining_starts_from_the_converted_model(
     config = tmp_path / "continue.yaml"
     config.write_text("training:\n  max_steps: 3\n  batch_size: 2\n  effective_batch_size: 2\n"
                       "  warmup_steps: 1\n  log_every: 1\n  checkpoint_every: 100\n")  # fmt: skip
-    code = main(["-q", "pretrain", "--config", str(config), "--output", str(tmp_path / "run"),
-                 "--init", str(model_dir), "--train", str(tmp_path / "inst"),
+    code = main(["-q", "pretrain", "--config", str(config), "--out", str(tmp_path / "run"),
+                 "--model", str(model_dir), "--train", str(tmp_path / "inst"),
                  "--eval", str(tmp_path / "inst")])  # fmt: skip
     assert code == 0
     before, after = from_pretrained(model_dir), from_pretrained(tmp_path / "run" / "model")
@@ -173,7 +173,7 @@ def test_masked_lm_from_pytorch_bin_gets_a_fresh_nsp_head(gena_like, tmp_path, c
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (folder / name).write_bytes((hf_dir / name).read_bytes())
     out = tmp_path / "converted"
-    assert main(["convert", "from-hf", str(folder), str(out)]) == 0
+    assert main(["convert", "from-hf", str(folder), "--out", str(out)]) == 0
     assert "fresh heads (not in the file): nsp" in capsys.readouterr().out
     ours = from_pretrained(out)
     torch.testing.assert_close(ours.mlm.bias, model.cls.predictions.bias, rtol=0, atol=0)
@@ -191,9 +191,9 @@ def test_a_sequence_classifier_converts_to_a_predictor(gena_like, tmp_path):
     theirs.save_pretrained(folder)
     (folder / "tokenizer.json").write_bytes((hf_dir / "tokenizer.json").read_bytes())
     out = tmp_path / "converted"
-    assert main(["convert", "from-hf", str(folder), str(out)]) == 1  # --window-bp missing
+    assert main(["convert", "from-hf", str(folder), "--out", str(out)]) == 1  # --window-bp missing
     assert not out.exists()
-    assert main(["convert", "from-hf", str(folder), str(out), "--window-bp", "300"]) == 0
+    assert main(["convert", "from-hf", str(folder), "--out", str(out), "--window-bp", "300"]) == 0
     ours = from_pretrained(out).train()
     ids = torch.randint(5, config.vocab_size, (2, 800), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -231,7 +231,7 @@ def test_genobird_models_export_to_transformers(pretraining_data, tmp_path):
     save_pretrained(model, tmp_path / "model")
     tokenizer.save(tmp_path / "model")
     out = tmp_path / "hf"
-    assert main(["convert", "to-hf", str(tmp_path / "model"), str(out)]) == 0
+    assert main(["convert", "to-hf", "--model", str(tmp_path / "model"), "--out", str(out)]) == 0
     theirs, info = transformers.BigBirdForMaskedLM.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
     same_outputs(model, PretrainingLogits(theirs), 1024)
@@ -258,8 +258,10 @@ class PretrainingLogits(torch.nn.Module):
 
 def test_hf_to_genobird_to_hf_gives_the_same_files(gena_like, tmp_path):
     hf_dir, theirs = gena_like
-    main(["convert", "from-hf", str(hf_dir), str(tmp_path / "genobird")])
-    main(["convert", "to-hf", str(tmp_path / "genobird"), str(tmp_path / "back")])
+    main(["convert", "from-hf", str(hf_dir), "--out", str(tmp_path / "genobird")])
+    main(
+        ["convert", "to-hf", "--model", str(tmp_path / "genobird"), "--out", str(tmp_path / "back")]
+    )
     load = transformers.BigBirdForMaskedLM.from_pretrained
     back, info = load(tmp_path / "back", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
@@ -282,16 +284,18 @@ def test_conversion_errors_are_one_line_and_write_nothing(gena_like, tmp_path, c
     source = json.loads((hf_dir / "config.json").read_text())
     (bad / "config.json").write_text(json.dumps({**source, "model_type": "bert"}))
     out = tmp_path / "out"
-    assert main(["convert", "from-hf", str(bad), str(out)]) == 1
+    assert main(["convert", "from-hf", str(bad), "--out", str(out)]) == 1
     message = capsys.readouterr().err
     assert "model_type = 'bert' is not supported" in message and message.count("\n") == 1
     assert not out.exists()
     (out / "x").parent.mkdir()
     (out / "x").write_text("keep")
-    assert main(["convert", "from-hf", str(hf_dir), str(out)]) == 1
+    assert main(["convert", "from-hf", str(hf_dir), "--out", str(out)]) == 1
     assert "is not empty" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["x"]
-    assert main(["convert", "from-hf", str(tmp_path / "nowhere"), str(tmp_path / "o2")]) == 1
+    assert (
+        main(["convert", "from-hf", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o2")]) == 1
+    )
     assert "no config.json" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
@@ -304,18 +308,21 @@ def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(gena_
 
     hf_dir, _ = gena_like
     model_dir = tmp_path / "converted"
-    main(["convert", "from-hf", str(hf_dir), str(model_dir)])
+    main(["convert", "from-hf", str(hf_dir), "--out", str(model_dir)])
     windows = WindowSet("classify", ["bound"], ["label"])
     for index in range(40):
         windows.add(dna(200, index), [index % 2], f"s{index}", 0, 200, "+",
                     ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
     data = windows.write(tmp_path / "x.h5")
     for pooling in ("hf", "mean"):
-        assert main(["-q", "finetune", "classify", "--data", str(data), "--pretrained",
-                     str(model_dir), "--output", str(tmp_path / pooling), "--max-steps", "3",
+        assert main(["-q", "finetune", "classify", "--data", str(data), "--model",
+                     str(model_dir), "--out", str(tmp_path / pooling), "--max-steps", "3",
                      "--pooling", pooling]) == 0  # fmt: skip
     out = tmp_path / "hf-classifier"
-    assert main(["convert", "to-hf", str(tmp_path / "hf" / "model"), str(out)]) == 0
+    assert (
+        main(["convert", "to-hf", "--model", str(tmp_path / "hf" / "model"), "--out", str(out)])
+        == 0
+    )
     load = transformers.BigBirdForSequenceClassification.from_pretrained
     theirs, info = load(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
@@ -327,7 +334,19 @@ def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(gena_
     with torch.no_grad():
         assert (ours(ids).logits - theirs.train()(input_ids=ids).logits).abs().max() <= 1e-5
     capsys.readouterr()
-    assert main(["convert", "to-hf", str(tmp_path / "mean" / "model"), str(tmp_path / "m")]) == 1
+    assert (
+        main(
+            [
+                "convert",
+                "to-hf",
+                "--model",
+                str(tmp_path / "mean" / "model"),
+                "--out",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 1
+    )
     assert "pooling 'mean' has no HuggingFace counterpart" in capsys.readouterr().err
 
 

@@ -128,7 +128,7 @@ def test_cli_scores_fasta_and_bed_and_sets_empty_records_aside(model_dir, tmp_pa
     fasta = write(tmp_path / "seqs.fa", f">a\n{chrom[100:220]}\n>gap\nNNNN\n>b\n{chrom[:50]}\n")
     out = tmp_path / "fasta.tsv"
     args = ["-q", "likelihood", "--model", str(model_dir), "--device", "cpu"]
-    assert main([*args, "--fasta", str(fasta), "--out", str(out), "--no-both-strands"]) == 0
+    assert main([*args, "--fasta", str(fasta), "--out", str(out), "--no-rc-average"]) == 0
     import pandas as pd
 
     table = pd.read_csv(out, sep="\t")
@@ -143,7 +143,7 @@ def test_cli_scores_fasta_and_bed_and_sets_empty_records_aside(model_dir, tmp_pa
         extra = ["--reference", str(reference)] if source == "--bed" else []
         target = tmp_path / f"{source[2:]}-minus.tsv"
         assert main([*args, source, str(path), *extra, "--out", str(target),
-                     "--no-both-strands"]) == 0  # fmt: skip
+                     "--no-rc-average"]) == 0  # fmt: skip
     minus = pd.read_csv(tmp_path / "bed-minus.tsv", sep="\t")
     assert minus["bits"][0] == pytest.approx(
         pd.read_csv(tmp_path / "fasta-minus.tsv", sep="\t")["bits"][0], rel=1e-6
@@ -221,7 +221,7 @@ def test_genobird_zero_shot_writes_a_run_that_pairs_with_the_markov_one(
     zero_shot(structured_task / "data.h5", structured_task / "markov-cli",
               markov_dna=structured_task / "train.fa", orders=range(2, 4))  # fmt: skip
     out = structured_task / "genobird"
-    args = ["-q", "zero-shot", "--data", str(structured_task / "data.h5"), "--output", str(out)]
+    args = ["-q", "zero-shot", "--data", str(structured_task / "data.h5"), "--out", str(out)]
     assert main([*args, "--model", str(model_dir), "--device", "cpu"]) == 0
     assert "genobird zero-shot: test AUROC" in capsys.readouterr().out
     import json
@@ -245,7 +245,7 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
     for split in ("train", "train", "test", "test"):
         windows.add("ACGT" * 20, [1], "seq", 0, 80, "+", split)
     windows.write(tmp_path / "one-class.h5")
-    args = ["--data", str(tmp_path / "one-class.h5"), "--output", str(tmp_path / "out")]
+    args = ["--data", str(tmp_path / "one-class.h5"), "--out", str(tmp_path / "out")]
     assert main(["zero-shot", *args, "--markov", str(structured_task / "train.fa")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "one class only" in err
@@ -258,7 +258,7 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
                                    ("ACGT" * 20, 1, "test"), ("N" * 80, 0, "test")):  # fmt: skip
         windows.add(sequence, [label], "seq", 0, 80, "+", split)
     windows.write(tmp_path / "gap.h5")
-    gap = ["--data", str(tmp_path / "gap.h5"), "--output", str(tmp_path / "gap")]
+    gap = ["--data", str(tmp_path / "gap.h5"), "--out", str(tmp_path / "gap")]
     assert main(["zero-shot", *gap, "--markov", str(structured_task / "train.fa")]) == 1
     err = capsys.readouterr().err
     assert "1 test windows have no A/C/G/T base (the first is row 1" in err

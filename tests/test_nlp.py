@@ -216,7 +216,7 @@ def test_nlp_commands_tokenizer_finetune_predict_and_a_bad_offset(tmp_path, caps
     assert main(["-q", "nlp", "tokenizer", "--input", train, "--out", str(tmp_path / "t.model"),
                  "--vocab-size", "300"]) == 0  # fmt: skip
     out = tmp_path / "qa"
-    argv = ["-q", "nlp", "finetune", "qa", "--train", train, "--valid", train, "--output",
+    argv = ["-q", "nlp", "finetune", "qa", "--train", train, "--valid", train, "--out",
             str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
             "--max-tokens", "128", "--max-steps", "3", "--batch-size", "4"]  # fmt: skip
     assert main(argv) == 0
@@ -314,7 +314,7 @@ def test_classification_head_learns_which_marker_a_sentence_holds(tmp_path, caps
                  "--vocab-size", "300"]) == 0  # fmt: skip
     out = tmp_path / "cls"
     assert main(["-q", "nlp", "finetune", "classify", "--train", train, "--valid", valid,
-                 "--output", str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
+                 "--out", str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
                  "--max-tokens", "64", "--max-steps", "300", "--batch-size", "16",
                  "--learning-rate", "1e-3", "--warmup-steps", "30"]) == 0  # fmt: skip
     report = json.loads((out / "report" / "metrics.json").read_text())
@@ -342,7 +342,7 @@ def test_multi_label_and_regression_run_through_the_commands(tmp_path):
         data = write_jsonl(tmp_path / f"{name}.jsonl", rows)
         out = tmp_path / name
         assert main(["-q", "nlp", "finetune", "classify", "--train", data, "--valid", data,
-                     "--output", str(out), "--from-scratch", "--tokenizer",
+                     "--out", str(out), "--from-scratch", "--tokenizer",
                      str(tmp_path / "t.model"), "--max-tokens", "64", "--max-steps", "2",
                      "--batch-size", "4"]) == 0  # fmt: skip
         assert key in json.loads((out / "report" / "metrics.json").read_text())
@@ -453,7 +453,7 @@ def test_multiple_choice_runs_through_the_commands(text_tokenizer, tmp_path):
     data = write_jsonl(tmp_path / "train.jsonl", records)
     out = tmp_path / "mc"
     argv = ["-q", "nlp", "finetune", "multiple-choice", "--train", data, "--valid", data,
-            "--output", str(out), "--from-scratch", "--tokenizer", str(text_tokenizer.path),
+            "--out", str(out), "--from-scratch", "--tokenizer", str(text_tokenizer.path),
             "--max-tokens", "96", "--max-globals", "24", "--max-steps", "2",
             "--batch-size", "4"]  # fmt: skip
     assert main(argv) == 0
@@ -574,7 +574,7 @@ def test_summarize_runs_through_the_commands(text_tokenizer, tmp_path):
     data = write_jsonl(tmp_path / "train.jsonl", records)
     out = tmp_path / "sum"
     argv = ["-q", "nlp", "finetune", "summarize", "--train", data, "--valid", data,
-            "--output", str(out), "--from-scratch", "--tokenizer", str(text_tokenizer.path),
+            "--out", str(out), "--from-scratch", "--tokenizer", str(text_tokenizer.path),
             "--max-tokens", "32", "--max-target-tokens", "12", "--max-steps", "2",
             "--batch-size", "4", "--beams", "2", "--share-weights",
             "--encoder-lr-scale", "0.1"]  # fmt: skip

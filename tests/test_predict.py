@@ -27,11 +27,11 @@ def model_dir(demo_reference, pretraining_data, tmp_path_factory):
     data = folder / "c.h5"
     assert main([
         "-q", "dataset", "chromatin", "--features", str(demo_reference / "features.tsv"),
-        "--reference", str(demo_reference / "genome.fa"), "--out", str(data), "--context", "400",
+        "--reference", str(demo_reference / "genome.fa"), "--out", str(data), "--context-bp", "400",
         "--max-bins", "120", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
     ]) == 0  # fmt: skip
     assert main([
-        "-q", "finetune", "chromatin", "--data", str(data), "--output", str(folder / "run"),
+        "-q", "finetune", "chromatin", "--data", str(data), "--out", str(folder / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
         "--max-tokens", "128", "--max-steps", "10",
     ]) == 0  # fmt: skip
@@ -417,7 +417,7 @@ def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
     fasta = write(tmp_path / "r.fa", f">long\n{long}\n>short\n{short}\n")
     out = tmp_path / "ism.h5"
     model = str(predictor.model_dir)
-    assert main(["-q", "ism", "--model", model, "--fasta", str(fasta), "--window", "12",
+    assert main(["-q", "ism", "--model", model, "--fasta", str(fasta), "--window-bp", "12",
                  "--out", str(out), "--batch-size", "5"]) == 0  # fmt: skip
     with h5py.File(out, "r") as handle:
         effects, reference = handle["effects"][:], handle["reference"][:]
@@ -448,7 +448,7 @@ def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, c
 
     bed = write(tmp_path / "r.bed", "chr1\t50000\t50200\tpeak1\nchr1\t60000\t60010\n")
     out, png = tmp_path / "ism.h5", tmp_path / "ism.png"
-    base = ["-q", "ism", "--model", str(predictor.model_dir), "--window", "6",
+    base = ["-q", "ism", "--model", str(predictor.model_dir), "--window-bp", "6",
             "--reference", str(demo_reference / "genome.fa")]  # fmt: skip
     feature = predictor.feature_names[3]
     assert main([*base, "--bed", str(bed), "--out", str(out), "--score", "log_odds", "--features",
@@ -506,7 +506,7 @@ def test_ism_and_h5_scores_keep_deepsea_feature_names_that_are_not_ascii(
     config["task_info"]["feature_names"][:4] = unusual
     (renamed / "config.json").write_text(json.dumps(config))
     fasta = write(tmp_path / "r.fa", ">r\n" + "ACGT" * 100 + "\n")
-    assert main(["-q", "ism", "--model", str(renamed), "--fasta", str(fasta), "--window", "4",
+    assert main(["-q", "ism", "--model", str(renamed), "--fasta", str(fasta), "--window-bp", "4",
                  "--out", str(tmp_path / "ism.h5")]) == 0  # fmt: skip
     assert main(["-q", "score", "--model", str(renamed), "--fasta", str(fasta),
                  "--out", str(tmp_path / "s.h5")]) == 0  # fmt: skip

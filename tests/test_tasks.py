@@ -329,11 +329,11 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
     assert main([
         "-q", "dataset", "promoter", "--tss", str(genome / "tss.bed"),
         "--reference", str(genome / "genome.fa"), "--out", str(data),
-        "--upstream", "300", "--downstream", "200",
+        "--upstream-bp", "300", "--downstream-bp", "200",
         "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
     ]) == 0  # fmt: skip
     assert main([
-        "-q", "finetune", "promoter", "--data", str(data), "--output", str(tmp_path / "run"),
+        "-q", "finetune", "promoter", "--data", str(data), "--out", str(tmp_path / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
         "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
     ]) == 0  # fmt: skip
@@ -554,7 +554,7 @@ def test_deepsea_import_takes_labels_with_an_8kb_context(shared_data, tmp_path, 
         "-q", "dataset", "deepsea", "--mat", str(tmp_path / "test.mat"), "--split", "test",
         "--coordinates", str(coordinates), "--reference", str(fasta),
         "--features", str(shared_data / "chromatin" / "deepsea_919_features.tsv"),
-        "--out", str(out), "--context", "8000",
+        "--out", str(out), "--context-bp", "8000",
     ]  # fmt: skip
     assert main(argv) == 0
     meta = read_metadata(out)
@@ -600,7 +600,7 @@ def test_deepsea_import_of_several_splits_from_a_genome_wide_bin_list(
         "--mat", str(tmp_path / "train.mat"), str(tmp_path / "test.mat"),
         "--split", "train", "test",
         "--coordinates", str(coordinates), "--reference", str(genome),
-        "--out", str(out), "--context", "1000",
+        "--out", str(out), "--context-bp", "1000",
     ]  # fmt: skip
     assert main(argv) == 0
     meta = read_metadata(out)
@@ -637,11 +637,11 @@ def test_finetune_chromatin_beats_chance(pretraining_data, tmp_path, capsys):
     data = tmp_path / "chromatin.h5"
     assert main([
         "-q", "dataset", "chromatin", "--features", str(genome / "features.tsv"),
-        "--reference", str(genome / "genome.fa"), "--out", str(data), "--context", "600",
+        "--reference", str(genome / "genome.fa"), "--out", str(data), "--context-bp", "600",
         "--max-bins", "1200", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
     ]) == 0  # fmt: skip
     assert main([
-        "-q", "finetune", "chromatin", "--data", str(data), "--output", str(tmp_path / "run"),
+        "-q", "finetune", "chromatin", "--data", str(data), "--out", str(tmp_path / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
         "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
     ]) == 0  # fmt: skip
@@ -694,7 +694,7 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert 20 < sum(flips) < 52  # about half the windows read on the other strand
     assert np.array_equal(augmented[5]["input_ids"], augmented[5]["input_ids"])  # seeded
     assert main([
-        "-q", "finetune", "classify", "--data", str(data), "--output", str(tmp_path / "run"),
+        "-q", "finetune", "classify", "--data", str(data), "--out", str(tmp_path / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
         "--eval-every", "10", "--patience", "2", "--pooling", "mean",
     ]) == 0  # fmt: skip
@@ -748,16 +748,23 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
     save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
                     tmp_path / "shaped")  # fmt: skip
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=5)
-    command = ["-q", "finetune", "classify", "--data", str(data), "--output",
+    command = ["-q", "finetune", "classify", "--data", str(data), "--out",
                str(tmp_path / "run"), "--tokenizer", str(pretraining_data["tokenizer"]),
-               "--shape-of", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
-    assert main([*command, "--pretrained", str(tmp_path / "shaped")]) == 1
-    assert "--shape-of is for --from-scratch" in capsys.readouterr().err
+               "--model", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
     assert main([*command, "--from-scratch", "--dropout", "1.5"]) == 1
     assert "hidden_dropout must be in [0, 1), got 1.5" in capsys.readouterr().err
     assert main([*command, "--from-scratch", "--dropout", "0.2"]) == 0
     config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["config"]
     assert {key: config[key] for key in shape} == shape
+    # the former spellings still work for a release, each with a warning naming the new one
+    capsys.readouterr()
+    assert main(["-q", "finetune", "classify", "--data", str(data), "--output",
+                 str(tmp_path / "old"), "--tokenizer", str(pretraining_data["tokenizer"]),
+                 "--shape-of", str(tmp_path / "shaped"), "--from-scratch",
+                 "--max-steps", "2"]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--output is now --out" in err and "--shape-of is now --model" in err
+    assert (tmp_path / "old" / "model" / "config.json").is_file()
     assert config["hidden_dropout"] == 0.2  # fine-tuned with it (BigBirdConfig's own: 0.1)
     # the fresh model composed its token embeddings from the tokenizer's pieces
     tokens = load_predictor(tmp_path / "run" / "model", device="cpu").model.encoder.embeddings
@@ -797,12 +804,12 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     tokenizer.save(pretrained)
     start = safetensors.torch.load_file(str(pretrained / "model.safetensors"))
     data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
-    command = ["-q", "finetune", "classify", "--data", str(data), "--pretrained", str(pretrained),
+    command = ["-q", "finetune", "classify", "--data", str(data), "--model", str(pretrained),
                "--max-steps", "5", "--learning-rate", "1e-2", "--warmup-steps", "0"]  # fmt: skip
 
     def largest_change(decay: float) -> dict[str, float]:
         output = tmp_path / f"run-{decay}"
-        assert main([*command, "--output", str(output), "--layer-decay", str(decay)]) == 0
+        assert main([*command, "--out", str(output), "--layer-decay", str(decay)]) == 0
         report = json.loads((output / "report" / "metrics.json").read_text())
         assert report["layer_decay"] == decay  # the report names the recipe
         tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
@@ -815,7 +822,7 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     assert decayed["encoder.layers.1."] == pytest.approx(one_rate["encoder.layers.1."], rel=0.5)
     assert decayed["encoder.layers.0."] < 0.3 * one_rate["encoder.layers.0."]
     assert decayed["encoder.embeddings."] < 0.03 * one_rate["encoder.embeddings."]
-    assert main([*command, "--output", str(tmp_path / "bad"), "--layer-decay", "0"]) == 1
+    assert main([*command, "--out", str(tmp_path / "bad"), "--layer-decay", "0"]) == 1
     assert "layer_decay must be in (0, 1], got 0.0" in capsys.readouterr().err
     assert not (tmp_path / "bad" / "model").exists()
     with pytest.raises(ConfigError, match=r"layer_decay or training\.learning_rate_scales"):
@@ -828,7 +835,7 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     before = safetensors.torch.load_file(str(pre_norm / "model.safetensors"))
     output = tmp_path / "pre-norm-run"
     pre_norm_command = [str(pre_norm) if part == str(pretrained) else part for part in command]
-    assert main([*pre_norm_command, "--output", str(output), "--layer-decay", "0.1"]) == 0
+    assert main([*pre_norm_command, "--out", str(output), "--layer-decay", "0.1"]) == 0
     after = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
     moved = {
         name: float((after[name] - before[name]).abs().max()) for name in after if name in before
@@ -848,7 +855,7 @@ def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp
                "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
                "--batch-size", "4", "--learning-rate", "1e-2"]  # fmt: skip
     output = tmp_path / "run"
-    assert main([*command, "--output", str(output), "--ema-decay", "0.9"]) == 0
+    assert main([*command, "--out", str(output), "--ema-decay", "0.9"]) == 0
     report = json.loads((output / "report" / "metrics.json").read_text())
     assert report["ema_decay"] == 0.9
     saved = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
@@ -857,7 +864,7 @@ def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp
     )
     assert saved.keys() == trained.keys()
     assert any(not torch.equal(saved[name], trained[name]) for name in saved)
-    assert main([*command, "--output", str(tmp_path / "bad"), "--ema-decay", "1"]) == 1
+    assert main([*command, "--out", str(tmp_path / "bad"), "--ema-decay", "1"]) == 1
     assert "ema_decay must be in [0, 1) (0: no averaging), got 1.0" in capsys.readouterr().err
     assert not (tmp_path / "bad" / "model").exists()
 
@@ -915,7 +922,7 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
         assert handle["chrom"][0].decode() == "deepsea.csv.gz:1"
     # fine-tuning reports the paper's per-category medians; scores come in DeepSEA's order
     run = tmp_path / "run"
-    assert main(["-q", "finetune", "chromatin", "--data", str(out), "--output", str(run),
+    assert main(["-q", "finetune", "chromatin", "--data", str(out), "--out", str(run),
                  "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
                  "--max-tokens", "64", "--max-steps", "2"]) == 0  # fmt: skip
     report = json.loads((run / "report" / "metrics.json").read_text())
@@ -1085,14 +1092,14 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
     command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
                "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
                "--batch-size", "4"]  # fmt: skip
-    assert main([*command, "--output", str(tmp_path / "run"), "--bpe-dropout", "0.1"]) == 0
+    assert main([*command, "--out", str(tmp_path / "run"), "--bpe-dropout", "0.1"]) == 0
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["bpe_dropout"] == 0.1
-    assert main([*command, "--output", str(tmp_path / "same-seed")]) == 0
+    assert main([*command, "--out", str(tmp_path / "same-seed")]) == 0
     weights = [safetensors.torch.load_file(str(tmp_path / run / "model" / "model.safetensors"))
                for run in ("run", "same-seed")]  # fmt: skip
     assert any(not torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
-    assert main([*command, "--output", str(tmp_path / "bad"), "--bpe-dropout", "1"]) == 1
+    assert main([*command, "--out", str(tmp_path / "bad"), "--bpe-dropout", "1"]) == 1
     assert "bpe_dropout must be in [0, 1), got 1.0" in capsys.readouterr().err
     assert not (tmp_path / "bad" / "model").exists()
 
@@ -1142,7 +1149,7 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
     run = tmp_path / "run"
     command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
                "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
-               "--batch-size", "4", "--bpe-dropout", "0.1", "--output", str(run)]  # fmt: skip
+               "--batch-size", "4", "--bpe-dropout", "0.1", "--out", str(run)]  # fmt: skip
     assert main([*command, "--segmentations", "3"]) == 0
     report = json.loads((run / "report" / "metrics.json").read_text())
     assert report["segmentations"] == 3 and report["rc_average"] is True
@@ -1217,8 +1224,8 @@ def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
     pretrain(seed=0)
     data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
     output = tmp_path / "run"
-    command = ["-q", "finetune", "classify", "--data", str(data), "--pretrained", str(pretrained),
-               "--output", str(output), "--max-steps", "4", "--checkpoint-every", "2"]  # fmt: skip
+    command = ["-q", "finetune", "classify", "--data", str(data), "--model", str(pretrained),
+               "--out", str(output), "--max-steps", "4", "--checkpoint-every", "2"]  # fmt: skip
     assert main(command) == 0
     tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
     assert main(command) == 0  # the same run again: resumed from its last checkpoint

@@ -704,7 +704,7 @@ def test_pretrain_command_writes_a_model_directory_and_the_context_ablation(
     }
     path = tmp_path / "pretrain.yaml"
     path.write_text(yaml.safe_dump(config))
-    assert main(["-q", "pretrain", "--config", str(path), "--context-lengths", "64", "128"]) == 0
+    assert main(["-q", "pretrain", "--config", str(path), "--context-tokens", "64", "128"]) == 0
     out = capsys.readouterr().out
     assert "pretrained 4 steps" in out and "BPC" in out
     model_dir = tmp_path / "run" / "model"

@@ -59,5 +59,5 @@ if BASELINES:
         conda:
             ENV
         shell:
-            "genobird -q baseline {wildcards.kind} --data {input} --output {params.output}"
+            "genobird -q baseline {wildcards.kind} --data {input} --out {params.output}"
             " {params.budget} > {log} 2>&1"

@@ -31,7 +31,7 @@ if HAS_CHROMATIN and (DEMO or OWN_FASTA):
             ENV
         shell:
             "genobird -q dataset chromatin --features {input.features} --reference {input.fasta}"
-            " --out {output} --context {params.context} {params.bins}"
+            " --out {output} --context-bp {params.context} {params.bins}"
             " --valid-chromosomes {params.valid} --test-chromosomes {params.test} > {log} 2>&1"
 
 elif HAS_CHROMATIN:
@@ -66,7 +66,7 @@ elif HAS_CHROMATIN:
         shell:
             "genobird -q dataset deepsea --mat {params.mats} --split {params.splits}"
             " --coordinates {params.bins} --reference {input.fasta} {params.features}"
-            " --context {params.context} --out {output} > {log} 2>&1"
+            " --context-bp {params.context} --out {output} > {log} 2>&1"
 
 
 if HAS_CHROMATIN:
@@ -95,7 +95,7 @@ if HAS_CHROMATIN:
         conda:
             ENV
         shell:
-            "genobird -q finetune chromatin --data {input.data} --output {params.output}"
-            " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
+            "genobird -q finetune chromatin --data {input.data} --out {params.output}"
+            " --model $(dirname {input.pretrained}) --max-tokens {params.tokens}"
             " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
             " {params.options} > {log} 2>&1"

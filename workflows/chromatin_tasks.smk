@@ -49,7 +49,7 @@ def chromatin_task_data_options(wildcards):
     task = chromatin_task(wildcards)
     assayed = [e for e in task["features"] if not isinstance(e, str) and "assayed" in e]
     options = [
-        f"--context {max(task['contexts'])}",
+        f"--context-bp {max(task['contexts'])}",
         "--valid-chromosomes " + " ".join(f"'{region}'" for region in task["valid"]),
         "--test-chromosomes " + " ".join(f"'{region}'" for region in task["test"]),
     ]
@@ -113,8 +113,8 @@ rule chromatin_task_finetune:
     conda:
         ENV
     shell:
-        "genobird -q finetune chromatin --data {input.data} --output {params.output}"
-        " --pretrained $(dirname {input.pretrained}) --window-bp {wildcards.bp}"
+        "genobird -q finetune chromatin --data {input.data} --out {params.output}"
+        " --model $(dirname {input.pretrained}) --window-bp {wildcards.bp}"
         " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
         " {params.options} > {log} 2>&1"
 
@@ -154,7 +154,7 @@ rule chromatin_task_baseline:
         ENV
     shell:
         "genobird -q baseline {wildcards.kind} --data {input} --window-bp {wildcards.bp}"
-        " --output {params.output} {params.options} > {log} 2>&1"
+        " --out {params.output} {params.options} > {log} 2>&1"
 
 
 rule chromatin_task_score:

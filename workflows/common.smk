@@ -48,7 +48,7 @@ def report_context_options(report):
     what it leaves out)."""
     options = []
     if "context_lengths" in report:
-        options += ["--context-lengths", *map(str, report["context_lengths"])]
+        options += ["--context-tokens", *map(str, report["context_lengths"])]
     if "context_windows" in report:
         options += ["--context-windows", str(report["context_windows"])]
     return " ".join(options)

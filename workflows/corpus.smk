@@ -73,5 +73,5 @@ rule instances:
         ENV
     shell:
         "genobird -q corpus instances --documents {input.documents} --tokenizer {input.tokenizer}"
-        " --out {params.outdir} --max-seq-length {params.length} --seed {params.seed}"
+        " --out {params.outdir} --max-tokens {params.length} --seed {params.seed}"
         " --threads {threads} > {log} 2>&1"

@@ -33,6 +33,6 @@ rule pretrain:
     conda:
         ENV
     shell:
-        "{params.launch} -q pretrain --config {input.config} --output {params.output}"
+        "{params.launch} -q pretrain --config {input.config} --out {params.output}"
         " --train $(dirname {input.train}) --eval $(dirname {input.heldout})"
         " --tokenizer {input.tokenizer} --max-steps {params.steps} > {log} 2>&1"

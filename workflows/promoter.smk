@@ -27,7 +27,7 @@ if HAS_PROMOTER:
             ENV
         shell:
             "genobird -q dataset promoter --tss {input.tss} --reference {input.fasta} --out {output}"
-            " --upstream {params.upstream} --downstream {params.downstream}"
+            " --upstream-bp {params.upstream} --downstream-bp {params.downstream}"
             " --valid-chromosomes {params.valid} --test-chromosomes {params.test}"
             " {params.negatives} > {log} 2>&1"
 
@@ -56,7 +56,7 @@ if HAS_PROMOTER:
         conda:
             ENV
         shell:
-            "genobird -q finetune promoter --data {input.data} --output {params.output}"
-            " --pretrained $(dirname {input.pretrained}) --max-tokens {params.tokens}"
+            "genobird -q finetune promoter --data {input.data} --out {params.output}"
+            " --model $(dirname {input.pretrained}) --max-tokens {params.tokens}"
             " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
             " {params.options} > {log} 2>&1"

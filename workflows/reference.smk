@@ -89,7 +89,7 @@ else:
                 ENV
             shell:
                 "genobird reference download {params.entry} --manifest {params.manifest}"
-                " --dest {params.dest} > {log} 2>&1"
+                " --out {params.dest} > {log} 2>&1"
 
     GENOME = DOWNLOADED["genome"]
     TSS = DOWNLOADED["promoters"]

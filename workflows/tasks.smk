@@ -50,8 +50,8 @@ rule sequence_task_finetune:
     conda:
         ENV
     shell:
-        "genobird -q finetune {params.task} --data {input.data} --output {params.output}"
-        " --pretrained $(dirname {input.pretrained}) --max-steps {params.steps}"
+        "genobird -q finetune {params.task} --data {input.data} --out {params.output}"
+        " --model $(dirname {input.pretrained}) --max-steps {params.steps}"
         " --learning-rate {params.rate} --batch-size {params.batch} {params.selection}"
         "{params.seed} > {log} 2>&1"
 
@@ -115,5 +115,5 @@ rule sequence_task_zero_shot:
     conda:
         ENV
     shell:
-        "genobird -q zero-shot --data {input.data} --output {params.output} {params.scorer}"
+        "genobird -q zero-shot --data {input.data} --out {params.output} {params.scorer}"
         " > {log} 2>&1"

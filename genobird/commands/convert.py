@@ -8,8 +8,11 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    add_out,
+    out_from,
     subcommand,
 )
+from genobird.errors import GenobirdError
 
 log = logging.getLogger("genobird")
 
@@ -17,10 +20,11 @@ log = logging.getLogger("genobird")
 def cmd_convert_from_hf(args: argparse.Namespace) -> int:
     from genobird.convert import from_hf
 
-    result = from_hf(args.hf_dir, args.out_dir, window_bp=args.window_bp)
+    out = out_from(args, "out_dir")
+    result = from_hf(args.hf_dir, out, window_bp=args.window_bp)
     fresh = result["fresh_heads"]
     print(
-        f"wrote {args.out_dir}: {result['model_class']} from {result['architecture']} "
+        f"wrote {out}: {result['model_class']} from {result['architecture']} "
         f"(attention {result['attention_type']})"
         + (f"; fresh heads (not in the file): {', '.join(fresh)}" if fresh else "")
     )
@@ -30,9 +34,13 @@ def cmd_convert_from_hf(args: argparse.Namespace) -> int:
 def cmd_convert_to_hf(args: argparse.Namespace) -> int:
     from genobird.convert import to_hf
 
-    result = to_hf(args.model_dir, args.out_dir)
+    out = out_from(args, "out_dir")
+    model = args.model or args.model_dir
+    if model is None:
+        raise GenobirdError("give the genobird model directory with --model")
+    result = to_hf(model, out)
     print(
-        f"wrote {args.out_dir}: {result['architecture']} ({result['tensors']} tensors, "
+        f"wrote {out}: {result['architecture']} ({result['tensors']} tensors, "
         f"attention_type {result['attention_type']}) and tokenizer.json"
     )
     if result.get("note"):
@@ -53,7 +61,7 @@ def add_convert(commands) -> None:
         cmd_convert_from_hf,
     )
     source.add_argument("hf_dir", type=Path, help="downloaded HuggingFace model folder")
-    source.add_argument("out_dir", type=Path, help="genobird model folder to write (new)")
+    add_out(source, "genobird model folder to write (new)", legacy="out_dir")
     source.add_argument("--window-bp", type=int,
                         help="classifiers: input length in bp they were fine-tuned on")  # fmt: skip
     target = subcommand(
@@ -64,5 +72,6 @@ def add_convert(commands) -> None:
         "classifier fine-tuned with --pooling hf).",
         cmd_convert_to_hf,
     )
-    target.add_argument("model_dir", type=Path, help="genobird model folder")
-    target.add_argument("out_dir", type=Path, help="HuggingFace folder to write (new)")
+    target.add_argument("--model", type=Path, help="genobird model folder")
+    target.add_argument("model_dir", type=Path, nargs="?", help=argparse.SUPPRESS)
+    add_out(target, "HuggingFace folder to write (new)", legacy="out_dir")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    renamed,
     subcommand,
 )
 
@@ -39,7 +40,7 @@ def cmd_corpus_instances(args: argparse.Namespace) -> int:
     from genobird.corpus import InstanceSpec, write_instances
 
     spec = InstanceSpec(
-        max_seq_length=args.max_seq_length,
+        max_seq_length=args.max_tokens,
         max_predictions=args.max_predictions,
         masked_lm_prob=args.masked_lm_prob,
         dupe_factor=args.dupe_factor,
@@ -109,7 +110,8 @@ def add_corpus(commands) -> None:
     inst.add_argument("--documents", type=Path, required=True, help="documents text file")
     inst.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.model")
     inst.add_argument("--out", type=Path, required=True, help="output folder")
-    inst.add_argument("--max-seq-length", type=int, default=4096)
+    inst.add_argument("--max-tokens", type=int, default=4096, help="tokens per instance")
+    renamed(inst, "--max-seq-length", "--max-tokens", "max_tokens", type=int)
     inst.add_argument("--max-predictions", type=int, help="default: 15%% of max-seq-length")
     inst.add_argument("--masked-lm-prob", type=float, default=0.15)
     inst.add_argument("--dupe-factor", type=int, default=1)

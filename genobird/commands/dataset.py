@@ -8,6 +8,7 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    renamed,
     report_rejected,
     subcommand,
 )
@@ -20,8 +21,8 @@ def cmd_dataset_promoter(args: argparse.Namespace) -> int:
     from genobird.tasks.promoter import PromoterSpec, build_promoter_dataset
 
     spec = PromoterSpec(
-        upstream=args.upstream,
-        downstream=args.downstream,
+        upstream=args.upstream_bp,
+        downstream=args.downstream_bp,
         hard_negatives=args.hard_negatives,
         training_negatives=args.training_negatives,
         min_distance=args.min_distance,
@@ -61,7 +62,7 @@ def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
 
     spec = ChromatinSpec(
         bin_size=args.bin_size,
-        context=args.context,
+        context=args.context_bp,
         min_overlap=args.min_overlap,
         negative_ratio=args.negative_ratio,
         max_bins=args.max_bins,
@@ -130,7 +131,7 @@ def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
         raise GenobirdError("give one --split name per --mat file, in the same order")
     windows = import_deepsea(
         dict(zip(args.split, args.mat, strict=True)), args.coordinates, args.reference,
-        args.out, args.features, args.context,
+        args.out, args.features, args.context_bp,
     )  # fmt: skip
     print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
     return EXIT_OK
@@ -167,8 +168,10 @@ def add_dataset(commands) -> None:
     promoter.add_argument("--tss", type=Path, required=True, help="EPDnew-style TSS BED")
     promoter.add_argument("--reference", type=Path, required=True, help="genome FASTA")
     promoter.add_argument("--out", type=Path, required=True, help="HDF5 to write")
-    promoter.add_argument("--upstream", type=int, default=5000)
-    promoter.add_argument("--downstream", type=int, default=3000)
+    promoter.add_argument("--upstream-bp", type=int, default=5000, help="bp before the TSS")
+    promoter.add_argument("--downstream-bp", type=int, default=3000, help="bp from the TSS on")
+    renamed(promoter, "--upstream", "--upstream-bp", "upstream_bp", type=int)
+    renamed(promoter, "--downstream", "--downstream-bp", "downstream_bp", type=int)
     promoter.add_argument("--liftover", type=Path, help="chain file hg38 -> hg19")
     promoter.add_argument("--hard-negatives", type=int, default=0, help="per positive")
     _add_training_negatives_argument(promoter)
@@ -200,7 +203,9 @@ def add_dataset(commands) -> None:
                            help="genome FASTA, or several files read as one genome")  # fmt: skip
     chromatin.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     chromatin.add_argument("--bin-size", type=int, default=200)
-    chromatin.add_argument("--context", type=int, default=8000, help="window around each bin")
+    chromatin.add_argument("--context-bp", type=int, default=8000,
+                           help="window around each bin")  # fmt: skip
+    renamed(chromatin, "--context", "--context-bp", "context_bp", type=int)
     chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
     chromatin.add_argument("--negative-ratio", type=float, default=1.0)
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
@@ -230,7 +235,8 @@ def add_dataset(commands) -> None:
     mat.add_argument("--coordinates", type=Path,
                      help="BED of the bins: one split's, or genome-wide")  # fmt: skip
     mat.add_argument("--reference", type=Path, help="hg19 FASTA")
-    mat.add_argument("--context", type=int, default=8000, help="paper: 8 kb")
+    mat.add_argument("--context-bp", type=int, default=8000, help="paper: 8 kb")
+    renamed(mat, "--context", "--context-bp", "context_bp", type=int)
     table = deepsea.add_argument_group("CSV route")
     table.add_argument("--split-column", help="column of train/valid/test (needs a header)")
     table.add_argument("--valid", type=Path, help="CSV of the validation split")

@@ -10,6 +10,7 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_OK,
     headline,
+    renamed,
     subcommand,
 )
 from genobird.errors import GenobirdError, InputError
@@ -24,12 +25,12 @@ def cmd_zero_shot(args: argparse.Namespace) -> int:
 
     if args.stride is not None and args.model is None:
         raise GenobirdError("--stride is for --model (the language model's masking)")
-    report = zero_shot(args.data, args.output, args.model, args.markov, parse_orders(args.orders),
+    report = zero_shot(args.data, args.out, args.model, args.markov, parse_orders(args.orders),
                        args.device, args.stride)  # fmt: skip
     chosen = f" (order {report['order']})" if "order" in report else ""
     print(
         f"{report['model']}{chosen}: test AUROC {report['auroc']:.4f}, F1 {report['f1']:.4f}, "
-        f"MCC {report['mcc']:.4f}; wrote {args.output / 'report'}"
+        f"MCC {report['mcc']:.4f}; wrote {args.out / 'report'}"
     )
     return EXIT_OK
 
@@ -46,7 +47,8 @@ def add_zero_shot(commands) -> None:
         cmd_zero_shot,
     )
     sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
-    sub.add_argument("--output", type=Path, required=True)
+    sub.add_argument("--out", type=Path, required=True, help="writes OUT/report")
+    renamed(sub, "--output", "--out", "out", type=Path)
     scorer = sub.add_mutually_exclusive_group(required=True)
     scorer.add_argument("--model", type=Path, help="pretraining model directory")
     scorer.add_argument("--markov", type=Path,
@@ -90,8 +92,8 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
         options.update(rc_average=args.rc_average, max_minutes=args.max_minutes)
         if args.channels is not None:
             options["channels"] = args.channels
-    report = run_classifier_baseline(args.kind, args.data, args.output, args.seed, **options)
-    print(f"{args.kind} baseline; test {headline(report)}; report in {args.output}/report")
+    report = run_classifier_baseline(args.kind, args.data, args.out, args.seed, **options)
+    print(f"{args.kind} baseline; test {headline(report)}; report in {args.out}/report")
     return EXIT_OK
 
 
@@ -178,7 +180,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from genobird.report import build_report
 
     out = args.out or args.results / "report.html"
-    build_report(args.results, out, args.context_lengths, context_windows=args.context_windows)
+    build_report(args.results, out, args.context_tokens, context_windows=args.context_windows)
     print(f"wrote {out}")
     return EXIT_OK
 
@@ -218,7 +220,8 @@ def add_baseline(commands) -> None:
             cmd_baseline_classifier,
         )  # fmt: skip
         sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
-        sub.add_argument("--output", type=Path, required=True, help="writes OUTPUT/report")
+        sub.add_argument("--out", type=Path, required=True, help="writes OUT/report")
+        renamed(sub, "--output", "--out", "out", type=Path)
         sub.add_argument("--seed", type=int, default=0)
         sub.add_argument("--window-bp", type=int,
                          help="read each window as its central WINDOW_BP bases (default: "
@@ -265,7 +268,8 @@ def add_report(commands) -> None:
     )
     sub.add_argument("--results", type=Path, required=True, help="the pipeline's results folder")
     sub.add_argument("--out", type=Path, help="HTML file (default: RESULTS/report.html)")
-    sub.add_argument("--context-lengths", type=int, nargs="+", default=[128, 256, 512, 1024],
+    renamed(sub, "--context-lengths", "--context-tokens", "context_tokens", type=int, nargs="+")
+    sub.add_argument("--context-tokens", type=int, nargs="+", default=[128, 256, 512, 1024],
                      help="tokens at which to measure the pretrained MLM accuracy")  # fmt: skip
     sub.add_argument("--context-windows", type=int, default=4000,
                      help="held-out windows scored at each context length (fewer: faster, "

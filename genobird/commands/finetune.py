@@ -9,6 +9,7 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_OK,
     headline,
+    renamed,
     subcommand,
 )
 from genobird.errors import GenobirdError
@@ -64,12 +65,17 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         training=training,
         seed=args.seed,
     )  # fmt: skip
-    if args.shape_of:
-        if not args.from_scratch:
-            raise GenobirdError("--shape-of is for --from-scratch (a pretrained model has one)")
-        spec.model = fresh_shape_of(args.shape_of)
-    report = finetune(args.data, args.output, spec, args.pretrained, args.tokenizer)
-    print(f"fine-tuned {args.task}; test {headline(report)}; model in {args.output}/model")
+    if not args.from_scratch and args.model is None:
+        raise GenobirdError("give --model PRETRAINED_DIR, or --from-scratch (with --tokenizer, "
+                            "or --model DIR for its architecture with fresh weights)")  # fmt: skip
+    pretrained, tokenizer = args.model, args.tokenizer
+    if args.from_scratch:
+        pretrained = None
+        if args.model is not None:  # the architecture of that model, fresh weights
+            spec.model = fresh_shape_of(args.model)
+            tokenizer = tokenizer or args.model
+    report = finetune(args.data, args.out, spec, pretrained, tokenizer)
+    print(f"fine-tuned {args.task}; test {headline(report)}; model in {args.out}/model")
     return EXIT_OK
 
 
@@ -82,88 +88,83 @@ def add_finetune(commands) -> None:
         cmd_finetune,
     )
     sub.add_argument("task", choices=["promoter", "chromatin", "classify"])
-    sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
-    sub.add_argument("--output", type=Path, required=True)
-    source = sub.add_mutually_exclusive_group(required=True)
-    source.add_argument("--pretrained", type=Path, help="pretraining model directory")
-    source.add_argument(
-        "--from-scratch",
-        action="store_true",
-        help="no pretrained weights: a fresh 2-layer, 128-wide model (needs --tokenizer)",
-    )
-    sub.add_argument("--tokenizer", type=Path, help="with --from-scratch")
-    sub.add_argument("--shape-of", type=Path, metavar="MODEL_DIR",
-                     help="with --from-scratch: the architecture of this model directory, "
-                     "with fresh weights (default: 2 layers x 128)")  # fmt: skip
-    sub.add_argument("--max-tokens", type=int,
-                     help="longest input (default: what the data set's windows need, at most "
-                     "the pretrained model's max_position); each batch is padded only to its "
-                     "own longest window")  # fmt: skip
-    sub.add_argument("--window-bp", type=int,
-                     help="read each window as its central WINDOW_BP bases (default: whole): "
-                     "one data set fine-tuned at several contexts around the same "
-                     "bins")  # fmt: skip
-    sub.add_argument("--pos-weight", type=float, help="default: 8 for chromatin, else 1")
-    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
-                     help="evaluate on both strands, and score so with the saved model "
-                     "(default: all but promoter)")  # fmt: skip
-    sub.add_argument(
-        "--rc-augment",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="train on a random strand per window (default: all but promoter)",
-    )
-    sub.add_argument(
-        "--pooling",
-        choices=["cls", "mean", "hf", "centre"],
-        default="cls",
-        help="[CLS] pooler (the paper), the mean of the token states, HuggingFace "
-        "BigBird's head on [CLS] (exportable with `convert to-hf`), or the mean of the "
-        "states of the tokens over the window's central --centre-bp (a chromatin bin)",
-    )
-    sub.add_argument("--centre-bp", type=int, default=200,
-                     help="with --pooling centre: the bases pooled, centred")  # fmt: skip
-    sub.add_argument(
-        "--dropout",
-        type=float,
-        help="dropout on hidden states while fine-tuning (default: the model's own)",
-    )
-    sub.add_argument(
-        "--eval-every",
-        type=int,
-        default=0,
-        help="steps between validation AUROC checks; the best weights are kept",
-    )
-    sub.add_argument(
-        "--patience",
-        type=int,
-        default=0,
-        help="stop after this many checks without improvement (0: never)",
-    )
-    sub.add_argument("--learning-rate", type=float, default=3e-4)
-    sub.add_argument("--head-lr-scale", type=float,
-                     help="the fresh head's learning rate as a multiple of --learning-rate "
-                     "(default: 10 for chromatin, 1 otherwise)")  # fmt: skip
-    sub.add_argument("--layer-decay", type=float, default=1.0,
-                     help="layer-wise learning-rate decay: each encoder layer learns this "
-                     "times as fast as the one above it, the embeddings slowest "
-                     "(1: one rate)")  # fmt: skip
-    sub.add_argument("--ema-decay", type=float, default=0.0,
-                     help="evaluate, select and keep an exponential moving average of the "
-                     "weights with this decay per step, e.g. 0.999 (0: the weights as "
-                     "trained)")  # fmt: skip
-    sub.add_argument("--bpe-dropout", type=float, default=0.0,
-                     help="cut each training window into pieces with BPE-dropout, each "
-                     "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
-                     "own pieces); validation checks read the tokenizer's own")  # fmt: skip
-    sub.add_argument("--segmentations", type=int, default=0,
-                     help="average the test and validation predictions (and the saved "
-                     "model's scores) over this many BPE-dropout cuts of each window per "
-                     "strand, e.g. 16; needs --bpe-dropout (0: the tokenizer's own "
-                     "cut)")  # fmt: skip
-    sub.add_argument("--warmup-steps", type=int, default=20)
-    sub.add_argument("--max-steps", type=int, default=300)
-    sub.add_argument("--batch-size", type=int, default=8)
-    sub.add_argument("--effective-batch-size", type=int)
-    sub.add_argument("--checkpoint-every", type=int, default=1000)
-    sub.add_argument("--seed", type=int, default=0)
+    data = sub.add_argument_group("data")
+    data.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
+    data.add_argument("--window-bp", type=int,
+                      help="read each window as its central WINDOW_BP bases (default: whole): "
+                      "one data set fine-tuned at several contexts around the same "
+                      "bins")  # fmt: skip
+    data.add_argument("--max-tokens", type=int,
+                      help="longest input (default: what the data set's windows need); each "
+                      "batch is padded only to its own longest window")  # fmt: skip
+    data.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
+                      help="train on a random strand per window (default: all but "
+                      "promoter)")  # fmt: skip
+    data.add_argument("--bpe-dropout", type=float, default=0.0,
+                      help="cut each training window into pieces with BPE-dropout, each "
+                      "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
+                      "own pieces); validation checks read the tokenizer's own")  # fmt: skip
+    model = sub.add_argument_group("model")
+    model.add_argument("--model", type=Path, metavar="PRETRAINED_DIR",
+                       help="the pretraining model directory to start from (with "
+                       "--from-scratch: only its architecture)")  # fmt: skip
+    renamed(model, "--pretrained", "--model", "model", type=Path)
+    renamed(model, "--shape-of", "--model (with --from-scratch)", "model", type=Path)
+    model.add_argument("--from-scratch", action="store_true",
+                       help="fresh weights: the architecture of --model, or a 2-layer, "
+                       "128-wide model (then give --tokenizer)")  # fmt: skip
+    model.add_argument("--tokenizer", type=Path, help="with --from-scratch and no --model")
+    model.add_argument("--pooling", choices=["cls", "mean", "hf", "centre"], default="cls",
+                       help="[CLS] pooler (the paper), the mean of the token states, "
+                       "HuggingFace BigBird's head on [CLS] (exportable with `convert "
+                       "to-hf`), or the mean of the states of the tokens over the window's "
+                       "central --centre-bp (a chromatin bin)")  # fmt: skip
+    model.add_argument("--centre-bp", type=int, default=200,
+                       help="with --pooling centre: the bases pooled, centred")  # fmt: skip
+    model.add_argument("--dropout", type=float,
+                       help="dropout on hidden states while fine-tuning (default: the "
+                       "model's own)")  # fmt: skip
+    recipe = sub.add_argument_group("recipe")
+    recipe.add_argument("--max-steps", type=int, default=300)
+    recipe.add_argument("--batch-size", type=int, default=8)
+    recipe.add_argument("--effective-batch-size", type=int,
+                        help="windows per optimiser step, by accumulation (default: "
+                        "--batch-size)")  # fmt: skip
+    recipe.add_argument("--learning-rate", type=float, default=3e-4)
+    recipe.add_argument("--warmup-steps", type=int, default=20)
+    recipe.add_argument("--head-lr-scale", type=float,
+                        help="the fresh head's learning rate as a multiple of "
+                        "--learning-rate (default: 10 for chromatin, 1 otherwise)")  # fmt: skip
+    recipe.add_argument("--layer-decay", type=float, default=1.0,
+                        help="layer-wise learning-rate decay: each encoder layer learns this "
+                        "times as fast as the one above it, the embeddings slowest "
+                        "(1: one rate)")  # fmt: skip
+    recipe.add_argument("--pos-weight", type=float,
+                        help="weight of a positive in the loss (default: 8 for chromatin, "
+                        "else 1)")  # fmt: skip
+    recipe.add_argument("--ema-decay", type=float, default=0.0,
+                        help="evaluate, select and keep an exponential moving average of the "
+                        "weights with this decay per step, e.g. 0.999 (0: the weights as "
+                        "trained)")  # fmt: skip
+    recipe.add_argument("--seed", type=int, default=0)
+    evaluation = sub.add_argument_group("evaluation")
+    evaluation.add_argument("--eval-every", type=int, default=0,
+                            help="steps between validation AUROC checks; the best weights "
+                            "are kept (0: none)")  # fmt: skip
+    evaluation.add_argument("--patience", type=int, default=0,
+                            help="stop after this many checks without improvement (0: "
+                            "never)")  # fmt: skip
+    evaluation.add_argument("--rc-average", action=argparse.BooleanOptionalAction,
+                            default=None, help="evaluate on both strands, and score so with "
+                            "the saved model (default: all but promoter)")  # fmt: skip
+    evaluation.add_argument("--segmentations", type=int, default=0,
+                            help="average the test and validation predictions (and the saved "
+                            "model's scores) over this many BPE-dropout cuts of each window "
+                            "per strand, e.g. 16; needs --bpe-dropout (0: the tokenizer's "
+                            "own cut)")  # fmt: skip
+    output = sub.add_argument_group("output")
+    output.add_argument("--out", type=Path, required=True,
+                        help="folder for the model (OUT/model) and the report "
+                        "(OUT/report)")  # fmt: skip
+    renamed(output, "--output", "--out", "out", type=Path)
+    output.add_argument("--checkpoint-every", type=int, default=1000)

@@ -7,6 +7,7 @@ import logging
 
 from genobird.commands.common import (
     EXIT_OK,
+    renamed,
     subcommand,
 )
 
@@ -20,7 +21,7 @@ def cmd_layout(args: argparse.Namespace) -> int:
     from genobird.attention import analyse_layout
     from genobird.attention import layouts as patterns
 
-    size, length = args.block_size, args.seq_len
+    size, length = args.block_size, args.max_tokens
     build = {
         "bigbird": lambda: patterns.bigbird_layout(
             length, size, args.global_blocks, args.window_blocks, args.random_blocks,
@@ -31,7 +32,7 @@ def cmd_layout(args: argparse.Namespace) -> int:
             args.heads, args.seed, args.layer,
         ),
         "strided": lambda: patterns.strided_layout(
-            length, size, args.window, args.stride, args.heads
+            length, size, args.window_blocks, args.stride, args.heads
         ),
         "fixed": lambda: patterns.fixed_layout(length, size, args.stride, 1, args.heads),
         "star": lambda: patterns.star_layout(length, size, args.heads),
@@ -63,7 +64,8 @@ def add_layout(commands) -> None:
         cmd_layout,
     )
     sub.add_argument("pattern", choices=LAYOUT_PATTERNS)
-    sub.add_argument("--seq-len", type=int, default=4096, help="tokens")
+    sub.add_argument("--max-tokens", type=int, default=4096, help="sequence length")
+    renamed(sub, "--seq-len", "--max-tokens", "max_tokens", type=int)
     sub.add_argument("--block-size", type=int, default=64)
     sub.add_argument("--heads", type=int, default=1)
     shape = sub.add_argument_group("pattern parameters")
@@ -71,7 +73,9 @@ def add_layout(commands) -> None:
     shape.add_argument("--global-tokens", type=int, default=64, help="etc")
     shape.add_argument("--window-blocks", type=int, default=3, help="bigbird, etc, window-global")
     shape.add_argument("--random-blocks", type=int, default=3, help="bigbird, etc, random")
-    shape.add_argument("--window", type=int, default=1, help="strided: neighbours each side")
+    shape.add_argument("--window-blocks", type=int, default=1,
+                       help="strided: neighbouring blocks each side")  # fmt: skip
+    renamed(shape, "--window", "--window-blocks", "window_blocks", type=int)
     shape.add_argument("--stride", type=int, default=4, help="strided stride; fixed group size")
     shape.add_argument("--seed", type=int, default=0)
     shape.add_argument("--layer", type=int, default=0)

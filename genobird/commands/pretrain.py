@@ -8,6 +8,7 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    renamed,
     subcommand,
 )
 
@@ -28,13 +29,13 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         if value is not None
     }
     data = {"train": args.train, "eval": args.eval, "tokenizer": args.tokenizer,
-            "init": args.init}  # fmt: skip
+            "init": args.model}  # fmt: skip
     overrides.update({f"data.{k}": str(v) for k, v in data.items() if v is not None})
     config = load_run_config(args.config, overrides)
-    if args.output:
-        config["output"] = str(args.output)
-    if args.context_lengths:
-        config["context_lengths"] = args.context_lengths
+    if args.out:
+        config["output"] = str(args.out)
+    if args.context_tokens:
+        config["context_lengths"] = args.context_tokens
     config["no_resume"] = args.no_resume
     config.setdefault("training", {})["progress"] = not args.quiet
     summary = run_pretraining(config)
@@ -61,20 +62,23 @@ def add_pretrain(commands) -> None:
         cmd_pretrain,
     )
     sub.add_argument("--config", type=Path, required=True, help="YAML: model, training, data")
-    sub.add_argument("--output", type=Path, help="output folder (overrides the config)")
+    sub.add_argument("--out", type=Path, help="output folder (overrides the config)")
+    renamed(sub, "--output", "--out", "out", type=Path)
     data = sub.add_argument_group("data overrides")
     data.add_argument("--train", type=Path, help="training instances folder")
     data.add_argument("--eval", type=Path, help="held-out instances folder")
     data.add_argument("--tokenizer", type=Path, help="tokenizer.model or tokenizer.json")
-    data.add_argument(
-        "--init", type=Path, help="continue pretraining this model folder (`convert from-hf`)"
-    )
+    data.add_argument("--model", type=Path,
+                      help="continue pretraining this model directory (e.g. one from "
+                      "`convert from-hf`)")  # fmt: skip
+    renamed(data, "--init", "--model", "model", type=Path)
     overrides = sub.add_argument_group("training overrides")
     overrides.add_argument("--max-steps", type=int)
     overrides.add_argument("--batch-size", type=int, help="per process")
     overrides.add_argument("--effective-batch-size", type=int)
     overrides.add_argument("--learning-rate", type=float)
-    sub.add_argument(
-        "--context-lengths", type=int, nargs="+", help="also run the context-length ablation"
-    )
+    sub.add_argument("--context-tokens", type=int, nargs="+",
+                     help="also train and evaluate at each of these lengths in tokens (the "
+                     "context-length ablation)")  # fmt: skip
+    renamed(sub, "--context-lengths", "--context-tokens", "context_tokens", type=int, nargs="+")
     sub.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    add_out,
+    out_from,
+    renamed,
     subcommand,
 )
 from genobird.errors import GenobirdError
@@ -20,10 +23,11 @@ def cmd_demo_reference(args: argparse.Namespace) -> int:
 
     if args.size_mb <= 0:
         raise GenobirdError(f"--size-mb must be positive, got {args.size_mb}")
-    manifest = generate_demo_reference(args.outdir, DemoSpec(seed=args.seed, size_mb=args.size_mb))
+    out = out_from(args, "outdir")
+    manifest = generate_demo_reference(out, DemoSpec(seed=args.seed, size_mb=args.size_mb))
     total = sum(manifest["chromosomes"].values())
     print(
-        f"wrote {args.outdir}: {len(manifest['chromosomes'])} chromosomes, {total:,} bp, "
+        f"wrote {out}: {len(manifest['chromosomes'])} chromosomes, {total:,} bp, "
         f"{manifest['promoters']} promoters, {len(manifest['features'])} chromatin features"
     )
     return EXIT_OK
@@ -47,7 +51,7 @@ def cmd_reference_download(args: argparse.Namespace) -> int:
             f"unknown data set(s) {', '.join(unknown)}; available: {', '.join(data_sets)}"
         )
     for name in args.names:
-        path = download(data_sets[name], args.dest)
+        path = download(data_sets[name], args.out)
         print(f"{name}: {path}")
     return EXIT_OK
 
@@ -78,7 +82,7 @@ def add_demo_reference(commands) -> None:
         "repeats and chromatin features.",
         cmd_demo_reference,
     )
-    sub.add_argument("outdir", type=Path, help="output folder")
+    add_out(sub, "output folder", legacy="outdir")
     sub.add_argument("--seed", type=int, default=0, help="random seed (same seed: same files)")
     sub.add_argument("--size-mb", type=float, default=4.2, help="total genome size in Mb")
 
@@ -95,7 +99,8 @@ def add_reference(commands) -> None:
         cmd_reference_download,
     )
     get.add_argument("names", nargs="+", metavar="NAME", help="data set names (see list)")
-    get.add_argument("--dest", type=Path, default=Path("reference/data"), help="folder")
+    get.add_argument("--out", type=Path, default=Path("reference/data"), help="folder")
+    renamed(get, "--dest", "--out", "out", type=Path)
     get.add_argument("--manifest", type=Path, help="manifest YAML (default: GRCh37)")
     fetch = subcommand(
         actions, "fetch", "Print a region of a FASTA (1-based chr:start-end).", cmd_reference_fetch

@@ -11,6 +11,7 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_FAILURE,
     EXIT_OK,
+    renamed,
     report_rejected,
     subcommand,
 )
@@ -37,7 +38,7 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
 
     kind, source = _score_source(args, ("fasta", "bed"))
     scorer = LikelihoodScorer(
-        args.model, args.device, args.stride, args.both_strands, args.batch_size
+        args.model, args.device, args.stride, args.rc_average, args.batch_size
     )
     summary = write_scores(
         scorer, kind, source, args.out, args.format, None, args.reference,
@@ -94,7 +95,7 @@ def cmd_ism(args: argparse.Namespace) -> int:
         else fasta_regions(args.fasta, predictor.input_length_bp, problems)
     )
     try:
-        count, first = run_ism(predictor, regions, args.out, args.window, args.score,
+        count, first = run_ism(predictor, regions, args.out, args.window_bp, args.score,
                                args.features, progress=not args.quiet)  # fmt: skip
     finally:  # the skipped records explain an input where nothing could be mutated
         report_rejected(problems)
@@ -171,9 +172,11 @@ def add_likelihood(commands) -> None:
                      help="pieces this far apart are masked together, in as many passes "
                      "(default 7: as pretraining scores its held-out bits per bp; one "
                      "larger than a sequence's piece count masks one piece at a time)")  # fmt: skip
-    sub.add_argument("--both-strands", action=argparse.BooleanOptionalAction, default=True,
-                     help="average the scores of both strands (--no-both-strands: the "
-                     "given strand; BED regions on their own)")  # fmt: skip
+    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=True,
+                     help="average the scores of both strands (--no-rc-average: the given "
+                     "strand; BED regions on their own)")  # fmt: skip
+    renamed(sub, "--both-strands", "--rc-average", "rc_average", flag_value=True)
+    renamed(sub, "--no-both-strands", "--no-rc-average", "rc_average", flag_value=False)
     sub.add_argument("--batch-size", type=int, default=32)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
@@ -194,7 +197,8 @@ def add_ism(commands) -> None:
     sub.add_argument(
         "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
     )
-    sub.add_argument("--window", type=int, required=True, help="bp mutated, centred")
+    sub.add_argument("--window-bp", type=int, required=True, help="bp mutated, centred")
+    renamed(sub, "--window", "--window-bp", "window_bp", type=int)
     sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
                      help="alt - ref probability, or the log-odds change")  # fmt: skip

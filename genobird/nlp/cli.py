@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from genobird.commands.common import renamed
 from genobird.errors import InputError
 from genobird.fileio import atomic_write
 
@@ -81,7 +82,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     if args.encoder_lr_scale != 1.0:
         training["learning_rate_scales"] = {ENCODER_LAYERS: args.encoder_lr_scale}
     spec = NLPFinetuneSpec(max_tokens=args.max_tokens, training=training, seed=args.seed)
-    source = (args.train, args.output, spec, args.valid, args.pretrained, args.tokenizer)
+    source = (args.train, args.out, spec, args.valid, args.model, args.tokenizer)
     if args.task == "qa":
         report = finetune_qa(*source, args.stride, args.max_answer_tokens)
     elif args.task == "multiple-choice":
@@ -93,7 +94,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         )  # fmt: skip
     else:
         report = finetune_classify(*source, problem=args.problem)
-    print(f"fine-tuned {args.task}; {_figures(report)}; model in {args.output}/model")
+    print(f"fine-tuned {args.task}; {_figures(report)}; model in {args.out}/model")
     return EXIT_OK
 
 
@@ -176,9 +177,12 @@ def add_nlp_commands(commands, subparser) -> None:
     finetune.add_argument("task", choices=["qa", "classify", "multiple-choice", "summarize"])
     finetune.add_argument("--train", type=Path, required=True)
     finetune.add_argument("--valid", type=Path, help="scored with exact match and F1")
-    finetune.add_argument("--output", type=Path, required=True)
+    finetune.add_argument("--out", type=Path, required=True,
+                          help="folder for the model (OUT/model) and its report")  # fmt: skip
+    renamed(finetune, "--output", "--out", "out", type=Path)
     source = finetune.add_mutually_exclusive_group(required=True)
-    source.add_argument("--pretrained", type=Path, help="pretraining model directory")
+    source.add_argument("--model", type=Path, help="pretraining model directory")
+    renamed(source, "--pretrained", "--model", "model", type=Path)
     source.add_argument("--from-scratch", action="store_true", help="a fresh 2 x 128 model")
     finetune.add_argument("--tokenizer", type=Path, help="with --from-scratch")
     finetune.add_argument("--max-tokens", type=int, default=512, help="paper: 4096")
@@ -220,4 +224,4 @@ def add_nlp_commands(commands, subparser) -> None:
     predict.add_argument("--input", type=Path, required=True, help="as for finetune")
     predict.add_argument("--out", type=Path, required=True)
     predict.add_argument("--batch-size", type=int, default=8)
-    predict.add_argument("--device", default="cpu")
+    predict.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")

@@ -96,10 +96,13 @@ def load_task(directory: str | Path) -> dict:
     return json.loads(task_path.read_text())
 
 
-def load_model(directory: str | Path, device: str = "cpu"):
-    """(model, tokenizer, task settings) of a fine-tuned NLP model directory."""
+def load_model(directory: str | Path, device: str = "auto"):
+    """(model, tokenizer, task settings) of a fine-tuned NLP model directory, on `device`
+    ("auto": the GPU where there is one, as every genobird command)."""
+    from genobird.training.distributed import resolve_device
+
     task = load_task(directory)
-    model = from_pretrained(directory, device=device).eval()
+    model = from_pretrained(directory, device=resolve_device(device)).eval()
     return model, TextTokenizer(Path(directory) / "tokenizer.model"), task
 
 
@@ -177,7 +180,7 @@ def finetune_qa(train_path, output, spec: NLPFinetuneSpec, valid_path=None, pret
     return report
 
 
-def predict_qa(model_dir, input_path, batch_size: int = 8, device: str = "cpu") -> dict:
+def predict_qa(model_dir, input_path, batch_size: int = 8, device: str = "auto") -> dict:
     model, tokenizer, task = load_model(model_dir, device)
     questions = qa.read_squad(input_path)
     window = qa.QAWindowSpec(**task["window"])
@@ -253,7 +256,7 @@ def finetune_classify(train_path, output, spec: NLPFinetuneSpec, valid_path=None
     return report
 
 
-def predict_classify(model_dir, input_path, batch_size: int = 16, device: str = "cpu"):
+def predict_classify(model_dir, input_path, batch_size: int = 16, device: str = "auto"):
     """(rows of {label or score: value}, GLUE metrics when the input has labels)."""
     from genobird.nlp.classify import LabelSpace, TextDataset, glue_metrics, read_examples
 
@@ -349,7 +352,7 @@ def finetune_multiple_choice(
     return report
 
 
-def predict_multiple_choice(model_dir, input_path, batch_size: int = 8, device: str = "cpu"):
+def predict_multiple_choice(model_dir, input_path, batch_size: int = 8, device: str = "auto"):
     """(rows of {"id", "answer", "scores"}, accuracy when the input has answers)."""
     from genobird.nlp import multiple_choice as mc
 
@@ -433,7 +436,7 @@ def finetune_summarize(
     return report
 
 
-def predict_summarize(model_dir, input_path, batch_size: int = 1, device: str = "cpu"):
+def predict_summarize(model_dir, input_path, batch_size: int = 1, device: str = "auto"):
     """(rows of {"summary"}, ROUGE when the input has reference summaries)."""
     from genobird.nlp.summarize import read_summaries, rouge
 
