@@ -18,8 +18,8 @@ import sys
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from genobird.commands import build_parser
-from genobird.commands.common import EXIT_FAILURE, EXIT_INTERRUPTED
-from genobird.errors import GenobirdError
+from genobird.commands.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
+from genobird.errors import GenobirdError, UsageError
 
 log = logging.getLogger("genobird")
 
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args)
     try:
         return args.handler(args)
+    except UsageError as exc:
+        _fail(f"error: {exc}", args)
+        return EXIT_USAGE
     except GenobirdError as exc:
         _fail(f"error: {exc}", args)
     except KeyboardInterrupt:

@@ -37,6 +37,10 @@ class ConfigError(InputError):
     """A configuration value that is missing, of the wrong type or out of range."""
 
 
+class UsageError(ConfigError):
+    """A command line missing what it needs; the command exits 2, as argparse does."""
+
+
 class CheckpointError(InputError):
     """A model directory or checkpoint that is incomplete, corrupted or mismatched."""
 

@@ -20,8 +20,10 @@ def test_help_lists_the_subcommands(capsys):
 
 def test_usage_error_exits_2(capsys):
     with pytest.raises(SystemExit) as info:
-        main(["demo-reference"])
+        main(["demo-reference", "--seed", "x"])
     assert info.value.code == 2
+    assert main(["demo-reference"]) == 2  # no --out
+    assert "give the output with --out" in capsys.readouterr().err
 
 
 def test_demo_reference_twice_with_one_seed_gives_identical_files(tmp_path, capsys):

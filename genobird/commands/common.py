@@ -94,15 +94,15 @@ def out_from(args, legacy: str | None = None) -> Path:
     """The output of a command given `--out` or, formerly, a positional."""
     import sys
 
-    from genobird.errors import ConfigError
+    from genobird.errors import UsageError
 
     old = getattr(args, legacy, None) if legacy else None
     if args.out is not None and old is not None:
-        raise ConfigError(f"give the output once: --out {args.out} (not also {old})")
+        raise UsageError(f"give the output once: --out {args.out} (not also {old})")
     if old is not None:
         print(f"genobird: warning: the output is now given as --out {old}; the positional "
               "goes in the next release", file=sys.stderr)  # fmt: skip
         return old
     if args.out is None:
-        raise ConfigError("give the output with --out")
+        raise UsageError("give the output with --out")
     return args.out

@@ -12,7 +12,7 @@ from genobird.commands.common import (
     renamed,
     subcommand,
 )
-from genobird.errors import GenobirdError
+from genobird.errors import GenobirdError, UsageError
 
 log = logging.getLogger("genobird")
 
@@ -66,7 +66,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         seed=args.seed,
     )  # fmt: skip
     if not args.from_scratch and args.model is None:
-        raise GenobirdError("give --model PRETRAINED_DIR, or --from-scratch (with --tokenizer, "
+        raise UsageError("give --model PRETRAINED_DIR, or --from-scratch (with --tokenizer, "
                             "or --model DIR for its architecture with fresh weights)")  # fmt: skip
     pretrained, tokenizer = args.model, args.tokenizer
     if args.from_scratch:

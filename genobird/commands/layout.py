@@ -32,7 +32,7 @@ def cmd_layout(args: argparse.Namespace) -> int:
             args.heads, args.seed, args.layer,
         ),
         "strided": lambda: patterns.strided_layout(
-            length, size, args.window_blocks, args.stride, args.heads
+            length, size, args.neighbour_blocks, args.stride, args.heads
         ),
         "fixed": lambda: patterns.fixed_layout(length, size, args.stride, 1, args.heads),
         "star": lambda: patterns.star_layout(length, size, args.heads),
@@ -73,9 +73,9 @@ def add_layout(commands) -> None:
     shape.add_argument("--global-tokens", type=int, default=64, help="etc")
     shape.add_argument("--window-blocks", type=int, default=3, help="bigbird, etc, window-global")
     shape.add_argument("--random-blocks", type=int, default=3, help="bigbird, etc, random")
-    shape.add_argument("--window-blocks", type=int, default=1,
+    shape.add_argument("--neighbour-blocks", type=int, default=1,
                        help="strided: neighbouring blocks each side")  # fmt: skip
-    renamed(shape, "--window", "--window-blocks", "window_blocks", type=int)
+    renamed(shape, "--window", "--neighbour-blocks", "neighbour_blocks", type=int)
     shape.add_argument("--stride", type=int, default=4, help="strided stride; fixed group size")
     shape.add_argument("--seed", type=int, default=0)
     shape.add_argument("--layer", type=int, default=0)
