@@ -28,7 +28,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from genobird.convert import from_hf
-from genobird.corpus.hf_tokenizer import write_hf_tokenizer
+from genobird.corpus.hf_export import write_hf_tokenizer
 from genobird.corpus.tokenizer import SPECIAL_TOKENS
 from genobird.model import from_pretrained
 from genobird.model.precision import autocast

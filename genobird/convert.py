@@ -27,7 +27,7 @@ from pathlib import Path
 import safetensors.torch
 import torch
 
-from genobird.corpus.hf_tokenizer import write_hf_tokenizer
+from genobird.corpus.hf_export import write_hf_tokenizer
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write, staging_folder

@@ -367,7 +367,7 @@ def test_exported_vocabulary_encodes_real_human_dna_as_genobird(shared_data, tmp
     tokenizer = train_vocabulary(documents, tmp_path / "tokenizer.model", VocabSpec(2000))
     model = tmp_path / "model"
     tokenizer.save(model)
-    from genobird.corpus.hf_tokenizer import write_hf_tokenizer
+    from genobird.corpus.hf_export import write_hf_tokenizer
 
     write_hf_tokenizer(tokenizer, model, 4096)
     reference = Reference(genome / "hg19_chr20_0-2Mb.fa")

@@ -198,7 +198,7 @@ def structured_task(tmp_path_factory):
 
 
 def test_markov_zero_shot_finds_the_chain_and_tells_its_dna_from_random(structured_task):
-    from genobird.tasks.zero_shot import zero_shot
+    from genobird.zero_shot import zero_shot
 
     report = zero_shot(structured_task / "data.h5", structured_task / "markov",
                        markov_dna=structured_task / "train.fa", orders=range(0, 6))  # fmt: skip
@@ -216,7 +216,7 @@ def test_markov_zero_shot_finds_the_chain_and_tells_its_dna_from_random(structur
 def test_genobird_zero_shot_writes_a_run_that_pairs_with_the_markov_one(
     structured_task, model_dir, capsys
 ):
-    from genobird.tasks.zero_shot import zero_shot
+    from genobird.zero_shot import zero_shot
 
     zero_shot(structured_task / "data.h5", structured_task / "markov-cli",
               markov_dna=structured_task / "train.fa", orders=range(2, 4))  # fmt: skip
@@ -237,7 +237,7 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
 ):
     from genobird.errors import ConfigError
     from genobird.tasks.data import WindowSet
-    from genobird.tasks.zero_shot import zero_shot
+    from genobird.zero_shot import zero_shot
 
     with pytest.raises(ConfigError, match="not both"):
         zero_shot(structured_task / "data.h5", tmp_path / "x", model_dir="m", markov_dna="d")

@@ -21,7 +21,7 @@ log = logging.getLogger("genobird")
 
 def cmd_zero_shot(args: argparse.Namespace) -> int:
     from genobird.baselines.markov import parse_orders
-    from genobird.tasks.zero_shot import zero_shot
+    from genobird.zero_shot import zero_shot
 
     if args.stride is not None and args.model is None:
         raise GenobirdError("--stride is for --model (the language model's masking)")

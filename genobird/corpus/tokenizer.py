@@ -11,9 +11,6 @@ back to a span of base pairs (`token_offsets`), i.e. to genome coordinates.
 from __future__ import annotations
 
 import functools
-import hashlib
-import shutil
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,118 +18,28 @@ import sentencepiece as spm
 
 from genobird.corpus.bpe_dropout import DropoutBPE
 from genobird.corpus.fast_bpe import FastBPE
-from genobird.errors import CheckpointError, ConfigError
-from genobird.genome.alphabet import normalise_dna
+from genobird.corpus.hf_tokenizer import HFTokenizer
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
-TOKENIZER_FILE = "tokenizer.model"
-HF_TOKENIZER_FILE = "tokenizer.json"
+# Re-exported: callers read them from here, the home of `load_tokenizer`.
+from genobird.corpus.tokenizer_base import (
+    CLS_ID,
+    GENOBIRD_SPECIAL_IDS,
+    HF_TOKENIZER_FILE,
+    MASK_ID,
+    PAD_ID,
+    SEP_ID,
+    SPECIAL_TOKENS,
+    TOKENIZER_FILE,
+    UNK_ID,
+    SpecialIds,
+    TokenizerBase,
+)
+from genobird.errors import CheckpointError
 
-
-@dataclass(frozen=True)
-class SpecialIds:
-    """Ids of BERT's five special tokens in one vocabulary (genobird's order by default;
-    GENA-LM's is [UNK] 0, [CLS] 1, [SEP] 2, [PAD] 3, [MASK] 4)."""
-
-    pad: int = PAD_ID
-    unk: int = UNK_ID
-    cls: int = CLS_ID
-    sep: int = SEP_ID
-    mask: int = MASK_ID
-
-    def all(self) -> np.ndarray:
-        return np.array(sorted(set(asdict(self).values())), dtype=np.int64)
-
-    def regular(self, vocab_size: int) -> np.ndarray:
-        """The ids that are DNA pieces, ascending (MLM's random replacements)."""
-        return np.setdiff1d(np.arange(vocab_size), self.all())
-
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values) -> SpecialIds:
-        """From a dict (or HDF5 attrs) with some of the five names; the rest default."""
-        return cls(**{name: int(values[name]) for name in asdict(cls()) if name in values})
-
-
-GENOBIRD_SPECIAL_IDS = SpecialIds()
-
-
-class TokenizerBase:
-    """What every DNA tokenizer offers on top of `encode_batch`, `pieces`,
-    `piece_lengths` and `special`."""
-
-    special: SpecialIds
-    piece_lengths: np.ndarray
-    path: Path
-    file_name: str  # what a model directory calls this kind of tokenizer file
-
-    def save(self, directory: str | Path) -> Path:
-        """Copy the tokenizer file into a model directory."""
-        target = Path(directory) / self.file_name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.resolve() != self.path.resolve():
-            shutil.copyfile(self.path, target)
-        return target
-
-    @property
-    def vocabulary_digest(self) -> str:
-        """Identifies the pieces and their order: two vocabularies of the same size and
-        special ids can still map ids to different pieces."""
-        return hashlib.sha256("\n".join(self.pieces).encode()).hexdigest()[:16]
-
-    @property
-    def pad_id(self) -> int:
-        return self.special.pad
-
-    @property
-    def unk_id(self) -> int:
-        return self.special.unk
-
-    @property
-    def cls_id(self) -> int:
-        return self.special.cls
-
-    @property
-    def sep_id(self) -> int:
-        return self.special.sep
-
-    @property
-    def mask_id(self) -> int:
-        return self.special.mask
-
-    def encode_batch(self, sequences: list[str], threads: int = 1) -> list[list[int]]:
-        raise NotImplementedError
-
-    def encode(self, sequence: str, normalise: bool = True) -> list[int]:
-        """Token ids of a DNA sequence (normalised first unless told it already is)."""
-        if normalise:
-            sequence = normalise_dna(sequence)
-        return self.encode_batch([sequence])[0]
-
-    def encode_sampled(self, sequence: str, dropout: float, seed: int,
-                       by_position: bool = False) -> list[int]:  # fmt: skip
-        """Ids of a normalised sequence with BPE-dropout (Provilkov et al., 2020): each merge
-        skipped with probability `dropout`, the draws fixed by `seed` (and, with
-        `by_position`, keyed by each merge's place: genobird.corpus.bpe_dropout). Every
-        segmentation spells the same bases."""
-        raise ConfigError(
-            f"{self.path}: BPE dropout needs a sentencepiece tokenizer (tokenizer.model); "
-            "fine-tune without --bpe-dropout"
-        )
-
-    def token_offsets(self, ids) -> np.ndarray:
-        """[T, 2] base-pair (start, end) of each token within the decoded sequence;
-        special tokens get an empty span at their position."""
-        lengths = self.piece_lengths[np.asarray(ids, dtype=np.int64)]
-        ends = np.cumsum(lengths)
-        return np.stack([ends - lengths, ends], axis=1)
-
-    def bp_per_token(self, sequences: list[str], threads: int = 1) -> float:
-        tokens = sum(len(ids) for ids in self.encode_batch(sequences, threads))
-        return sum(len(s) for s in sequences) / tokens if tokens else 0.0
+# the shared names, read from here by callers (this module is the home of load_tokenizer)
+__all__ = ["CLS_ID", "GENOBIRD_SPECIAL_IDS", "HF_TOKENIZER_FILE", "MASK_ID", "PAD_ID", "SEP_ID",
+           "SPECIAL_TOKENS", "TOKENIZER_FILE", "UNK_ID", "HFTokenizer", "SpecialIds", "Tokenizer",
+           "TokenizerBase", "load_tokenizer"]  # fmt: skip
 
 
 def load_tokenizer(path_or_directory: str | Path) -> TokenizerBase:
@@ -149,8 +56,6 @@ def load_tokenizer(path_or_directory: str | Path) -> TokenizerBase:
             )
         path = found[0]
     if path.suffix == ".json":
-        from genobird.corpus.hf_tokenizer import HFTokenizer
-
         return HFTokenizer(path)
     return Tokenizer(path)
 

@@ -1,0 +1,103 @@
+"""The package's layers (docs/architecture.md): imports run down them, never back up, and
+no two modules import each other, directly or round a longer circle. Imports inside
+functions count: a lazy import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "genobird"
+# lowest first: a module may import from its own layer and those before it
+LAYERS = [
+    ["genobird.errors", "genobird.fileio"],
+    ["genobird.genome"],
+    ["genobird.corpus"],
+    ["genobird.attention"],
+    ["genobird.model"],
+    ["genobird.training"],
+    ["genobird.tasks"],
+    ["genobird.baselines"],
+    ["genobird.predict", "genobird.scoring", "genobird.mutagenesis", "genobird.likelihood",
+     "genobird.convert"],
+    ["genobird.zero_shot", "genobird.report"],
+    ["genobird.nlp", "genobird.commands", "genobird.cli"],
+]  # fmt: skip
+
+
+def layer_of(module: str) -> int | None:
+    matches = [(len(prefix), index) for index, prefixes in enumerate(LAYERS)
+               for prefix in prefixes
+               if module == prefix or module.startswith(prefix + ".")]  # fmt: skip
+    return max(matches)[1] if matches else None
+
+
+def imports() -> dict[str, set[str]]:
+    """module -> the genobird modules it imports (anywhere in it)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts).removesuffix(".__init__")
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from genobird.x import y`: the module x.y where y is one (a .py file or a
+                # compiled extension), else x
+                folder = PACKAGE.parent.joinpath(*node.module.split("."))
+                names = [f"{node.module}.{alias.name}" if is_module(folder, alias.name)
+                         else node.module for alias in node.names]  # fmt: skip
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            targets |= {name for name in names if name.startswith("genobird.")}
+        found[module] = targets
+    for source in PACKAGE.rglob("*.c"):  # compiled extensions: leaves of the graph
+        found[".".join(source.relative_to(PACKAGE.parent).with_suffix("").parts)] = set()
+    return found
+
+
+def is_module(folder: Path, name: str) -> bool:
+    """Whether `name` in package `folder` is a module (a .py file, a package or a
+    compiled extension) rather than a name its __init__ exports."""
+    return ((folder / f"{name}.py").is_file() or (folder / name).is_dir()
+            or (folder / f"{name}.c").is_file())  # fmt: skip
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in imports() if m != "genobird" and layer_of(m) is None] == []
+
+
+def test_imports_run_down_the_layers():
+    upward = sorted((module, target) for module, targets in imports().items()
+                    if module != "genobird"  # the package's lazy facade names its top API
+                    for target in targets if layer_of(target) > layer_of(module))  # fmt: skip
+    assert upward == []
+
+
+def test_no_modules_import_each_other():
+    graph = imports()
+    modules = set(graph)
+
+    def resolved(target: str) -> str | None:  # `from genobird.x import y`: x, or x.y
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    edges = {m: {resolved(t) for t in targets} - {None, m, "genobird"}
+             for m, targets in graph.items()}  # fmt: skip
+    cycles, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == "open":
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
