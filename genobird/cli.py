@@ -18,7 +18,7 @@ import sys
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from genobird.commands import build_parser
-from genobird.commands.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
+from genobird.commands.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, warn_renamed
 from genobird.errors import GenobirdError, UsageError
 
 log = logging.getLogger("genobird")
@@ -46,7 +46,9 @@ def hoisted(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(hoisted(list(sys.argv[1:] if argv is None else argv)))
+    argv = hoisted(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(argv)
+    warn_renamed(argv)
     _configure_logging(args)
     try:
         return args.handler(args)

@@ -14,7 +14,19 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 class HelpFormatter(argparse.HelpFormatter):
     """Help with each option's default where it has one worth saying: not for flags off
-    by default, options without a default (None), or help that states its own default."""
+    by default, options without a default (None), or help that states its own default;
+    former option names (`renamed`) are not shown."""
+
+    def _format_action_invocation(self, action) -> str:
+        hidden = getattr(action, "hidden_aliases", None)
+        if not hidden:
+            return super()._format_action_invocation(action)
+        shown = [option for option in action.option_strings if option not in hidden]
+        original, action.option_strings = action.option_strings, shown
+        try:
+            return super()._format_action_invocation(action)
+        finally:
+            action.option_strings = original
 
     def _get_help_string(self, action) -> str:
         text = action.help or ""
@@ -57,29 +69,37 @@ def report_rejected(problems, limit: int = 5) -> None:
         log.warning("... and %d more skipped records", len(problems) - limit)
 
 
-class _Renamed(argparse.Action):
-    """An option's former name: does what the new one does, hidden from help, and says
-    once on stderr what to write instead (the former names go in the next release)."""
-
-    def __init__(self, option_strings, dest, new: str, value=None, **kwargs):
-        self.new, self.value = new, value
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        import sys
-
-        print(f"genobird: warning: {option_string} is now {self.new}; the old name goes in "
-              "the next release", file=sys.stderr)  # fmt: skip
-        setattr(namespace, self.dest, self.value if self.nargs == 0 else values)
+# former option names -> what to write instead, for the warning `main` prints
+RENAMED: dict[str, str] = {}
 
 
-def renamed(parser, old: str, new: str, dest: str, flag_value=None, **kwargs) -> None:
-    """Accept `old` as a hidden alias of option `new` (stored in `dest`); a flag alias
-    (`flag_value` given) stores that value."""
-    if flag_value is not None:
-        kwargs = {"nargs": 0, "value": flag_value}
-    parser.add_argument(old, dest=dest, action=_Renamed, new=new, default=argparse.SUPPRESS,
-                        **kwargs)  # fmt: skip
+def renamed(parser, old: str, new: str, note: str = "") -> None:
+    """Accept `old` as another spelling of the existing option `new` (the same action, so
+    a required option given by its old name is given), hidden from help; `main` warns
+    when it is used. For a --flag/--no-flag pair, name the spelling of the same sense."""
+    action = parser._option_string_actions[new]
+    action.option_strings.append(old)
+    parser._option_string_actions[old] = action
+    hidden = getattr(action, "hidden_aliases", set()) | {old}
+    action.hidden_aliases = hidden
+    if isinstance(action, argparse.BooleanOptionalAction):  # its usage lists every spelling
+        action.format_usage = lambda: " | ".join(
+            option for option in action.option_strings if option not in hidden
+        )
+    RENAMED[old] = f"{new}{' ' + note if note else ''}"
+
+
+def warn_renamed(argv: list[str]) -> None:
+    """One line on stderr for each former option name on the command line."""
+    import sys
+
+    for arg in argv:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        if name in RENAMED:
+            print(f"genobird: warning: {name} is now {RENAMED[name]}; the old name goes in the "
+                  "next release", file=sys.stderr)  # fmt: skip
 
 
 def add_out(parser, help_text: str, legacy: str | None = None) -> None:

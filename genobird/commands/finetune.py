@@ -108,8 +108,8 @@ def add_finetune(commands) -> None:
     model.add_argument("--model", type=Path, metavar="PRETRAINED_DIR",
                        help="the pretraining model directory to start from (with "
                        "--from-scratch: only its architecture)")  # fmt: skip
-    renamed(model, "--pretrained", "--model", "model", type=Path)
-    renamed(model, "--shape-of", "--model (with --from-scratch)", "model", type=Path)
+    renamed(model, "--pretrained", "--model")
+    renamed(model, "--shape-of", "--model", "(with --from-scratch)")
     model.add_argument("--from-scratch", action="store_true",
                        help="fresh weights: the architecture of --model, or a 2-layer, "
                        "128-wide model (then give --tokenizer)")  # fmt: skip
@@ -166,5 +166,5 @@ def add_finetune(commands) -> None:
     output.add_argument("--out", type=Path, required=True,
                         help="folder for the model (OUT/model) and the report "
                         "(OUT/report)")  # fmt: skip
-    renamed(output, "--output", "--out", "out", type=Path)
+    renamed(output, "--output", "--out")
     output.add_argument("--checkpoint-every", type=int, default=1000)

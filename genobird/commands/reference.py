@@ -100,7 +100,7 @@ def add_reference(commands) -> None:
     )
     get.add_argument("names", nargs="+", metavar="NAME", help="data set names (see list)")
     get.add_argument("--out", type=Path, default=Path("reference/data"), help="folder")
-    renamed(get, "--dest", "--out", "out", type=Path)
+    renamed(get, "--dest", "--out")
     get.add_argument("--manifest", type=Path, help="manifest YAML (default: GRCh37)")
     fetch = subcommand(
         actions, "fetch", "Print a region of a FASTA (1-based chr:start-end).", cmd_reference_fetch

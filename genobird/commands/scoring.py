@@ -175,8 +175,8 @@ def add_likelihood(commands) -> None:
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=True,
                      help="average the scores of both strands (--no-rc-average: the given "
                      "strand; BED regions on their own)")  # fmt: skip
-    renamed(sub, "--both-strands", "--rc-average", "rc_average", flag_value=True)
-    renamed(sub, "--no-both-strands", "--no-rc-average", "rc_average", flag_value=False)
+    renamed(sub, "--both-strands", "--rc-average")
+    renamed(sub, "--no-both-strands", "--no-rc-average")
     sub.add_argument("--batch-size", type=int, default=32)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
@@ -198,7 +198,7 @@ def add_ism(commands) -> None:
         "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
     )
     sub.add_argument("--window-bp", type=int, required=True, help="bp mutated, centred")
-    renamed(sub, "--window", "--window-bp", "window_bp", type=int)
+    renamed(sub, "--window", "--window-bp")
     sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
                      help="alt - ref probability, or the log-odds change")  # fmt: skip
