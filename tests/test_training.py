@@ -383,7 +383,7 @@ def test_a_training_step_reads_no_value_back_from_the_device(datasets, tmp_path)
     """The forward and backward passes of a pretraining step, watched on the CPU: none of
     their operations would make a CUDA device wait for the host (the CUDA test below checks
     the whole step on a GPU). Composed token embeddings and the base convolution still
-    read the batch's pieces and length back (benchmarks/README.md, "One H200 lease")."""
+    read the batch's pieces and length back (docs/experiments, "One H200 lease")."""
     train, _ = datasets
     config = training_config(max_steps=4, checkpoint_every=1000, log_every=1000)
     trainer = Trainer(make_model(), train, config, tmp_path, pretraining_step)

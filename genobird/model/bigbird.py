@@ -38,7 +38,7 @@ class ComposedTokenEmbedding(nn.Module):
 
     A free table learns each of V pieces only from that piece's own occurrences, so a
     small model on a short budget stays on the unigram plateau (demo: 2.00 bits per bp
-    after 150 steps, benchmarks/README.md). Here piece v's vector is
+    after 150 steps, docs/experiments). Here piece v's vector is
 
         residual[v] + sum over its first L bases of table[offset from its start, base]
                     + sum over its last L bases of table[offset from its end, base]
@@ -735,7 +735,7 @@ class BigBirdForSequenceClassification(nn.Module):
 
     pooling "cls": the pooler's tanh(dense([CLS])), as BERT and the paper; "mean": the
     mean of the real tokens' final states (no pooler), for short DNA inputs where [CLS]
-    has little context to gather (benchmarks/README.md); "hf": HuggingFace BigBird's
+    has little context to gather (docs/experiments); "hf": HuggingFace BigBird's
     head on the [CLS] state (`HFClassificationHead`), for classifiers converted from or
     exported to transformers.
     """

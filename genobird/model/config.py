@@ -56,7 +56,7 @@ class BigBirdConfig:
     # Token embeddings composed from each DNA piece's bases plus a per-piece residual
     # (model.bigbird.ComposedTokenEmbedding), counting `composed_piece_length` offsets
     # from each end of a piece, instead of a free table. Off in BigBird and in imported
-    # models; genobird's pipelines turn it on (benchmarks/README.md, "Learning real DNA").
+    # models; genobird's pipelines turn it on (docs/experiments, "Learning real DNA").
     composed_token_embeddings: bool = False
     composed_piece_length: int = 16
     # A convolution over the bases the tokens spell, max-pooled to each token and added

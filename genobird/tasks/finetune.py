@@ -81,7 +81,7 @@ class FinetuneSpec:
     # strand, drawn at `bpe_dropout` (`sampled_cut`: the same cuts wherever a window is
     # read; 0: the tokenizer's own cut). On GUE TF 2 and 3, 16 cuts raised the test MCC
     # of two seeds by 0.017 and 0.026, and changed nothing measurable on TF 0, 1 and 4
-    # (benchmarks/README.md, "Test-time segmentation averaging").
+    # (docs/experiments, "Test-time segmentation averaging").
     segmentations: int = 0
     training: dict = field(default_factory=dict)
     # Without pretrained weights: BigBirdConfig fields of the fresh model (the demo's
@@ -119,7 +119,7 @@ def strand_symmetric(meta: dict) -> bool:
     augmentation and averaging: chromatin features and classify labels (TF binding, ...)
     do; promoter windows are oriented by their TSS strand, their reverse complement is not
     a promoter. A model trained on both strands is evaluated on both: on GUE TF 0 that
-    lifted test MCC from 0.621 to 0.634 and AUROC from 0.885 to 0.902 (benchmarks/README.md)."""
+    lifted test MCC from 0.621 to 0.634 and AUROC from 0.885 to 0.902 (docs/experiments)."""
     return meta["task"] != "promoter"
 
 
