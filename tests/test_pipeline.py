@@ -64,12 +64,12 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     downloads = tmp_path / "downloads"
     assert f"--reference {downloads}/hg19.fa.bgz.gz" in plan  # the bgzipped, indexed genome
     assert f"--tss {downloads}/Hs_EPDnew_006_hg19.bed" in plan
-    assert "--upstream 5000 --downstream 3000" in plan
+    assert "--upstream-bp 5000 --downstream-bp 3000" in plan
     assert "--passes 10" in plan and "--vocab-size 32000" in plan
-    assert "--max-seq-length 4096" in plan
+    assert "--max-tokens 4096" in plan
     assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in plan
     assert "dataset deepsea --mat" in plan and "--split train valid test" in plan
-    assert "--context 8000" in plan
+    assert "--context-bp 8000" in plan
     assert planned_jobs(plan) == 18  # 4 downloads; BED scoring only
 
 
@@ -99,7 +99,7 @@ def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_
         assert f"rule {rule}:" in plan
     # TATA is also classified by likelihood alone, beside Markov models of the same DNA
     results = config["results"]
-    zero_shot = f"zero-shot --data {results}/tasks/epdnew_tata/data.h5 --output {results}/tasks"
+    zero_shot = f"zero-shot --data {results}/tasks/epdnew_tata/data.h5 --out {results}/tasks"
     assert f"{zero_shot}/epdnew_tata/zero-shot/genobird --model {results}/pretrain/model" in plan
     assert f"{zero_shot}/epdnew_tata/zero-shot/markov --markov {results}/corpus/train.txt" in plan
     assert plan.count("genobird -q zero-shot") == 2  # not GUE TF 0
@@ -258,7 +258,7 @@ def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     data = next(line for line in done.stdout.splitlines() if "dataset promoter " in line)
     assert "--training-negatives 4" in data
     report = next(line for line in done.stdout.splitlines() if "genobird -q report" in line)
-    assert "--context-lengths 16 32 --context-windows 300" in report
+    assert "--context-tokens 16 32 --context-windows 300" in report
     config["promoter"]["dropout"] = 1.0
     done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
     assert done.returncode != 0 and "['promoter']['dropout']" in done.stdout + done.stderr
@@ -304,10 +304,10 @@ def test_sequence_task_seeds_fine_tune_apart_and_reach_the_report(tmp_path):
     runs = [line for line in lines if "finetune promoter" in line and "tasks/tata" in line]
     assert len(runs) == 3
     results = config["results"]
-    seed_0 = next(line for line in runs if f"--output {results}/tasks/tata " in line)
+    seed_0 = next(line for line in runs if f"--out {results}/tasks/tata " in line)
     assert "--seed" not in seed_0  # finetune's default, 0: the task's folder as before
     for seed in (1, 2):
-        run = next(line for line in runs if f"--output {results}/tasks/tata/seeds/{seed} " in line)
+        run = next(line for line in runs if f"--out {results}/tasks/tata/seeds/{seed} " in line)
         same_recipe = seed_0.replace("tasks/tata ", f"tasks/tata/seeds/{seed} ")
         log = f"{results}/logs/task_finetune_tata"
         assert run == same_recipe.replace(f" > {log}.log", f" --seed {seed} > {log}_seed{seed}.log")

@@ -1,5 +1,7 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
+from genobird.tasks.recipe import finetune_options
+
 SEQUENCE_TASKS = config.get("sequence_tasks", {})
 # Snakemake priority of the jobs between the genome and the fine-tuned models (corpus,
 # pretraining, fine-tuning): with few cores they go first and the baselines fill the
@@ -24,18 +26,6 @@ def sequence_task_command(wildcards, input):
     return command
 
 
-def finetune_options(section):
-    """The optional fine-tuning settings of a config section (promoter, chromatin or one
-    sequence task), as genobird finetune options."""
-    keys = ("eval_every", "patience", "pooling", "centre_bp", "dropout", "layer_decay",
-            "head_lr_scale", "bpe_dropout", "segmentations", "pos_weight")
-    options = [f"--{key.replace('_', '-')} {section[key]}" for key in keys if key in section]
-    if "rc_augment" in section:  # scored on the strands it was trained on
-        strands = "" if section["rc_augment"] else "no-"
-        options += [f"--{strands}rc-augment --{strands}rc-average"]
-    return " ".join(options)
-
-
 def training_negatives_option(section):
     """The DeePromoter negatives per training positive of a promoter config section."""
     if "training_negatives" not in section:
@@ -52,3 +42,84 @@ def report_context_options(report):
     if "context_windows" in report:
         options += ["--context-windows", str(report["context_windows"])]
     return " ".join(options)
+
+
+# --------------------------------------------------------------- chromatin tasks
+CHROMATIN_TASKS = config.get("chromatin_tasks", {})
+CHROMATIN_TASK_BASELINES = ("deepsea-cnn", "kmer-lr")
+
+
+def chromatin_task(wildcards):
+    return CHROMATIN_TASKS[wildcards.name]
+
+
+def baseline_contexts(task, kind):
+    """Contexts of a baseline: DeepSEA's CNN at the narrowest and the widest context by
+    default, the k-mer LR at the narrowest (counting k-mers over 8 kb costs 6x the
+    time of 1 kb and dilutes the bin's own)."""
+    contexts = task["contexts"]
+    if kind == "kmer-lr":
+        return task.get("kmer_contexts", [min(contexts)])
+    return task.get("cnn_contexts", sorted({min(contexts), max(contexts)}))
+
+
+def chromatin_task_outputs():
+    """Every file the report reads of the chromatin tasks."""
+    outputs = []
+    for name, task in CHROMATIN_TASKS.items():
+        folder = f"{RESULTS}/chromatin_tasks/{name}"
+        outputs += [f"{folder}/context-{bp}/report/metrics.json" for bp in task["contexts"]]
+        outputs += [
+            f"{folder}/baselines/{kind}-{bp}/report/metrics.json"
+            for kind in CHROMATIN_TASK_BASELINES
+            for bp in baseline_contexts(task, kind)
+        ]
+        if "score_bed" in task:
+            outputs.append(f"{folder}/score.tsv")
+    return outputs
+
+
+def feature_tables(wildcards) -> list[str]:
+    """The task's feature tables: each `features` entry is a table, or {table, assayed}."""
+    return [e if isinstance(e, str) else e["table"] for e in chromatin_task(wildcards)["features"]]
+
+
+def chromatin_task_data_options(wildcards):
+    task = chromatin_task(wildcards)
+    assayed = [e for e in task["features"] if not isinstance(e, str) and "assayed" in e]
+    options = [
+        f"--context-bp {max(task['contexts'])}",
+        "--valid-chromosomes " + " ".join(f"'{region}'" for region in task["valid"]),
+        "--test-chromosomes " + " ".join(f"'{region}'" for region in task["test"]),
+    ]
+    if "negative_ratio" in task:
+        options.append(f"--negative-ratio {task['negative_ratio']}")
+    if assayed:
+        options.append("--assayed " + " ".join(f"'{e['table']}={e['assayed']}'" for e in assayed))
+    return " ".join(options)
+
+
+def chromatin_task_pretrained(wildcards):
+    """The pretrained model the task fine-tunes: the pipeline's own."""
+    return rules.pretrain.output.model
+
+
+def chromatin_baseline_options(wildcards):
+    """The CNN's budget (the task's cnn_max_minutes, else baselines.cnn_max_minutes) and
+    width (the task's cnn_channels)."""
+    if wildcards.kind != "deepsea-cnn":
+        return ""
+    options = []
+    minutes = chromatin_task(wildcards).get("cnn_max_minutes", (BASELINES or {}).get("cnn_max_minutes"))
+    if minutes is not None:
+        options.append(f"--max-minutes {minutes}")
+    if "cnn_channels" in chromatin_task(wildcards):
+        options.append(f"--channels {chromatin_task(wildcards)['cnn_channels']}")
+    return " ".join(options)
+
+
+def scoring_model(wildcards):
+    """The model that scores a chromatin task's regions: the widest context's."""
+    widest = max(chromatin_task(wildcards)["contexts"])
+    return os.path.join(RESULTS, "chromatin_tasks", wildcards.name, f"context-{widest}",
+                        "model", "config.json")

@@ -13,6 +13,7 @@ from genobird.commands.common import (
     subcommand,
 )
 from genobird.errors import GenobirdError, UsageError
+from genobird.tasks.recipe import POOLINGS
 
 log = logging.getLogger("genobird")
 
@@ -114,7 +115,7 @@ def add_finetune(commands) -> None:
                        help="fresh weights: the architecture of --model, or a 2-layer, "
                        "128-wide model (then give --tokenizer)")  # fmt: skip
     model.add_argument("--tokenizer", type=Path, help="with --from-scratch and no --model")
-    model.add_argument("--pooling", choices=["cls", "mean", "hf", "centre"], default="cls",
+    model.add_argument("--pooling", choices=POOLINGS, default="cls",
                        help="[CLS] pooler (the paper), the mean of the token states, "
                        "HuggingFace BigBird's head on [CLS] (exportable with `convert "
                        "to-hf`), or the mean of the states of the tokens over the window's "
