@@ -131,9 +131,14 @@ class Predictor:
         description = read_model_description(self.model_dir)
         info = description.get("task_info")
         if not info:
+            pretrained = description.get("model_class") == "BigBirdForPretraining"
+            hint = "fine-tune it with `genobird finetune` first"
+            if pretrained:
+                hint = ("it is a pretrained language model: score how expected each sequence "
+                        f"is with `genobird likelihood`, or {hint}")  # fmt: skip
             raise CheckpointError(
-                f"{self.model_dir} is not a fine-tuned predictor (no task_info in config.json); "
-                "fine-tune it with `genobird finetune` first"
+                f"{self.model_dir} is not a fine-tuned predictor (no task_info in "
+                f"config.json); {hint}"
             )
         self.task = info["task"]
         self.feature_names: list[str] = list(info["feature_names"])

@@ -107,11 +107,29 @@ def select_features(predictor, names: list[str] | None) -> list[str]:
     unknown = [n for n in names if n not in known]
     if unknown:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        hint = _suggestions(unknown, predictor.feature_names)
         raise ConfigError(
-            f"unknown features {unknown[:5]}{more}; this model has "
-            f"{len(predictor.feature_names)}, e.g. {', '.join(predictor.feature_names[:5])}"
+            f"unknown features {unknown[:5]}{more}{hint}; "
+            f"this model has {len(predictor.feature_names)}, e.g. "
+            f"{', '.join(predictor.feature_names[:5])}"
         )
     return names
+
+
+def _suggestions(unknown: list[str], names: list[str]) -> str:
+    """'; did you mean ...' for names that differ from a feature's in case or in a few
+    characters ('k562|ctcf' for 'K562|CTCF')."""
+    import difflib
+
+    by_case = {name.lower(): name for name in names}
+    close = []
+    for name in unknown[:5]:
+        match = by_case.get(name.lower()) or next(
+            iter(difflib.get_close_matches(name, names, n=1, cutoff=0.8)), None
+        )
+        if match:
+            close.append(f"{name!r} -> {match!r}")
+    return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 H5_SUFFIXES = (".h5", ".hdf5")

@@ -554,3 +554,24 @@ def test_outputs_are_readable_as_the_umask_allows(model_dir, tmp_path):
     assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o755
     for path in model_dir.iterdir():  # written by the fine-tuning of the fixture
         assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044, path
+
+
+def test_a_pretrained_model_points_at_likelihood_and_near_feature_names_are_suggested(
+    model_dir, pretraining_data, tmp_path, capsys
+):
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.model import BigBirdConfig, save_pretrained
+    from genobird.model.bigbird import BigBirdForPretraining
+
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=1,
+                           num_heads=2, intermediate_size=64, max_position=128)  # fmt: skip
+    save_pretrained(BigBirdForPretraining(config), tmp_path / "lm")
+    tokenizer.save(tmp_path / "lm")
+    fasta = write(tmp_path / "r.fa", ">a\n" + "ACGT" * 100 + "\n")
+    assert main(["score", "--model", str(tmp_path / "lm"), "--fasta", str(fasta),
+                 "--out", str(tmp_path / "s.tsv")]) == 1  # fmt: skip
+    assert "genobird likelihood" in capsys.readouterr().err
+    assert main(["score", "--model", str(model_dir), "--fasta", str(fasta), "--out",
+                 str(tmp_path / "t.tsv"), "--features", "ctcf"]) == 1  # fmt: skip
+    assert "did you mean 'ctcf' -> 'CTCF'" in capsys.readouterr().err
