@@ -33,8 +33,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.train import CONFIGS, dna_pieces
+from genobird.inputs import model_padding, padded_length
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification
-from genobird.tasks.data import model_padding, padded_length
 
 VOCAB_SIZE = 16_000
 

@@ -33,14 +33,14 @@ import torch
 import torch.nn.functional as F
 
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
+from genobird.device import resolve_device
 from genobird.errors import CheckpointError, ConfigError
 from genobird.genome import open_reference, read_bed, read_fasta
 from genobird.genome.alphabet import normalise_dna, reverse_complement
 from genobird.genome.regions import BadRecord
+from genobird.inputs import model_padding, pad_ids
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.predict import ScoreResult, wanted_contigs
-from genobird.tasks.data import model_padding, pad_ids
-from genobird.training.distributed import resolve_device
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]

@@ -33,6 +33,7 @@ import pandas as pd
 import torch
 
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
+from genobird.device import resolve_device
 from genobird.errors import CheckpointError, ConfigError, GenobirdError
 from genobird.fileio import require_unique_names
 from genobird.genome import (
@@ -45,10 +46,9 @@ from genobird.genome import (
     read_vcf,
 )
 from genobird.genome.regions import BadRecord, Interval
+from genobird.inputs import model_padding, pad_ids, token_limit, window_views
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
-from genobird.tasks.data import model_padding, pad_ids, window_views
-from genobird.training.distributed import resolve_device
 
 LOG_ODDS_EPSILON = 1e-6
 VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
@@ -189,7 +189,9 @@ class Predictor:
         """A window's DNA to the id rows whose predictions are averaged. Sampled cuts
         are longer than the tokenizer's (about 1.2x at 0.1), so they may use every
         position the model has, as they did in training."""
-        max_tokens = self.model.config.max_position if self.segmentations else self.max_tokens
+        max_tokens = token_limit(
+            self.max_tokens, self.model.config.max_position, sampled_cuts=bool(self.segmentations)
+        )
         return functools.partial(
             window_views, self.tokenizer, max_tokens=max_tokens, both_strands=self.rc_average,
             cuts=self.segmentations, dropout=self.bpe_dropout,

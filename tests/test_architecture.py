@@ -10,11 +10,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "genobird"
 # lowest first: a module may import from its own layer and those before it
 LAYERS = [
-    ["genobird.errors", "genobird.fileio"],
+    ["genobird.errors", "genobird.fileio", "genobird.device"],
     ["genobird.genome"],
     ["genobird.corpus"],
     ["genobird.attention"],
     ["genobird.model"],
+    ["genobird.inputs"],
     ["genobird.training"],
     ["genobird.tasks"],
     ["genobird.baselines"],

@@ -13,9 +13,10 @@ from conftest import write
 from genobird.cli import main
 from genobird.errors import FormatError, InputError, RegionError
 from genobird.genome import Reference, ReferenceSet, open_reference
+from genobird.inputs import central
 from genobird.model.bigbird import masked_bce
 from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
-from genobird.tasks.data import MISSING_LABEL, WindowDataset, central, label_values, read_metadata
+from genobird.tasks.data import MISSING_LABEL, WindowDataset, label_values, read_metadata
 from genobird.tasks.metrics import mean_auroc, multilabel_metrics
 from genobird.tasks.splits import GenomeSplit, HeldOutRegion, parse_held_out
 

@@ -13,10 +13,10 @@ import torch
 
 from genobird import ChromatinPredictor, load_predictor
 from genobird.cli import main
+from genobird.device import default_device, resolve_device
 from genobird.errors import CheckpointError, ConfigError, InputError
 from genobird.genome import Reference, reverse_complement
 from genobird.predict import fit_window
-from genobird.training.distributed import default_device, resolve_device
 from tests.conftest import write
 
 

@@ -349,7 +349,7 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
 
 def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraining_data):
     from genobird.corpus import Tokenizer
-    from genobird.tasks.data import collate_windows, window_ids
+    from genobird.inputs import collate_windows, window_ids
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     rng = np.random.default_rng(0)
@@ -371,8 +371,8 @@ def test_batches_the_model_attends_densely_pad_to_a_multiple_of_8_not_whole_bloc
     logits as padded to whole blocks; a longer batch still pads to whole blocks."""
     import torch
 
+    from genobird.inputs import collate_windows, window_collate
     from genobird.model import BigBirdConfig, BigBirdForSequenceClassification
-    from genobird.tasks.data import collate_windows, window_collate
 
     config = BigBirdConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=4,
                            intermediate_size=64, max_position=256, block_size=16)  # fmt: skip
@@ -395,7 +395,7 @@ def test_windows_take_their_special_ids_from_the_tokenizer(pretraining_data):
     """GENA-LM's layout ([CLS] 1, [SEP] 2, [PAD] 3), not genobird's (2, 3, 0)."""
     from genobird.corpus import Tokenizer
     from genobird.corpus.tokenizer import SpecialIds
-    from genobird.tasks.data import collate_windows, window_ids
+    from genobird.inputs import collate_windows, window_ids
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     tokenizer.special = SpecialIds(unk=0, cls=1, sep=2, pad=3, mask=4)
@@ -1128,7 +1128,8 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
     from genobird import load_predictor
     from genobird.corpus import Tokenizer
     from genobird.errors import CheckpointError
-    from genobird.tasks.data import WindowDataset, read_split, sampled_cut
+    from genobird.inputs import sampled_cut
+    from genobird.tasks.data import WindowDataset, read_split
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=8)

@@ -30,8 +30,9 @@ from torch import nn
 from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import dna_codes
 from genobird.errors import ConfigError
+from genobird.inputs import central
 from genobird.model.bigbird import masked_bce
-from genobird.tasks.data import central, label_values
+from genobird.tasks.data import label_values
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from scipy import sparse
 from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import acgt_runs, dna_codes, kmer_indices
 from genobird.errors import InputError
-from genobird.tasks.data import central, known_labels
+from genobird.inputs import central
+from genobird.tasks.data import known_labels
 
 log = logging.getLogger(__name__)
 

@@ -99,7 +99,7 @@ def load_task(directory: str | Path) -> dict:
 def load_model(directory: str | Path, device: str = "auto"):
     """(model, tokenizer, task settings) of a fine-tuned NLP model directory, on `device`
     ("auto": the GPU where there is one, as every genobird command)."""
-    from genobird.training.distributed import resolve_device
+    from genobird.device import resolve_device
 
     task = load_task(directory)
     model = from_pretrained(directory, device=resolve_device(device)).eval()

@@ -21,7 +21,6 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import h5py
@@ -32,6 +31,7 @@ from genobird.corpus.tokenizer import Tokenizer
 from genobird.errors import InputError
 from genobird.fileio import atomic_path, require_unique_names
 from genobird.genome.alphabet import reverse_complement
+from genobird.inputs import central, framed_ids, padded_length, sampled_cut
 
 FORMAT = "genobird-sequences/1"
 SPLITS = ("train", "valid", "test")
@@ -202,102 +202,6 @@ def split_fingerprint(path: str | Path, split: str, rows_per_read: int = 65_536)
                     digest.update(handle[name][start : start + len(chosen)][chosen].tobytes())
     both = b"".join(digest.digest() for digest in digests.values())
     return hashlib.sha256(both).hexdigest()
-
-
-def window_ids(tokenizer: Tokenizer, sequence: str, max_tokens: int) -> np.ndarray:
-    """[CLS] + the window's central tokens + [SEP], at most `max_tokens`, unpadded."""
-    return framed_ids(tokenizer, tokenizer.encode(sequence, normalise=False), max_tokens)
-
-
-def sampled_cut(tokenizer: Tokenizer, sequence: str, dropout: float, cut: int) -> list[int]:
-    """The `cut`-th BPE-dropout segmentation of `sequence`: its draws are seeded by `cut`
-    alone and keyed by each merge's place in the window, so a window is cut the same ways
-    wherever it is read (which file, row or batch; a saved predictor scores it as its
-    evaluation did), and a window and a one-base variant of it are cut alike away from
-    the variant, so a variant's effect is not the noise of two unrelated cuts."""
-    return tokenizer.encode_sampled(sequence, dropout, seed=cut, by_position=True)
-
-
-def window_views(tokenizer: Tokenizer, window: str, max_tokens: int, both_strands: bool,
-                 cuts: int = 0, dropout: float = 0.0) -> list[np.ndarray]:  # fmt: skip
-    """The inputs whose predictions are averaged for one window: each strand asked for,
-    in the tokenizer's own segmentation, or (`cuts` > 0) in `cuts` BPE-dropout
-    segmentations at `dropout` (`sampled_cut`), strand by strand."""
-    strands = [window, reverse_complement(window)] if both_strands else [window]
-    if not cuts:
-        return [window_ids(tokenizer, strand, max_tokens) for strand in strands]
-    return [framed_ids(tokenizer, sampled_cut(tokenizer, strand, dropout, cut), max_tokens)
-            for strand in strands for cut in range(cuts)]  # fmt: skip
-
-
-def framed_ids(tokenizer: Tokenizer, ids: list[int], max_tokens: int) -> np.ndarray:
-    """A window's token ids, its central ones when there are too many, between [CLS]
-    and [SEP]: at most `max_tokens` in all."""
-    room = max_tokens - 2
-    if len(ids) > room:
-        first = (len(ids) - room) // 2
-        ids = ids[first : first + room]
-    ids = np.asarray(ids, dtype=np.int64)
-    return np.concatenate(([tokenizer.cls_id], ids, [tokenizer.sep_id]))
-
-
-SHORT_MULTIPLE = 8
-
-
-def padded_length(longest: int, block_size: int, dense_length: int = 0) -> int:
-    """A batch's length: its longest input rounded up to whole attention blocks, so a
-    data set of similar windows meets few distinct lengths (one layout each). Inputs the
-    model attends densely whatever their length (one block, or up to `dense_length`:
-    `BigBirdEncoder.dense_input_length`) round up to a multiple of 8 only: a 101 bp GUE
-    sequence, 27 tokens, costs 32 positions, not 64; a 500 bp one, 85 tokens, 88, not 128."""
-    step = SHORT_MULTIPLE if longest <= max(block_size, dense_length) else block_size
-    return -(-longest // step) * step
-
-
-def pad_ids(rows: list[np.ndarray], block_size: int, pad_id: int,
-            dense_length: int = 0) -> torch.Tensor:  # fmt: skip
-    """long [B, N] of token id rows padded with the tokenizer's [PAD] id to
-    `padded_length` of the longest."""
-    length = padded_length(max(len(row) for row in rows), block_size, dense_length)
-    out = np.full((len(rows), length), pad_id, dtype=np.int64)
-    for index, row in enumerate(rows):
-        out[index, : len(row)] = row
-    return torch.from_numpy(out)
-
-
-def collate_windows(items: list[dict], block_size: int, pad_id: int,
-                    dense_length: int = 0) -> dict:  # fmt: skip
-    """Stack WindowDataset items into a batch padded to its own longest window
-    (`padded_length`), not to `max_tokens`: a 300 bp window costs about 56 positions,
-    not 1,024."""
-    input_ids = pad_ids([item["input_ids"] for item in items], block_size, pad_id, dense_length)
-    return {
-        "input_ids": input_ids,
-        "segment_ids": torch.zeros_like(input_ids),
-        "attention_mask": input_ids != pad_id,
-        "labels": torch.from_numpy(np.stack([item["labels"] for item in items])),
-    }
-
-
-def model_padding(model) -> dict:
-    """The `padded_length` arguments that fit `model`: its block size and the length it
-    attends densely. The one home of how a model's batches are padded."""
-    return {"block_size": model.config.block_size,
-            "dense_length": model.encoder.dense_input_length()}  # fmt: skip
-
-
-def window_collate(model, pad_id: int):
-    """`collate_windows` fitted to `model` (`model_padding`)."""
-    return partial(collate_windows, pad_id=pad_id, **model_padding(model))
-
-
-def central(sequence: str, window_bp: int | None) -> str:
-    """The central `window_bp` bases of a window (all of it when None or longer): a data
-    set of 8 kb windows read at 1 kb keeps the same bins, centred as they were."""
-    if window_bp is None or len(sequence) <= window_bp:
-        return sequence
-    first = (len(sequence) - window_bp) // 2
-    return sequence[first : first + window_bp]
 
 
 def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int | None,

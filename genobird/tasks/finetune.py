@@ -24,14 +24,10 @@ from torch.utils.data import DataLoader
 from genobird.corpus.tokenizer import load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write, file_digest
+from genobird.inputs import token_limit, window_collate
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
 from genobird.model.io import WEIGHTS_FILE, read_model_description
-from genobird.tasks.data import (
-    WindowDataset,
-    default_max_tokens,
-    read_metadata,
-    window_collate,
-)
+from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.averaging import check_decay
@@ -384,10 +380,9 @@ def run_identity(spec: FinetuneSpec, pretrained: Path | None, meta: dict) -> dic
 
 
 def training_max_tokens(spec: FinetuneSpec, model) -> int:
-    """The training windows' token limit. A BPE-dropout segmentation has more pieces than
-    the tokenizer's (about 1.2x at 0.1), so those windows may use every position the model
-    has rather than lose their flanks; batches are padded to their own longest anyway."""
-    return model.config.max_position if spec.bpe_dropout else spec.max_tokens
+    """The token limit of windows cut with BPE-dropout (`token_limit`); batches are
+    padded to their own longest anyway."""
+    return token_limit(spec.max_tokens, model.config.max_position, bool(spec.bpe_dropout))
 
 
 def evaluation_views(data_path, split, tokenizer, spec, model, rc_average: bool) -> list:

@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from genobird.corpus import PretrainingDataset, shard_paths
 from genobird.corpus.tokenizer import load_tokenizer
+from genobird.device import default_device
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
@@ -489,7 +490,7 @@ def saved_model_and_instances(model_dir, instances_dir):
     instance_length = len(dataset[0]["input_ids"]) if len(dataset) else 0
     if config.get("position_encoding") == "rotary" and instance_length > config["max_position"]:
         changes["max_position"] = instance_length
-    model = from_pretrained(model_dir, distributed.default_device(), changes).eval()
+    model = from_pretrained(model_dir, default_device(), changes).eval()
     return model, tokenizer, dataset
 
 

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from genobird.device import default_device
 from genobird.errors import CheckpointError, ConfigError, GenobirdError
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.training import distributed
@@ -225,7 +226,7 @@ class Trainer:
         self.collate_fn = collate_fn  # None: torch's default stacking
         self.output_dir = Path(output_dir)
         self.rank, self.world = distributed.rank(), distributed.world_size()
-        self.device = torch.device(device) if device else distributed.default_device()
+        self.device = torch.device(device) if device else default_device()
         self.model = model.to(self.device)
         self.module = model  # unwrapped, for saving
         if self.world > 1:
