@@ -18,7 +18,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not pipeline"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

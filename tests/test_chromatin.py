@@ -12,7 +12,8 @@ from conftest import write
 
 from genobird.cli import main
 from genobird.errors import FormatError, InputError, RegionError
-from genobird.genome import Reference, ReferenceSet, open_reference
+from genobird.genome import Reference, ReferenceSet, open_reference, reverse_complement
+from genobird.genome.demo import MOTIFS
 from genobird.inputs import central
 from genobird.model.bigbird import masked_bce
 from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
@@ -364,3 +365,27 @@ def test_one_data_set_fine_tuned_at_two_contexts(demo_reference, pretraining_dat
                  "--max-steps", "2"]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "exceeds the model's max_position 64" in err and "Traceback" not in err
+
+
+def test_chromatin_dataset_on_demo_peaks(demo_reference, tmp_path):
+    out = tmp_path / "c.h5"
+    spec = ChromatinSpec(
+        context=1000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",), max_bins=300
+    )
+    windows = build_chromatin_dataset(
+        demo_reference / "features.tsv", demo_reference / "genome.fa", out, spec
+    )
+    meta = read_metadata(out)
+    assert len(windows) <= 300 and meta["window_bp"] == 1000 and len(meta["feature_names"]) == 16
+    assert meta["categories"][:3] == ["DNase"] * 3
+    with h5py.File(out, "r") as handle:
+        starts, ends = handle["start"][:], handle["end"][:]
+        chroms = handle["chrom"][:].astype(str)
+        labels = handle["labels"][:]
+    reference = Reference(demo_reference / "genome.fa")
+    ctcf = meta["feature_names"].index("CTCF")
+    for row in np.nonzero(labels[:, ctcf])[0][:10]:  # a CTCF bin has the motif near its centre
+        centre = (starts[row] + ends[row]) // 2
+        near = reference.fetch(chroms[row], centre - 250, centre + 250)
+        assert MOTIFS["CTCF"] in near or reverse_complement(MOTIFS["CTCF"]) in near
+    assert (ends - starts == 1000).all()

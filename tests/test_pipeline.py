@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.pipeline  # every test here runs Snakemake
 
 
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:

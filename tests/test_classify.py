@@ -1,0 +1,97 @@
+"""Your own labelled sequences as a data set: CSV, TSV and FASTA, splits, bad records."""
+
+from __future__ import annotations
+
+import h5py
+import pytest
+
+from genobird.cli import main
+from genobird.errors import InputError
+from genobird.tasks.data import WindowSet, read_metadata
+from tests.conftest import write
+
+# --------------------------------------------------------------------------- negatives
+
+
+def test_classify_dataset_from_separate_split_files(tmp_path):
+    rows = {"train": ["ACGTAC,1", "GGGCCC,0", "TTTTAA,1"], "dev": ["ACACAC,0"], "test": ["GTGT,1"]}
+    paths = {k: write(tmp_path / f"{k}.csv", "sequence,label\n" + "\n".join(v) + "\n")
+             for k, v in rows.items()}  # fmt: skip
+    out = tmp_path / "gue.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(paths["train"]),
+                 "--valid", str(paths["dev"]), "--test", str(paths["test"]),
+                 "--out", str(out)]) == 0  # fmt: skip
+    meta = read_metadata(out)
+    assert meta["counts"] == {"train": 3, "valid": 1, "test": 1}
+    assert meta["feature_names"] == ["label"] and meta["positives"] == [3]
+
+
+# --------------------------------------------------------------------------- classify
+def test_classify_dataset_from_csv_with_bad_records_reported(tmp_path, capsys):
+    table = write(
+        tmp_path / "data.csv",
+        "name,sequence,enhancer,promoter,split\n"
+        "a,ACGTACGTAA,1,0,train\n"
+        "b,acgunnRR,0,1,test\n"
+        "c,ACGT-ACGT,1,1,train\n"  # bad DNA
+        "d,ACGTTT,2,0,train\n"  # not binary
+        "e,GGGCCC,0,0,valid\n",
+    )
+    out = tmp_path / "c.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out)]) == 0
+    assert "3 sequences" in capsys.readouterr().out
+    meta = read_metadata(out)
+    assert meta["feature_names"] == ["enhancer", "promoter"] and meta["positives"] == [1, 1]
+    with h5py.File(out, "r") as handle:
+        assert handle["sequences"][1].decode() == "ACGTNNNN"
+        assert handle["split"][:].astype(str).tolist() == ["train", "test", "valid"]
+
+
+def test_classify_dataset_from_fasta_with_class_names(tmp_path):
+    from genobird.tasks.classify import build_classify_dataset
+
+    fasta = write(
+        tmp_path / "x.fa",
+        ">s1 kind=enhancer\nACGT\n>s2 kind=promoter split=test\nGGCC\n"
+        ">s3\nAAAA\n>s4 kind=silencer\nTTTT\n",
+    )
+    windows, problems = build_classify_dataset(fasta, tmp_path / "x.h5", seed=1)
+    assert windows.feature_names == ["enhancer", "promoter", "silencer"]
+    assert [list(v) for v in windows.labels] == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    assert windows.splits[1] == "test"
+    assert len(problems) == 1 and "missing label 'kind'" in problems[0].reason
+
+
+# --------------------------------------------------------------------------- names
+def test_duplicate_column_names_are_one_line_errors_not_merged_columns(tmp_path, capsys):
+    table = write(tmp_path / "d.csv", "sequence,a|b|c,x,a|b|c\nACGT,1,0,1\nGGCC,0,1,0\n")
+    out = tmp_path / "d.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "duplicate column names 'a|b|c'" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    fasta = write(tmp_path / "d.fa", ">s1 a=1 a=0\nACGT\n")
+    assert main(["-q", "dataset", "classify", "--input", str(fasta), "--out", str(out)]) == 1
+    assert "duplicate labels 'a'" in capsys.readouterr().err
+
+
+def test_feature_names_are_unique_in_every_data_set(tmp_path):
+    from genobird.tasks.chromatin import read_feature_table
+
+    with pytest.raises(InputError, match="duplicate feature names 'x'"):
+        WindowSet("chromatin", ["x", "y", "x"])
+    peaks = write(tmp_path / "p.bed", "chr1\t0\t10\n")
+    table = write(tmp_path / "f.tsv", f"name\tcategory\tpeak_file\nx\tTF\t{peaks.name}\n"
+                  f"x\tTF\t{peaks.name}\n")  # fmt: skip
+    with pytest.raises(InputError, match="duplicate feature names 'x'"):
+        read_feature_table(table)
+
+
+def test_classify_summary_names_a_few_labels_not_all(tmp_path, capsys):
+    header = "sequence," + ",".join(f"label{i}" for i in range(40))
+    table = write(tmp_path / "m.csv", header + "\nACGT," + ",".join("01" * 20) + "\n")
+    assert main(["-q", "dataset", "classify", "--input", str(table),
+                 "--out", str(tmp_path / "m.h5")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "40 labels: label0, label1, label2, label3, label4, ... (35 more)" in out
+    assert "label39" not in out

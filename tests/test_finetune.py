@@ -1,0 +1,463 @@
+"""Fine-tuning: promoter, chromatin and classify runs, model selection, strands, layer
+decay, weight averaging, BPE-dropout, segmentation averaging, refused reruns."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from genobird.cli import main
+from genobird.genome import reverse_complement
+from genobird.tasks.data import WindowSet
+from tests.conftest import write
+
+# --------------------------------------------------------------------------- negatives
+
+
+# --------------------------------------------------------------------------- fine-tuning
+@pytest.mark.slow
+def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, tmp_path, capsys):
+    from genobird.genome.demo import DemoSpec, generate_demo_reference
+
+    genome = tmp_path / "genome"  # 2 Mb: about 200 promoters, 400 windows
+    generate_demo_reference(genome, DemoSpec(seed=11, size_mb=2.0))
+    data = tmp_path / "promoter.h5"
+    assert main([
+        "-q", "dataset", "promoter", "--tss", str(genome / "tss.bed"),
+        "--reference", str(genome / "genome.fa"), "--out", str(data),
+        "--upstream-bp", "300", "--downstream-bp", "200",
+        "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
+    ]) == 0  # fmt: skip
+    assert main([
+        "-q", "finetune", "promoter", "--data", str(data), "--out", str(tmp_path / "run"),
+        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
+        "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
+    ]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    assert report["auroc"] >= 0.75, report  # measured 0.845
+    assert report["f1"] >= 0.70, report  # measured 0.773
+    assert report["rc_average"] is False  # promoter windows are oriented by strand
+    assert (tmp_path / "run" / "report" / "roc_pr.png").read_bytes()[:4] == b"\x89PNG"
+    description = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
+    assert description["task_info"]["feature_names"] == ["promoter"]
+    assert "fine-tuned promoter; test f1" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_finetune_chromatin_beats_chance(pretraining_data, tmp_path, capsys):
+    from genobird.genome.demo import DemoSpec, generate_demo_reference
+
+    genome = tmp_path / "genome"
+    generate_demo_reference(genome, DemoSpec(seed=12, size_mb=2.0))
+    data = tmp_path / "chromatin.h5"
+    assert main([
+        "-q", "dataset", "chromatin", "--features", str(genome / "features.tsv"),
+        "--reference", str(genome / "genome.fa"), "--out", str(data), "--context-bp", "600",
+        "--max-bins", "1200", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
+    ]) == 0  # fmt: skip
+    assert main([
+        "-q", "finetune", "chromatin", "--data", str(data), "--out", str(tmp_path / "run"),
+        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
+        "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
+    ]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    assert report["median_auroc"] >= 0.70, report["median_auroc_by_category"]  # measured 0.787
+    assert (tmp_path / "run" / "report" / "auroc_by_category.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretraining_data, tmp_path):
+    from genobird import load_predictor
+    from genobird.corpus import Tokenizer
+    from genobird.tasks.data import WindowDataset
+
+    rng = np.random.default_rng(4)
+    windows = WindowSet("classify", ["bound"], ["label"])
+    for index in range(120):
+        label = index % 2
+        bases = "".join(rng.choice(list("ACGT"), 90))
+        sequence = bases[:40] + ("TGACGTCA" if label else bases[40:48]) + bases[48:]
+        windows.add(sequence, [label], f"s{index}", 0, 90, "+",
+                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+    data = windows.write(tmp_path / "motif.h5")
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    augmented = WindowDataset(data, "train", tokenizer, 64, rc_augment_seed=0)
+    plain = WindowDataset(data, "train", tokenizer, 64)
+    flips = [
+        not np.array_equal(augmented[i]["input_ids"], plain[i]["input_ids"]) for i in range(72)
+    ]
+    assert 20 < sum(flips) < 52  # about half the windows read on the other strand
+    assert np.array_equal(augmented[5]["input_ids"], augmented[5]["input_ids"])  # seeded
+    assert main([
+        "-q", "finetune", "classify", "--data", str(data), "--out", str(tmp_path / "run"),
+        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
+        "--eval-every", "10", "--patience", "2", "--pooling", "mean",
+    ]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    assert report["pooling"] == "mean"
+    assert report["training"]["best_step"] in (10, 20, 30, 40)
+    assert report["training"]["real_tokens_per_second"] > 0
+    predictor = load_predictor(tmp_path / "run" / "model", device="cpu")
+    assert predictor.model.pooling == "mean"
+    # trained on both strands, so evaluated and scored on both, unless told otherwise
+    assert report["rc_average"] is True and predictor.rc_average is True
+    single = load_predictor(tmp_path / "run" / "model", device="cpu", rc_average=False)
+    sequence = windows.sequences[4]  # a test window
+    reverse = sequence[::-1].translate(str.maketrans("ACGT", "TGCA"))
+    both_strands = (single.predict([sequence]) + single.predict([reverse])) / 2
+    assert np.allclose(predictor.predict([sequence]), both_strands, atol=1e-6)
+    # model selection scored the validation split on both strands too, as the report does
+    from genobird.tasks.finetune import FinetuneSpec, split_probabilities
+    from genobird.tasks.metrics import mean_auroc
+
+    checks = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    best = max(row["eval_auroc"] for row in checks if "eval_auroc" in row)
+    kept = predictor.model
+    spec = FinetuneSpec(max_tokens=predictor.max_tokens)
+    valid = split_probabilities(kept, data, "valid", tokenizer, spec, "cpu", rc_average=True)
+    assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
+
+
+def _random_classify_data(path, count: int, seed: int):
+    """`count` random 60 bp windows, labels alternating, every fourth in the test split."""
+    windows = WindowSet("classify", ["y"], ["label"])
+    rng = np.random.default_rng(seed)
+    for index in range(count):
+        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
+                    "test" if index % 4 == 0 else "train")  # fmt: skip
+    return windows.write(path)
+
+
+def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
+    pretraining_data, tmp_path, capsys
+):
+    from genobird import load_predictor
+    from genobird.corpus import Tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    vocab = tokenizer.vocab_size
+    shape = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                 max_position=256, block_size=32, composed_token_embeddings=True,
+                 position_init="sinusoidal")  # fmt: skip
+    save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
+                    tmp_path / "shaped")  # fmt: skip
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=5)
+    command = ["-q", "finetune", "classify", "--data", str(data), "--out",
+               str(tmp_path / "run"), "--tokenizer", str(pretraining_data["tokenizer"]),
+               "--model", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
+    assert main([*command, "--from-scratch", "--dropout", "1.5"]) == 1
+    assert "hidden_dropout must be in [0, 1), got 1.5" in capsys.readouterr().err
+    assert main([*command, "--from-scratch", "--dropout", "0.2"]) == 0
+    config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["config"]
+    assert {key: config[key] for key in shape} == shape
+    # the former spellings still work for a release, each with a warning naming the new one
+    capsys.readouterr()
+    assert main(["-q", "finetune", "classify", "--data", str(data), "--output",
+                 str(tmp_path / "old"), "--tokenizer", str(pretraining_data["tokenizer"]),
+                 "--shape-of", str(tmp_path / "shaped"), "--from-scratch",
+                 "--max-steps", "2"]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--output is now --out" in err and "--shape-of is now --model" in err
+    assert (tmp_path / "old" / "model" / "config.json").is_file()
+    assert config["hidden_dropout"] == 0.2  # fine-tuned with it (BigBirdConfig's own: 0.1)
+    # the fresh model composed its token embeddings from the tokenizer's pieces
+    tokens = load_predictor(tmp_path / "run" / "model", device="cpu").model.encoder.embeddings
+    terms = tokens.tokens.piece_terms
+    for index, piece in enumerate(tokenizer.pieces):
+        used = int((terms[index] != tokens.tokens.padding_term).sum())
+        if set(piece) <= set("ACGT"):
+            assert used == 2 * min(len(piece), 16)
+            assert int(terms[index, 0]) == "ACGT".index(piece[0])  # first base, offset 0
+        else:  # [CLS], N runs...: the residual alone
+            assert used == 0
+
+
+def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tmp_path, capsys):
+    """ELECTRA's layer-wise decay: the top layer (and the head) learn at the base rate,
+    the layer below at `decay` times it, the embeddings at decay**layers."""
+    import safetensors.torch
+    import torch
+
+    from genobird.corpus import Tokenizer
+    from genobird.errors import ConfigError
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+    from genobird.tasks.finetune import FinetuneSpec, layer_decay_scales
+
+    assert layer_decay_scales(2, 1.0) == {}
+    assert layer_decay_scales(2, 0.5) == {
+        "encoder.": 0.25, "encoder.pooler.": 1.0, "encoder.layers.0.": 0.5, "encoder.layers.1.": 1.0
+    }  # fmt: skip
+    assert layer_decay_scales(2, 0.5, final_norm=True)["encoder.final_norm."] == 1.0
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                 max_position=256, block_size=32)  # fmt: skip
+    torch.manual_seed(0)
+    pretrained = tmp_path / "pretrained"
+    save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=tokenizer.vocab_size, **shape)),
+                    pretrained)  # fmt: skip
+    tokenizer.save(pretrained)
+    start = safetensors.torch.load_file(str(pretrained / "model.safetensors"))
+    data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
+    command = ["-q", "finetune", "classify", "--data", str(data), "--model", str(pretrained),
+               "--max-steps", "5", "--learning-rate", "1e-2", "--warmup-steps", "0"]  # fmt: skip
+
+    def largest_change(decay: float) -> dict[str, float]:
+        output = tmp_path / f"run-{decay}"
+        assert main([*command, "--out", str(output), "--layer-decay", str(decay)]) == 0
+        report = json.loads((output / "report" / "metrics.json").read_text())
+        assert report["layer_decay"] == decay  # the report names the recipe
+        tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+        parts = ("encoder.embeddings.", "encoder.layers.0.", "encoder.layers.1.")
+        return {part: max(float((tuned[name] - start[name]).abs().max())
+                          for name in start if name.startswith(part))
+                for part in parts}  # fmt: skip
+
+    one_rate, decayed = largest_change(1.0), largest_change(0.1)
+    assert decayed["encoder.layers.1."] == pytest.approx(one_rate["encoder.layers.1."], rel=0.5)
+    assert decayed["encoder.layers.0."] < 0.3 * one_rate["encoder.layers.0."]
+    assert decayed["encoder.embeddings."] < 0.03 * one_rate["encoder.embeddings."]
+    assert main([*command, "--out", str(tmp_path / "bad"), "--layer-decay", "0"]) == 1
+    assert "layer_decay must be in (0, 1], got 0.0" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "model").exists()
+    with pytest.raises(ConfigError, match=r"layer_decay or training\.learning_rate_scales"):
+        FinetuneSpec(layer_decay=0.5, training={"learning_rate_scales": {"head.": 2.0}})
+    # a pre-LayerNorm encoder's final norm sits above the top layer: the base rate
+    pre_norm = tmp_path / "pre-norm"
+    pre_norm_config = BigBirdConfig(vocab_size=tokenizer.vocab_size, layer_norm="pre", **shape)
+    save_pretrained(BigBirdForPretraining(pre_norm_config), pre_norm)
+    tokenizer.save(pre_norm)
+    before = safetensors.torch.load_file(str(pre_norm / "model.safetensors"))
+    output = tmp_path / "pre-norm-run"
+    pre_norm_command = [str(pre_norm) if part == str(pretrained) else part for part in command]
+    assert main([*pre_norm_command, "--out", str(output), "--layer-decay", "0.1"]) == 0
+    after = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    moved = {
+        name: float((after[name] - before[name]).abs().max()) for name in after if name in before
+    }
+    assert moved["encoder.final_norm.weight"] > 5 * moved["encoder.layers.0.output_norm.weight"]
+
+
+def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp_path, capsys):
+    """--ema-decay: the saved model is the weight average, the last checkpoint the weights
+    as trained (to resume from); the report names the decay; a decay outside [0, 1) is a
+    one-line error that writes no model."""
+    import safetensors.torch
+    import torch
+
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=7)
+    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
+               "--batch-size", "4", "--learning-rate", "1e-2"]  # fmt: skip
+    output = tmp_path / "run"
+    assert main([*command, "--out", str(output), "--ema-decay", "0.9"]) == 0
+    report = json.loads((output / "report" / "metrics.json").read_text())
+    assert report["ema_decay"] == 0.9
+    saved = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    trained = safetensors.torch.load_file(
+        str(output / "checkpoints" / "step-00000004" / "model.safetensors")
+    )
+    assert saved.keys() == trained.keys()
+    assert any(not torch.equal(saved[name], trained[name]) for name in saved)
+    assert main([*command, "--out", str(tmp_path / "bad"), "--ema-decay", "1"]) == 1
+    assert "ema_decay must be in [0, 1) (0: no averaging), got 1.0" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "model").exists()
+
+
+def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
+    pretraining_data, tmp_path, capsys
+):
+    """--bpe-dropout: training windows are cut into more, shorter pieces that still spell
+    the window (or its reverse complement), drawn afresh each epoch and the same on a
+    resumed run (in another process too: tests/test_bpe_dropout.py); training on them
+    moves the weights elsewhere than the tokenizer's own pieces (same seed); the report
+    names the rate."""
+    import safetensors.torch
+    import torch
+
+    from genobird.corpus import Tokenizer
+    from genobird.tasks.data import WindowDataset, read_split
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=3)
+    sequences, _ = read_split(data, "train")
+
+    def spelled(item) -> str:
+        return tokenizer.decode(item["input_ids"][1:-1])
+
+    plain = WindowDataset(data, "train", tokenizer, 512)
+    sampled = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.3, bpe_seed=5)
+    both = WindowDataset(data, "train", tokenizer, 512, rc_augment_seed=1, bpe_dropout=0.3)
+    for index, sequence in enumerate(sequences):
+        assert spelled(plain[index]) == sequence
+        assert spelled(sampled[index]) == sequence
+        assert spelled(both[index]) in (sequence, reverse_complement(sequence))
+    lengths = [[len(d[i]["input_ids"]) for i in range(len(d))] for d in (plain, sampled)]
+    assert np.mean(lengths[1]) > 1.1 * np.mean(lengths[0])  # merges were skipped
+    again = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.3, bpe_seed=5)
+    assert all(np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"])
+               for i in range(len(sampled)))  # fmt: skip
+    again.set_epoch(1)
+    assert any(not np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"])
+               for i in range(len(sampled)))  # fmt: skip
+    off = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.0, bpe_seed=5)
+    assert all(np.array_equal(plain[i]["input_ids"], off[i]["input_ids"]) for i in range(30))
+
+    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
+               "--batch-size", "4"]  # fmt: skip
+    assert main([*command, "--out", str(tmp_path / "run"), "--bpe-dropout", "0.1"]) == 0
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    assert report["bpe_dropout"] == 0.1
+    assert main([*command, "--out", str(tmp_path / "same-seed")]) == 0
+    weights = [safetensors.torch.load_file(str(tmp_path / run / "model" / "model.safetensors"))
+               for run in ("run", "same-seed")]  # fmt: skip
+    assert any(not torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    assert main([*command, "--out", str(tmp_path / "bad"), "--bpe-dropout", "1"]) == 1
+    assert "bpe_dropout must be in [0, 1), got 1.0" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "model").exists()
+
+
+def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
+    from types import SimpleNamespace
+
+    from genobird.tasks.finetune import FinetuneSpec, training_max_tokens
+
+    model = SimpleNamespace(config=SimpleNamespace(max_position=512))
+    assert training_max_tokens(FinetuneSpec(max_tokens=32), model) == 32
+    assert training_max_tokens(FinetuneSpec(max_tokens=32, bpe_dropout=0.1), model) == 512
+
+
+def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cuts(
+    pretraining_data, tmp_path, capsys
+):
+    """--segmentations K: a window's cuts are the same wherever it is read (which data
+    set, which row); the report's test probabilities and the saved predictor's scores are the
+    mean of the model's probabilities over K cuts on each strand, each run alone (an
+    oracle without batching or padding); the finished run re-evaluates with another K
+    without training again; K needs BPE-dropout."""
+    import safetensors.torch
+    import torch
+
+    from genobird import load_predictor
+    from genobird.corpus import Tokenizer
+    from genobird.errors import CheckpointError
+    from genobird.inputs import sampled_cut
+    from genobird.tasks.data import WindowDataset, read_split
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    data = _random_classify_data(tmp_path / "d.h5", count=40, seed=8)
+    sequences, _ = read_split(data, "test")
+    # the same sequence at another row of another data set gets the same cuts
+    moved = WindowSet("classify", ["y"], ["label"])
+    for sequence in ["ACGT" * 15, *reversed(sequences)]:
+        moved.add(sequence, [0], "s", 0, 60, "+", "test")
+    moved = moved.write(tmp_path / "moved.h5")
+    for cut in range(3):
+        here = WindowDataset(data, "test", tokenizer, 512, bpe_dropout=0.3, cut=cut)
+        there = WindowDataset(moved, "test", tokenizer, 512, bpe_dropout=0.3, cut=cut)
+        assert np.array_equal(here[0]["input_ids"], there[len(sequences)]["input_ids"])
+        assert tokenizer.decode(here[1]["input_ids"][1:-1]) == sequences[1]
+    cuts = {tuple(sampled_cut(tokenizer, sequences[0], 0.3, cut)) for cut in range(6)}
+    assert len(cuts) > 1  # several cuts, not one
+
+    run = tmp_path / "run"
+    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
+               "--batch-size", "4", "--bpe-dropout", "0.1", "--out", str(run)]  # fmt: skip
+    assert main([*command, "--segmentations", "3"]) == 0
+    report = json.loads((run / "report" / "metrics.json").read_text())
+    assert report["segmentations"] == 3 and report["rc_average"] is True
+    stored = np.load(run / "report" / "test_predictions.npz")["probabilities"][:, 0]
+
+    predictor = load_predictor(run / "model", device="cpu")
+    assert (predictor.segmentations, predictor.bpe_dropout) == (3, 0.1)
+    model = predictor.model
+
+    @torch.no_grad()
+    def alone(pieces: list[int]) -> float:
+        ids = torch.tensor([[tokenizer.cls_id, *pieces, tokenizer.sep_id]])
+        return torch.sigmoid(model(ids, None, torch.ones_like(ids, dtype=torch.bool)).logits)
+
+    oracle = [
+        np.mean([float(alone(sampled_cut(tokenizer, strand, 0.1, cut)))
+                 for strand in (sequence, reverse_complement(sequence)) for cut in range(3)])
+        for sequence in sequences
+    ]  # fmt: skip
+    assert np.allclose(stored, oracle, atol=1e-5)
+    assert np.allclose(predictor.predict(sequences)[:, 0], oracle, atol=1e-5)
+    own_cut = load_predictor(run / "model", device="cpu", segmentations=0)
+    assert not np.allclose(own_cut.predict(sequences)[:, 0], oracle, atol=1e-4)
+    fasta = write(tmp_path / "test.fa", "".join(f">t{i}\n{q}\n" for i, q in enumerate(sequences)))
+    for option, expected in (([], oracle), (["--segmentations", "0"], own_cut.predict(sequences))):
+        out = tmp_path / "scores.tsv"
+        assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
+                     "--out", str(out), *option]) == 0  # fmt: skip
+        scored = np.loadtxt(out, delimiter="\t", skiprows=1, usecols=2)
+        assert np.allclose(scored, np.ravel(expected), atol=1e-5)
+
+    # the finished run is evaluated again with another K: resumed, not refused or retrained
+    weights = safetensors.torch.load_file(str(run / "model" / "model.safetensors"))
+    assert main([*command, "--segmentations", "5"]) == 0
+    assert json.loads((run / "report" / "metrics.json").read_text())["segmentations"] == 5
+    kept = safetensors.torch.load_file(str(run / "model" / "model.safetensors"))
+    assert all(torch.equal(weights[name], kept[name]) for name in weights)
+
+    capsys.readouterr()
+    plain = [arg for arg in command if arg not in ("--bpe-dropout", "0.1")]
+    assert main([*plain[:-1], str(tmp_path / "bad"), "--segmentations", "2"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "segmentations averages BPE-dropout cuts: give bpe_dropout too" in error
+    assert len(error.splitlines()) == 1 and not (tmp_path / "bad" / "model").exists()
+    assert main([*plain[:-1], str(tmp_path / "own"), "--max-steps", "1"]) == 0
+    with pytest.raises(CheckpointError, match="fine-tuned without BPE-dropout"):
+        load_predictor(tmp_path / "own" / "model", device="cpu", segmentations=2)
+
+
+def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
+    tmp_path, pretraining_data, capsys
+):
+    """A fine-tuning folder's checkpoints belong to one recipe and one pretrained model: a
+    rerun into it with either changed stops with one line instead of continuing them."""
+    import safetensors.torch
+    import torch
+
+    from genobird.corpus import Tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    tokenizer = Tokenizer(pretraining_data["tokenizer"])
+    shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                 max_position=256, block_size=32)  # fmt: skip
+    pretrained = tmp_path / "pretrained"
+
+    def pretrain(seed: int) -> None:
+        torch.manual_seed(seed)
+        model = BigBirdForPretraining(BigBirdConfig(vocab_size=tokenizer.vocab_size, **shape))
+        save_pretrained(model, pretrained)
+        tokenizer.save(pretrained)
+
+    pretrain(seed=0)
+    data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
+    output = tmp_path / "run"
+    command = ["-q", "finetune", "classify", "--data", str(data), "--model", str(pretrained),
+               "--out", str(output), "--max-steps", "4", "--checkpoint-every", "2"]  # fmt: skip
+    assert main(command) == 0
+    tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    assert main(command) == 0  # the same run again: resumed from its last checkpoint
+
+    assert main([*command, "--bpe-dropout", "0.1"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert (
+        "step-00000004 was written by a run with other settings (task.bpe_dropout: 0.0 -> 0.1)"
+        in error
+    )
+    assert error.endswith(f"delete {output / 'checkpoints'} to start afresh")
+    assert len(error.splitlines()) == 1
+    assert main([*command, "--max-steps", "6"]) == 1
+    assert "training.max_steps: 4 -> 6" in capsys.readouterr().err
+    pretrain(seed=1)  # the pretrained model rebuilt in place: another start
+    assert main(command) == 1
+    assert "pretrained_weights: " in capsys.readouterr().err
+    kept = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
+    assert all(torch.equal(tuned[name], kept[name]) for name in tuned)  # nothing overwritten
