@@ -77,7 +77,9 @@ def hf_method(args, length):
         max_position_embeddings=length,
     )
     module = BigBirdBlockSparseAttention(config, seed=0).to(args.device).train()
-    mask = torch.ones(args.batch, length, device=args.device)
+    # In the inputs' dtype: transformers scatters mask values into score tensors, and a
+    # float32 mask beside bf16 scores fails there.
+    mask = torch.ones(args.batch, length, device=args.device, dtype=DTYPES[args.dtype])
     blocked, band, from_mask, to_mask = BigBirdModel.create_masks_for_block_sparse_attn(
         mask, args.block_size
     )

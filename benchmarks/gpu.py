@@ -10,16 +10,18 @@ that such a machine lacks (its image holds PyTorch, NumPy, h5py, transformers, .
 a private folder first. Then, each step's figures written to DIR/gpu.json and
 DIR/gpu.md as soon as the step ends (a run cut short keeps what it measured):
 
-  a. the CUDA tests (`pytest -k "cuda or flex"`; the dry run only collects them);
-  b. attention forward+backward at 4k / 16k / 32k tokens (B=1, H=12, D=64, block 64,
+  a. attention forward+backward at 4k / 16k / 32k tokens (B=1, H=12, D=64, block 64,
      3 random blocks, bf16): genobird's path, dense flash SDPA, transformers' BigBird,
-     and each one's peak memory;
-  c. base pretraining (12 x 768, 4,096 tokens, bf16): tokens/s and MFU against the
+     and each one's peak memory; one call at a time, and 20 calls queued;
+  b. base pretraining (12 x 768, 4,096 tokens, bf16): tokens/s and MFU against the
      card's dense bf16 peak;
-  d. scoring 8 kb windows with the base and tiny shapes: regions/s, DataLoader workers on;
-  e. a GENA-LM-shaped model (12 x 768, 32k pieces, 4,096 tokens) converted from
+  c. a GENA-LM-shaped model (12 x 768, 32k pieces, 4,096 tokens) converted from
      transformers: training step and inference, genobird against transformers (bf16),
-     and the largest output difference in bf16 and fp32.
+     and the largest output difference in bf16 and fp32;
+  d. scoring 8 kb windows with the base and tiny shapes: regions/s with 4, 8 and 14
+     DataLoader workers;
+  e. the CUDA tests (`pytest -k "cuda or flex"`; the dry run only collects them);
+  f. step c with the model through torch.compile.
 
 The targets these are read against are in benchmarks/README.md.
 """
@@ -45,16 +47,18 @@ WHEELS = REPO / ".whl"
 # the device library); sentencepiece is there, but older than genobird's 0.2.3.
 MISSING_THERE = ("pyfaidx", "biopython", "sentencepiece")
 # Dense bf16 tensor-core peaks (TFLOP/s) of the cards genobird is timed on, for MFU.
+CUDA_TEST_FILES = ("tests/test_attention.py", "tests/test_model.py", "tests/test_training.py")
 PEAK_BF16 = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 
 FULL = SimpleNamespace(
     attention_lengths=[4096, 16384, 32768], heads=12, dim=64, repeats=3, dtype="bf16",
+    queued_calls=20,
     train_config="base", train_length=4096, train_batch=4, train_steps=3,
-    score_shapes=["base", "tiny"], score_regions=512, score_workers=[0, 4], score_batch=32,
+    score_shapes=["base", "tiny"], score_regions=2048, score_workers=[4, 8, 14], score_batch=32,
     hf=dict(layers=12, hidden=768, heads=12, vocab=32_000, length=4096),
 )  # fmt: skip
 DRY = SimpleNamespace(
-    attention_lengths=[256, 512], heads=2, dim=16, repeats=1, dtype="fp32",
+    attention_lengths=[256, 512], heads=2, dim=16, repeats=1, dtype="fp32", queued_calls=2,
     train_config="tiny", train_length=256, train_batch=1, train_steps=1,
     score_shapes=["tiny"], score_regions=8, score_workers=[0], score_batch=4,
     hf=dict(layers=1, hidden=64, heads=4, vocab=1000, length=256),
@@ -113,11 +117,13 @@ def load_benchmark(name: str):
 
 # --------------------------------------------------------------------------- steps
 def cuda_tests(sizes, device: str, dry_run: bool) -> dict:
+    # Only the files that hold CUDA tests: collecting every test module would need
+    # packages the GPU machines lack (pybedtools, snakemake).
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
-               "cuda or flex", "tests"]  # fmt: skip
+               "cuda or flex", *CUDA_TEST_FILES]  # fmt: skip
     if dry_run:
         command.append("--collect-only")
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=240)
     tail = done.stdout.strip().splitlines()[-1:] or [""]
     counts = {key: int(value) for value, key in re.findall(
         r"(\d+) (passed|failed|skipped|errors?|tests? collected|selected)", tail[0])}  # fmt: skip
@@ -154,6 +160,8 @@ def attention(sizes, device: str, dry_run: bool) -> dict:
                 bench.time_once(fn, q, k, v, True, device)
                 memory[name] = (torch.cuda.max_memory_allocated() - base) / 2**20
                 del q, k, v, fn
+        timing["fwd_bwd_queued"] = queued_fwd_bwd(bench, args, length, list(timing["fwd_bwd"]),
+                                                  device, sizes.queued_calls)  # fmt: skip
         fwd_bwd = timing["fwd_bwd"]
         rows.append({"tokens": length, "seconds": timing, "peak_mib": memory,
                      "genobird_over_sdpa": fwd_bwd["genobird"] / fwd_bwd["sdpa"]
@@ -163,13 +171,44 @@ def attention(sizes, device: str, dry_run: bool) -> dict:
     return {"rows": rows}
 
 
-def pretraining(sizes, device: str, dry_run: bool) -> dict:
+def queued_fwd_bwd(bench, args, length: int, names: list, device: str, calls: int) -> dict:
+    """Seconds per forward+backward when `calls` of them are queued before one
+    synchronisation, as in a model whose layers keep the GPU busy: host latency (Python,
+    guards, launches) hides behind GPU work where there is enough of it. The one-call
+    figures above wait for each call, so at small sizes they time the host."""
+    import torch
+
+    q, k, v = bench.make_inputs(args, length)
+    result = {}
+    for name in names:
+        fn = bench.METHODS[name](args, length)
+        bench.time_once(fn, q, k, v, True, device)  # warm-up
+        if device == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(calls):
+            fn(q, k, v).float().sum().backward()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        result[name] = (time.perf_counter() - started) / calls
+    return result
+
+
+def pretraining(sizes, device: str, dry_run: bool, compiled: str | None = None) -> dict:
     bench = load_benchmark("train")
     peak = card_peak_tflops(device)
     args = SimpleNamespace(length=sizes.train_length, batch_size=sizes.train_batch,
                            steps=sizes.train_steps, warmup=1, checkpointing=False, device=device,
-                           impl="auto", attention_dropout=0.0, peak_tflops=peak)  # fmt: skip
+                           impl="auto", attention_dropout=0.0, peak_tflops=peak,
+                           compile=compiled)  # fmt: skip
     return bench.measure(sizes.train_config, args)
+
+
+def pretraining_compiled(sizes, device: str, dry_run: bool) -> dict:
+    """The same step with the whole model through torch.compile (Inductor fuses the
+    layer norms, GELUs, dropouts and residual adds the eager step runs one by one). The
+    dry run traces it only (backend "eager"): no C++ or Triton build on the CPU."""
+    return pretraining(sizes, device, dry_run, compiled="eager" if dry_run else "inductor")
 
 
 def scoring(sizes, device: str, dry_run: bool) -> dict:
@@ -256,8 +295,10 @@ def timed_forward(model, ids, dtype, device: str, name: str) -> float:
     return time.perf_counter() - started
 
 
-STEPS = (("cuda_tests", cuda_tests), ("attention", attention), ("pretraining", pretraining),
-         ("scoring", scoring), ("hf_model", hf_model))  # fmt: skip
+# The figures first, the tests last: a run cut short keeps the figures.
+STEPS = (("attention", attention), ("pretraining", pretraining), ("hf_model", hf_model),
+         ("scoring", scoring), ("cuda_tests", cuda_tests),
+         ("pretraining_compiled", pretraining_compiled))  # fmt: skip
 
 
 def card_peak_tflops(device: str) -> float | None:

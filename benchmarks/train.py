@@ -83,6 +83,14 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
     if base_conv:
         model.encoder.embeddings.set_vocabulary(dna_pieces(VOCAB_SIZE))
     model = model.to(args.device).train()
+    if getattr(args, "compile", None) == "inductor":
+        # max_autotune: FlexAttention's backward needs tiles that divide a 64-token block,
+        # which only its autotuning offers (genobird/attention/flex.py); matrix products
+        # stay on cuBLAS (ATEN) so that autotuning does not time every GEMM shape.
+        options = {"max_autotune": True, "max_autotune_gemm_backends": "ATEN"}
+        model = torch.compile(model, dynamic=False, options=options)
+    elif getattr(args, "compile", None):  # "eager": Dynamo's tracing only
+        model = torch.compile(model, backend=args.compile, dynamic=False)
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4)
     inputs = batch(config, args.batch_size, args.length, args.device)
     dtype = torch.bfloat16 if args.device == "cuda" else None
@@ -138,12 +146,15 @@ def main(argv=None) -> int:
                         help="also run each config with a K-filter base convolution")  # fmt: skip
     parser.add_argument("--rotary", action="store_true",
                         help="also run each config with rotary positions")  # fmt: skip
+    parser.add_argument("--compile", nargs="?", const="inductor", metavar="BACKEND",
+                        help="the model through torch.compile (default: inductor)")  # fmt: skip
     parser.add_argument("--peak-tflops", type=float, help="device peak, for MFU (H100 bf16: 989)")
     args = parser.parse_args(argv)
     print(
         f"device {args.device}, {args.length} tokens, batch {args.batch_size}, median of "
         f"{args.steps} steps, torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"attention_impl {args.impl}, attention dropout {args.attention_dropout}"
+        + (f", torch.compile ({args.compile})" if args.compile else "")
         + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else "")
     )
     for name in args.configs:

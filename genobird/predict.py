@@ -65,11 +65,12 @@ def fit_window(sequence: str, length: int) -> str:
 
 def default_workers(device: torch.device) -> int:
     """DataLoader workers that fetch and tokenise: on CUDA, enough to keep the GPU fed
-    (up to 4, leaving a core to the main process); on CPU none, since workers would take
-    cores from the model itself."""
+    (up to 8, leaving a core to the main process: on an H200 a small model scored 8 kb
+    windows 1.4x faster with 8 than with 4, a base-sized one 5% slower, and 14 helped
+    neither); on CPU none, since workers would take cores from the model itself."""
     if device.type != "cuda":
         return 0
-    return max(0, min(4, (os.cpu_count() or 1) - 1))
+    return max(0, min(8, (os.cpu_count() or 1) - 1))
 
 
 class WindowInputs(torch.utils.data.Dataset):

@@ -362,6 +362,27 @@ def test_flex_block_lists_are_built_once_per_layout_not_per_call():
 @pytest.mark.skipif(
     not torch.cuda.is_available(), reason="the compiled FlexAttention kernel needs CUDA"
 )
+def test_flex_kernel_on_cuda_compiles_each_new_shape_past_dynamos_default_limit():
+    """Dynamo stops compiling a function after 8 shapes and runs it eagerly from then on
+    (FlexAttention unfused: every score materialised). Nine shapes new to this process
+    must each get a compiled kernel, and each must still match the oracle."""
+    from torch._dynamo.utils import counters
+
+    compiled_before = counters["frames"]["ok"]
+    shapes = [(batch, 64 * blocks) for batch in (1, 3, 5) for blocks in (9, 11, 13)]
+    for batch, length in shapes:
+        layout = bigbird_layout(length, block_size=64, num_heads=3, seed=4).to("cuda")
+        q, k, v = (t.cuda().float() for t in qkv(batch, 3, length, dim=32))
+        with torch.no_grad():
+            got = flex_block_sparse_attention(q, k, v, layout)
+        expected = dense_attention(q, k, v, layout.dense_mask(), None)
+        torch.testing.assert_close(got, expected, rtol=2e-3, atol=2e-3)
+    assert counters["frames"]["ok"] - compiled_before >= len(shapes)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the compiled FlexAttention kernel needs CUDA"
+)
 def test_flex_kernel_on_cuda_matches_oracle():
     layout = bigbird_layout(2048, block_size=64, num_heads=4, seed=2).to("cuda")
     q, k, v = (t.cuda().float() for t in qkv(2, 4, 2048, dim=64))

@@ -67,6 +67,14 @@ def _template(layout: BlockLayout, device, padded: bool) -> BlockMask:
     return cache[key]
 
 
+def _unpadded_validity(layout: BlockLayout, device) -> torch.Tensor:
+    cache = _TEMPLATES.setdefault(layout, {})
+    key = (str(device), "validity")
+    if key not in cache:
+        cache[key] = key_validity(layout, None, 1, device)
+    return cache[key]
+
+
 def flex_block_mask(
     layout: BlockLayout, key_padding_mask=None, batch: int = 1, device="cpu", compiled=False
 ) -> BlockMask:
@@ -81,7 +89,11 @@ def flex_block_mask(
     """
     size = layout.block_size
     padded = key_padding_mask is not None
-    key_valid = key_validity(layout, key_padding_mask, batch if padded else 1, device)
+    template = _template(layout, device, padded)
+    if padded:
+        key_valid = key_validity(layout, key_padding_mask, batch, device)
+    else:  # the same for every unpadded call: built with the lists (no per-call kernels)
+        key_valid = _unpadded_validity(layout, device)
     pattern = layout.block_mask.to(device)
 
     if padded:
@@ -97,13 +109,23 @@ def flex_block_mask(
     def pattern_and_keys(b, h, q_idx, kv_idx):
         return pattern[h, q_idx // size, kv_idx // size] & keys_only(b, h, q_idx, kv_idx)
 
-    block_mask = copy.copy(_template(layout, device, padded))
+    block_mask = copy.copy(template)
     block_mask.mask_mod = keys_only if compiled else pattern_and_keys
     return block_mask
 
 
+# Each new (batch, heads, length) compiles its own kernel (dynamic=False keeps the tiles
+# static); past Dynamo's default of 8 shapes a compiled function silently falls back to
+# eager FlexAttention, which materialises every score. Scoring a file's last short batch,
+# sampled cuts and several models in one process reach 8 quickly.
+FLEX_RECOMPILE_LIMIT = 64
+
+
 @functools.cache
 def _compiled_flex():
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, FLEX_RECOMPILE_LIMIT)
     # max_autotune: PyTorch 2.11 takes the backward kernel's tiles from a per-GPU default
     # that ignores kernel_options (on Hopper, head dim 64: 128-token tiles), and a tile
     # must divide the 64-token block; autotuning offers tiles that do, and picks the

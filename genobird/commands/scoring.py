@@ -222,7 +222,7 @@ def _add_predictor_options(sub) -> None:
     sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
                      help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
     sub.add_argument("--workers", type=int,
-                     help="processes fetching and tokenising windows (default: up to 4 on "
+                     help="processes fetching and tokenising windows (default: up to 8 on "
                      "CUDA, none on CPU)")  # fmt: skip
 
 
