@@ -17,12 +17,14 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
     assert gpu.main(["--out", str(tmp_path), "--dry-run"]) == 0
     results = json.loads((tmp_path / "gpu.json").read_text())
     assert results["dry_run"] is True
-    assert list(results["steps"]) == ["cuda_tests", "attention", "pretraining", "scoring",
-                                      "hf_model"]  # fmt: skip
+    assert list(results["steps"]) == ["attention", "pretraining", "hf_model", "scoring",
+                                      "cuda_tests", "pretraining_compiled"]  # fmt: skip
     steps = {name: step["result"] for name, step in results["steps"].items()}
     assert steps["cuda_tests"]["returncode"] == 0 and steps["cuda_tests"]["tests collected"] > 0
     assert [row["tokens"] for row in steps["attention"]["rows"]] == [256, 512]
     assert steps["attention"]["rows"][0]["genobird_over_sdpa"] > 0
+    assert set(steps["attention"]["rows"][0]["seconds"]["fwd_bwd_queued"]) >= {"genobird", "sdpa"}
+    assert steps["pretraining_compiled"]["tokens_per_s"] > 0
     assert steps["pretraining"]["tokens_per_s"] > 0
     assert all(rate > 0 for rate in steps["scoring"]["regions_per_s"].values())
     assert steps["hf_model"]["largest_difference_fp32"] < 1e-4
