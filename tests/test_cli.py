@@ -123,6 +123,12 @@ def test_every_subcommand_has_help(capsys):
         text = capsys.readouterr().out
         assert f"usage: genobird {' '.join(command)}" in text and len(text) > 200, command
         assert "(default: None)" not in text and "(default: False)" not in text, command
+    # the groups list their commands, whose one-line help may hold a % (argparse formats it)
+    for group in sorted({command[:1] for command in commands if len(command) > 1}):
+        with pytest.raises(SystemExit) as info:
+            main([*group, "--help"])
+        assert info.value.code == 0, group
+        assert f"usage: genobird {group[0]}" in capsys.readouterr().out
 
 
 def test_layout_reports_density_and_graph_properties(capsys):

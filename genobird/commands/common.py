@@ -43,7 +43,7 @@ class HelpFormatter(argparse.HelpFormatter):
 def subcommand(commands, name: str, help_text: str, handler) -> argparse.ArgumentParser:
     sub = commands.add_parser(
         name,
-        help=help_text,
+        help=help_text.replace("%", "%%"),  # argparse %-formats help, not descriptions
         description=help_text,
         formatter_class=HelpFormatter,
     )
