@@ -201,6 +201,11 @@ def from_hf(hf_dir, out_dir, window_bp: int | None = None) -> dict:
 def _hf_config(model, description: dict, tokenizer: TokenizerBase) -> dict:
     if isinstance(model, BigBirdForPretraining):
         config = config_to_hf(model.config, "BigBirdForMaskedLM")
+    elif isinstance(model, BigBirdForSequenceClassification) and model.base_cnn is not None:
+        raise ConfigError(
+            "a classifier with a base CNN (base_cnn_channels) has no HuggingFace counterpart; "
+            "fine-tune without --base-cnn-channels, with --pooling hf, to export"
+        )
     elif isinstance(model, BigBirdForSequenceClassification) and model.pooling == "hf":
         config = config_to_hf(model.config, CLASSIFIER)
         names = (description.get("task_info") or {}).get("feature_names") or [

@@ -743,3 +743,72 @@ def test_base_convolution_refuses_pieces_longer_than_its_table():
         model.encoder.embeddings.set_vocabulary(PIECES)
     with pytest.raises(ConfigError, match="base_conv_width must be odd"):
         tiny_config(base_conv_channels=4, base_conv_width=4)
+
+
+# --------------------------------------------------------------------------- base CNN
+def base_cnn_classifier(**head) -> BigBirdForSequenceClassification:
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=len(PIECES), base_conv_channels=8, base_conv_width=5,
+                         composed_token_embeddings=True, composed_piece_length=4)  # fmt: skip
+    model = BigBirdForSequenceClassification(config, 3, pooling="mean", base_cnn_channels=6,
+                                             **head)  # fmt: skip
+    model.encoder.embeddings.set_vocabulary(PIECES)
+    with torch.no_grad():  # trained-looking batch-norm statistics, so eval mode is not identity
+        for block in model.base_cnn.blocks:
+            block[1].running_mean.normal_()
+            block[1].running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def one_hot_of_tokens(ids: list[int]) -> torch.Tensor:
+    """[1, 4, L]: each token's bases as A C G T columns, N and a token without bases
+    ([CLS], [SEP]) as an all-zero column: what the base CNN must read."""
+    columns = []
+    for index in ids:
+        piece = PIECES[index].upper()
+        bases = piece if set(piece) <= set("ACGTN") else "N"
+        columns += [[float(base == letter) for letter in "ACGT"] for base in bases]
+    return torch.tensor(columns).T[None]
+
+
+def test_base_cnn_equals_the_cnn_baselines_tower_on_each_input_alone():
+    """In a padded batch, each input's base-CNN features are those of genobird's CNN
+    baseline (SmallCNN, the same weights, its output layer the identity) run on that
+    input's one-hot bases alone; the head reads them beside the mean-pooled states."""
+    from genobird.baselines.cnn import SmallCNN
+
+    model = base_cnn_classifier()
+    rows = [[2, 9, 9, 9, 9, 7, 8, 6, 5, 3], [2, 9, 9, 6, 3, 0, 0, 0, 0, 0]]
+    ids = torch.tensor(rows)
+    mask = ids != 0
+    baseline = SmallCNN(num_outputs=12, channels=6).eval()
+    baseline.blocks.load_state_dict(model.base_cnn.blocks.state_dict())
+    with torch.no_grad():
+        baseline.out.weight.copy_(torch.eye(12))
+        baseline.out.bias.zero_()
+        spelled, _ = model.encoder.embeddings.base_conv.spelled_bases(ids, mask)
+        features = model.base_cnn(spelled)
+        for index, (row, real) in enumerate(zip(rows, mask.sum(1).tolist(), strict=True)):
+            alone = baseline.strand_logits(one_hot_of_tokens(row[:real]))[0]
+            torch.testing.assert_close(features[index], alone, atol=1e-5, rtol=1e-5)
+        states = model.encoder(ids, None, mask).sequence
+        pooled = torch.stack([states[i, mask[i]].mean(0) for i in range(2)])
+        expected = model.head(torch.cat([pooled, features], dim=1))
+        torch.testing.assert_close(model(ids, None, mask).logits, expected)
+
+
+def test_base_cnn_trains_saves_loads_and_is_refused_where_it_cannot_work(tmp_path):
+    model = base_cnn_classifier().train()
+    ids = torch.tensor([[2, 9, 9, 7, 6, 3]] * 2)
+    model(ids, labels=torch.tensor([0, 1])).loss.backward()
+    assert model.base_cnn.blocks[0][0].weight.grad.abs().sum() > 0
+    save_pretrained(model.eval(), tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    assert loaded.head_config()["base_cnn_channels"] == 6
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+    with pytest.raises(ConfigError, match="this model has none"):
+        BigBirdForSequenceClassification(tiny_config(), 2, base_cnn_channels=4)
+    with_conv = tiny_config(vocab_size=len(PIECES), base_conv_channels=4)
+    with pytest.raises(ConfigError, match="no transformers counterpart"):
+        BigBirdForSequenceClassification(with_conv, 2, pooling="hf", base_cnn_channels=4)

@@ -56,6 +56,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         rc_augment=args.rc_augment,
         pooling=args.pooling,
         centre_bp=args.centre_bp,
+        base_cnn_channels=args.base_cnn_channels,
         dropout=args.dropout,
         eval_every=args.eval_every,
         patience=args.patience,
@@ -122,6 +123,10 @@ def add_finetune(commands) -> None:
                        "central --centre-bp (a chromatin bin)")  # fmt: skip
     model.add_argument("--centre-bp", type=int, default=200,
                        help="with --pooling centre: the bases pooled, centred")  # fmt: skip
+    model.add_argument("--base-cnn-channels", type=int, default=0, metavar="C",
+                       help="a CNN of C filters on the window's bases beside the encoder "
+                       "(genobird's CNN baseline's tower), pooled and read by the head "
+                       "with the encoder's vector; 0: none")  # fmt: skip
     model.add_argument("--dropout", type=float,
                        help="dropout on hidden states while fine-tuning (default: the "
                        "model's own)")  # fmt: skip

@@ -593,12 +593,12 @@ class MaskedLMHead(nn.Module):
 
 
 class ClassificationHead(nn.Module):
-    """Dropout and a linear layer on the pooled [CLS] vector: F logits."""
+    """Dropout and a linear layer on the pooled vector: F logits."""
 
-    def __init__(self, config: BigBirdConfig, num_outputs: int):
+    def __init__(self, config: BigBirdConfig, num_outputs: int, extra_inputs: int = 0):
         super().__init__()
         self.dropout = nn.Dropout(config.hidden_dropout)
-        self.linear = nn.Linear(config.hidden_size, num_outputs)
+        self.linear = nn.Linear(config.hidden_size + extra_inputs, num_outputs)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return self.linear(self.dropout(pooled))
@@ -618,6 +618,52 @@ class HFClassificationHead(nn.Module):
     def forward(self, cls_state: torch.Tensor) -> torch.Tensor:
         hidden = self.activation(self.dense(self.dropout(cls_state)))
         return self.linear(self.dropout(hidden))
+
+
+class BaseCNN(nn.Module):
+    """A CNN on the bases the input's tokens spell, beside the encoder: the tower of
+    genobird's CNN baseline (baselines/cnn.py's SmallCNN: convolutions of 15, 9 and 5
+    bases with batch norm and ReLU, max-pooling of 4 between them, dropout), its global
+    maximum and mean over each input's bases handed to the classification head with the
+    encoder's pooled vector. So a fine-tuned classifier holds what a one-hot CNN of the
+    same size can learn, at every base position, whatever the tokenizer's cuts; the
+    encoder adds what tokens and attention see.
+
+    The bases come from the encoder's base convolution (`spelled_bases`, which knows the
+    vocabulary's pieces): A C G T one-hot, N and tokens without bases ([CLS], [SEP])
+    all-zero, and positions past an input's end left out of both poolings, so a
+    window's features do not depend on how far its batch was padded."""
+
+    WIDTHS = (15, 9, 5)
+
+    def __init__(self, channels: int, dropout: float):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(
+                nn.Conv1d(4 if i == 0 else channels, channels, width, padding=width // 2),
+                nn.BatchNorm1d(channels),
+            )
+            for i, width in enumerate(self.WIDTHS)
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.output_size = 2 * channels
+
+    def forward(self, base_codes: torch.Tensor) -> torch.Tensor:
+        """base_codes long [B, L] (BaseConvolution's codes) -> features [B, 2C]."""
+        x = F.one_hot(base_codes, BaseConvolution.NOTHING + 1)[..., :4]
+        x = x.transpose(1, 2).to(self.blocks[0][0].weight.dtype)  # [B, 4, L]
+        inside = (base_codes != BaseConvolution.NOTHING).to(x.dtype)[:, None]  # [B, 1, L]
+        for index, block in enumerate(self.blocks):
+            # zero past each input's end, as the zero padding of an input alone would be:
+            # the next convolution and pooling then see the same values either way (ReLU
+            # outputs are >= 0, so a zero never wins a maximum over real ones)
+            x = F.relu(block(x)) * inside
+            if index < len(self.blocks) - 1 and x.shape[-1] >= 8:
+                x = F.max_pool1d(x, 4, ceil_mode=True)
+                inside = F.max_pool1d(inside, 4, ceil_mode=True)
+            x = self.dropout(x)
+        count = inside.sum(-1).clamp(min=1)
+        return torch.cat([x.amax(dim=-1), x.sum(dim=-1) / count], dim=1)
 
 
 # =========================================================================== task models
@@ -752,6 +798,7 @@ class BigBirdForSequenceClassification(nn.Module):
         pos_weight: float = 1.0,
         pooling: str = "cls",
         centre_fraction: float = 1.0,
+        base_cnn_channels: int = 0,
     ):
         super().__init__()
         if problem not in self.PROBLEMS:
@@ -774,8 +821,16 @@ class BigBirdForSequenceClassification(nn.Module):
                              persistent=False)  # fmt: skip
         self.pooling = pooling
         self.encoder = BigBirdEncoder(config)
-        head_class = HFClassificationHead if pooling == "hf" else ClassificationHead
-        self.head = head_class(config, num_labels)
+        self.base_cnn_channels = base_cnn_channels
+        self.base_cnn = None
+        if base_cnn_channels:
+            check_base_cnn(config, pooling, base_cnn_channels)
+            self.base_cnn = BaseCNN(base_cnn_channels, config.hidden_dropout)
+        if pooling == "hf":
+            self.head = HFClassificationHead(config, num_labels)
+        else:
+            extra = self.base_cnn.output_size if self.base_cnn is not None else 0
+            self.head = ClassificationHead(config, num_labels, extra)
         init_weights(self, config.initializer_range)
 
     def head_config(self) -> dict:
@@ -787,6 +842,8 @@ class BigBirdForSequenceClassification(nn.Module):
         }
         if self.pooling == "centre":
             head["centre_fraction"] = self.centre_fraction
+        if self.base_cnn_channels:
+            head["base_cnn_channels"] = self.base_cnn_channels
         return head
 
     def set_output_bias(self, bias) -> None:
@@ -820,6 +877,9 @@ class BigBirdForSequenceClassification(nn.Module):
     ) -> ClassificationOutput:
         encoded = self.encoder(input_ids, segment_ids, attention_mask)
         pooled = self.pool(encoded, attention_mask)
+        if self.base_cnn is not None:
+            spelled, _ = self.encoder.embeddings.base_conv.spelled_bases(input_ids, attention_mask)
+            pooled = torch.cat([pooled, self.base_cnn(spelled).to(pooled.dtype)], dim=1)
         logits = self.head(pooled)
         loss = None
         if labels is not None:
@@ -830,6 +890,20 @@ class BigBirdForSequenceClassification(nn.Module):
             else:
                 loss = masked_bce(logits.float(), labels.float(), self.pos_weight_on_device)
         return ClassificationOutput(loss, logits)
+
+
+def check_base_cnn(config: BigBirdConfig, pooling: str, channels: int) -> None:
+    if channels < 0:
+        raise ConfigError(f"base_cnn_channels must be 0 (none) or more, got {channels}")
+    if not config.base_conv_channels:
+        raise ConfigError(
+            "base_cnn_channels reads the bases through the model's base convolution, and "
+            "this model has none: fine-tune a model pretrained with base_conv_channels > 0, "
+            "or give the fresh model base_conv_channels"
+        )
+    if pooling == "hf":
+        raise ConfigError("base_cnn_channels has no transformers counterpart: use pooling "
+                          "cls, mean or centre, or leave base_cnn_channels at 0")  # fmt: skip
 
 
 def central_tokens(real: torch.Tensor, fraction: float) -> torch.Tensor:

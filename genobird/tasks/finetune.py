@@ -34,6 +34,10 @@ from genobird.training.averaging import check_decay
 
 log = logging.getLogger(__name__)
 
+# The base CNN's learning rate: the CNN baseline's (baselines.cnn.CNNSpec), at which that
+# tower is known to train; the encoder's fine-tuning rate (3e-4) is a pretrained model's.
+BASE_CNN_LEARNING_RATE = 1e-3
+
 
 @dataclass
 class FinetuneSpec:
@@ -53,6 +57,10 @@ class FinetuneSpec:
     # central `centre_bp`: a chromatin bin, read with its context through attention)
     pooling: str = "cls"
     centre_bp: int = 200
+    # Filters of a CNN on the window's bases beside the encoder (model.bigbird.BaseCNN),
+    # whose pooled features the head reads with the encoder's; it learns at
+    # BASE_CNN_LEARNING_RATE, the CNN baseline's rate (0: none)
+    base_cnn_channels: int = 0
     # Dropout on the encoder's hidden states and the head while fine-tuning (None: the
     # model's own; genobird's pretraining configs use 0, which overfits small tasks).
     dropout: float | None = None
@@ -103,6 +111,8 @@ class FinetuneSpec:
             raise ConfigError(f"segmentations must be 0 or more, got {self.segmentations}")
         if self.head_lr_scale is not None and self.head_lr_scale <= 0:
             raise ConfigError(f"head_lr_scale must be positive, got {self.head_lr_scale}")
+        if self.base_cnn_channels < 0:
+            raise ConfigError(f"base_cnn_channels must be 0 or more, got {self.base_cnn_channels}")
         if self.window_bp is not None and self.window_bp < 1:
             raise ConfigError(f"window_bp must be positive, got {self.window_bp}")
         if self.segmentations and not self.bpe_dropout:
@@ -280,6 +290,8 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
     if spec.pooling == "centre":
         window = spec.window_bp or task_meta["window_bp"]
         head["centre_fraction"] = min(1.0, spec.centre_bp / window)
+    if spec.base_cnn_channels:
+        head["base_cnn_channels"] = spec.base_cnn_channels
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
@@ -337,6 +349,9 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     scales = layer_decay_scales(model.config.num_layers, spec.layer_decay, final_norm)
     if (head_scale := task_head_lr_scale(spec, meta)) != 1:
         scales = {**training.learning_rate_scales, **scales, "head.": head_scale}
+    if spec.base_cnn_channels:  # trained from scratch, at the rate its baseline uses
+        scales = {**training.learning_rate_scales, **scales,
+                  "base_cnn.": BASE_CNN_LEARNING_RATE / training.learning_rate}  # fmt: skip
     if scales:
         training = replace(training, learning_rate_scales=scales)
     trainer = Trainer(
@@ -437,6 +452,7 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "max_tokens": spec.max_tokens,
         "rc_average": rc_average,
         "pooling": spec.pooling,
+        "base_cnn_channels": spec.base_cnn_channels,
         "head_lr_scale": task_head_lr_scale(spec, meta),
         "layer_decay": spec.layer_decay,
         "ema_decay": spec.training.get("ema_decay", 0.0),

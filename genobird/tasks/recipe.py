@@ -12,6 +12,7 @@ RECIPE_OPTIONS = (
     "patience",
     "pooling",
     "centre_bp",
+    "base_cnn_channels",
     "dropout",
     "layer_decay",
     "head_lr_scale",
