@@ -88,8 +88,9 @@ def test_a_reader_that_leaves_early_stops_the_command_quietly():
 
     # a command whose output outruns the pipe's buffer, read by `head -c 1`
     script = (
-        "import sys, genobird.cli as cli\n"
-        "cli.cmd_reference_list = lambda args: [print('x' * 99) for _ in range(20000)] and 0\n"
+        "import sys, genobird.cli as cli, genobird.commands.reference as reference\n"
+        "reference.cmd_reference_list = lambda args: [print('x' * 99) for _ in range(20000)]"
+        " and 0\n"
         "sys.exit(cli.main(['reference', 'list']))\n"
     )
     shell = f'{sys.executable} -c "$SCRIPT" | head -c 1 > /dev/null; echo ${{PIPESTATUS[0]}}'

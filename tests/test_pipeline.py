@@ -464,14 +464,6 @@ def test_download_pipeline_runs_offline_on_a_mini_grch37(tmp_path):
     assert "Score tables" in (results / "report.html").read_text()
     again = snakemake(*base, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
-    # the README's Python examples run on the pipeline's outputs as they stand
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL)
-    assert len(blocks) == 3
-    for block in blocks:
-        code = block.replace("results/demo/", f"{results}/")
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              cwd=tmp_path)  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_profiles_name_only_rules_that_exist(tmp_path):
