@@ -181,6 +181,22 @@ def test_a_block_sparse_transformers_checkpoint_computes_the_same_in_genobird(le
     assert_same_states(ours, theirs, length, batch)
 
 
+def test_a_block_sparse_checkpoint_imports_without_attention_dropout_as_transformers_runs():
+    """transformers' block-sparse attention ignores attention_probs_dropout_prob (GENA-LM
+    configs carry 0.1): imported with attention dropout 0, genobird trains the function
+    transformers trains, output for output in training mode; original_full keeps it."""
+    torch.manual_seed(3)
+    theirs = transformers.BigBirdForPreTraining(
+        small_hf_config(attention_probs_dropout_prob=0.1)
+    ).train()
+    ours = imported(theirs).train()
+    assert ours.config.attention_dropout == 0.0
+    assert_same_states(ours, theirs, 390, 2)
+    full = config_from_hf(small_hf_config(attention_type="original_full",
+                                          attention_probs_dropout_prob=0.1).to_dict())  # fmt: skip
+    assert full.attention_dropout == 0.1
+
+
 @pytest.mark.parametrize("length, batch", [(256, 2), (250, 1)])
 def test_an_original_full_transformers_checkpoint_computes_the_same_in_genobird(length, batch):
     """attention_type original_full imports as genobird's dense attention: hidden states

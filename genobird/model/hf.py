@@ -70,6 +70,11 @@ def config_from_hf(hf: dict, source: str = "config.json") -> BigBirdConfig:
         raise CheckpointError(f"{source}: attention_type = {attention!r} is not supported")
     values = {ours: hf[theirs] for theirs, ours in SAME_VALUE.items() if theirs in hf}
     values.setdefault("hidden_act", "gelu_new")  # HF BigBird's default
+    if attention == "block_sparse":
+        # transformers' block-sparse attention drops nothing from its probabilities (only
+        # original_full applies attention_probs_dropout_prob): 0 trains the same function,
+        # and lets CUDA take the fused FlexAttention kernel, which has no dropout
+        values["attention_dropout"] = 0.0
     # HF BigBird: 2 global blocks (first, last) and a window of 3 blocks, fixed
     values.update(attention_type=ATTENTION_TYPES[attention], num_global_blocks=2,
                   num_window_blocks=3)  # fmt: skip
