@@ -7,9 +7,12 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
     spec = importlib.util.spec_from_file_location("gpu", REPO / "benchmarks" / "gpu.py")
     gpu = importlib.util.module_from_spec(spec)

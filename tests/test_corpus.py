@@ -255,6 +255,7 @@ def test_fast_bpe_hands_unknown_characters_to_sentencepiece(corpus):
     assert rows == tokenizer._processor.encode(sequences) and UNK_ID in rows[0]
 
 
+@pytest.mark.slow
 def test_without_the_extension_or_for_other_models_sentencepiece_encodes(corpus, monkeypatch,
                                                                           tmp_path):  # fmt: skip
     import sentencepiece as spm

@@ -265,6 +265,7 @@ def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp
     assert not (tmp_path / "bad" / "model").exists()
 
 
+@pytest.mark.slow
 def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
     pretraining_data, tmp_path, capsys
 ):

@@ -64,6 +64,7 @@ def test_label_builder_on_real_peaks_matches_a_numpy_oracle(shared_data, tmp_pat
 
 
 @pytest.mark.shared_data
+@pytest.mark.slow
 def test_numpy_label_builder_equals_bedtools_on_real_peaks(shared_data, tmp_path):
     """20 Mb of hg19 chr10 (100,000 bins x 6 real DeepSEA-style features), at DeepSEA's
     rule and two others; the peak BED is split per feature, gzipped as published."""

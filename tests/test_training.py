@@ -516,6 +516,7 @@ def test_centred_context_windows_score_the_same_masked_tokens_at_every_length(da
         assert int(item["nsp_labels"]) == -100
 
 
+@pytest.mark.slow
 def test_sliding_context_windows_tile_each_instance_and_score_the_same_tokens(datasets):
     from genobird.training.pretraining import CentredContextDataset
 
