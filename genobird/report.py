@@ -442,6 +442,9 @@ def _recipe_parts(metrics: dict) -> list[str]:
         parts.append(f"{steps}, the best validation check's weights kept" if selected else steps)
     if metrics.get("pooling"):
         parts.append(f"{metrics['pooling']} pooling")
+    if metrics.get("base_cnn_channels"):
+        parts.append(f"a {metrics['base_cnn_channels']}-filter CNN on the bases beside the "
+                     "encoder")  # fmt: skip
     if metrics.get("bpe_dropout"):
         parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
     return parts

@@ -134,7 +134,8 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                  "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
     binary = {"split": "test", "f1": 0.8, "mcc": 0.6, "auroc": 0.9, "examples": 100}
     sampled = {**binary, "rc_average": True, "pooling": "mean", "bpe_dropout": 0.1,
-               "segmentations": 16, "training": {"steps": 6000, "best_step": 5000}}  # fmt: skip
+               "segmentations": 16, "training": {"steps": 6000, "best_step": 5000},
+               "base_cnn_channels": 128}  # fmt: skip
     _write_json(results / "tasks" / "tf1" / "report" / "metrics.json", sampled)
     one_strand = {**binary, "rc_average": False, "pooling": "cls", "bpe_dropout": 0.0,
                   "segmentations": None, "training": {"steps": 400, "best_step": 400}}  # fmt: skip
@@ -143,7 +144,8 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
     page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
     tf1, tf2 = page[page.index("Fine-tuning: tf1") :], page[page.index("Fine-tuning: tf2") :]
     assert tf1.index("<p>genobird: 6,000 fine-tuning steps, the best validation check&#x27;s "
-                     "weights kept; mean pooling; BPE-dropout 0.1 on the training windows; each "
+                     "weights kept; mean pooling; a 128-filter CNN on the bases beside the "
+                     "encoder; BPE-dropout 0.1 on the training windows; each "
                      "test prediction is the mean over both strands and 16 sampled cuts per "
                      "strand.</p>") < tf1.index("Fine-tuning: tf2")  # fmt: skip
     line = ("<p>genobird: 400 fine-tuning steps; cls pooling; each test prediction reads one "
