@@ -40,8 +40,8 @@ TASKS = {
     "epdnew_tata": ("promoter", ("promoter-sequences",
                                  SHARED / "promoters" / "hs_TATA_promoters_300bp.txt")),
 }  # fmt: skip
-RECIPE = ["--max-steps", "3000", "--learning-rate", "3e-4", "--batch-size", "32",
-          "--eval-every", "500", "--dropout", "0.3", "--pooling", "mean"]  # fmt: skip
+RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
+          "dropout": 0.3, "pooling": "mean"}  # fmt: skip
 ARMS = {"genobird": [], "genobird+cnn": ["--base-cnn-channels", "128"]}
 
 
@@ -69,10 +69,11 @@ def build_data(name: str, source: tuple, folder: Path) -> Path:
 
 def run_arms(data: Path, kind: str, folder: Path, model: Path, max_steps: int | None) -> dict:
     runs, seconds = {}, {}
-    recipe = list(RECIPE)
-    if max_steps:
-        recipe[1] = str(max_steps)
-        recipe[7] = str(max(1, max_steps // 6))
+    settings = dict(RECIPE)
+    if max_steps:  # six validation checks, as in the recipe
+        settings.update(max_steps=max_steps, eval_every=max(1, max_steps // 6))
+    recipe = [item for key, value in settings.items()
+              for item in (f"--{key.replace('_', '-')}", str(value))]  # fmt: skip
     for arm, extra in ARMS.items():
         out = folder / arm.replace("+", "_")
         started = time.perf_counter()

@@ -746,12 +746,11 @@ def test_base_convolution_refuses_pieces_longer_than_its_table():
 
 
 # --------------------------------------------------------------------------- base CNN
-def base_cnn_classifier(**head) -> BigBirdForSequenceClassification:
+def base_cnn_classifier() -> BigBirdForSequenceClassification:
     torch.manual_seed(0)
     config = tiny_config(vocab_size=len(PIECES), base_conv_channels=8, base_conv_width=5,
                          composed_token_embeddings=True, composed_piece_length=4)  # fmt: skip
-    model = BigBirdForSequenceClassification(config, 3, pooling="mean", base_cnn_channels=6,
-                                             **head)  # fmt: skip
+    model = BigBirdForSequenceClassification(config, 3, pooling="mean", base_cnn_channels=6)
     model.encoder.embeddings.set_vocabulary(PIECES)
     with torch.no_grad():  # trained-looking batch-norm statistics, so eval mode is not identity
         for block in model.base_cnn.blocks:

@@ -40,8 +40,9 @@ LIST_BUILDS = 0
 _TEMPLATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _template(layout: BlockLayout, device, padded: bool) -> BlockMask:
-    """The block lists of `layout`, built once per (device, padded) and kept with it.
+def _template(layout: BlockLayout, device, padded: bool) -> tuple[BlockMask, torch.Tensor | None]:
+    """The block lists of `layout`, built once per (device, padded) and kept with it;
+    for unpadded inputs also their key validity, the same for every such call.
 
     Unpadded inputs: every listed block is "full" (no mask evaluated) except a last block
     that runs past seq_len. Padded inputs: every listed block is "partial", so mask_mod
@@ -60,18 +61,11 @@ def _template(layout: BlockLayout, device, padded: bool) -> BlockMask:
             partial_columns[-1] = layout.seq_len % layout.block_size != 0
         counts, indices = _block_lists(pattern & partial_columns)
         full_counts, full_indices = _block_lists(pattern & ~partial_columns)
-        cache[key] = BlockMask.from_kv_blocks(
+        lists = BlockMask.from_kv_blocks(
             counts, indices, full_counts, full_indices, BLOCK_SIZE=layout.block_size,
             seq_lengths=(layout.seq_len, layout.seq_len),
         )  # fmt: skip
-    return cache[key]
-
-
-def _unpadded_validity(layout: BlockLayout, device) -> torch.Tensor:
-    cache = _TEMPLATES.setdefault(layout, {})
-    key = (str(device), "validity")
-    if key not in cache:
-        cache[key] = key_validity(layout, None, 1, device)
+        cache[key] = (lists, None if padded else key_validity(layout, None, 1, device))
     return cache[key]
 
 
@@ -89,11 +83,9 @@ def flex_block_mask(
     """
     size = layout.block_size
     padded = key_padding_mask is not None
-    template = _template(layout, device, padded)
+    template, key_valid = _template(layout, device, padded)
     if padded:
         key_valid = key_validity(layout, key_padding_mask, batch, device)
-    else:  # the same for every unpadded call: built with the lists (no per-call kernels)
-        key_valid = _unpadded_validity(layout, device)
     pattern = layout.block_mask.to(device)
 
     if padded:
