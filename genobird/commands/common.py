@@ -40,6 +40,14 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
+def command_group(commands, name: str, help_text: str, dest: str = "action",
+                  metavar: str = "ACTION"):  # fmt: skip
+    """A command whose own commands follow it (`genobird dataset chromatin`): the
+    subparsers to add them to."""
+    group = commands.add_parser(name, help=help_text.replace("%", "%%"))
+    return group.add_subparsers(dest=dest, metavar=metavar, required=True)
+
+
 def subcommand(commands, name: str, help_text: str, handler) -> argparse.ArgumentParser:
     sub = commands.add_parser(
         name,

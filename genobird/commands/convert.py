@@ -9,6 +9,7 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_OK,
     add_out,
+    command_group,
     out_from,
     subcommand,
 )
@@ -49,10 +50,9 @@ def cmd_convert_to_hf(args: argparse.Namespace) -> int:
 
 
 def add_convert(commands) -> None:
-    convert = commands.add_parser(
-        "convert", help="HuggingFace BigBird checkpoints (e.g. GENA-LM) in and out."
+    actions = command_group(
+        commands, "convert", "HuggingFace BigBird checkpoints (e.g. GENA-LM) in and out."
     )
-    actions = convert.add_subparsers(dest="action", metavar="ACTION", required=True)
     source = subcommand(
         actions,
         "from-hf",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    command_group,
     renamed,
     subcommand,
 )
@@ -79,8 +80,7 @@ def cmd_vocab_train(args: argparse.Namespace) -> int:
 
 
 def add_corpus(commands) -> None:
-    corpus = commands.add_parser("corpus", help="Build pretraining documents and instances.")
-    actions = corpus.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = command_group(commands, "corpus", "Build pretraining documents and instances.")
     docs = subcommand(
         actions,
         "documents",
@@ -125,8 +125,7 @@ def add_corpus(commands) -> None:
 
 
 def add_vocab(commands) -> None:
-    vocab = commands.add_parser("vocab", help="Train the sentencepiece BPE vocabulary.")
-    actions = vocab.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = command_group(commands, "vocab", "Train the sentencepiece BPE vocabulary.")
     train = subcommand(
         actions,
         "train",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    command_group,
     renamed,
     report_rejected,
     subcommand,
@@ -157,8 +158,7 @@ def _dataset_deepsea_csv(args: argparse.Namespace) -> int:
 
 
 def add_dataset(commands) -> None:
-    dataset = commands.add_parser("dataset", help="Build fine-tuning data sets (HDF5).")
-    actions = dataset.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = command_group(commands, "dataset", "Build fine-tuning data sets (HDF5).")
     promoter = subcommand(
         actions,
         "promoter",

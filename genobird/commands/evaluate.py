@@ -9,6 +9,7 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
+    command_group,
     headline,
     renamed,
     subcommand,
@@ -186,10 +187,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_baseline(commands) -> None:
-    baseline = commands.add_parser(
-        "baseline", help="Simple models on the same data, to judge genobird's figures by."
-    )
-    kinds = baseline.add_subparsers(dest="kind", metavar="MODEL", required=True)
+    kinds = command_group(commands, "baseline",
+                          "Simple models on the same data, to judge genobird's figures by.",
+                          dest="kind", metavar="MODEL")  # fmt: skip
     markov = subcommand(
         kinds,
         "markov",

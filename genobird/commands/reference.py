@@ -9,6 +9,7 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_OK,
     add_out,
+    command_group,
     out_from,
     renamed,
     subcommand,
@@ -88,8 +89,7 @@ def add_demo_reference(commands) -> None:
 
 
 def add_reference(commands) -> None:
-    reference = commands.add_parser("reference", help="Download and read reference data sets.")
-    actions = reference.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = command_group(commands, "reference", "Download and read reference data sets.")
     listing = subcommand(actions, "list", "List the data sets of a manifest.", cmd_reference_list)
     listing.add_argument("--manifest", type=Path, help="manifest YAML (default: GRCh37)")
     get = subcommand(
