@@ -348,11 +348,11 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     final_norm = model.encoder.final_norm is not None
     scales = layer_decay_scales(model.config.num_layers, spec.layer_decay, final_norm)
     if (head_scale := task_head_lr_scale(spec, meta)) != 1:
-        scales = {**training.learning_rate_scales, **scales, "head.": head_scale}
+        scales["head."] = head_scale
     if spec.base_cnn_channels:  # trained from scratch, at the rate its baseline uses
-        scales = {**training.learning_rate_scales, **scales,
-                  "base_cnn.": BASE_CNN_LEARNING_RATE / training.learning_rate}  # fmt: skip
+        scales["base_cnn."] = BASE_CNN_LEARNING_RATE / training.learning_rate
     if scales:
+        scales = {**training.learning_rate_scales, **scales}
         training = replace(training, learning_rate_scales=scales)
     trainer = Trainer(
         model, train, training, output, classification_step,
