@@ -30,19 +30,41 @@ import json
 import subprocess
 import sys
 import time
+from bisect import bisect
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 GUE = SHARED / "tasks" / "gue_human_tf"
+ENCODE = SHARED / "chromatin" / "encode_hg19"
 TASKS = {
     **{f"gue_tf{i}": ("gue", ("classify", GUE / str(i))) for i in range(5)},
     "epdnew_tata": ("promoter", ("promoter-sequences",
                                  SHARED / "promoters" / "hs_TATA_promoters_300bp.txt")),
+    # Binary tasks from the real ENCODE-DREAM peaks: 500 bp windows centred on a peak
+    # against windows 1 kb or more from any TF peak of the table (test chr22, valid chr20)
+    "ctcf_peaks": ("chromatin", ("peaks", "CTCF")),
+    "tf_peaks": ("chromatin", ("peaks", None)),
 }  # fmt: skip
 RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
           "dropout": 0.3, "pooling": "mean"}  # fmt: skip
-ARMS = {"genobird": [], "genobird+cnn": ["--base-cnn-channels", "128"]}
+# Recipe candidates: the documented one, and variants of it with the base CNN. `--arms`
+# picks; by default the first two (the documented route, and it with the base CNN).
+CANDIDATES = {
+    "genobird": [],
+    "genobird+cnn": ["--base-cnn-channels", "128"],
+    "genobird+cnn/one-strand": ["--base-cnn-channels", "128", "--no-rc-augment",
+                                "--no-rc-average"],
+    "genobird+cnn/lr1e-3": ["--base-cnn-channels", "128", "--learning-rate", "1e-3"],
+    "genobird+cnn/6000": ["--base-cnn-channels", "128", "--max-steps", "6000",
+                          "--eval-every", "1000"],
+}  # fmt: skip
+ARMS = dict(list(CANDIDATES.items())[:2])
+# The hg19 pieces with sequence, and how the peak tasks split them.
+PIECES = {"chr19": (0, 3_119_000), "chr20": (1_000_000, 2_000_000),
+          "chr22": (20_000_000, 21_000_000)}  # fmt: skip
+PEAK_SPLITS = {"train": "chr19", "dev": "chr20", "test": "chr22"}
+PEAK_WINDOW_BP = 500
 
 
 def genobird(*args: str) -> None:
@@ -58,8 +80,8 @@ def build_data(name: str, source: tuple, folder: Path) -> Path:
     if kind == "classify":
         genobird("dataset", "classify", "--input", path / "train.csv", "--valid",
                  path / "dev.csv", "--test", path / "test.csv", "--out", data)  # fmt: skip
-    elif kind == "csv":
-        train, dev, test = path
+    elif kind in ("csv", "peaks"):
+        train, dev, test = path if kind == "csv" else peak_task(path, folder)
         genobird("dataset", "classify", "--input", train, "--valid", dev, "--test", test,
                  "--out", data)  # fmt: skip
     else:
@@ -67,32 +89,110 @@ def build_data(name: str, source: tuple, folder: Path) -> Path:
     return data
 
 
-def run_arms(data: Path, kind: str, folder: Path, model: Path, max_steps: int | None) -> dict:
-    runs, seconds = {}, {}
+def peak_task(target: str | None, folder: Path) -> list[Path]:
+    """train/dev/test CSVs (sequence,label): 500 bp windows centred on the peaks of
+    `target` (every TF when None), merged across cell lines, and as many windows drawn
+    uniformly from the same piece whose centre lies 1 kb or more from any TF peak; at
+    most 5% N. Seeded: the same files every run."""
+    import csv
+    import random
+
+    from genobird.genome import open_reference
+
+    genome_dir = SHARED / "genome"
+    reference = open_reference([genome_dir / "hg19_chr19_0-3119000_softmasked.fa",
+                                genome_dir / "hg19_chr20_0-2Mb.fa",
+                                genome_dir / "hg19_chr22_0-21Mb.fa.gz"])  # fmt: skip
+    table = list(csv.DictReader((ENCODE / "features_tf.tsv").open(), delimiter="\t"))
+    every, chosen = {}, {}
+    for row in table:
+        for line in (ENCODE / row["peak_file"]).read_text().splitlines():
+            chrom, start, end = line.split("\t")[:3]
+            centre = (int(start) + int(end)) // 2
+            every.setdefault(chrom, []).append(centre)
+            if target is None or row["target"] == target:
+                chosen.setdefault(chrom, []).append(centre)
+    half = PEAK_WINDOW_BP // 2
+    paths = []
+    for split, chrom in PEAK_SPLITS.items():
+        low, high = PIECES[chrom]
+        centres, merged = sorted(chosen.get(chrom, [])), []
+        for centre in centres:  # one window per cluster of peaks within half a window
+            if not merged or centre - merged[-1] > half:
+                merged.append(centre)
+        occupied = sorted(every.get(chrom, []))
+        rng = random.Random(f"{target}-{split}")
+        rows = [(reference.fetch(chrom, c - half, c + half, pad=True), 1) for c in merged]
+        rows = [row for row in rows if row[0].count("N") <= 0.05 * PEAK_WINDOW_BP]
+        negatives, tries = [], 0
+        while len(negatives) < len(rows) and tries < 100 * len(rows):
+            tries += 1
+            centre = rng.randrange(low + half, high - half)
+            at = bisect(occupied, centre)
+            if any(abs(centre - o) < 1000 for o in occupied[max(0, at - 1) : at + 1]):
+                continue
+            sequence = reference.fetch(chrom, centre - half, centre + half)
+            if sequence.count("N") <= 0.05 * PEAK_WINDOW_BP:
+                negatives.append((sequence, 0))
+        rows += negatives
+        rng.shuffle(rows)
+        path = folder / f"{split}.csv"
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["sequence", "label"])
+            writer.writerows(rows)
+        print(f"{folder.name} {split} ({chrom}): {len(rows) - len(negatives)} peak windows, "
+              f"{len(negatives)} background")  # fmt: skip
+        paths.append(path)
+    return paths
+
+
+def run_folder(folder: Path, arm: str) -> Path:
+    return folder / arm.replace("+", "_").replace("/", "_")
+
+
+def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
+                max_steps: int | None) -> list[str]:  # fmt: skip
+    """The genobird command of one arm (later options win: a candidate's own steps or
+    learning rate replace the recipe's)."""
+    if arm in ("cnn", "kmer-lr"):
+        extra = ["--max-minutes", "3"] if arm == "cnn" else []
+        return ["baseline", arm, "--data", data, "--out", out, *extra]
     settings = dict(RECIPE)
     if max_steps:  # six validation checks, as in the recipe
         settings.update(max_steps=max_steps, eval_every=max(1, max_steps // 6))
     recipe = [item for key, value in settings.items()
               for item in (f"--{key.replace('_', '-')}", str(value))]  # fmt: skip
-    for arm, extra in ARMS.items():
-        out = folder / arm.replace("+", "_")
+    extra = CANDIDATES[arm]
+    if max_steps:
+        extra = [item for item in extra if item not in ("6000", "1000", "--max-steps",
+                                                          "--eval-every")]  # fmt: skip
+    return ["finetune", kind, "--data", data, "--out", out, "--model", model, *recipe, *extra]
+
+
+def run_jobs(jobs: list, parallel: int) -> dict:
+    """Run (key, folder, command) jobs, `parallel` at a time; a finished run (its
+    report/metrics.json) is not run again. Returns each key's seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job):
+        key, out, command = job
         started = time.perf_counter()
         if not (out / "report" / "metrics.json").is_file():
-            genobird("finetune", kind, "--data", data, "--out", out, "--model", model,
-                     *recipe, *extra)  # fmt: skip
-        runs[arm], seconds[arm] = out, time.perf_counter() - started
-    for baseline, extra in (("cnn", ["--max-minutes", "3"]), ("kmer-lr", [])):
-        out = folder / baseline
-        started = time.perf_counter()
-        if not (out / "report" / "metrics.json").is_file():
-            genobird("baseline", baseline, "--data", data, "--out", out, *extra)
-        runs[baseline], seconds[baseline] = out, time.perf_counter() - started
-    return {"runs": runs, "seconds": seconds}
+            genobird(*command)
+        return key, time.perf_counter() - started
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return dict(pool.map(one, jobs))
 
 
 def metrics(run: Path) -> dict:
     report = json.loads((run / "report" / "metrics.json").read_text())
-    return {key: report[key] for key in ("mcc", "auroc") if key in report}
+    figures = {key: report[key] for key in ("mcc", "auroc") if key in report}
+    validation = report.get("training", {}).get("best_validation_auroc")
+    if validation is not None:
+        figures["validation_auroc"] = validation
+    return figures
 
 
 def compare(a: Path, b: Path, out: Path) -> dict:
@@ -114,6 +214,13 @@ def main(argv=None) -> int:
     parser.add_argument("--csv", nargs=4, action="append", default=[],
                         metavar=("NAME", "TRAIN", "DEV", "TEST"),
                         help="a task of your own (family: its name)")  # fmt: skip
+    parser.add_argument("--arms", nargs="+", choices=CANDIDATES, default=list(ARMS),
+                        help="genobird recipes to run (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="genobird arms only (the baselines run elsewhere)")  # fmt: skip
+    parser.add_argument("--data-only", action="store_true", help="build the data sets, stop")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at a time (a GPU holds several small fine-tunings)")  # fmt: skip
     parser.add_argument("--max-steps", type=int, help="shorter genobird arms (smoke runs)")
     args = parser.parse_args(argv)
     tasks = {name: TASKS[name] for name in args.tasks}
@@ -122,28 +229,46 @@ def main(argv=None) -> int:
     if not tasks:
         parser.error("give --tasks and/or --csv")
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    model = args.model.resolve()
+    arms = list(args.arms) + ([] if args.no_baselines else ["cnn", "kmer-lr"])
+    jobs, prepared = [], {}
     for name, (family, source) in tasks.items():
         folder = args.out / name
         folder.mkdir(exist_ok=True)
         data = build_data(name, source, folder)
         kind = "promoter" if source[0] == "promoter-sequences" else "classify"
-        result = run_arms(data, kind, folder, args.model.resolve(), args.max_steps)
-        runs = result["runs"]
-        figures = {arm: metrics(run) for arm, run in runs.items()}
-        row = {"task": name, "family": family, "seconds": result["seconds"],
-               "metrics": figures, "paired": {}}  # fmt: skip
-        for arm in ARMS:
+        prepared[name] = (family, folder)
+        for arm in arms:
+            out = run_folder(folder, arm)
+            jobs.append(((name, arm), out, arm_command(arm, data, kind, out, model,
+                                                       args.max_steps)))  # fmt: skip
+    if args.data_only:
+        return 0
+    jobs.sort(key=lambda job: arms.index(job[0][1]))  # each arm on every task, in turn
+    seconds = run_jobs(jobs, args.jobs)
+    rows = []
+    for name, (family, folder) in prepared.items():
+        runs = {arm: run_folder(folder, arm) for arm in [*args.arms, "cnn", "kmer-lr"]}
+        missing = [arm for arm, run in runs.items()
+                   if not (run / "report" / "metrics.json").is_file()]  # fmt: skip
+        if missing:
+            print(f"{name}: no {', '.join(missing)} yet; compared when every arm has run")
+            continue
+        row = {"task": name, "family": family,
+               "seconds": {arm: seconds.get((name, arm)) for arm in runs},
+               "metrics": {arm: metrics(run) for arm, run in runs.items()},
+               "paired": {}}  # fmt: skip
+        for arm in args.arms:
             for baseline in ("cnn", "kmer-lr"):
-                saved = folder / f"{arm}_vs_{baseline}.json".replace("+", "_")
+                saved = run_folder(folder, f"{arm}_vs_{baseline}").with_suffix(".json")
                 comparison = compare(runs[arm], runs[baseline], saved)
                 row["paired"][f"{arm} - {baseline}"] = {
                     metric: difference(comparison, metric) for metric in ("mcc", "auroc")
                 }
         rows.append(row)
-        (args.out / "carryover.json").write_text(json.dumps(rows, indent=2))
         print_row(row)
-    print_targets(rows)
+    (args.out / "carryover.json").write_text(json.dumps(rows, indent=2))
+    print_targets(rows, args.arms)
     return 0
 
 
@@ -156,8 +281,8 @@ def print_row(row: dict) -> None:
         print(f"  {label}: MCC {mcc[0]:+.3f} [{mcc[1]:+.3f}, {mcc[2]:+.3f}]")
 
 
-def print_targets(rows: list) -> None:
-    for arm in ARMS:
+def print_targets(rows: list, arms: list) -> None:
+    for arm in arms:
         for row in rows:
             low = row["paired"][f"{arm} - cnn"]["mcc"][1]
             above_kmer = row["paired"][f"{arm} - kmer-lr"]["mcc"][0] > 0

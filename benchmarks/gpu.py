@@ -12,9 +12,11 @@ DIR/gpu.md as soon as the step ends (a run cut short keeps what it measured):
 
   a. attention forward+backward at 4k / 16k / 32k tokens (B=1, H=12, D=64, block 64,
      3 random blocks, bf16): genobird's path, dense flash SDPA, transformers' BigBird,
-     and each one's peak memory; one call at a time, and 20 calls queued;
+     and each one's peak memory; one call at a time, and 20 calls queued; then the
+     same forward+backward replayed from a captured CUDA graph (no host work);
   b. base pretraining (12 x 768, 4,096 tokens, bf16): tokens/s and MFU against the
-     card's dense bf16 peak;
+     card's dense bf16 peak, and the kernels that take the step's device time; then
+     the same step replayed from one captured CUDA graph;
   c. a GENA-LM-shaped model (12 x 768, 32k pieces, 4,096 tokens) converted from
      transformers: training step and inference, genobird against transformers (bf16),
      and the largest output difference in bf16 and fp32;
@@ -194,14 +196,76 @@ def queued_fwd_bwd(bench, args, length: int, names: list, device: str, calls: in
     return result
 
 
-def pretraining(sizes, device: str, dry_run: bool, compiled: str | None = None) -> dict:
+def pretraining(sizes, device: str, dry_run: bool, compiled: str | None = None,
+                cuda_graph: bool = False) -> dict:  # fmt: skip
     bench = load_benchmark("train")
     peak = card_peak_tflops(device)
     args = SimpleNamespace(length=sizes.train_length, batch_size=sizes.train_batch,
                            steps=sizes.train_steps, warmup=1, checkpointing=False, device=device,
                            impl="auto", attention_dropout=0.0, peak_tflops=peak,
-                           compile=compiled)  # fmt: skip
+                           compile=compiled, cuda_graph=cuda_graph, profile=True)  # fmt: skip
     return bench.measure(sizes.train_config, args)
+
+
+def pretraining_graphed(sizes, device: str, dry_run: bool) -> dict:
+    """The same step replayed from one captured CUDA graph: what the step costs with no
+    host work between kernels. Its gap to `pretraining` is the host's share of the
+    eager step. (The dry run has no CUDA graphs: it times the eager step again.)"""
+    return pretraining(sizes, device, dry_run, cuda_graph=True)
+
+
+def attention_graphed(sizes, device: str, dry_run: bool) -> dict:
+    """Attention forward+backward replayed from a captured CUDA graph, genobird and
+    dense SDPA: the kernels' own time, with the host's launch work (which the one-call
+    and queued figures of `attention` include at 4k) taken out for both."""
+    import torch
+
+    bench = load_benchmark("attention")
+    args = SimpleNamespace(batch=1, heads=sizes.heads, dim=sizes.dim, block_size=64,
+                           random_blocks=3, device=device, dtype=sizes.dtype,
+                           impl="auto")  # fmt: skip
+    rows = []
+    for length in sizes.attention_lengths:
+        seconds = {}
+        for name in ("genobird", "sdpa"):
+            q, k, v = bench.make_inputs(args, length)
+            fn = bench.METHODS[name](args, length)
+
+            def step(fn=fn, q=q, k=k, v=v):
+                fn(q, k, v).float().sum().backward()
+
+            replay = graphed(step, (q, k, v)) if device == "cuda" else step
+            replay()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(sizes.queued_calls):
+                replay()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds[name] = (time.perf_counter() - started) / sizes.queued_calls
+        rows.append({"tokens": length, "seconds": seconds,
+                     "genobird_over_sdpa": seconds["genobird"] / seconds["sdpa"]})  # fmt: skip
+    return {"rows": rows}
+
+
+def graphed(step, leaves):
+    """`step` captured as a CUDA graph after a warm-up on a side stream (which also
+    compiles FlexAttention); gradients unset before capture so each replay writes them."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    for tensor in leaves:
+        tensor.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
 
 
 def pretraining_compiled(sizes, device: str, dry_run: bool) -> dict:
@@ -296,8 +360,9 @@ def timed_forward(model, ids, dtype, device: str, name: str) -> float:
 
 
 # The figures first, the tests last: a run cut short keeps the figures.
-STEPS = (("attention", attention), ("pretraining", pretraining), ("hf_model", hf_model),
-         ("scoring", scoring), ("cuda_tests", cuda_tests),
+STEPS = (("attention", attention), ("attention_graphed", attention_graphed),
+         ("pretraining", pretraining), ("pretraining_graphed", pretraining_graphed),
+         ("hf_model", hf_model), ("scoring", scoring), ("cuda_tests", cuda_tests),
          ("pretraining_compiled", pretraining_compiled))  # fmt: skip
 
 

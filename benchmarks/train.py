@@ -12,11 +12,14 @@ With `--base-conv K` each configuration is also run with a K-filter base convolu
 (model.bigbird.BaseConvolution) over a vocabulary of random DNA pieces of 1-12 bases
 (6.5 on average; genobird's 16,000-piece human vocabulary: 6.1), and the ratio printed;
 with `--rotary`, also with rotary positions instead of the position table.
+`--cuda-graph` replays each step from one captured CUDA graph (no host work between
+kernels); `--profile` adds where a step's time goes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -91,24 +94,34 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
         model = torch.compile(model, dynamic=False, options=options)
     elif getattr(args, "compile", None):  # "eager": Dynamo's tracing only
         model = torch.compile(model, backend=args.compile, dynamic=False)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    graphed = getattr(args, "cuda_graph", False) and args.device == "cuda"
+    # A step replayed from a CUDA graph needs an optimiser whose step count stays on the GPU.
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=graphed)
     inputs = batch(config, args.batch_size, args.length, args.device)
     dtype = torch.bfloat16 if args.device == "cuda" else None
-    times = []
-    if args.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    for step in range(args.warmup + args.steps):
-        if args.device == "cuda":
-            torch.cuda.synchronize()
-        started = time.perf_counter()
-        with torch.autocast(args.device, dtype=dtype, enabled=dtype is not None):
+
+    def step() -> None:
+        # No autocast weight cache: a graph's casts must be recorded, not looked up.
+        with torch.autocast(args.device, dtype=dtype, enabled=dtype is not None,
+                            cache_enabled=not graphed):  # fmt: skip
             loss = model(**inputs).loss
         loss.backward()
         optimiser.step()
-        optimiser.zero_grad(set_to_none=True)
+        if not graphed:
+            optimiser.zero_grad(set_to_none=True)
+
+    run = cuda_graph(step, optimiser) if graphed else step
+    times = []
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    for index in range(args.warmup + args.steps):
         if args.device == "cuda":
             torch.cuda.synchronize()
-        if step >= args.warmup:
+        started = time.perf_counter()
+        run()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        if index >= args.warmup:
             times.append(time.perf_counter() - started)
     step_time = statistics.median(times)
     tokens = args.batch_size * args.length
@@ -124,7 +137,61 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
         row["peak_gib_per_sample"] = torch.cuda.max_memory_allocated() / 2**30 / args.batch_size
     if args.peak_tflops:
         row["mfu"] = row["tflops"] / args.peak_tflops
+    if getattr(args, "profile", False):
+        row["profile"] = profile(run, args.device)
     return row
+
+
+def cuda_graph(step, optimiser):
+    """The training step captured once as a CUDA graph: each replay launches its
+    kernels with no Python, guards or launch latency in between (torch.cuda.graphs'
+    whole-network recipe: warm up on a side stream, then capture with gradients unset,
+    so that every replay writes them afresh)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            optimiser.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    optimiser.zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def profile(run, device: str, steps: int = 2, top: int = 12) -> dict:
+    """Where a step's time goes: the kernels that take most of the device's time, and the
+    share of the wall-clock step during which the device computes (the rest is the host:
+    Python, launches, synchronisation). On the CPU (dry runs): operators' self time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    on_cuda = device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    profiler = torch_profile(activities=activities)
+    started = time.perf_counter()
+    with profiler:
+        for _ in range(steps):
+            run()
+        if on_cuda:
+            torch.cuda.synchronize()
+    wall = (time.perf_counter() - started) / steps
+    if on_cuda:
+        events = [e for e in profiler.key_averages() if e.device_type == DeviceType.CUDA]
+        seconds = {e.key: e.self_device_time_total / 1e6 / steps for e in events}
+    else:
+        seconds = {e.key: e.self_cpu_time_total / 1e6 / steps for e in profiler.key_averages()}
+    busy = sum(seconds.values()) if on_cuda else wall
+    ranked = sorted(seconds.items(), key=lambda item: item[1], reverse=True)[:top]
+    return {
+        "wall_s_per_step": wall,
+        "device_busy_s_per_step": busy,
+        "device_busy_fraction": busy / wall if wall else None,
+        "top": {name[:80]: value for name, value in ranked},
+    }
 
 
 def main(argv=None) -> int:
@@ -148,6 +215,10 @@ def main(argv=None) -> int:
                         help="also run each config with rotary positions")  # fmt: skip
     parser.add_argument("--compile", nargs="?", const="inductor", metavar="BACKEND",
                         help="the model through torch.compile (default: inductor)")  # fmt: skip
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="replay each step from one captured CUDA graph")  # fmt: skip
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where a step's time goes (torch.profiler)")  # fmt: skip
     parser.add_argument("--peak-tflops", type=float, help="device peak, for MFU (H100 bf16: 989)")
     args = parser.parse_args(argv)
     print(
@@ -168,6 +239,8 @@ def main(argv=None) -> int:
         if "mfu" in row:
             text += f", MFU {100 * row['mfu']:.1f}%"
         print(text)
+        if "profile" in row:
+            print(json.dumps(row["profile"], indent=2))
         table = row
         if args.base_conv:
             with_conv = table = measure(name, args, args.base_conv)

@@ -20,7 +20,8 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
     assert gpu.main(["--out", str(tmp_path), "--dry-run"]) == 0
     results = json.loads((tmp_path / "gpu.json").read_text())
     assert results["dry_run"] is True
-    assert list(results["steps"]) == ["attention", "pretraining", "hf_model", "scoring",
+    assert list(results["steps"]) == ["attention", "attention_graphed", "pretraining",
+                                      "pretraining_graphed", "hf_model", "scoring",
                                       "cuda_tests", "pretraining_compiled"]  # fmt: skip
     steps = {name: step["result"] for name, step in results["steps"].items()}
     assert steps["cuda_tests"]["returncode"] == 0 and steps["cuda_tests"]["tests collected"] > 0
@@ -29,6 +30,11 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
     assert set(steps["attention"]["rows"][0]["seconds"]["fwd_bwd_queued"]) >= {"genobird", "sdpa"}
     assert steps["pretraining_compiled"]["tokens_per_s"] > 0
     assert steps["pretraining"]["tokens_per_s"] > 0
+    assert steps["pretraining_graphed"]["tokens_per_s"] > 0
+    profile = steps["pretraining"]["profile"]
+    assert profile["wall_s_per_step"] > 0 and "aten::mm" in profile["top"]
+    graphed = steps["attention_graphed"]["rows"]
+    assert [row["tokens"] for row in graphed] == [256, 512] and graphed[0]["genobird_over_sdpa"] > 0
     assert all(rate > 0 for rate in steps["scoring"]["regions_per_s"].values())
     assert steps["hf_model"]["largest_difference_fp32"] < 1e-4
     assert steps["hf_model"]["training_genobird_over_transformers"] > 0
