@@ -96,7 +96,8 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
         model = torch.compile(model, backend=args.compile, dynamic=False)
     graphed = getattr(args, "cuda_graph", False) and args.device == "cuda"
     # A step replayed from a CUDA graph needs an optimiser whose step count stays on the GPU.
-    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=graphed)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=graphed,
+                                  fused=args.device == "cuda")  # as the trainer  # fmt: skip
     inputs = batch(config, args.batch_size, args.length, args.device)
     dtype = torch.bfloat16 if args.device == "cuda" else None
 
