@@ -447,6 +447,12 @@ def _recipe_parts(metrics: dict) -> list[str]:
                      "encoder")  # fmt: skip
     if metrics.get("bpe_dropout"):
         parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
+    if (strands := metrics.get("strands") or {}).get("chosen_by") == "validation":
+        scores = strands["validation_auroc"]
+        kept = "both strands" if strands["rc_augment"] else "one strand"
+        parts.append(f"trained on {kept}, chosen on validation ({strands['probe_steps']}-step "
+                     f"probes: AUROC {scores['both strands']:.3f} on both strands, "
+                     f"{scores['one strand']:.3f} on one)")  # fmt: skip
     return parts
 
 

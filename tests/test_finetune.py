@@ -93,6 +93,7 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
         "-q", "finetune", "classify", "--data", str(data), "--out", str(tmp_path / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
         "--eval-every", "10", "--patience", "2", "--pooling", "mean",
+        "--strand-probe-steps", "0",
     ]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["pooling"] == "mean"
@@ -117,6 +118,83 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     spec = FinetuneSpec(max_tokens=predictor.max_tokens)
     valid = split_probabilities(kept, data, "valid", tokenizer, spec, "cpu", rc_average=True)
     assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
+
+
+class _Probe:
+    """A fake fine-tuning run for choose_strands: its validation AUROC by strands."""
+
+    def __init__(self, scores):
+        self.scores, self.calls = scores, []
+
+    def __call__(self, spec, folder):
+        from types import SimpleNamespace
+
+        self.calls.append((spec.rc_augment, spec.rc_average, spec.training["max_steps"]))
+        folder.mkdir(parents=True)
+        (folder / "checkpoint").write_text("x")
+        state = SimpleNamespace(best_score=self.scores[spec.rc_augment])
+        return SimpleNamespace(state=state, is_main=True)
+
+
+def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
+    from genobird.tasks.finetune import FinetuneSpec, choose_strands
+
+    meta = {"task": "classify", "feature_names": ["y"], "counts": {"valid": 10}}
+    spec = FinetuneSpec(strand_probe_steps=50, training={"max_steps": 300})
+    probe = _Probe({True: 0.71, False: 0.80})  # one strand is better on validation
+    chosen, choice = choose_strands(spec, meta, tmp_path / "run", probe)
+    assert probe.calls == [(True, True, 50), (False, False, 50)]
+    assert chosen.rc_augment is False and chosen.rc_average is False
+    assert choice["chosen_by"] == "validation" and choice["probe_steps"] == 50
+    assert choice["validation_auroc"] == {"both strands": 0.71, "one strand": 0.80}
+    assert not (tmp_path / "run" / "strand-probe").exists()  # probes leave nothing behind
+    # a resumed run reads its choice back instead of probing again
+    again = _Probe({True: 0.9, False: 0.1})
+    assert choose_strands(spec, meta, tmp_path / "run", again)[1] == choice and not again.calls
+    # a tie keeps both strands; a probe is never longer than the run
+    tie = _Probe({True: 0.75, False: 0.75})
+    short = FinetuneSpec(strand_probe_steps=500, training={"max_steps": 40})
+    assert choose_strands(short, meta, tmp_path / "tie", tie)[0].rc_augment is True
+    assert tie.calls[0][2] == 40
+    # an option the user gave is kept, the other follows the task; kinds settle theirs
+    never = _Probe({})
+    given = choose_strands(FinetuneSpec(rc_augment=False), meta, tmp_path / "x", never)
+    assert given[1]["chosen_by"] == "options" and given[0].rc_augment is False
+    assert given[0].rc_average is True
+    for task, both in (("promoter", False), ("chromatin", True)):
+        kind = choose_strands(FinetuneSpec(), {**meta, "task": task}, tmp_path / task, never)
+        assert kind[1] == {"chosen_by": "task", "rc_augment": both, "rc_average": both}
+    off = choose_strands(FinetuneSpec(strand_probe_steps=0), meta, tmp_path / "off", never)
+    assert off[1]["chosen_by"] == "default (no probe)" and off[0].rc_augment is True
+    unsplit = {**meta, "counts": {"valid": 0}}
+    assert choose_strands(FinetuneSpec(), unsplit, tmp_path / "u", never)[0].rc_average is True
+    assert not never.calls
+
+
+@pytest.mark.slow
+def test_a_classify_run_probes_its_strands_and_reports_the_choice(pretraining_data, tmp_path):
+    from genobird import load_predictor
+
+    windows = WindowSet("classify", ["y"], ["label"])
+    rng = np.random.default_rng(7)
+    for index in range(60):
+        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
+                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+    data = windows.write(tmp_path / "d.h5")
+    assert main(["-q", "finetune", "classify", "--data", str(data), "--out",
+                 str(tmp_path / "run"), "--from-scratch", "--tokenizer",
+                 str(pretraining_data["tokenizer"]), "--max-steps", "6", "--eval-every", "3",
+                 "--strand-probe-steps", "3"]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
+    strands = report["strands"]
+    assert strands["chosen_by"] == "validation" and strands["probe_steps"] == 3
+    assert set(strands["validation_auroc"]) == {"both strands", "one strand"}
+    both = strands["validation_auroc"]["both strands"] >= strands["validation_auroc"]["one strand"]
+    assert report["rc_augment"] is both and report["rc_average"] is both
+    assert load_predictor(tmp_path / "run" / "model", device="cpu").rc_average is both
+    assert not (tmp_path / "run" / "strand-probe").exists()
+    assert json.loads((tmp_path / "run" / "strand-choice.json").read_text()) == strands
+    assert report["training"]["steps"] == 6  # the run itself, after the probes
 
 
 def _random_classify_data(path, count: int, seed: int):

@@ -138,7 +138,10 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                "base_cnn_channels": 128}  # fmt: skip
     _write_json(results / "tasks" / "tf1" / "report" / "metrics.json", sampled)
     one_strand = {**binary, "rc_average": False, "pooling": "cls", "bpe_dropout": 0.0,
-                  "segmentations": None, "training": {"steps": 400, "best_step": 400}}  # fmt: skip
+                  "segmentations": None, "training": {"steps": 400, "best_step": 400},
+                  "strands": {"chosen_by": "validation", "probe_steps": 500,
+                              "validation_auroc": {"both strands": 0.71, "one strand": 0.8},
+                              "rc_augment": False, "rc_average": False}}  # fmt: skip
     _write_json(results / "tasks" / "tf2" / "report" / "metrics.json", one_strand)
     _write_json(results / "tasks" / "tf3" / "report" / "metrics.json", binary)
     page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
@@ -148,7 +151,8 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                      "encoder; BPE-dropout 0.1 on the training windows; each "
                      "test prediction is the mean over both strands and 16 sampled cuts per "
                      "strand.</p>") < tf1.index("Fine-tuning: tf2")  # fmt: skip
-    line = ("<p>genobird: 400 fine-tuning steps; cls pooling; each test prediction reads one "
-            "strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
+    line = ("<p>genobird: 400 fine-tuning steps; cls pooling; trained on one strand, chosen "
+            "on validation (500-step probes: AUROC 0.710 on both strands, 0.800 on one); each "
+            "test prediction reads one strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
     assert tf2.index(line) < tf2.index("Fine-tuning: tf3")
     assert "<p>genobird:" not in page[page.index("Fine-tuning: tf3") :]

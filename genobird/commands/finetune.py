@@ -13,7 +13,7 @@ from genobird.commands.common import (
     subcommand,
 )
 from genobird.errors import GenobirdError, UsageError
-from genobird.tasks.recipe import POOLINGS
+from genobird.tasks.recipe import POOLINGS, STRAND_PROBE_STEPS
 
 log = logging.getLogger("genobird")
 
@@ -54,6 +54,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         pos_weight=args.pos_weight,
         rc_average=args.rc_average,
         rc_augment=args.rc_augment,
+        strand_probe_steps=args.strand_probe_steps,
         pooling=args.pooling,
         centre_bp=args.centre_bp,
         base_cnn_channels=args.base_cnn_channels,
@@ -100,8 +101,14 @@ def add_finetune(commands) -> None:
                       help="longest input (default: what the data set's windows need); each "
                       "batch is padded only to its own longest window")  # fmt: skip
     data.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
-                      help="train on a random strand per window (default: all but "
-                      "promoter)")  # fmt: skip
+                      help="train on a random strand per window (default: chromatin yes, "
+                      "promoter no, classify chosen on validation: "
+                      "--strand-probe-steps)")  # fmt: skip
+    data.add_argument("--strand-probe-steps", type=int, default=STRAND_PROBE_STEPS, metavar="N",
+                      help="with neither --rc-augment nor --rc-average given, a classify data "
+                      "set is fine-tuned N steps reading both strands and N reading one, and "
+                      "the better on validation is kept (default %(default)s; 0: both "
+                      "strands)")  # fmt: skip
     data.add_argument("--bpe-dropout", type=float, default=0.0,
                       help="cut each training window into pieces with BPE-dropout, each "
                       "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
@@ -162,7 +169,8 @@ def add_finetune(commands) -> None:
                             "never)")  # fmt: skip
     evaluation.add_argument("--rc-average", action=argparse.BooleanOptionalAction,
                             default=None, help="evaluate on both strands, and score so with "
-                            "the saved model (default: all but promoter)")  # fmt: skip
+                            "the saved model (default: chromatin yes, promoter no, classify as "
+                            "chosen on validation with --rc-augment)")  # fmt: skip
     evaluation.add_argument("--segmentations", type=int, default=0,
                             help="average the test and validation predictions (and the saved "
                             "model's scores) over this many BPE-dropout cuts of each window "

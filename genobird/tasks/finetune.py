@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -29,6 +30,7 @@ from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save
 from genobird.model.io import WEIGHTS_FILE, read_model_description
 from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
+from genobird.tasks.recipe import STRAND_PROBE_STEPS
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.averaging import check_decay
 
@@ -52,6 +54,10 @@ class FinetuneSpec:
     rc_average: bool | None = None
     # Read each training window on a random strand; default: every task but promoter.
     rc_augment: bool | None = None
+    # With neither strand option given, a `classify` data set (whose labels may or may not
+    # hold on both strands) is fine-tuned this many steps reading both strands and reading
+    # one, and the better on validation is kept for the run (`choose_strands`); 0: both.
+    strand_probe_steps: int = STRAND_PROBE_STEPS
     # "cls" (the paper's [CLS] pooler), "mean" (mean of the token states), "hf"
     # (transformers' head) or "centre" (mean of the states of the tokens over the window's
     # central `centre_bp`: a chromatin bin, read with its context through attention)
@@ -111,6 +117,10 @@ class FinetuneSpec:
             raise ConfigError(f"segmentations must be 0 or more, got {self.segmentations}")
         if self.head_lr_scale is not None and self.head_lr_scale <= 0:
             raise ConfigError(f"head_lr_scale must be positive, got {self.head_lr_scale}")
+        if self.strand_probe_steps < 0:
+            raise ConfigError(
+                f"strand_probe_steps must be 0 or more, got {self.strand_probe_steps}"
+            )
         if self.base_cnn_channels < 0:
             raise ConfigError(f"base_cnn_channels must be 0 or more, got {self.base_cnn_channels}")
         if self.window_bp is not None and self.window_bp < 1:
@@ -328,6 +338,25 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     meta = read_metadata(data_path)
     check_window(spec, meta, data_path)
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
+    if not meta["counts"]["train"] or not meta["counts"]["test"]:
+        raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
+    run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
+                  tokenizer=tokenizer)  # fmt: skip
+    spec, strands = choose_strands(spec, meta, output, run)
+    trainer = run(spec, output)
+    summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
+               else None}  # fmt: skip
+    report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
+                      summary, strands)  # fmt: skip
+    if trainer.is_main:
+        save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
+    return report
+
+
+def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,
+              tokenizer) -> Trainer:  # fmt: skip
+    """One fine-tuning run of `spec` from the starting weights into `output` (resumed
+    from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
     model.set_output_bias(base_rate_logits(data_path, task_pos_weight(spec, meta)))
     rc_augment = strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment
@@ -336,8 +365,6 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
                     rc_augment_seed=spec.seed if rc_augment else None,
                     bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed)  # fmt: skip
     valid = windows("valid", max_tokens=spec.max_tokens)
-    if not len(train) or not meta["counts"]["test"]:
-        raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     selection, reverse = {}, None
     if spec.eval_every and len(valid):
         selection = {"eval_every": spec.eval_every, "best_metric": "auroc",
@@ -365,13 +392,61 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         torch.manual_seed(training.seed)
         trainer.resume()
         trainer.train()
-    summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
-               else None}  # fmt: skip
-    report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
-                      summary)  # fmt: skip
+    return trainer
+
+
+STRAND_CHOICE_FILE = "strand-choice.json"
+
+
+def choose_strands(spec: FinetuneSpec, meta: dict, output: Path, run) -> tuple[FinetuneSpec, dict]:
+    """`spec` with rc_augment and rc_average settled, and how they were chosen.
+
+    An option the user gave is kept (the other follows the task kind); a promoter or
+    chromatin data set's kind settles both (`strand_symmetric`). A single-label classify
+    data set with a validation split is asked: `run` fine-tunes it `strand_probe_steps`
+    steps reading both strands (augmented, averaged) and again reading one, each run
+    scored on validation as it would be evaluated, and the better is kept (a tie keeps
+    both). The probes' folders are removed; the choice is kept in OUTPUT/strand-choice.json,
+    so that a resumed run does not probe again."""
+    if spec.rc_augment is not None or spec.rc_average is not None:
+        augment = strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment
+        choice = {"chosen_by": "options", "rc_augment": augment,
+                  "rc_average": evaluation_strands(spec, meta)}  # fmt: skip
+    elif (meta["task"] != "classify" or not spec.strand_probe_steps or is_multilabel(meta)
+          or not meta["counts"].get("valid")):  # fmt: skip
+        both = strand_symmetric(meta)
+        reason = "task" if meta["task"] != "classify" else "default (no probe)"
+        choice = {"chosen_by": reason, "rc_augment": both, "rc_average": both}
+    else:
+        choice = probe_strands(spec, output, run)
+    resolved = replace(spec, rc_augment=choice["rc_augment"], rc_average=choice["rc_average"])
+    return resolved, choice
+
+
+def probe_strands(spec: FinetuneSpec, output: Path, run) -> dict:
+    saved = output / STRAND_CHOICE_FILE
+    if saved.is_file():
+        return json.loads(saved.read_text())
+    # never longer than the run itself
+    steps = min(spec.strand_probe_steps, spec.training.get("max_steps") or spec.strand_probe_steps)
+    scores = {}
+    for name, both in (("both strands", True), ("one strand", False)):
+        folder = output / "strand-probe" / name.replace(" ", "-")
+        probe = replace(spec, rc_augment=both, rc_average=both, eval_every=steps, patience=0,
+                        training={**spec.training, "max_steps": steps})  # fmt: skip
+        trainer = run(probe, folder)
+        scores[name] = trainer.state.best_score
+        log.info("strand probe, %s: validation AUROC %.4f after %d steps", name,
+                 scores[name], steps)  # fmt: skip
+    both = scores["both strands"] >= scores["one strand"]
+    choice = {"chosen_by": "validation", "probe_steps": steps, "validation_auroc": scores,
+              "rc_augment": both, "rc_average": both}  # fmt: skip
     if trainer.is_main:
-        save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
-    return report
+        shutil.rmtree(output / "strand-probe", ignore_errors=True)
+        output.mkdir(parents=True, exist_ok=True)
+        with atomic_write(saved) as handle:
+            json.dump(choice, handle, indent=2)
+    return choice
 
 
 def check_window(spec: FinetuneSpec, meta: dict, data_path) -> None:
@@ -441,7 +516,7 @@ def evaluation_strands(spec: FinetuneSpec, meta: dict) -> bool:
 
 
 def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
-             training: dict | None = None) -> dict:  # fmt: skip
+             training: dict | None = None, strands: dict | None = None) -> dict:  # fmt: skip
     rc_average = evaluation_strands(spec, meta)
     test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
     valid = None
@@ -451,6 +526,8 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "window_bp": spec.window_bp or meta["window_bp"],
         "max_tokens": spec.max_tokens,
         "rc_average": rc_average,
+        "rc_augment": strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment,
+        "strands": strands or {},
         "pooling": spec.pooling,
         "base_cnn_channels": spec.base_cnn_channels,
         "head_lr_scale": task_head_lr_scale(spec, meta),

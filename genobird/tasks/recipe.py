@@ -19,12 +19,16 @@ RECIPE_OPTIONS = (
     "bpe_dropout",
     "segmentations",
     "pos_weight",
+    "strand_probe_steps",
 )
 # the required ones, every fine-tuning section gives them
 REQUIRED_RECIPE = ("max_steps", "learning_rate", "batch_size")
 # how a window becomes one vector for the head: BigBirdForSequenceClassification.POOLINGS,
 # named here too so that building the command line imports no torch (a test holds them equal)
 POOLINGS = ("cls", "mean", "hf", "centre")
+# Fine-tuning steps of each of the two strand probes (tasks.finetune.choose_strands): 2 x
+# 500 steps is a third more than the 3,000-step recipe of pipelines/human-mini.yaml.
+STRAND_PROBE_STEPS = 500
 
 
 def finetune_options(section: dict) -> str:
