@@ -53,18 +53,17 @@ TASKS = {
 # the validation probe that `finetune classify` now runs by default is its own arm.
 RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
           "dropout": 0.3, "pooling": "mean", "strand_probe_steps": 0}  # fmt: skip
-# Recipe candidates: the documented one, and variants of it with the base CNN. `--arms`
-# picks; by default the first two (the documented route, and it with the base CNN).
+# Recipe candidates: the documented one, and variants of it with the base CNN, each as
+# the settings it changes. `--arms` picks; by default the first two (the documented
+# route, and it with the base CNN).
 CANDIDATES = {
-    "genobird": [],
-    "genobird+cnn": ["--base-cnn-channels", "128"],
-    "genobird+cnn/one-strand": ["--base-cnn-channels", "128", "--no-rc-augment",
-                                "--no-rc-average"],
-    "genobird+cnn/lr1e-3": ["--base-cnn-channels", "128", "--learning-rate", "1e-3"],
-    "genobird+cnn/strand-probe": ["--base-cnn-channels", "128", "--strand-probe-steps", "500"],
-    "genobird+cnn/6000": ["--base-cnn-channels", "128", "--max-steps", "6000",
-                          "--eval-every", "1000"],
-}  # fmt: skip
+    "genobird": {},
+    "genobird+cnn": {"base_cnn_channels": 128},
+    "genobird+cnn/one-strand": {"base_cnn_channels": 128, "rc_augment": False},
+    "genobird+cnn/lr1e-3": {"base_cnn_channels": 128, "learning_rate": 1e-3},
+    "genobird+cnn/strand-probe": {"base_cnn_channels": 128, "strand_probe_steps": 500},
+    "genobird+cnn/6000": {"base_cnn_channels": 128, "max_steps": 6000, "eval_every": 1000},
+}
 ARMS = dict(list(CANDIDATES.items())[:2])
 # The hg19 pieces with sequence, and how the peak tasks split them.
 PIECES = {"chr19": (0, 3_119_000), "chr20": (1_000_000, 2_000_000),
@@ -159,21 +158,21 @@ def run_folder(folder: Path, arm: str) -> Path:
 
 def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
                 max_steps: int | None) -> list[str]:  # fmt: skip
-    """The genobird command of one arm (later options win: a candidate's own steps or
-    learning rate replace the recipe's)."""
+    """The genobird command of one arm: the recipe with the candidate's own settings."""
     if arm in ("cnn", "kmer-lr"):
         extra = ["--max-minutes", "3"] if arm == "cnn" else []
         return ["baseline", arm, "--data", data, "--out", out, *extra]
-    settings = dict(RECIPE)
+    settings = {**RECIPE, **CANDIDATES[arm]}
     if max_steps:  # six validation checks, as in the recipe
         settings.update(max_steps=max_steps, eval_every=max(1, max_steps // 6))
-    recipe = [item for key, value in settings.items()
-              for item in (f"--{key.replace('_', '-')}", str(value))]  # fmt: skip
-    extra = CANDIDATES[arm]
-    if max_steps:
-        extra = [item for item in extra if item not in ("6000", "1000", "--max-steps",
-                                                          "--eval-every")]  # fmt: skip
-    return ["finetune", kind, "--data", data, "--out", out, "--model", model, *recipe, *extra]
+    recipe = []
+    for key, value in settings.items():
+        if key == "rc_augment":  # scored on the strands it was trained on
+            strands = "" if value else "no-"
+            recipe += [f"--{strands}rc-augment", f"--{strands}rc-average"]
+        else:
+            recipe += [f"--{key.replace('_', '-')}", str(value)]
+    return ["finetune", kind, "--data", data, "--out", out, "--model", model, *recipe]
 
 
 def run_jobs(jobs: list, parallel: int) -> dict:

@@ -220,7 +220,7 @@ def attention_graphed(sizes, device: str, dry_run: bool) -> dict:
     and queued figures of `attention` include at 4k) taken out for both."""
     import torch
 
-    bench = load_benchmark("attention")
+    bench, capture = load_benchmark("attention"), load_benchmark("train").cuda_graph
     args = SimpleNamespace(batch=1, heads=sizes.heads, dim=sizes.dim, block_size=64,
                            random_blocks=3, device=device, dtype=sizes.dtype,
                            impl="auto")  # fmt: skip
@@ -234,7 +234,11 @@ def attention_graphed(sizes, device: str, dry_run: bool) -> dict:
             def step(fn=fn, q=q, k=k, v=v):
                 fn(q, k, v).float().sum().backward()
 
-            replay = graphed(step, (q, k, v)) if device == "cuda" else step
+            def unset(leaves=(q, k, v)):
+                for tensor in leaves:
+                    tensor.grad = None
+
+            replay = capture(step, unset) if device == "cuda" else step
             replay()
             if device == "cuda":
                 torch.cuda.synchronize()
@@ -247,25 +251,6 @@ def attention_graphed(sizes, device: str, dry_run: bool) -> dict:
         rows.append({"tokens": length, "seconds": seconds,
                      "genobird_over_sdpa": seconds["genobird"] / seconds["sdpa"]})  # fmt: skip
     return {"rows": rows}
-
-
-def graphed(step, leaves):
-    """`step` captured as a CUDA graph after a warm-up on a side stream (which also
-    compiles FlexAttention); gradients unset before capture so each replay writes them."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    for tensor in leaves:
-        tensor.grad = None
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    return graph.replay
 
 
 def pretraining_compiled(sizes, device: str, dry_run: bool) -> dict:

@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # as the genobird command does
@@ -111,7 +112,8 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
         if not graphed:
             optimiser.zero_grad(set_to_none=True)
 
-    run = cuda_graph(step, optimiser) if graphed else step
+    unset = partial(optimiser.zero_grad, set_to_none=True)
+    run = cuda_graph(step, unset) if graphed else step
     times = []
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -143,19 +145,19 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
     return row
 
 
-def cuda_graph(step, optimiser):
-    """The training step captured once as a CUDA graph: each replay launches its
-    kernels with no Python, guards or launch latency in between (torch.cuda.graphs'
-    whole-network recipe: warm up on a side stream, then capture with gradients unset,
-    so that every replay writes them afresh)."""
+def cuda_graph(step, unset_gradients):
+    """`step` captured once as a CUDA graph: each replay launches its kernels with no
+    Python, guards or launch latency in between (torch.cuda.graphs' whole-network
+    recipe: warm up on a side stream, which also compiles FlexAttention, then capture
+    with gradients unset, so that every replay writes them afresh)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            optimiser.zero_grad(set_to_none=True)
+            unset_gradients()
             step()
     torch.cuda.current_stream().wait_stream(side)
-    optimiser.zero_grad(set_to_none=True)
+    unset_gradients()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step()

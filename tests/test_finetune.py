@@ -151,6 +151,10 @@ def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given
     # a resumed run reads its choice back instead of probing again
     again = _Probe({True: 0.9, False: 0.1})
     assert choose_strands(spec, meta, tmp_path / "run", again)[1] == choice and not again.calls
+    # ... unless it asks for probes of another length
+    longer = FinetuneSpec(strand_probe_steps=80, training={"max_steps": 300})
+    assert choose_strands(longer, meta, tmp_path / "run", again)[0].rc_augment is True
+    assert [steps for *_, steps in again.calls] == [80, 80]
     # a tie keeps both strands; a probe is never longer than the run
     tie = _Probe({True: 0.75, False: 0.75})
     short = FinetuneSpec(strand_probe_steps=500, training={"max_steps": 40})

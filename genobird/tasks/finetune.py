@@ -424,11 +424,13 @@ def choose_strands(spec: FinetuneSpec, meta: dict, output: Path, run) -> tuple[F
 
 
 def probe_strands(spec: FinetuneSpec, output: Path, run) -> dict:
-    saved = output / STRAND_CHOICE_FILE
-    if saved.is_file():
-        return json.loads(saved.read_text())
     # never longer than the run itself
     steps = min(spec.strand_probe_steps, spec.training.get("max_steps") or spec.strand_probe_steps)
+    saved = output / STRAND_CHOICE_FILE
+    if saved.is_file():  # a resumed run's choice, made with probes of the same length
+        choice = json.loads(saved.read_text())
+        if choice.get("probe_steps") == steps:
+            return choice
     scores = {}
     for name, both in (("both strands", True), ("one strand", False)):
         folder = output / "strand-probe" / name.replace(" ", "-")
