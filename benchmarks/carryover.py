@@ -58,7 +58,7 @@ RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_ever
 # route, and it with the base CNN).
 CANDIDATES = {
     "genobird": {},
-    "genobird+cnn": {"base_cnn_channels": 128},
+    "genobird+cnn": {"base_cnn_channels": 128, "patience": 3},
     "genobird+cnn/one-strand": {"base_cnn_channels": 128, "rc_augment": False},
     "genobird+cnn/lr1e-3": {"base_cnn_channels": 128, "learning_rate": 1e-3},
     "genobird+cnn/strand-probe": {"base_cnn_channels": 128, "strand_probe_steps": 500},

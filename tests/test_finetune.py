@@ -97,7 +97,12 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     ]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["pooling"] == "mean"
-    assert report["training"]["best_step"] in (10, 20, 30, 40)
+    # checked every pass over the 72 training windows (9 steps of 8), sooner than every
+    # 10 steps, and at the last step
+    checks = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    evaluated = [row["step"] for row in checks if "eval_auroc" in row]
+    assert evaluated[:2] == [9, 18] and evaluated[-1] in (27, 36, 40)
+    assert report["training"]["best_step"] in evaluated
     assert report["training"]["real_tokens_per_second"] > 0
     predictor = load_predictor(tmp_path / "run" / "model", device="cpu")
     assert predictor.model.pooling == "mean"
@@ -112,7 +117,6 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     from genobird.tasks.finetune import FinetuneSpec, split_probabilities
     from genobird.tasks.metrics import mean_auroc
 
-    checks = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     best = max(row["eval_auroc"] for row in checks if "eval_auroc" in row)
     kept = predictor.model
     spec = FinetuneSpec(max_tokens=predictor.max_tokens)
@@ -577,10 +581,18 @@ def test_a_base_cnn_beside_the_encoder_learns_a_planted_motif_and_scores(pretrai
         "-q", "finetune", "classify", "--data", str(data), "--out", str(out),
         "--from-scratch", "--model", str(tmp_path / "shaped"), "--tokenizer",
         str(pretraining_data["tokenizer"]), "--max-steps", "100", "--batch-size", "16",
-        "--pooling", "mean", "--base-cnn-channels", "64",
+        "--pooling", "mean", "--base-cnn-channels", "64", "--eval-every", "25",
     ]) == 0  # fmt: skip
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert report["base_cnn_channels"] == 64 and report["auroc"] > 0.75
+    # the base CNN was trained alone first (as the CNN baseline) and fine-tuning started
+    # from it: validation checked that start before the first step
+    cnn = report["training"]["base_cnn"]
+    assert cnn["channels"] == 64 and cnn["epochs"] >= 1
+    checks = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    first = next(row for row in checks if "eval_auroc" in row)
+    assert first["step"] == 0
+    assert first["eval_auroc"] == pytest.approx(max(cnn["validation_auroc_by_epoch"]), abs=0.02)
     predictor = load_predictor(out / "model", device="cpu")
     assert predictor.model.base_cnn is not None
     probabilities = predictor.predict([windows.sequences[4], windows.sequences[9]])

@@ -796,6 +796,34 @@ def test_base_cnn_equals_the_cnn_baselines_tower_on_each_input_alone():
         torch.testing.assert_close(model(ids, None, mask).logits, expected)
 
 
+def test_a_classifier_started_from_a_trained_cnn_gives_that_cnns_logits():
+    """start_from_cnn: the CNN baseline's tower and output layer in the base CNN and the
+    head, the head's weights on the encoder's vector zero: the classifier's logits are
+    the CNN's on each input's bases, whatever the encoder computes; a CNN of another
+    width is refused."""
+    from genobird.baselines.cnn import SmallCNN
+
+    model = base_cnn_classifier()
+    torch.manual_seed(3)
+    cnn = SmallCNN(num_outputs=3, channels=6)
+    with torch.no_grad():
+        for block in cnn.blocks:
+            block[1].running_mean.normal_()
+            block[1].running_var.uniform_(0.5, 2.0)
+    cnn.eval()
+    model.start_from_cnn(cnn)
+    rows = [[2, 9, 9, 9, 9, 7, 8, 6, 5, 3], [2, 9, 9, 6, 3, 0, 0, 0, 0, 0]]
+    ids = torch.tensor(rows)
+    mask = ids != 0
+    with torch.no_grad():
+        logits = model(ids, None, mask).logits
+        for index, real in enumerate(mask.sum(1).tolist()):
+            alone = cnn.strand_logits(one_hot_of_tokens(rows[index][:real]))[0]
+            torch.testing.assert_close(logits[index], alone, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ConfigError, match="cannot start a base CNN of 6 filters"):
+        model.start_from_cnn(SmallCNN(num_outputs=3, channels=8))
+
+
 def test_base_cnn_trains_saves_loads_and_is_refused_where_it_cannot_work(tmp_path):
     model = base_cnn_classifier().train()
     ids = torch.tensor([[2, 9, 9, 7, 6, 3]] * 2)

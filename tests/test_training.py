@@ -822,6 +822,34 @@ def test_best_weights_are_kept_and_training_stops_after_patience(tmp_path):
     assert state.step == 10 and again.module.weight.item() == pytest.approx(seen[1])
 
 
+def test_a_warm_start_that_training_never_beats_is_kept(tmp_path):
+    """eval_at_start: the starting weights are evaluated before the first step, kept when
+    no later evaluation beats them; the last step is evaluated too (12 is no multiple of
+    5); a resumed run does not evaluate its start again."""
+    scores = iter([0.9, 0.5, 0.6, 0.7, 0.8])
+    seen = []
+
+    def eval_fn(module, loader, device):
+        seen.append(float(module.weight))
+        return {"auroc": next(scores)}
+
+    config = training_config(max_steps=12, eval_every=5, best_metric="auroc",
+                             eval_at_start=True, effective_batch_size=2)  # fmt: skip
+    model = _Regression()
+    with torch.no_grad():
+        model.weight.fill_(3.0)
+    state = run(Trainer(model, _Points(), config, tmp_path, _step, _Points(), eval_fn))
+    steps = [row["step"] for row in state.history if "eval_auroc" in row]
+    assert steps == [0, 5, 10, 12] and state.best_step == 0
+    assert seen[0] == 3.0 and seen[-1] != 3.0 and model.weight.item() == 3.0
+
+    def no_evaluation(module, loader, device):
+        raise AssertionError("a resumed run evaluated its start again")
+
+    again = Trainer(_Regression(), _Points(), config, tmp_path, _step, _Points(), no_evaluation)
+    assert run(again, resume=True).step == 12 and again.module.weight.item() == 3.0
+
+
 def test_model_selection_needs_the_metric(tmp_path):
     config = training_config(max_steps=4, eval_every=2, best_metric="auroc",
                              effective_batch_size=2)  # fmt: skip

@@ -167,6 +167,16 @@ def predict(model: nn.Module, codes: torch.Tensor, rc_average: bool, batch: int 
 def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
     """(test probabilities, validation probabilities, details) of the CNN."""
     spec = spec or CNNSpec()
+    model, details = train_cnn(data, spec)
+    test_codes, valid_codes = (encode([central(s, spec.window_bp) for s in split.sequences])
+                               for split in (data.test, data.valid))  # fmt: skip
+    test = predict(model, test_codes, spec.rc_average)
+    return test, predict(model, valid_codes, spec.rc_average), details
+
+
+def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
+    """The CNN of `spec` trained on the training split, with the weights of its best
+    validation epoch, and how it was trained (details)."""
     if spec.architecture not in ARCHITECTURES:
         raise ConfigError(f"architecture must be one of {list(ARCHITECTURES)}, "
                           f"got {spec.architecture!r}")  # fmt: skip
@@ -217,6 +227,4 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
         "validation_auroc_by_epoch": history,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    test_codes = encode([central(s, spec.window_bp) for s in data.test.sequences])
-    test = predict(model, test_codes, spec.rc_average)
-    return test, predict(model, valid_codes, spec.rc_average), details
+    return model.eval(), details

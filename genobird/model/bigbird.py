@@ -851,6 +851,27 @@ class BigBirdForSequenceClassification(nn.Module):
         with torch.no_grad():
             self.head.linear.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
 
+    def start_from_cnn(self, cnn: nn.Module) -> None:
+        """Start from a trained one-hot CNN (baselines.cnn.SmallCNN of the base CNN's
+        width): its tower becomes the base CNN and its output layer the head's weights on
+        the base-CNN features, the head's weights on the encoder's vector zero. The
+        classifier then gives the CNN's logits (up to dropout rates), and fine-tuning
+        adds what the encoder sees to what the CNN already knows."""
+        if self.base_cnn is None or self.pooling == "hf":
+            raise ConfigError("start_from_cnn needs a classifier with base_cnn_channels")
+        if cnn.out.weight.shape != (self.num_labels, self.base_cnn.output_size):
+            raise ConfigError(
+                f"a CNN of {cnn.out.weight.shape[1] // 2} filters and "
+                f"{cnn.out.weight.shape[0]} outputs cannot start a base CNN of "
+                f"{self.base_cnn_channels} filters and {self.num_labels} outputs"
+            )
+        self.base_cnn.blocks.load_state_dict(cnn.blocks.state_dict())
+        linear, encoder_width = self.head.linear, self.config.hidden_size
+        with torch.no_grad():
+            linear.weight[:, :encoder_width].zero_()
+            linear.weight[:, encoder_width:].copy_(cnn.out.weight)
+            linear.bias.copy_(cnn.out.bias)
+
     def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """One [B, C] vector per input, read by the head."""
         if self.pooling == "cls":

@@ -80,6 +80,9 @@ class TrainingConfig:
     # end; training stops after `patience` evaluations without improvement (0: never).
     best_metric: str | None = None
     patience: int = 0
+    # Evaluate the starting weights too (before the first step of a fresh run), so that
+    # a warm start that training never beats is what is kept.
+    eval_at_start: bool = False
     # Exponential moving average of the weights (0: none): evaluation, model selection
     # and the end of training use the averaged weights (genobird.training.averaging).
     ema_decay: float = 0.0
@@ -393,6 +396,10 @@ class Trainer:
             unit="step",
         )
         self.model.train()
+        if self.eval_fn and config.eval_at_start and self.state.step == 0:
+            metrics = self.evaluate()
+            self._log(metrics, prefix="eval_")
+            self._select(metrics)
         started, tokens = time.perf_counter(), 0
         while self.state.step < config.max_steps and not self.state.stopped_early:
             metrics, step_tokens = self._optimizer_step(batches)
@@ -409,7 +416,9 @@ class Trainer:
                 bar.set_postfix(loss=f"{metrics['loss']:.3f}")
                 started, tokens = time.perf_counter(), 0
             stop = False
-            if self.eval_fn and config.eval_every and self.state.step % config.eval_every == 0:
+            last = self.state.step == config.max_steps  # the final weights are a candidate too
+            if self.eval_fn and config.eval_every and (self.state.step % config.eval_every == 0
+                                                       or last):  # fmt: skip
                 self._check_finite()
                 metrics = self.evaluate()
                 self._log(metrics, prefix="eval_")
