@@ -5,16 +5,18 @@ k-mer LR baselines it ships, on labelled sequence tasks, one recipe for all of t
         --out results/carryover --tasks gue_tf2 gue_tf3 epdnew_tata
 
 Each task is a data set built here from ../shared/data (GUE human TF 0-4: family "gue";
-EPDnew TATA promoters with DeePromoter negatives: family "promoter"); a CSV task of
-your own is added with `--csv NAME TRAIN DEV TEST` (sequence,label columns). Every task
-runs, in one process, on the same splits:
+EPDnew TATA promoters with DeePromoter negatives: family "promoter"; two ENCODE-DREAM
+peak tasks: family "chromatin"); a CSV task of your own is added with `--csv NAME TRAIN
+DEV TEST` (sequence,label columns). Every task runs, in one process, on the same splits:
 
-  genobird       the documented recipe (pipelines/human-mini-gue.yaml's GUE recipe:
-                 3,000 steps, lr 3e-4, batch 32, validation every 500, dropout 0.3, mean
-                 pooling, strands as `genobird finetune` chooses for the task)
-  genobird+cnn   the same with `--base-cnn-channels 128`: the CNN baseline's tower on
-                 the bases beside the encoder (its width and learning rate are the
-                 baseline's, chosen on no task here, so every family is held out)
+  genobird       the pipelines' GUE recipe (pipelines/human-mini.yaml: 3,000 steps, lr
+                 3e-4, batch 32, validation every 500, dropout 0.3, mean pooling, strands
+                 as the task kind sets them), no base CNN
+  genobird+cnn   `genobird finetune classify`'s defaults (genobird.tasks.recipe's
+                 TASK_DEFAULTS): the same with a base CNN of 128 filters (the CNN
+                 baseline's tower, trained alone first, under the encoder) and a stop
+                 after 3 validation checks without improvement; its settings are the
+                 baseline's, chosen on no task here, so every family is held out
   cnn            `genobird baseline cnn` (3-minute budget), k-mer LR: `baseline kmer-lr`
 
 and prints test MCC and AUROC with paired 95% bootstrap intervals of genobird's arms
@@ -52,7 +54,8 @@ TASKS = {
 # Strands as the task kind sets them (classify: both), as the figures below were made;
 # the validation probe that `finetune classify` now runs by default is its own arm.
 RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
-          "dropout": 0.3, "pooling": "mean", "strand_probe_steps": 0}  # fmt: skip
+          "dropout": 0.3, "pooling": "mean", "strand_probe_steps": 0, "base_cnn_channels": 0,
+          "patience": 0}  # fmt: skip
 # Recipe candidates: the documented one, and variants of it with the base CNN, each as
 # the settings it changes. `--arms` picks; by default the first two (the documented
 # route, and it with the base CNN).

@@ -589,6 +589,12 @@ def test_a_base_cnn_beside_the_encoder_learns_a_planted_motif_and_scores(pretrai
     # from it: validation checked that start before the first step
     cnn = report["training"]["base_cnn"]
     assert cnn["channels"] == 64 and cnn["epochs"] >= 1
+    # the two strand probes trained one CNN each; the run read the one of its strands
+    chosen = "both-strands" if report["rc_average"] else "one-strand"
+    for name in ("both-strands", "one-strand"):
+        assert (out / "base-cnn" / f"{name}.safetensors").is_file()
+    cached = json.loads((out / "base-cnn" / f"{chosen}.json").read_text())
+    assert cached["details"] == cnn and cached["identity"]["rc_average"] == report["rc_average"]
     checks = [json.loads(line) for line in (out / "metrics.jsonl").open()]
     first = next(row for row in checks if "eval_auroc" in row)
     assert first["step"] == 0

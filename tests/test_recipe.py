@@ -12,7 +12,13 @@ import yaml
 from genobird.commands import build_parser
 from genobird.model.bigbird import BigBirdForSequenceClassification
 from genobird.tasks.finetune import FinetuneSpec
-from genobird.tasks.recipe import POOLINGS, RECIPE_OPTIONS, REQUIRED_RECIPE, finetune_options
+from genobird.tasks.recipe import (
+    POOLINGS,
+    RECIPE_OPTIONS,
+    REQUIRED_RECIPE,
+    TASK_DEFAULTS,
+    finetune_options,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflows" / "schemas" / "config.schema.yaml").read_text())
@@ -74,3 +80,37 @@ def test_a_section_becomes_finetune_options_the_parser_reads():
         if key != "rc_augment":
             assert getattr(args, key) == value, key
     assert args.rc_augment is False and args.rc_average is False
+
+
+def test_options_left_out_take_their_task_kinds_defaults(tmp_path):
+    """classify: the recipe measured on task families it was not chosen on (base CNN,
+    mean pooling, dropout, up to 3,000 steps stopped by validation); promoter and
+    chromatin: the short [CLS] runs their pipelines override. An option given is kept; a
+    model without a base convolution gets no base CNN by default."""
+    from genobird.commands.finetune import fill_task_defaults
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    shape = dict(vocab_size=16, hidden_size=16, num_layers=1, num_heads=2,
+                 intermediate_size=32, max_position=128, block_size=16)  # fmt: skip
+    save_pretrained(BigBirdForPretraining(BigBirdConfig(**shape, base_conv_channels=4)),
+                    tmp_path / "reads-bases")  # fmt: skip
+    save_pretrained(BigBirdForPretraining(BigBirdConfig(**shape)), tmp_path / "plain")
+
+    def resolved(task, model, *options):
+        argv = ["finetune", task, "--data", "d.h5", "--out", "o", "--model",
+                str(tmp_path / model), *options]  # fmt: skip
+        args = build_parser().parse_args(argv)
+        fill_task_defaults(args)
+        return {key: getattr(args, key) for key in TASK_DEFAULTS["classify"]}
+
+    assert resolved("classify", "reads-bases") == TASK_DEFAULTS["classify"]
+    assert resolved("classify", "reads-bases")["base_cnn_channels"] == 128
+    assert resolved("classify", "plain")["base_cnn_channels"] == 0
+    assert resolved("classify", "reads-bases", "--pooling", "hf")["base_cnn_channels"] == 0
+    given = resolved("classify", "reads-bases", "--pooling", "cls", "--base-cnn-channels",
+                     "0", "--max-steps", "10", "--patience", "0")  # fmt: skip
+    assert given == {**TASK_DEFAULTS["classify"], "pooling": "cls", "base_cnn_channels": 0,
+                     "max_steps": 10, "patience": 0}  # fmt: skip
+    for task in ("promoter", "chromatin"):
+        assert resolved(task, "reads-bases") == TASK_DEFAULTS["promoter"]
+        assert resolved(task, "reads-bases")["pooling"] == "cls"

@@ -13,7 +13,7 @@ from genobird.commands.common import (
     subcommand,
 )
 from genobird.errors import GenobirdError, UsageError
-from genobird.tasks.recipe import POOLINGS, STRAND_PROBE_STEPS
+from genobird.tasks.recipe import POOLINGS, STRAND_PROBE_STEPS, TASK_DEFAULTS
 
 log = logging.getLogger("genobird")
 
@@ -28,6 +28,31 @@ def fresh_shape_of(model_dir: Path) -> dict:
     return config
 
 
+def fill_task_defaults(args: argparse.Namespace) -> None:
+    """Each recipe option not given takes its task kind's default (TASK_DEFAULTS). The
+    base CNN reads the bases through the model's base convolution and has no transformers
+    counterpart, so a model without one (a converted checkpoint, a fresh model of the
+    default shape) or a head for export (--pooling hf) runs without it unless
+    --base-cnn-channels is given (which is then refused with the reason)."""
+    for key, value in TASK_DEFAULTS[args.task].items():  # pooling before base_cnn_channels
+        if getattr(args, key) is None:
+            if key == "base_cnn_channels" and value and (args.pooling == "hf"
+                                                         or not reads_bases(args)):  # fmt: skip
+                log.info("no base CNN: the model has no base convolution, or the head is "
+                         "transformers' (--pooling hf)")  # fmt: skip
+                value = 0
+            setattr(args, key, value)
+
+
+def reads_bases(args: argparse.Namespace) -> bool:
+    """Whether the model fine-tuned has a base convolution (what a base CNN reads)."""
+    from genobird.model.io import read_model_description
+
+    if args.model is None:  # a fresh model of the default shape: none
+        return False
+    return bool(read_model_description(args.model)["config"].get("base_conv_channels"))
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     from genobird.tasks.data import read_metadata
     from genobird.tasks.finetune import FinetuneSpec, finetune
@@ -35,6 +60,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     meta = read_metadata(args.data)
     if meta["task"] != args.task:
         raise GenobirdError(f"{args.data} is a {meta['task']} data set, not {args.task}")
+    fill_task_defaults(args)
     training = {
         "learning_rate": args.learning_rate,
         "warmup_steps": args.warmup_steps,
@@ -123,23 +149,30 @@ def add_finetune(commands) -> None:
                        help="fresh weights: the architecture of --model, or a 2-layer, "
                        "128-wide model (then give --tokenizer)")  # fmt: skip
     model.add_argument("--tokenizer", type=Path, help="with --from-scratch and no --model")
-    model.add_argument("--pooling", choices=POOLINGS, default="cls",
-                       help="[CLS] pooler (the paper), the mean of the token states, "
+    model.add_argument("--pooling", choices=POOLINGS,
+                       help="[CLS] pooler (the paper; the default for promoter and "
+                       "chromatin), the mean of the token states (classify's default), "
                        "HuggingFace BigBird's head on [CLS] (exportable with `convert "
                        "to-hf`), or the mean of the states of the tokens over the window's "
                        "central --centre-bp (a chromatin bin)")  # fmt: skip
     model.add_argument("--centre-bp", type=int, default=200,
                        help="with --pooling centre: the bases pooled, centred")  # fmt: skip
-    model.add_argument("--base-cnn-channels", type=int, default=0, metavar="C",
+    model.add_argument("--base-cnn-channels", type=int, metavar="C",
                        help="a CNN of C filters on the window's bases beside the encoder "
-                       "(genobird's CNN baseline's tower), pooled and read by the head "
-                       "with the encoder's vector; 0: none")  # fmt: skip
+                       "(genobird's CNN baseline's tower), trained alone first, then "
+                       "pooled and read by the head with the encoder's vector (default: "
+                       "128 for classify where the model has a base convolution, else 0: "
+                       "none)")  # fmt: skip
     model.add_argument("--dropout", type=float,
-                       help="dropout on hidden states while fine-tuning (default: the "
-                       "model's own)")  # fmt: skip
+                       help="dropout on hidden states while fine-tuning (default: 0.3 for "
+                       "classify, else the model's own)")  # fmt: skip
     recipe = sub.add_argument_group("recipe")
-    recipe.add_argument("--max-steps", type=int, default=300)
-    recipe.add_argument("--batch-size", type=int, default=8)
+    recipe.add_argument("--max-steps", type=int,
+                        help="optimiser steps, at most (default: 3000 for classify, stopped "
+                        "by validation; 300 otherwise)")  # fmt: skip
+    recipe.add_argument(
+        "--batch-size", type=int, help="windows per step (default: 32 for classify, 8 otherwise)"
+    )
     recipe.add_argument("--effective-batch-size", type=int,
                         help="windows per optimiser step, by accumulation (default: "
                         "--batch-size)")  # fmt: skip
@@ -161,12 +194,13 @@ def add_finetune(commands) -> None:
                         "trained)")  # fmt: skip
     recipe.add_argument("--seed", type=int, default=0)
     evaluation = sub.add_argument_group("evaluation")
-    evaluation.add_argument("--eval-every", type=int, default=0,
-                            help="steps between validation AUROC checks; the best weights "
-                            "are kept (0: none)")  # fmt: skip
-    evaluation.add_argument("--patience", type=int, default=0,
-                            help="stop after this many checks without improvement (0: "
-                            "never)")  # fmt: skip
+    evaluation.add_argument("--eval-every", type=int,
+                            help="steps between validation AUROC checks, at most one pass "
+                            "over the training windows; the best weights are kept (default: "
+                            "500 for classify, else 0: none)")  # fmt: skip
+    evaluation.add_argument("--patience", type=int,
+                            help="stop after this many checks without improvement (default: "
+                            "3 for classify, else 0: never)")  # fmt: skip
     evaluation.add_argument("--rc-average", action=argparse.BooleanOptionalAction,
                             default=None, help="evaluate on both strands, and score so with "
                             "the saved model (default: chromatin yes, promoter no, classify as "

@@ -349,7 +349,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if not meta["counts"]["train"] or not meta["counts"]["test"]:
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
-                  tokenizer=tokenizer)  # fmt: skip
+                  tokenizer=tokenizer, cnn_cache=output / "base-cnn")  # fmt: skip
     spec, strands = choose_strands(spec, meta, output, run)
     trainer = run(spec, output)
     summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
@@ -364,7 +364,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
 
 
 def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,
-              tokenizer) -> Trainer:  # fmt: skip
+              tokenizer, cnn_cache: Path | None = None) -> Trainer:  # fmt: skip
     """One fine-tuning run of `spec` from the starting weights into `output` (resumed
     from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
@@ -377,7 +377,7 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     valid = windows("valid", max_tokens=spec.max_tokens)
     warm_start = bool(spec.base_cnn_channels)
     if warm_start and latest_checkpoint(output / "checkpoints") is None:
-        start_base_cnn(model, spec, meta, data_path, output)
+        start_base_cnn(model, spec, meta, data_path, output, cnn_cache)
     training = TrainingConfig(**{"seed": spec.seed, **spec.training})
     selection, reverse = {}, None
     if spec.eval_every and len(valid):
@@ -417,29 +417,57 @@ def evaluation_interval(eval_every: int, train_windows: int, training: TrainingC
     return max(1, min(eval_every, per_pass))
 
 
-def start_base_cnn(model, spec: FinetuneSpec, meta: dict, data_path: Path, output: Path) -> dict:
+def start_base_cnn(model, spec: FinetuneSpec, meta: dict, data_path: Path, output: Path,
+                   cache: Path | None = None) -> dict:  # fmt: skip
     """Train the base CNN alone as genobird's CNN baseline (`baselines.cnn.train_cnn`: the
     same tower, data, strands and validation choice of epoch) and start the classifier
     from it (`start_from_cnn`), so that fine-tuning begins where that CNN ends and
     validation, checked before the first step, keeps it when the encoder adds nothing.
-    How it trained goes to OUTPUT/base-cnn.json and the report."""
+    How it trained goes to OUTPUT/base-cnn.json and the report. A CNN trained for the same
+    data and settings is kept in `cache` and read from there (the strand probes train one
+    per strand setting; the run itself then trains none)."""
     from genobird.baselines import load_baseline_data
-    from genobird.baselines.cnn import CNNSpec, train_cnn
+    from genobird.baselines.cnn import CNNSpec, SmallCNN, train_cnn
+    from genobird.fileio import atomic_path
 
     cnn_spec = CNNSpec(
         channels=spec.base_cnn_channels, rc_average=evaluation_strands(spec, meta),
         window_bp=spec.window_bp, seed=spec.seed, max_minutes=BASE_CNN_MINUTES,
     )  # fmt: skip
-    with torch.random.fork_rng(devices=[]):
-        cnn, details = train_cnn(load_baseline_data(data_path, spec.seed), cnn_spec)
-    model.start_from_cnn(cnn)
-    best = max(details["validation_auroc_by_epoch"])
-    log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)", best,
-             details["epochs"], details["seconds"])  # fmt: skip
+    identity = {**asdict(cnn_spec), "data": file_digest(data_path)}
+    stem = cache / ("both-strands" if cnn_spec.rc_average else "one-strand") if cache else None
+    if stem and (saved := read_cached_cnn(stem, identity)):
+        cnn = SmallCNN(len(meta["feature_names"]), cnn_spec.channels, cnn_spec.dropout)
+        safetensors.torch.load_model(cnn, str(stem.with_suffix(".safetensors")))
+        details = saved["details"]
+        log.info("base CNN read from %s", stem.with_suffix(".safetensors"))
+    else:
+        with torch.random.fork_rng(devices=[]):
+            cnn, details = train_cnn(load_baseline_data(data_path, spec.seed), cnn_spec)
+        best = max(details["validation_auroc_by_epoch"])
+        log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
+                 best, details["epochs"], details["seconds"])  # fmt: skip
+        if stem:
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(stem.with_suffix(".safetensors")) as tmp:
+                safetensors.torch.save_model(cnn, str(tmp))
+            with atomic_write(stem.with_suffix(".json")) as handle:
+                json.dump({"identity": identity, "details": details}, handle, indent=2)
+    model.start_from_cnn(cnn.eval())
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_CNN_FILE) as handle:
         json.dump(details, handle, indent=2)
     return details
+
+
+def read_cached_cnn(stem: Path, identity: dict) -> dict | None:
+    """The record of a base CNN cached at `stem` (.json beside .safetensors), if it was
+    trained with exactly `identity` (its settings and the data set's digest)."""
+    about = stem.with_suffix(".json")
+    if not (about.is_file() and stem.with_suffix(".safetensors").is_file()):
+        return None
+    saved = json.loads(about.read_text())
+    return saved if saved.get("identity") == identity else None
 
 
 STRAND_CHOICE_FILE = "strand-choice.json"

@@ -26,6 +26,22 @@ REQUIRED_RECIPE = ("max_steps", "learning_rate", "batch_size")
 # how a window becomes one vector for the head: BigBirdForSequenceClassification.POOLINGS,
 # named here too so that building the command line imports no torch (a test holds them equal)
 POOLINGS = ("cls", "mean", "hf", "centre")
+# `genobird finetune`'s setting for each option left out, by task kind. classify (a
+# user's own labelled sequences, of any family): the recipe that benchmarks/carryover.py
+# measures on task families it was not chosen on (docs/results.md, "One recipe on tasks it
+# was not chosen on"): a base CNN of the CNN baseline's width, trained alone first, under
+# the encoder; mean pooling, dropout 0.3, up to 3,000 steps of 32 windows, validation
+# every 500 steps (or every pass over the windows, if sooner), the best weights kept, and
+# a stop after 3 checks without improvement. promoter and chromatin data sets come from
+# the pipelines, which give their own recipes: short runs of the paper's [CLS] head.
+TASK_DEFAULTS = {
+    "classify": {"max_steps": 3000, "batch_size": 32, "pooling": "mean", "dropout": 0.3,
+                 "eval_every": 500, "patience": 3, "base_cnn_channels": 128},
+    "promoter": {"max_steps": 300, "batch_size": 8, "pooling": "cls", "dropout": None,
+                 "eval_every": 0, "patience": 0, "base_cnn_channels": 0},
+}  # fmt: skip
+TASK_DEFAULTS["chromatin"] = TASK_DEFAULTS["promoter"]
+
 # Fine-tuning steps of each of the two strand probes (tasks.finetune.choose_strands): 2 x
 # 500 steps is a third more than the 3,000-step recipe of pipelines/human-mini.yaml.
 STRAND_PROBE_STEPS = 500
