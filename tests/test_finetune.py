@@ -92,7 +92,7 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert main([
         "-q", "finetune", "classify", "--data", str(data), "--out", str(tmp_path / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
-        "--eval-every", "10", "--patience", "2", "--pooling", "mean",
+        "--eval-every", "10", "--patience", "2", "--pooling", "mean", "--batch-size", "8",
         "--strand-probe-steps", "0",
     ]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
@@ -603,3 +603,17 @@ def test_a_base_cnn_beside_the_encoder_learns_a_planted_motif_and_scores(pretrai
     assert predictor.model.base_cnn is not None
     probabilities = predictor.predict([windows.sequences[4], windows.sequences[9]])
     assert probabilities.shape == (2, 1) and np.isfinite(probabilities).all()
+    # in silico mutagenesis reads the base CNN too: an effect is the mutant's score minus
+    # the reference's, as the predictor gives them
+    import h5py
+
+    sequence = windows.sequences[4]
+    fasta = write(tmp_path / "one.fa", f">w\n{sequence}\n")
+    assert main(["-q", "ism", "--model", str(out / "model"), "--fasta", str(fasta),
+                 "--window-bp", "4", "--out", str(tmp_path / "ism.h5")]) == 0  # fmt: skip
+    with h5py.File(tmp_path / "ism.h5", "r") as handle:
+        effects, position = handle["effects"][0], int(handle["positions"][0][0])
+    base = next(b for b in "ACGT" if b != sequence[position])
+    mutant = sequence[:position] + base + sequence[position + 1 :]
+    expected = predictor.predict([mutant])[0] - predictor.predict([sequence])[0]
+    np.testing.assert_allclose(effects[0, "ACGT".index(base)], expected, atol=1e-5)

@@ -96,11 +96,11 @@ def test_options_left_out_take_their_task_kinds_defaults(tmp_path):
                     tmp_path / "reads-bases")  # fmt: skip
     save_pretrained(BigBirdForPretraining(BigBirdConfig(**shape)), tmp_path / "plain")
 
-    def resolved(task, model, *options):
+    def resolved(task, model, *options, train_windows=1000):
         argv = ["finetune", task, "--data", "d.h5", "--out", "o", "--model",
                 str(tmp_path / model), *options]  # fmt: skip
         args = build_parser().parse_args(argv)
-        fill_task_defaults(args)
+        fill_task_defaults(args, train_windows)
         return {key: getattr(args, key) for key in TASK_DEFAULTS["classify"]}
 
     assert resolved("classify", "reads-bases") == TASK_DEFAULTS["classify"]
@@ -111,6 +111,8 @@ def test_options_left_out_take_their_task_kinds_defaults(tmp_path):
                      "0", "--max-steps", "10", "--patience", "0")  # fmt: skip
     assert given == {**TASK_DEFAULTS["classify"], "pooling": "cls", "base_cnn_channels": 0,
                      "max_steps": 10, "patience": 0}  # fmt: skip
+    assert resolved("classify", "plain", train_windows=20)["batch_size"] == 20
+    assert resolved("classify", "plain", "--batch-size", "64", train_windows=20)["batch_size"] == 64
     for task in ("promoter", "chromatin"):
         assert resolved(task, "reads-bases") == TASK_DEFAULTS["promoter"]
         assert resolved(task, "reads-bases")["pooling"] == "cls"

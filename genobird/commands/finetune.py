@@ -28,12 +28,13 @@ def fresh_shape_of(model_dir: Path) -> dict:
     return config
 
 
-def fill_task_defaults(args: argparse.Namespace) -> None:
+def fill_task_defaults(args: argparse.Namespace, train_windows: int) -> None:
     """Each recipe option not given takes its task kind's default (TASK_DEFAULTS). The
     base CNN reads the bases through the model's base convolution and has no transformers
     counterpart, so a model without one (a converted checkpoint, a fresh model of the
     default shape) or a head for export (--pooling hf) runs without it unless
-    --base-cnn-channels is given (which is then refused with the reason)."""
+    --base-cnn-channels is given (which is then refused with the reason). The default
+    batch is at most the training windows there are."""
     for key, value in TASK_DEFAULTS[args.task].items():  # pooling before base_cnn_channels
         if getattr(args, key) is None:
             if key == "base_cnn_channels" and value and (args.pooling == "hf"
@@ -41,6 +42,8 @@ def fill_task_defaults(args: argparse.Namespace) -> None:
                 log.info("no base CNN: the model has no base convolution, or the head is "
                          "transformers' (--pooling hf)")  # fmt: skip
                 value = 0
+            if key == "batch_size":  # a default batch is never more than the data set
+                value = max(1, min(value, train_windows))
             setattr(args, key, value)
 
 
@@ -60,7 +63,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     meta = read_metadata(args.data)
     if meta["task"] != args.task:
         raise GenobirdError(f"{args.data} is a {meta['task']} data set, not {args.task}")
-    fill_task_defaults(args)
+    fill_task_defaults(args, meta["counts"]["train"])
     training = {
         "learning_rate": args.learning_rate,
         "warmup_steps": args.warmup_steps,
