@@ -343,37 +343,34 @@ def print_protocol(rows: list, arms: list, out: Path) -> None:
 
 def family_difference(runs: list[Path], baselines: list[Path], resamples: int = 2000,
                       seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
-    """(mean, low, high): the mean over tasks of test MCC (threshold 0.5) of each run minus
-    its baseline on the same test windows, with a 95% interval from resampling each
-    task's test windows with replacement (paired: the same windows for both)."""
+    """(mean, low, high): the mean over tasks of test MCC of each run minus its baseline
+    on the same test windows, with a 95% interval from resampling each task's test
+    windows with replacement (paired: the same draws for both; `genobird baseline
+    compare`'s resampling, one task at a time)."""
     import numpy as np
+
+    from genobird.tasks.compare import (
+        check_same_split,
+        interval,
+        read_predictions,
+        resample_counts,
+        resampled_mcc,
+    )
 
     rng = np.random.default_rng(seed)
     observed, draws = [], []
     for run, baseline in zip(runs, baselines, strict=True):
-        ours, theirs = (np.load(r / "report" / "test_predictions.npz") for r in (run, baseline))
-        if str(ours["fingerprint"]) != str(theirs["fingerprint"]):
-            raise SystemExit(f"{run} and {baseline} were tested on different windows")
-        labels = ours["labels"][:, 0] == 1
-        calls = [ours["probabilities"][:, 0] > 0.5, theirs["probabilities"][:, 0] > 0.5]
-        rows = rng.integers(0, len(labels), size=(resamples, len(labels)))
-        observed.append(mcc(labels, calls[0]) - mcc(labels, calls[1]))
-        draws.append(mcc(labels[rows], calls[0][rows]) - mcc(labels[rows], calls[1][rows]))
-    means = np.mean(draws, axis=0)
-    return float(np.mean(observed)), *map(float, np.percentile(means, [2.5, 97.5]))
+        ours, theirs = read_predictions(run), read_predictions(baseline)
+        check_same_split(ours, theirs)
 
+        def difference(counts, ours=ours, theirs=theirs):
+            return (resampled_mcc(counts, ours.labels, ours.probabilities)
+                    - resampled_mcc(counts, theirs.labels, theirs.probabilities))  # fmt: skip
 
-def mcc(labels, calls):
-    """Matthews correlation of boolean arrays along the last axis (0 where undefined)."""
-    import numpy as np
-
-    tp = (labels & calls).sum(-1).astype(float)
-    tn = (~labels & ~calls).sum(-1).astype(float)
-    fp = (~labels & calls).sum(-1).astype(float)
-    fn = (labels & ~calls).sum(-1).astype(float)
-    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return np.divide(tp * tn - fp * fn, denominator, out=np.zeros_like(tp),
-                     where=denominator > 0)  # fmt: skip
+        observed.append(float(difference(np.ones((1, len(ours.labels))))[0]))
+        batches = resample_counts(rng, len(ours.labels), resamples)
+        draws.append(np.concatenate([difference(counts) for counts in batches]))
+    return float(np.mean(observed)), *interval(np.mean(draws, axis=0))
 
 
 def print_row(row: dict) -> None:

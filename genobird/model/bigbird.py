@@ -857,7 +857,7 @@ class BigBirdForSequenceClassification(nn.Module):
         the base-CNN features, the head's weights on the encoder's vector zero. The
         classifier then gives the CNN's logits (up to dropout rates), and fine-tuning
         adds what the encoder sees to what the CNN already knows."""
-        if self.base_cnn is None or self.pooling == "hf":
+        if self.base_cnn is None:
             raise ConfigError("start_from_cnn needs a classifier with base_cnn_channels")
         if cnn.out.weight.shape != (self.num_labels, self.base_cnn.output_size):
             raise ConfigError(

@@ -364,7 +364,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
 
 
 def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,
-              tokenizer, cnn_cache: Path | None = None) -> Trainer:  # fmt: skip
+              tokenizer, cnn_cache: Path) -> Trainer:  # fmt: skip
     """One fine-tuning run of `spec` from the starting weights into `output` (resumed
     from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
@@ -418,7 +418,7 @@ def evaluation_interval(eval_every: int, train_windows: int, training: TrainingC
 
 
 def start_base_cnn(model, spec: FinetuneSpec, meta: dict, data_path: Path, output: Path,
-                   cache: Path | None = None) -> dict:  # fmt: skip
+                   cache: Path) -> dict:  # fmt: skip
     """Train the base CNN alone as genobird's CNN baseline (`baselines.cnn.train_cnn`: the
     same tower, data, strands and validation choice of epoch) and start the classifier
     from it (`start_from_cnn`), so that fine-tuning begins where that CNN ends and
@@ -435,8 +435,8 @@ def start_base_cnn(model, spec: FinetuneSpec, meta: dict, data_path: Path, outpu
         window_bp=spec.window_bp, seed=spec.seed, max_minutes=BASE_CNN_MINUTES,
     )  # fmt: skip
     identity = {**asdict(cnn_spec), "data": file_digest(data_path)}
-    stem = cache / ("both-strands" if cnn_spec.rc_average else "one-strand") if cache else None
-    if stem and (saved := read_cached_cnn(stem, identity)):
+    stem = cache / ("both-strands" if cnn_spec.rc_average else "one-strand")
+    if saved := read_cached_cnn(stem, identity):
         cnn = SmallCNN(len(meta["feature_names"]), cnn_spec.channels, cnn_spec.dropout)
         safetensors.torch.load_model(cnn, str(stem.with_suffix(".safetensors")))
         details = saved["details"]
@@ -447,12 +447,11 @@ def start_base_cnn(model, spec: FinetuneSpec, meta: dict, data_path: Path, outpu
         best = max(details["validation_auroc_by_epoch"])
         log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
                  best, details["epochs"], details["seconds"])  # fmt: skip
-        if stem:
-            stem.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(stem.with_suffix(".safetensors")) as tmp:
-                safetensors.torch.save_model(cnn, str(tmp))
-            with atomic_write(stem.with_suffix(".json")) as handle:
-                json.dump({"identity": identity, "details": details}, handle, indent=2)
+        cache.mkdir(parents=True, exist_ok=True)
+        with atomic_path(stem.with_suffix(".safetensors")) as tmp:
+            safetensors.torch.save_model(cnn, str(tmp))
+        with atomic_write(stem.with_suffix(".json")) as handle:
+            json.dump({"identity": identity, "details": details}, handle, indent=2)
     model.start_from_cnn(cnn.eval())
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_CNN_FILE) as handle:
