@@ -93,6 +93,7 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
         # (a graph break), so FlexAttention needs no autotuned tiles here.
         bigbird.attention = torch.compiler.disable(bigbird.attention)
         for layer in model.encoder.layers:
+            layer.attention.layout_for(args.length, torch.device(args.device))  # not traced
             layer.compile(dynamic=False)
     elif getattr(args, "compile", None) == "inductor":
         # max_autotune: FlexAttention's backward needs tiles that divide a 64-token block,
