@@ -5,9 +5,10 @@ k-mer LR baselines it ships, on labelled sequence tasks, one recipe for all of t
         --out results/carryover --tasks gue_tf2 gue_tf3 epdnew_tata
 
 Each task is a data set built here from ../shared/data (GUE human TF 0-4: family "gue";
-EPDnew TATA promoters with DeePromoter negatives: family "promoter"; two ENCODE-DREAM
-peak tasks: family "chromatin"); a CSV task of your own is added with `--csv NAME TRAIN
-DEV TEST` (sequence,label columns). Every task runs, in one process, on the same splits:
+EPDnew TATA promoters with DeePromoter negatives: family "promoter"; ENCODE-DREAM peak
+tasks, CTCF, any TF, and one per TF with enough peaks: family "chromatin"); a CSV task
+of your own is added with `--csv NAME TRAIN DEV TEST` (sequence,label columns). Every
+task runs, in one process, on the same splits:
 
   genobird       the pipelines' GUE recipe (pipelines/human-mini.yaml: 3,000 steps, lr
                  3e-4, batch 32, validation every 500, dropout 0.3, mean pooling, strands
@@ -50,6 +51,10 @@ TASKS = {
     # against windows 1 kb or more from any TF peak of the table (test chr22, valid chr20)
     "ctcf_peaks": ("chromatin", ("peaks", "CTCF")),
     "tf_peaks": ("chromatin", ("peaks", None)),
+    # One task per TF with at least 50 peak windows in test and 30 in validation
+    # (merged across cell lines; MYC has 20 in validation, EP300 42 in test)
+    **{f"{tf.lower()}_peaks": ("chromatin", ("peaks", tf))
+       for tf in ("MAX", "ATF7", "CEBPB", "ATF3", "JUND", "CREB1", "TEAD4")},
 }  # fmt: skip
 # Strands as the task kind sets them (classify: both), as the figures below were made;
 # the validation probe that `finetune classify` now runs by default is its own arm.
