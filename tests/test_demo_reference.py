@@ -8,6 +8,7 @@ import pytest
 
 from genobird.fileio import file_digest
 from genobird.genome import Reference, read_bed
+from genobird.genome.alphabet import reverse_complement
 from genobird.genome.demo import MOTIFS, DemoSpec, feature_table, generate_demo_reference
 
 
@@ -204,3 +205,105 @@ def test_scoring_samples_are_genome_slices_and_variants_match_the_reference(demo
     for chrom, pos, _name, ref, alt, *_ in rows:
         assert reference.fetch(chrom, int(pos) - 1, int(pos)).upper() == ref != alt
         assert alt in "ACGT"
+
+
+# ------------------------------------------------------------------ long-range structure
+def _bed_rows(path):
+    return [line.split("\t") for line in path.read_text().splitlines()]
+
+
+def _covered(peaks, chrom, position):
+    return any(c == chrom and s <= position < e for c, s, e in peaks)
+
+
+def test_copies_lie_within_reach_of_their_source_and_diverge_a_few_percent(demo_reference):
+    """Each copy reads as its source (reverse-complemented where inverted) up to a few
+    percent of bases, 0.2-4 kb away (tandem units adjacent), read from the FASTA."""
+    reference = Reference(demo_reference / "genome.fa")
+    rows = _bed_rows(demo_reference / "copies.bed")
+    pairs = {}
+    for chrom, start, end, name, _score, strand in rows:
+        pairs.setdefault(name.rsplit("_", 1)[0], {})[name.rsplit("_", 1)[1]] = (
+            chrom, int(start), int(end), strand)  # fmt: skip
+    kinds, mismatches = set(), []
+    for name, pair in pairs.items():
+        kind = name.split("_")[0]
+        kinds.add(kind)
+        chrom, s0, s1, _ = pair["source"]
+        _, c0, c1, strand = pair["copy"]
+        gap = c0 - s1
+        if kind == "tandem":
+            assert c0 >= s1 and (c0 - s0) % (s1 - s0) == 0
+        else:
+            assert 200 <= gap < 4_000, name
+        source = reference.fetch(chrom, s0, s1, strand=strand)
+        copy = reference.fetch(chrom, c0, c1)
+        mismatches.append(sum(a != b for a, b in zip(source, copy, strict=True)) / len(copy))
+    assert kinds == {"segmental", "inverted", "tandem"}
+    assert 0.01 <= np.median(mismatches) <= 0.05
+    assert np.quantile(mismatches, 0.95) < 0.10  # elements written later touch a few
+    manifest = json.loads((demo_reference / "manifest.json").read_text())
+    total = sum(manifest["chromosomes"].values())
+    assert 0.04 < manifest["long_range"]["copied_bp"] / total < 0.15
+
+
+def _distal_motif_arrangement(reference, chrom, tss, strand):
+    """How the distal motifs within 3.5 kb of a TSS lie, read from sequence alone:
+    'engaged' (upstream, on the promoter's strand), 'downstream', 'reversed' or None."""
+    from genobird.genome.demo_longrange import DISTAL_MOTIF
+
+    oriented = reference.fetch(chrom, tss - 3_500, tss + 3_501, strand=strand)  # TSS at 3500
+    forward = [m.start() for m in re.finditer(DISTAL_MOTIF, oriented)]
+    reverse = [m.start() for m in re.finditer(reverse_complement(DISTAL_MOTIF), oriented)]
+    if len(forward) == 3 and all(p < 3_500 for p in forward) and not reverse:
+        return "engaged"
+    if len(forward) == 3 and all(p > 3_500 for p in forward) and not reverse:
+        return "downstream"
+    if len(reverse) == 3 and all(p < 3_500 for p in reverse) and not forward:
+        return "reversed"
+    return None
+
+
+def test_h3k27ac_marks_promoters_by_the_arrangement_of_a_distal_element(demo_reference):
+    """The same three motifs lie near engaged and decoy promoters; only their side and
+    strand (read here from sequence) decide H3K27ac at the TSS."""
+    reference = Reference(demo_reference / "genome.fa")
+    peaks = _peaks(demo_reference, "H3K27ac")
+    marked = {}
+    for chrom, _s, _e, _name, _score, strand, tss, _ in _epdnew_rows(demo_reference / "tss.bed"):
+        arrangement = _distal_motif_arrangement(reference, chrom, int(tss), strand)
+        if arrangement:
+            marked.setdefault(arrangement, []).append(_covered(peaks, chrom, int(tss)))
+    assert set(marked) == {"engaged", "downstream", "reversed"}
+    assert np.mean(marked["engaged"]) > 0.9  # peak drop-out removes a few
+    assert not any(marked["downstream"]) and not any(marked["reversed"])
+    elements = [row for row in _bed_rows(demo_reference / "elements.bed")
+                if row[3].startswith("distal_")]  # fmt: skip
+    share = np.mean([row[3] == "distal_engaged" for row in elements])
+    assert 0.35 < share < 0.65  # a bag of motifs says nothing: half are decoys
+
+
+def test_h3k27me3_covers_domains_between_convergent_boundary_sites_only(demo_reference):
+    """A pair of CTCF-like sites facing each other (read from sequence) closes a domain
+    marked from site to site; the same sites facing away close none."""
+    reference = Reference(demo_reference / "genome.fa")
+    peaks = _peaks(demo_reference, "H3K27me3")
+    motif, width = MOTIFS["CTCF"], len(MOTIFS["CTCF"])
+    inside = {"convergent": [], "divergent": []}
+    for chrom, start, end, label in _bed_rows(demo_reference / "elements.bed"):
+        if not label.startswith("boundary_"):
+            continue
+        start, end = int(start), int(end)
+        left, right = (
+            reference.fetch(chrom, start, start + width),
+            reference.fetch(chrom, end - width, end),
+        )
+        facing = (left == motif, right == reverse_complement(motif))
+        away = (left == reverse_complement(motif), right == motif)
+        assert facing == (True, True) if label == "boundary_convergent" else away == (True, True)
+        assert 2_000 <= end - start - 2 * width < 5_000
+        middle = (start + end) // 2
+        inside[label.removeprefix("boundary_")].append(_covered(peaks, chrom, middle))
+    assert inside["convergent"] and inside["divergent"]
+    assert np.mean(inside["convergent"]) > 0.85
+    assert np.mean(inside["divergent"]) < 0.15  # poised promoters' marks may reach one

@@ -14,12 +14,18 @@ something real to learn, so it is built the way a genome is layered, not as unif
    element, no TATA) and carry a broad repressive mark instead of active ones;
 5. enhancers of three cell-type classes, each a cluster of class-specific TF motifs;
 6. CTCF sites, bound except inside heterochromatin;
-7. N gaps: telomeres, a centromere-like gap flanked by satellite, a few small gaps.
+7. N gaps: telomeres, a centromere-like gap flanked by satellite, a few small gaps;
+8. long-range structure (genobird.genome.demo_longrange): copies of segments 0.2-4 kb
+   apart (segmental duplications, inverted repeats, tandem arrays), distal elements
+   1-3 kb from promoters whose arrangement decides a mark, and boundary-site pairs whose
+   orientation decides a domain.
 
 The chromatin features are computed from that plan and from motif matches in the final
-sequence. Several need distant context, as histone marks do in the paper: H3K36me3
-covers +1.5..+4 kb downstream of active TSSs and H3K27me3 +/-3 kb around poised ones, so
-a 200 bp bin is only labelled right by a model that sees the promoter kilobases away.
+sequence. The histone marks need distant context, as in the paper: H3K36me3 covers
++1.5..+4 kb downstream of active TSSs; H3K27me3 +/-3 kb around poised ones and the
+domains between convergent boundary sites; H3K27ac the promoters whose distal element
+sits upstream on their strand (and that element). A 200 bp bin is only labelled right by
+a model that sees kilobases around it; the TF and DNase features are local.
 
 Same seed and size -> byte-identical files (checked by the manifest's sha256 values).
 """
@@ -36,11 +42,13 @@ from pathlib import Path
 import numpy as np
 
 from genobird.fileio import atomic_write, file_digest, staging_folder
+from genobird.genome import demo_longrange as longrange
 from genobird.genome.alphabet import reverse_complement
+from genobird.genome.demo_longrange import mutate, revcomp_codes
 
 log = logging.getLogger(__name__)
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 FASTA_LINE_WIDTH = 60
 N_CODE = 4
 _UPPER = np.frombuffer(b"ACGTN", dtype=np.uint8)
@@ -111,6 +119,8 @@ class DemoSpec:
     promoter_spacing: int = 10_000  # mean bp between planted TSSs
     enhancer_spacing: int = 12_000
     ctcf_spacing: int = 25_000
+    boundary_spacing: int = 20_000  # mean bp per pair of boundary sites
+    copy_fraction: float = 0.08  # of each chromosome's bases written as a nearby copy
     peak_dropout: float = 0.03  # fraction of peaks removed, as real peak calls miss some
 
     def chromosome_lengths(self) -> list[tuple[str, int]]:
@@ -140,6 +150,12 @@ class ChromosomePlan:
     heterochromatin: list[tuple[int, int]] = field(default_factory=list)
     promoters: list[Promoter] = field(default_factory=list)
     enhancers: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, class
+    distal: list[longrange.Distal] = field(default_factory=list)
+    boundaries: list[longrange.BoundaryPair] = field(default_factory=list)
+    copies: list[longrange.Copy] = field(default_factory=list)
+
+    def satellite_flank(self) -> int:
+        return min(8_000, self.length // 30)  # satellite arrays flank the centromere gap
 
 
 # =========================================================================== sequence
@@ -157,19 +173,8 @@ def _deplete_cpg(rng: np.random.Generator, codes: np.ndarray, fraction: float = 
     codes[chosen[~to_tg] + 1] = 0  # G -> A (C -> T on the other strand)
 
 
-def _mutate(rng: np.random.Generator, codes: np.ndarray, rate: float) -> np.ndarray:
-    out = codes.copy()
-    hit = rng.random(len(out)) < rate
-    out[hit] = (out[hit] + rng.integers(1, 4, size=int(hit.sum()))) % 4
-    return out
-
-
 def _encode(sequence: str) -> np.ndarray:
     return np.array([_CODE_OF[base] for base in sequence], dtype=np.uint8)
-
-
-def _revcomp_codes(codes: np.ndarray) -> np.ndarray:
-    return (3 - codes)[::-1]
 
 
 def _background(rng: np.random.Generator, length: int) -> np.ndarray:
@@ -215,7 +220,7 @@ class _Canvas:
         if strand == "+":
             self.put(anchor + offset, codes, masked=False)
         else:
-            self.put(anchor - offset - len(codes) + 1, _revcomp_codes(codes), masked=False)
+            self.put(anchor - offset - len(codes) + 1, revcomp_codes(codes), masked=False)
 
 
 def _insert_repeats(rng, canvas: _Canvas, consensi: dict[str, np.ndarray]) -> None:
@@ -227,9 +232,9 @@ def _insert_repeats(rng, canvas: _Canvas, consensi: dict[str, np.ndarray]) -> No
             copy = consensus
             if family.truncated:  # keep the 3' end, as most LINE insertions do
                 copy = copy[-int(rng.integers(300, len(copy) + 1)) :]
-            copy = _mutate(rng, copy, family.divergence)
+            copy = mutate(rng, copy, family.divergence)
             if rng.random() < 0.5:
-                copy = _revcomp_codes(copy)
+                copy = revcomp_codes(copy)
             canvas.put(int(rng.integers(0, length - len(copy))), copy, masked=True)
             covered += len(copy)
     for _ in range(length // 20_000):
@@ -240,7 +245,7 @@ def _insert_repeats(rng, canvas: _Canvas, consensi: dict[str, np.ndarray]) -> No
 
 def _satellite_array(rng, consensi, length: int) -> np.ndarray:
     monomers = length // SATELLITE_MONOMER + 1
-    parts = [_mutate(rng, consensi["SATELLITE"], 0.03) for _ in range(monomers)]
+    parts = [mutate(rng, consensi["SATELLITE"], 0.03) for _ in range(monomers)]
     return np.concatenate(parts)[:length]
 
 
@@ -262,9 +267,16 @@ def _plan_layout(rng, name: str, length: int) -> ChromosomePlan:
 
 
 def _busy(plan: ChromosomePlan, start: int, end: int, margin: int) -> bool:
+    flank = plan.satellite_flank()
     blocked = plan.gaps + plan.heterochromatin
+    blocked += [(plan.centromere[0] - flank, plan.centromere[1] + flank)]
     blocked += [(p.tss - 600, p.tss + 600) for p in plan.promoters]
     blocked += [(s, e) for s, e, _ in plan.enhancers]
+    blocked += [(d.start, d.end) for d in plan.distal]
+    site = len(MOTIFS["CTCF"])
+    blocked += [span for b in plan.boundaries for span in ((b.left, b.left + site),
+                                                           (b.right - site, b.right))]  # fmt: skip
+    blocked += [span for c in plan.copies for span in (c.source, c.copy)]
     return any(start < b_end + margin and b_start - margin < end for b_start, b_end in blocked)
 
 
@@ -295,6 +307,21 @@ def _plan_elements(rng, plan: ChromosomePlan, spec: DemoSpec) -> None:
     plan.enhancers.sort()
 
 
+def _plan_long_range(rng, plan: ChromosomePlan, spec: DemoSpec) -> None:
+    """Distal elements, boundary pairs, then copies, each clear of what came before."""
+    plan.distal = longrange.plan_distal(
+        rng, plan.promoters, lambda s, e: not _busy(plan, s, e, margin=200)
+    )
+    plan.boundaries = longrange.plan_boundaries(
+        rng, plan.length, plan.length // spec.boundary_spacing, len(MOTIFS["CTCF"]),
+        lambda s, e: not _busy(plan, s, e, margin=200),
+    )  # fmt: skip
+    plan.copies = longrange.plan_copies(
+        rng, plan.length, int(spec.copy_fraction * plan.length),
+        lambda s, e: not _busy(plan, s, e, margin=100),
+    )  # fmt: skip
+
+
 def _write_promoter(rng, canvas: _Canvas, promoter: Promoter) -> None:
     """Promoter architecture in TSS-relative coordinates (TSS = 0, upstream negative)."""
     if promoter.cpg_island:
@@ -321,7 +348,7 @@ def _write_enhancer(rng, canvas: _Canvas, start: int, end: int, klass: str) -> N
     for slot in slots:
         motif = _encode(MOTIFS[ENHANCER_CLASSES[klass][int(rng.integers(3))]])
         if rng.random() < 0.5:
-            motif = _revcomp_codes(motif)
+            motif = revcomp_codes(motif)
         canvas.put(start + 5 + 25 * int(slot), motif, masked=False)
 
 
@@ -335,20 +362,31 @@ def build_chromosome(
     plan = _plan_layout(rng, name, length)
     for start, end in plan.heterochromatin:
         for _ in range((end - start) // 3_000):  # LINE-dense, as constitutive heterochromatin
-            copy = _mutate(rng, consensi["LINE_L1-like"][-int(rng.integers(1_000, 3_000)) :], 0.1)
+            copy = mutate(rng, consensi["LINE_L1-like"][-int(rng.integers(1_000, 3_000)) :], 0.1)
             canvas.put(int(rng.integers(start, end - len(copy))), copy, masked=True)
         canvas.put(start, _satellite_array(rng, consensi, 4_000), masked=True)
     _plan_elements(rng, plan, spec)
+    _plan_long_range(rng, plan, spec)
+    for copy in plan.copies:  # first: their sources lie clear of every element
+        longrange.write_copy(rng, canvas.codes, canvas.masked, copy)
     for promoter in plan.promoters:
         _write_promoter(rng, canvas, promoter)
     for start, end, klass in plan.enhancers:
         _write_enhancer(rng, canvas, start, end, klass)
+
+    def put(start: int, codes: np.ndarray) -> None:
+        canvas.put(start, codes, masked=False)
+
+    for element in plan.distal:
+        longrange.write_distal(put, element, _encode(longrange.DISTAL_MOTIF))
+    for pair in plan.boundaries:
+        longrange.write_boundary(put, pair, _encode(MOTIFS["CTCF"]))
     for _ in range(length // spec.ctcf_spacing):
         motif = _encode(MOTIFS["CTCF"])
         if rng.random() < 0.5:
-            motif = _revcomp_codes(motif)
+            motif = revcomp_codes(motif)
         canvas.put(int(rng.integers(0, length - 20)), motif, masked=False)
-    flank = min(8_000, length // 30)  # satellite arrays flank the centromere gap
+    flank = plan.satellite_flank()
     for flank_start in (plan.centromere[0] - flank, plan.centromere[1]):
         canvas.put(flank_start, _satellite_array(rng, consensi, flank), masked=True)
     for start, end in plan.gaps:
@@ -393,16 +431,18 @@ def chromatin_peaks(plan: ChromosomePlan, sequence: str) -> dict[str, list[tuple
     active = [p for p in plan.promoters if not p.poised]
     cores = [_oriented_span(p, -300, 200) for p in active]
     enhancers = {k: [(s, e) for s, e, c in plan.enhancers if c == k] for k in ENHANCER_CLASSES}
+    engaged = [d for d in plan.distal if d.engaged]
     peaks = {
         "DNase_cellA": cores + enhancers["A"],
         "DNase_cellB": cores + enhancers["B"],
         "DNase_cellC": [c for c, p in zip(cores, active, strict=True) if p.cpg_island]
         + enhancers["C"],
         "H3K4me3": [_oriented_span(p, -500, 1500) for p in active],
-        "H3K27ac": [_oriented_span(p, -1000, 1000) for p in active]
-        + [((s + e) // 2 - 1500, (s + e) // 2 + 1500) for s, e, _ in plan.enhancers],
+        "H3K27ac": [_oriented_span(plan.promoters[d.promoter], -1000, 1000) for d in engaged]
+        + [((d.start + d.end) // 2 - 500, (d.start + d.end) // 2 + 500) for d in engaged],
         "H3K36me3": [_oriented_span(p, 1500, 4000) for p in active],
-        "H3K27me3": [_oriented_span(p, -3000, 3000) for p in plan.promoters if p.poised],
+        "H3K27me3": [_oriented_span(p, -3000, 3000) for p in plan.promoters if p.poised]
+        + [(b.left, b.right) for b in plan.boundaries if b.convergent],
         "H3K9me3": list(plan.heterochromatin),
     }
     open_regions = _merge(peaks["DNase_cellA"] + peaks["DNase_cellB"] + peaks["DNase_cellC"])
@@ -471,7 +511,17 @@ def _write_annotations(outdir: Path, plans: list[ChromosomePlan]) -> None:
             rows = [(s, e, f"enhancer_{k}") for s, e, k in plan.enhancers]
             rows += [(s, e, "heterochromatin") for s, e in plan.heterochromatin]
             rows += [(s, e, "gap") for s, e in plan.gaps]
+            rows += [(d.start, d.end, f"distal_{d.placement}") for d in plan.distal]
+            rows += [(b.left, b.right, f"boundary_{b.kind}") for b in plan.boundaries]
             handle.writelines(f"{plan.name}\t{s}\t{e}\t{label}\n" for s, e, label in sorted(rows))
+    with atomic_write(outdir / "copies.bed") as handle:  # BED6: each copy and its source
+        for plan in plans:
+            for number, copy in enumerate(plan.copies, 1):
+                name = f"{copy.kind}_{plan.name}_{number}"
+                strand = "-" if copy.kind == "inverted" else "+"
+                handle.write(f"{plan.name}\t{copy.source[0]}\t{copy.source[1]}\t{name}_source"
+                             f"\t0\t+\n{plan.name}\t{copy.copy[0]}\t{copy.copy[1]}\t{name}_copy"
+                             f"\t{round(1000 * copy.divergence)}\t{strand}\n")  # fmt: skip
 
 
 def _write_peaks(outdir: Path, spec: DemoSpec, plans, sequences) -> dict[str, int]:
@@ -571,6 +621,19 @@ def generate_demo_reference(outdir: str | Path, spec: DemoSpec = DemoSpec()) -> 
     return manifest
 
 
+def _long_range_counts(plans: list[ChromosomePlan]) -> dict:
+    """How many of each long-range structure the genome holds (the manifest's record)."""
+    counts: dict[str, int] = {}
+    for plan in plans:
+        names = [f"copies_{c.kind}" for c in plan.copies]
+        names += [f"distal_{d.placement}" for d in plan.distal]
+        names += [f"boundaries_{b.kind}" for b in plan.boundaries]
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    counts["copied_bp"] = sum(c.copy[1] - c.copy[0] for plan in plans for c in plan.copies)
+    return dict(sorted(counts.items()))
+
+
 def _manifest(staging: Path, spec: DemoSpec, sequences, plans, peak_counts) -> dict:
     files = sorted(p for p in staging.rglob("*") if p.is_file())
     manifest = {
@@ -582,6 +645,7 @@ def _manifest(staging: Path, spec: DemoSpec, sequences, plans, peak_counts) -> d
         "chromosomes": {name: len(seq) for name, seq in sequences},
         "promoters": sum(len(plan.promoters) for plan in plans),
         "enhancers": sum(len(plan.enhancers) for plan in plans),
+        "long_range": _long_range_counts(plans),
         "features": peak_counts,
         "files": {str(p.relative_to(staging)): file_digest(p) for p in files},
     }
