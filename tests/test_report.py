@@ -156,3 +156,24 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
             "test prediction reads one strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
     assert tf2.index(line) < tf2.index("Fine-tuning: tf3")
     assert "<p>genobird:" not in page[page.index("Fine-tuning: tf3") :]
+
+
+def test_report_on_the_demo_genome_says_it_is_synthetic_and_what_it_holds(tmp_path):
+    from genobird.genome.demo import DemoSpec, generate_demo_reference
+
+    results = tmp_path / "results"
+    generate_demo_reference(results / "reference", DemoSpec(seed=1, size_mb=0.3))
+    manifest = json.loads((results / "reference" / "manifest.json").read_text())
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    assert "The demo genome" in page and "<b>synthetic</b>" in page
+    assert page.index("<h2>The demo genome") == page.index("<h2>")  # the first section
+    counts = manifest["long_range"]
+    assert f"<td>{counts['boundaries_convergent']}</td>" in page
+    assert "segmental duplications" in page and "docs/results.md" in page
+
+
+def test_report_on_a_real_genome_has_no_demo_section(tmp_path):
+    results = tmp_path / "results"
+    _write_json(results / "reference" / "manifest.json", {"name": "GRCh37"})
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    assert "The demo genome" not in page

@@ -80,7 +80,10 @@ def add_demo_reference(commands) -> None:
         commands,
         "demo-reference",
         "Write the embedded default: a deterministic synthetic genome with promoters, "
-        "repeats and chromatin features.",
+        "repeats and chromatin features, and long-range structure: copies of segments "
+        "0.2-4 kb apart (segmental, inverted, tandem), H3K27ac set by where a distal "
+        "element lies relative to a promoter, H3K27me3 domains between boundary sites "
+        "facing each other (each beside decoys of the same motifs).",
         cmd_demo_reference,
     )
     add_out(sub, "output folder", legacy="outdir")
