@@ -52,9 +52,15 @@ def masked_batch(windows: list[list[int]], offset: int, stride: int, tokenizer,
     """Windows of piece ids as one batch between [CLS] and [SEP], every `stride`-th piece
     from `offset` replaced by [MASK] and labelled; and, per window, the indices (in the
     window) of the pieces scored. `padding`: `model_padding` of the model."""
+    scored = [np.arange(offset, len(ids), stride) for ids in windows]
+    return masked_batch_at(windows, scored, tokenizer, padding), scored
+
+
+def masked_batch_at(windows: list[list[int]], scored: list[np.ndarray], tokenizer,
+                    padding: dict) -> dict:  # fmt: skip
+    """`masked_batch` with the pieces to mask given: `scored[i]` indexes window i."""
     rows = [np.asarray([tokenizer.cls_id, *ids, tokenizer.sep_id]) for ids in windows]
     input_ids = pad_ids(rows, pad_id=tokenizer.pad_id, **padding)
-    scored = [np.arange(offset, len(ids), stride) for ids in windows]
     slots = max(len(s) for s in scored)
     positions = torch.zeros((len(windows), slots), dtype=torch.long)  # unused: [CLS]
     labels = torch.full((len(windows), slots), -100, dtype=torch.long)
@@ -69,7 +75,7 @@ def masked_batch(windows: list[list[int]], offset: int, stride: int, tokenizer,
         "masked_positions": positions,
         "masked_labels": labels,
     }
-    return batch, scored
+    return batch
 
 
 def check_stride(stride: int) -> None:
