@@ -41,6 +41,10 @@ def report_context_options(report):
         options += ["--context-tokens", *map(str, report["context_lengths"])]
     if "context_windows" in report:
         options += ["--context-windows", str(report["context_windows"])]
+    if "copy_context_lengths" in report:
+        options += ["--copy-context-tokens", *map(str, report["copy_context_lengths"])]
+    if "copy_windows" in report:
+        options += ["--copy-windows", str(report["copy_windows"])]
     return " ".join(options)
 
 

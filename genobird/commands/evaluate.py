@@ -181,7 +181,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from genobird.report import build_report
 
     out = args.out or args.results / "report.html"
-    build_report(args.results, out, args.context_tokens, context_windows=args.context_windows)
+    build_report(args.results, out, args.context_tokens, context_windows=args.context_windows,
+                 copy_context=(args.copy_context_tokens, args.copy_windows))  # fmt: skip
     print(f"wrote {out}")
     return EXIT_OK
 
@@ -274,3 +275,8 @@ def add_report(commands) -> None:
     sub.add_argument("--context-windows", type=int, default=4000,
                      help="held-out windows scored at each context length (fewer: faster, "
                           "wider intervals)")  # fmt: skip
+    sub.add_argument("--copy-context-tokens", type=int, nargs="+", default=[32, 128, 512, 1024],
+                     help="on a genome with copies.bed (the demo's): tokens at which to "
+                          "score bits per bp on copy-bearing and other held-out DNA")  # fmt: skip
+    sub.add_argument("--copy-windows", type=int, default=300,
+                     help="held-out stretches scored at each of those lengths")  # fmt: skip
