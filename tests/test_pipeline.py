@@ -411,7 +411,7 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
     # the demo genome's section first; its copies read back at the config's lengths
     assert page.index("<h2>The demo genome") == page.index("<h2>")
     copies = page[page.index("Reading copies from context") :]
-    assert "Markov, in copies" in copies and "<td>16</td>" in copies
+    assert "genobird, in copies" in copies and "<td>16</td>" in copies
     again = snakemake(*base, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
     # the README's Python examples run on the pipeline's outputs as they stand
