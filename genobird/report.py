@@ -221,6 +221,54 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
     return text
 
 
+def structure_auroc_section(results: Path, resamples: int = 1000) -> str:
+    """On the demo genome: the chromatin predictor's median test AUROC over the features
+    whose labels need kilobases of context and over the local ones, beside each
+    baseline, with paired 95% intervals (test bins resampled)."""
+    from dataclasses import replace
+
+    from genobird.tasks.compare import paired_median_auroc, read_feature_predictions
+
+    manifest_path = results / "reference" / "manifest.json"
+    ours_path = results / "chromatin" / "report" / "test_predictions.npz"
+    if not (manifest_path.is_file() and ours_path.is_file()):
+        return ""
+    long_range = set(json.loads(manifest_path.read_text()).get("long_range_features", []))
+    if not long_range:
+        return ""
+
+    def by_reach(run):
+        groups = ["long-range" if name in long_range else "local" for name in run.feature_names]
+        return replace(run, categories=groups)
+
+    ours = by_reach(read_feature_predictions(ours_path))
+    rows = []
+    for kind in ("cnn", "kmer-lr"):
+        theirs_path = results / "chromatin" / "baselines" / kind / "report" / "test_predictions.npz"
+        if not theirs_path.is_file():
+            continue
+        theirs = by_reach(read_feature_predictions(theirs_path))
+        paired = paired_median_auroc(ours, theirs, resamples)["categories"]
+        for group in ("long-range", "local"):
+            if group in paired:
+                row = paired[group]
+                rows.append((group, row["features"], MODEL_NAMES.get(kind, kind), row["a"],
+                             row["b"], _difference_cell(row)))  # fmt: skip
+    if not rows:
+        return ""
+    names = ", ".join(sorted(long_range))
+    return (
+        "<h3>Chromatin features by the context their labels need</h3><p>Median test AUROC "
+        f"over the long-range features ({names}: set by DNA kilobases from the bin) and "
+        "over the local ones, genobird beside each baseline; the difference with its 95% "
+        f"interval over {resamples:,} paired resamples of the test bins.</p>"
+        + _table(
+            rows,
+            ("features", "count", "baseline", "genobird", "baseline's", "genobird minus baseline"),
+        )
+    )
+
+
 def copy_context_section(results: Path, lengths, windows: int) -> str:
     """On a genome with copies (results/reference/copies.bed): bits per bp of the
     pretrained model on held-out bases in copies and on the others, by context length,
@@ -606,6 +654,7 @@ def build_report(
         copy_context_section(results, *copy_context),
         *(finetune_section(results, folder) for folder in task_folders(results)),
         *(chromatin_task_section(task) for task in chromatin_task_folders(results)),
+        structure_auroc_section(results),
         scores_section(results, out),
     ]
     title = html.escape(title or f"genobird report: {results}")

@@ -142,6 +142,9 @@ def test_feature_table_has_categories_and_a_peak_file_each(demo_reference):
     assert [(r[1], r[2]) for r in rows] == feature_table()
     assert 12 <= len(rows) <= 24
     assert {r[2] for r in rows} == {"DNase", "TF", "Histone"}
+    manifest = json.loads((demo_reference / "manifest.json").read_text())
+    histone = {r[1] for r in rows if r[2] == "Histone"}
+    assert set(manifest["long_range_features"]) == {"H3K27ac", "H3K36me3", "H3K27me3"} < histone
     contigs = Reference(demo_reference / "genome.fa").lengths
     for _, name, _, peak_file in rows:
         peaks = list(read_bed(demo_reference / peak_file, contigs=contigs))

@@ -177,3 +177,36 @@ def test_report_on_a_real_genome_has_no_demo_section(tmp_path):
     _write_json(results / "reference" / "manifest.json", {"name": "GRCh37"})
     page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
     assert "The demo genome" not in page
+
+
+def _feature_predictions(path: Path, labels, probabilities, names) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    categories = np.array(["Histone"] * len(names))
+    np.savez(path, labels=labels, probabilities=probabilities, feature_names=np.array(names),
+             categories=categories, fingerprint=np.array("same"))  # fmt: skip
+
+
+def test_report_sets_long_range_features_apart_from_local_ones_beside_each_baseline(tmp_path):
+    """Median AUROC over the manifest's long-range features and over the rest: genobird
+    ranks the long-range ones perfectly and the local ones backwards, the CNN the other
+    way round; the differences carry paired intervals."""
+    results = tmp_path / "results"
+    _write_json(results / "reference" / "manifest.json",
+                {"name": "genobird-demo", "seed": 0, "chromosomes": {"chr1": 1000},
+                 "long_range_features": ["far_a", "far_b"]})  # fmt: skip
+    rng = np.random.default_rng(0)
+    labels = (rng.random((200, 4)) < 0.4).astype(np.uint8)
+    names = ["far_a", "near_a", "far_b", "near_b"]
+    far = np.array([True, False, True, False])
+    ours = np.where(far, labels, 1 - labels).astype(float)
+    _feature_predictions(results / "chromatin" / "report" / "test_predictions.npz",
+                         labels, ours, names)  # fmt: skip
+    _feature_predictions(results / "chromatin" / "baselines" / "cnn" / "report" /
+                         "test_predictions.npz", labels, 1 - ours, names)  # fmt: skip
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    section = page[page.index("Chromatin features by the context their labels need") :]
+    rows = [row for row in section.split("<tr>") if "3-layer CNN" in row]
+    assert len(rows) == 2
+    assert "<td>long-range</td><td>2</td>" in rows[0] and "+1.000 [+1.000, +1.000]" in rows[0]
+    assert "<td>local</td><td>2</td>" in rows[1] and "-1.000 [-1.000, -1.000]" in rows[1]
+    assert "far_a, far_b" in section

@@ -81,6 +81,8 @@ ENHANCER_CLASSES = {
 TF_FEATURES = ("CTCF", "GATA", "AP1", "ETS", "NRF1", "SP1", "EBOX", "YY1")
 DNASE_FEATURES = ("DNase_cellA", "DNase_cellB", "DNase_cellC")
 HISTONE_FEATURES = ("H3K4me3", "H3K27ac", "H3K36me3", "H3K27me3", "H3K9me3")
+# The features whose label depends on DNA kilobases from the bin (the rest are local)
+LONG_RANGE_FEATURES = ("H3K27ac", "H3K36me3", "H3K27me3")
 
 
 @dataclass(frozen=True)
@@ -646,6 +648,7 @@ def _manifest(staging: Path, spec: DemoSpec, sequences, plans, peak_counts) -> d
         "promoters": sum(len(plan.promoters) for plan in plans),
         "enhancers": sum(len(plan.enhancers) for plan in plans),
         "long_range": _long_range_counts(plans),
+        "long_range_features": list(LONG_RANGE_FEATURES),
         "features": peak_counts,
         "files": {str(p.relative_to(staging)): file_digest(p) for p in files},
     }
