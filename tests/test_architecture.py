@@ -21,7 +21,7 @@ LAYERS = [
     ["genobird.baselines"],
     ["genobird.tasks"],
     ["genobird.predict", "genobird.scoring", "genobird.mutagenesis", "genobird.likelihood",
-     "genobird.convert"],
+     "genobird.copy_context", "genobird.convert"],
     ["genobird.zero_shot", "genobird.report"],
     ["genobird.nlp", "genobird.commands", "genobird.cli"],
 ]  # fmt: skip

@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from genobird.baselines.markov import dna_codes, fit_counts, sequence_bits
-from genobird.corpus.tokenizer import load_tokenizer
-from genobird.errors import ConfigError
-from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
-from genobird.training.copy_context import (
+from genobird.copy_context import (
     bits_by_copy_context,
     copy_mask,
     scored_stretches,
     stretch_bits,
 )
+from genobird.corpus.tokenizer import load_tokenizer
+from genobird.errors import ConfigError
+from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 from tests.conftest import write
 
 
