@@ -36,8 +36,10 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
         "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
     ]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
-    assert report["auroc"] >= 0.75, report  # measured 0.845
-    assert report["f1"] >= 0.70, report  # measured 0.773
+    # measured 0.703 / 0.667 (0.734 / 0.640 with seed 13) on the genome with long-range
+    # structure; 0.845 / 0.773 on the generator's version 2
+    assert report["auroc"] >= 0.65, report
+    assert report["f1"] >= 0.60, report
     assert report["rc_average"] is False  # promoter windows are oriented by strand
     assert (tmp_path / "run" / "report" / "roc_pr.png").read_bytes()[:4] == b"\x89PNG"
     description = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
@@ -47,7 +49,7 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
 
 @pytest.mark.slow
 def test_finetune_chromatin_beats_chance(pretraining_data, tmp_path, capsys):
-    from genobird.genome.demo import DemoSpec, generate_demo_reference
+    from genobird.genome.demo import LONG_RANGE_FEATURES, DemoSpec, generate_demo_reference
 
     genome = tmp_path / "genome"
     generate_demo_reference(genome, DemoSpec(seed=12, size_mb=2.0))
@@ -63,7 +65,10 @@ def test_finetune_chromatin_beats_chance(pretraining_data, tmp_path, capsys):
         "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
     ]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
-    assert report["median_auroc"] >= 0.70, report["median_auroc_by_category"]  # measured 0.787
+    # The local features only: the long-range ones need kilobases the 600 bp context lacks
+    local = [row["auroc"] for name, row in report["per_feature"].items()
+             if name not in LONG_RANGE_FEATURES]  # fmt: skip
+    assert np.median(local) >= 0.72, report["per_feature"]  # measured 0.803
     assert (tmp_path / "run" / "report" / "auroc_by_category.png").read_bytes()[:4] == b"\x89PNG"
 
 
