@@ -16,19 +16,17 @@ source. The Markov model scores the same bases (its bits do not depend on the wi
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from genobird.baselines.markov import base_counts, dna_codes
+from genobird.baselines.markov import base_bits, base_counts, dna_codes
 from genobird.errors import ConfigError
 from genobird.genome import open_reference, read_bed
 from genobird.inputs import model_padding
-from genobird.likelihood import DEFAULT_STRIDE, masked_batch_at
+from genobird.likelihood import DEFAULT_STRIDE, masked_batch_at, masked_bits
 
 _ACGT_RUN = re.compile("[ACGT]+")
 
@@ -59,8 +57,7 @@ def _markov_bits(run: str, markov) -> np.ndarray | None:
     if markov is None:
         return None
     counts, order, alpha = markov
-    hits, seen = base_counts(counts, dna_codes(run), order)
-    return -np.log2((hits + alpha) / (seen + 4 * alpha))
+    return base_bits(*base_counts(counts, dna_codes(run), order), alpha)
 
 
 def scored_stretches(sequence: str, mask: np.ndarray, tokenizer, scored: int, longest: int,
@@ -119,13 +116,7 @@ def stretch_bits(model, tokenizer, stretches: list[_Stretch], length: int, score
                 windows.append(stretch.ids[begin : begin + pieces].tolist())
                 picked.append(np.arange(offset, scored, stride) + stretch.first - begin)
             batch = masked_batch_at(windows, picked, tokenizer, padding)
-            batch = {k: v.to(device) for k, v in batch.items()}
-            result = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
-                           batch["masked_positions"], batch["masked_labels"])  # fmt: skip
-            labels = batch["masked_labels"].reshape(-1)
-            nats = F.cross_entropy(result.mlm_logits.float(), labels[labels != -100],
-                                   reduction="none")  # fmt: skip
-            values = (nats / math.log(2)).cpu().numpy()
+            values = masked_bits(model, batch, device)
             per_row = len(range(offset, scored, stride))
             out[start : start + len(chunk), offset::stride] = values.reshape(len(chunk), per_row)
     return out
@@ -163,6 +154,7 @@ def bits_by_copy_context(model_dir, fasta, copies_bed, chromosomes: list[str],
 
     model = from_pretrained(model_dir, device).eval()
     tokenizer = load_tokenizer(model_dir)
+    # lengths beyond the model's inputs are left out (as mlm_accuracy_by_context does)
     lengths = sorted(n for n in set(lengths) if n <= model.config.max_position)
     if not lengths or lengths[0] < 10:
         raise ConfigError(f"context lengths must lie in 10..{model.config.max_position}")

@@ -85,6 +85,19 @@ def check_stride(stride: int) -> None:
 
 
 @torch.no_grad()
+def masked_bits(model, batch: dict, device) -> np.ndarray:
+    """Bits of each masked piece of a `masked_batch_at` batch, row by row in the order of
+    the labels (float64)."""
+    batch = {k: v.to(device) for k, v in batch.items()}
+    out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
+                batch["masked_positions"], batch["masked_labels"])  # fmt: skip
+    labels = batch["masked_labels"].reshape(-1)
+    labels = labels[labels != -100]  # the order of out.mlm_logits' rows
+    nats = F.cross_entropy(out.mlm_logits.float(), labels, reduction="none")
+    return (nats / math.log(2)).cpu().numpy().astype(np.float64)
+
+
+@torch.no_grad()
 def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT_STRIDE,
                batch_size: int = 32, device="cpu") -> list[np.ndarray]:  # fmt: skip
     """Bits of every piece of every window, each predicted with [MASK] in its place and
@@ -100,13 +113,7 @@ def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT
             chunk = rows[start : start + batch_size]
             batch, scored = masked_batch([windows[i] for i in chunk], offset, stride,
                                          tokenizer, padding)  # fmt: skip
-            batch = {k: v.to(device) for k, v in batch.items()}
-            out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
-                        batch["masked_positions"], batch["masked_labels"])  # fmt: skip
-            labels = batch["masked_labels"].reshape(-1)
-            labels = labels[labels != -100]  # the order of out.mlm_logits' rows
-            nats = F.cross_entropy(out.mlm_logits.float(), labels, reduction="none")
-            values = (nats / math.log(2)).cpu().numpy().astype(np.float64)
+            values = masked_bits(model, batch, device)
             done = 0
             for index, picked in zip(chunk, scored, strict=True):
                 bits[index][picked] = values[done : done + len(picked)]

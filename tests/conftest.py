@@ -69,3 +69,28 @@ def pretraining_data(demo_reference, tmp_path_factory) -> dict:
         "train": folder / "train",
         "eval": folder / "eval",
     }
+
+
+def tiny_language_model(tokenizer, max_position: int):
+    """A fresh 2 x 32 BigBird language model over `tokenizer`'s pieces (seeded, eval mode):
+    what the likelihood and copy-context tests score with."""
+    import torch
+
+    from genobird.model import BigBirdConfig, BigBirdForPretraining
+
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=4,
+        intermediate_size=64, max_position=max_position, block_size=8, num_random_blocks=1,
+        hidden_dropout=0.0, attention_dropout=0.0, pad_token_id=tokenizer.pad_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return BigBirdForPretraining(config).eval()
+
+
+def saved_model_dir(model, tokenizer, directory: Path) -> Path:
+    """`model` and its tokenizer saved as a pretraining model directory."""
+    from genobird.model import save_pretrained
+
+    save_pretrained(model, directory)
+    tokenizer.save(directory)
+    return directory

@@ -13,8 +13,8 @@ from genobird.corpus.tokenizer import load_tokenizer
 from genobird.errors import CheckpointError
 from genobird.genome.alphabet import reverse_complement
 from genobird.likelihood import DEFAULT_STRIDE, LikelihoodScorer, masked_batch, piece_bits
-from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
-from tests.conftest import write
+from genobird.model import BigBirdConfig, save_pretrained
+from tests.conftest import saved_model_dir, tiny_language_model, write
 
 MAX_POSITION = 64  # windows of 62 pieces: the long test sequences need several
 
@@ -30,21 +30,12 @@ def tokenizer(pretraining_data):
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    config = BigBirdConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=4,
-        intermediate_size=64, max_position=MAX_POSITION, block_size=8, num_random_blocks=1,
-        hidden_dropout=0.0, attention_dropout=0.0, pad_token_id=tokenizer.pad_id,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    return BigBirdForPretraining(config).eval()
+    return tiny_language_model(tokenizer, MAX_POSITION)
 
 
 @pytest.fixture(scope="module")
 def model_dir(model, tokenizer, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("lm") / "model"
-    save_pretrained(model, directory)
-    tokenizer.save(directory)
-    return directory
+    return saved_model_dir(model, tokenizer, tmp_path_factory.mktemp("lm") / "model")
 
 
 @torch.no_grad()

@@ -114,9 +114,14 @@ def base_counts(counts: MarkovCounts, codes: np.ndarray, order: int):
     return (np.concatenate(hits) if hits else empty), (np.concatenate(seen) if seen else empty)
 
 
+def base_bits(hits: np.ndarray, seen: np.ndarray, alpha: float) -> np.ndarray:
+    """Bits of each base with these counts under add-`alpha` smoothing."""
+    return -np.log2((hits + alpha) / (seen + 4 * alpha))
+
+
 def smoothed_bits(hits: np.ndarray, seen: np.ndarray, alpha: float) -> float:
     """Total bits of bases with these counts under add-`alpha` smoothing."""
-    return float(-np.log2((hits + alpha) / (seen + 4 * alpha)).sum())
+    return float(base_bits(hits, seen, alpha).sum())
 
 
 def sequence_bits(counts: MarkovCounts, codes: np.ndarray, order: int, alpha: float) -> float:
