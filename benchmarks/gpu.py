@@ -7,8 +7,9 @@
 GPU machines reach no package index: `--prepare` downloads the wheels genobird needs
 that such a machine lacks (its image holds PyTorch, NumPy, h5py, transformers, ...) into
 .whl/, an ignored folder that travels with the working tree; the run installs them into
-a private folder first. Then, each step's figures written to DIR/gpu.json and
-DIR/gpu.md as soon as the step ends (a run cut short keeps what it measured):
+a private folder first, and builds genobird's C BPE encoder for the machine's Python
+(the tree carries the CPU machine's build only). Then, each step's figures written to
+DIR/gpu.json and DIR/gpu.md as soon as the step ends (a run cut short keeps what it measured):
 
   a. attention forward+backward at 4k / 16k / 32k tokens (B=1, H=12, D=64, block 64,
      3 random blocks, bf16): genobird's path, dense flash SDPA, transformers' BigBird,
@@ -19,9 +20,11 @@ DIR/gpu.md as soon as the step ends (a run cut short keeps what it measured):
      the same step replayed from one captured CUDA graph;
   c. a GENA-LM-shaped model (12 x 768, 32k pieces, 4,096 tokens) converted from
      transformers: training step and inference, genobird against transformers (bf16),
-     and the largest output difference in bf16 and fp32;
+     and the largest output difference in bf16 and fp32, beside each model's own bf16
+     rounding (its bf16 logits against its fp32 ones);
   d. scoring 8 kb windows with the base and tiny shapes: regions/s with 4, 8 and 14
-     DataLoader workers;
+     DataLoader workers, then each half alone (inputs: fetch, tokenise, batch; model:
+     the same batches on the device) to show which bounds it;
   e. the CUDA tests (`pytest -k "cuda or flex"`; the dry run only collects them);
   f. step c with the model through torch.compile.
 
@@ -105,6 +108,31 @@ def install_carried_wheels(wheels: Path = WHEELS) -> str | None:
         [str(target), str(REPO), os.environ.get("PYTHONPATH", "")]
     ).rstrip(os.pathsep)
     return str(target)
+
+
+def build_bpe_extension() -> str:
+    """Build genobird's C BPE encoder in place when this Python has none (the tree
+    carries the extension built for the CPU machine's Python only; the GPU image has a
+    C compiler, which Triton needs too). Without it scoring tokenises with
+    sentencepiece's encoder, about half as fast. Returns the encoder scoring will use."""
+    import shutil
+    import sysconfig
+
+    # checked by file, not by import: importing genobird now would fix its choice of
+    # encoder before the build
+    target = REPO / "genobird" / "corpus" / f"_bpe{sysconfig.get_config_var('EXT_SUFFIX')}"
+    if target.exists():
+        return "fast_bpe"
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    done = subprocess.run(
+        [compiler or "cc", "-O2", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
+         str(REPO / "genobird" / "corpus" / "_bpe.c"), "-o", str(target)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if done.returncode != 0:
+        print(f"[gpu] C BPE encoder not built: {done.stderr.strip()[-300:]}", flush=True)
+        return "sentencepiece"
+    return "fast_bpe"
 
 
 def load_benchmark(name: str):
@@ -275,13 +303,18 @@ def scoring(sizes, device: str, dry_run: bool) -> dict:
     bed = bench.random_bed(work / "timed.bed", Reference(fasta).lengths, sizes.score_regions)
     args = SimpleNamespace(device=device, precision="auto")
     window, tokens = (1000, 320) if dry_run else (8000, 1792)
-    rates = {}
+    rates, parts = {}, {}
     for shape in sizes.score_shapes:
         model_dir = bench.make_model_dir(work, shape, tokenizer, window, tokens)
         for workers in sizes.score_workers:
             rate = bench.regions_per_second(model_dir, bed, fasta, sizes.score_batch, args, workers)
             rates[f"{shape}, {workers} workers"] = rate
-    return {"window_bp": window, "regions": sizes.score_regions, "regions_per_s": rates}
+        parts[shape] = bench.scoring_parts(model_dir, bed, fasta, sizes.score_batch, args,
+                                           max(sizes.score_workers))  # fmt: skip
+    built = importlib.util.find_spec("genobird.corpus._bpe") is not None
+    encoder = "fast_bpe" if built else "sentencepiece"
+    return {"window_bp": window, "regions": sizes.score_regions, "encoder": encoder,
+            "regions_per_s": rates, "parts_regions_per_s": parts}  # fmt: skip
 
 
 def hf_model(sizes, device: str, dry_run: bool) -> dict:
@@ -295,13 +328,7 @@ def hf_model(sizes, device: str, dry_run: bool) -> dict:
         theirs, ours = bench.build_pair(args, Path(tmp))
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(5, args.vocab, (1, args.length), generator=generator).to(device)
-    result = {}
-    for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
-        if name == "bf16" and device != "cuda":
-            continue
-        expected = bench.step_theirs(theirs, ids, ids, dtype).detach().float()
-        got = bench.step_ours(ours, ids, ids, dtype).detach().float()
-        result[f"largest_difference_{name}"] = (expected - got).abs().max().item()
+    result = bf16_agreement(bench, theirs, ours, ids, device)
     dtype = torch.bfloat16 if device == "cuda" else None
     steps = {"transformers": [], "genobird": []}
     for _ in range(sizes.repeats):
@@ -322,6 +349,32 @@ def hf_model(sizes, device: str, dry_run: bool) -> dict:
     result["inference_genobird_over_transformers"] = (
         result["inference_s"]["genobird"] / result["inference_s"]["transformers"]
     )
+    return result
+
+
+def bf16_agreement(bench, theirs, ours, ids, device: str) -> dict:
+    """The largest difference of the two models' MLM logits in fp32 and in bf16 autocast;
+    beside it, how far each model's own bf16 logits lie from its fp32 ones (bf16's own
+    rounding at this size), the scale against which the bf16 difference is read, and the
+    largest logit (bf16 keeps 8 bits: a logit near 4 moves in steps of 1/64)."""
+    import torch
+
+    logits = {}
+    for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+        if name == "bf16" and device != "cuda":
+            continue
+        logits[name] = (bench.step_theirs(theirs, ids, ids, dtype).detach().float(),
+                        bench.step_ours(ours, ids, ids, dtype).detach().float())  # fmt: skip
+    result = {}
+    for name, (expected, got) in logits.items():
+        result[f"largest_difference_{name}"] = (expected - got).abs().max().item()
+    if "bf16" in logits:
+        (theirs32, ours32), (theirs16, ours16) = logits["fp32"], logits["bf16"]
+        result["bf16_from_own_fp32"] = {
+            "transformers": (theirs16 - theirs32).abs().max().item(),
+            "genobird": (ours16 - ours32).abs().max().item(),
+        }
+        result["largest_logit"] = theirs32.abs().max().item()
     return result
 
 
@@ -440,6 +493,7 @@ def main(argv=None) -> int:
         parser.error("--out is required (or --prepare)")
     if not args.dry_run:
         install_carried_wheels()
+        build_bpe_extension()
     sys.path.insert(0, str(REPO))
     import torch
 

@@ -19,6 +19,7 @@ strands) with K BPE-dropout cuts per strand, each K timed in turn over several r
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -89,6 +90,47 @@ def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int,
     started = time.perf_counter()
     table = predictor.score_bed(bed, fasta)
     return len(table) / (time.perf_counter() - started)
+
+
+def scoring_parts(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args,
+                  workers: int) -> dict:  # fmt: skip
+    """Regions/s of each half of scoring alone, to show which one bounds it: the inputs
+    (fetched, tokenised and batched by `workers` DataLoader workers, no model) and the
+    model (the same batches, already on the device, run back to back)."""
+    from genobird.genome import Reference, centered_window, read_bed
+    from genobird.genome.regions import Interval
+    from genobird.inputs import model_padding
+    from genobird.model.precision import autocast
+    from genobird.predict import WindowInputs, collate_views
+
+    predictor = load_predictor(model_dir, device=args.device, batch_size=batch_size,
+                               rc_average=False, precision=args.precision)  # fmt: skip
+    reference = Reference(fasta)
+    windows = []
+    for interval in read_bed(bed, contigs=reference.lengths):
+        window = centered_window(interval, predictor.input_length_bp)
+        windows.append(Interval(window.chrom, window.start, window.end, strand="+"))
+    collate = functools.partial(collate_views, pad_id=predictor.tokenizer.pad_id,
+                                **model_padding(predictor.model))  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        WindowInputs(windows, reference, predictor._views()), batch_size=batch_size,
+        collate_fn=collate, num_workers=workers,
+    )  # fmt: skip
+    started = time.perf_counter()
+    batches = [views[0] for views, _ in loader]
+    inputs_rate = len(windows) / (time.perf_counter() - started)
+    batches = [ids.to(predictor.device) for ids in batches]
+    pad_id = predictor.tokenizer.pad_id
+
+    def run_model() -> None:
+        with torch.no_grad(), autocast(predictor.device, predictor.autocast_dtype):
+            for ids in batches:
+                predictor.model(ids, None, ids != pad_id).logits.float().sigmoid().cpu()
+
+    run_model()  # compiles each batch length outside the timing
+    started = time.perf_counter()
+    run_model()
+    return {"inputs": inputs_rate, "model": len(windows) / (time.perf_counter() - started)}
 
 
 def segmentation_rates(work: Path, tokenizer, cuts: list[int], args, rounds: int = 3) -> dict:

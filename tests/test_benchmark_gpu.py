@@ -36,6 +36,9 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
     graphed = steps["attention_graphed"]["rows"]
     assert [row["tokens"] for row in graphed] == [256, 512] and graphed[0]["genobird_over_sdpa"] > 0
     assert all(rate > 0 for rate in steps["scoring"]["regions_per_s"].values())
+    parts = steps["scoring"]["parts_regions_per_s"]["tiny"]
+    assert parts["inputs"] > 0 and parts["model"] > 0
+    assert steps["scoring"]["encoder"] in ("fast_bpe", "sentencepiece")
     assert steps["hf_model"]["largest_difference_fp32"] < 1e-4
     assert steps["hf_model"]["training_genobird_over_transformers"] > 0
     table = (tmp_path / "gpu.md").read_text()
