@@ -139,11 +139,22 @@ def test_hf_layout_matches_oracle_with_padding(length):
     assert_matches_oracle(layout, key_padding_mask=mask)
 
 
-def test_layouts_with_repeated_blocks_run_on_the_gather_kernel_when_flex_is_asked():
+@pytest.mark.parametrize("lengths", [None, [1024, 700]])
+def test_flex_weighs_repeated_blocks_by_their_counts(lengths):
+    """FlexAttention lists each key block once and adds log(count) to its scores: the
+    same function as the gather kernel, which gathers a repeated block count times, and
+    as the dense oracle with log counts (HuggingFace BigBird's pattern, with padding)."""
     layout = hf_bigbird_layout(1024, 16, 2, num_heads=2, layer=2, max_position=1024)
-    q, k, v = qkv(1, 2, 1024)
-    expected = block_sparse_attention(q, k, v, layout)
-    torch.testing.assert_close(attention(q, k, v, layout, impl="flex"), expected)
+    assert (layout.block_counts > 1).any()
+    q, k, v = qkv(2, 2, 1024)
+    mask = None if lengths is None else padding_mask(2, 1024, lengths)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager FlexAttention warns that it is unfused
+        got = attention(q, k, v, layout, mask, impl="flex")
+    torch.testing.assert_close(got, block_sparse_attention(q, k, v, layout, mask),
+                               rtol=0, atol=1e-6)  # fmt: skip
+    oracle = dense_attention(q, k, v, layout.dense_mask(), mask, 0.0, layout.dense_log_counts())
+    torch.testing.assert_close(got, oracle, rtol=0, atol=1e-6)
 
 
 def test_etc_layout_matches_oracle_and_globals_see_everything():
@@ -389,6 +400,19 @@ def test_flex_kernel_on_cuda_matches_oracle():
     mask = padding_mask(2, 2048, [2048, 1500]).cuda()
     got = flex_block_sparse_attention(q, k, v, layout, mask)
     expected = dense_attention(q.double(), k.double(), v.double(), layout.dense_mask(), mask)
+    assert (got.double() - expected).abs().max() < 2e-3
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the compiled FlexAttention kernel needs CUDA"
+)
+def test_flex_kernel_on_cuda_weighs_repeated_blocks_like_the_oracle():
+    layout = hf_bigbird_layout(2048, 64, 3, num_heads=4, layer=1, max_position=4096).to("cuda")
+    q, k, v = (t.cuda().float() for t in qkv(2, 4, 2048, dim=64))
+    mask = padding_mask(2, 2048, [2048, 1500]).cuda()
+    got = flex_block_sparse_attention(q, k, v, layout, mask)
+    expected = dense_attention(q.double(), k.double(), v.double(), layout.dense_mask(), mask,
+                               0.0, layout.dense_log_counts())  # fmt: skip
     assert (got.double() - expected).abs().max() < 2e-3
 
 

@@ -63,10 +63,6 @@ def attention(
     if layout is None or layout.is_dense:
         return full_attention(q, k, v, key_padding_mask, dropout_p)
     chosen = resolve_impl(impl, q.device, dropout_p, layout.block_size)
-    if chosen == "flex" and layout.block_counts is not None:
-        # FlexAttention's block lists hold each block once; the gather kernel weights
-        # repeated blocks (HuggingFace BigBird's pattern) by their counts.
-        chosen = "block_sparse"
     if chosen == "flex":
         from genobird.attention.flex import flex_block_sparse_attention
 

@@ -1,7 +1,10 @@
 """FlexAttention backend (torch.nn.attention.flex_attention) for CUDA.
 
 The layout is handed to FlexAttention as explicit block lists, so the fused kernel visits
-only the layout's blocks. The lists depend on the layout alone (and on whether the call
+only the layout's blocks. A layout that repeats key blocks in a row (HuggingFace
+BigBird's, `hf_plan`) lists each once and adds the log of its count to the block's
+scores through `score_mod`: exp(s + log c) = c exp(s), the block weighed as if gathered
+c times. The lists depend on the layout alone (and on whether the call
 has key padding), so they are built once per layout and device and reused by every call
 of that layer at that length; each call only binds its own key validity to `mask_mod`.
 On CPU the same code runs eagerly (unfused, for tests); on CUDA it is compiled once.
@@ -106,6 +109,26 @@ def flex_block_mask(
     return block_mask
 
 
+def repeat_score_mod(layout: BlockLayout, device):
+    """The `score_mod` that weighs each key block by its count in the row (None for a
+    layout without repeats); the log counts are built once per layout and device."""
+    if layout.block_counts is None:
+        return None
+    cache = _LOG_COUNTS.setdefault(layout, {})
+    key = str(device)
+    if key not in cache:
+        cache[key] = layout.block_counts.to(device).clamp(min=1).float().log()
+    log_counts, size = cache[key], layout.block_size
+
+    def weigh_repeats(score, b, h, q_idx, kv_idx):
+        return score + log_counts[h, q_idx // size, kv_idx // size]
+
+    return weigh_repeats
+
+
+_LOG_COUNTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 # Each new (batch, heads, length) compiles its own kernel (dynamic=False keeps the tiles
 # static); past Dynamo's default of 8 shapes a compiled function silently falls back to
 # eager FlexAttention, which materialises every score. Scoring a file's last short batch,
@@ -133,12 +156,14 @@ def flex_block_sparse_attention(
     key_padding_mask: torch.Tensor | None = None,
     block_mask: BlockMask | None = None,
 ) -> torch.Tensor:
-    """Same contract as `block_sparse_attention` (no attention dropout: FlexAttention has
-    none, so the dispatcher uses the PyTorch kernel when dropout is on)."""
+    """Same contract as `block_sparse_attention`, repeated blocks included (no attention
+    dropout: FlexAttention has none, so the dispatcher uses the PyTorch kernel when
+    dropout is on)."""
     if block_mask is None:
         block_mask = flex_block_mask(layout, key_padding_mask, q.shape[0], q.device, q.is_cuda)
     kernel = _compiled_flex() if q.is_cuda else flex_attention  # eager: unfused, for tests
-    out = kernel(q, k, v, block_mask=block_mask, scale=q.shape[-1] ** -0.5)
+    out = kernel(q, k, v, score_mod=repeat_score_mod(layout, q.device), block_mask=block_mask,
+                 scale=q.shape[-1] ** -0.5)  # fmt: skip
     if key_padding_mask is not None:
         out = out * key_padding_mask[:, None, :, None].to(out.dtype)
     return out
