@@ -334,10 +334,15 @@ def listed_blocks(block_mask, head: int, row: int) -> tuple[list[int], list[int]
 
 def test_flex_block_lists_are_the_layout_rows():
     """Every row lists exactly its layout blocks. Unpadded: all "full" but the last block,
-    which runs past N = 500; padded: all "partial", the keys masked by mask_mod."""
+    which runs past N = 500; padded at the ends of rows (the shorter row has 321 real
+    keys, 10 whole blocks of 32): the 10 leading columns full, the rest partial, their
+    keys masked by mask_mod; padded at the start of a row: every block partial."""
     layout = bigbird_layout(500, block_size=32, num_heads=2, seed=6)
     unpadded = flex_block_mask(layout, None, batch=2)
     padded = flex_block_mask(layout, padding_mask(2, 500, [500, 321]), batch=2)
+    leading = padding_mask(2, 500, [500, 500])
+    leading[1, :5] = False
+    padded_first = flex_block_mask(layout, leading, batch=2)
     assert unpadded.BLOCK_SIZE == (32, 32)
     assert unpadded.kv_num_blocks.shape[0] == padded.kv_num_blocks.shape[0] == 1  # broadcast
     for head in range(2):
@@ -347,13 +352,16 @@ def test_flex_block_lists_are_the_layout_rows():
             assert sorted(partial + full) == expected
             assert partial == [b for b in expected if b == 15]
             partial, full = listed_blocks(padded, head, row)
+            assert full == [b for b in expected if b < 10]
+            assert partial == [b for b in expected if b >= 10]
+            partial, full = listed_blocks(padded_first, head, row)
             assert partial == expected and full == []
 
 
-def test_flex_block_lists_are_built_once_per_layout_not_per_call():
+def test_flex_block_lists_are_built_once_per_layout_and_padding_class_not_per_call():
     """Calls with new padding, new batches and other layers' calls reuse the lists: one
-    build per (layout, device, padded or not); the outputs still follow each call's
-    padding (eager FlexAttention against the dense oracle)."""
+    build per (layout, device, number of leading blocks real in every row); the outputs
+    still follow each call's padding (eager FlexAttention against the dense oracle)."""
     from genobird.attention import flex
 
     layouts = [bigbird_layout(384, block_size=32, num_heads=2, seed=8, layer=i) for i in range(2)]
@@ -361,13 +369,29 @@ def test_flex_block_lists_are_built_once_per_layout_not_per_call():
     q, k, v = qkv(2, 2, 384)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eager FlexAttention warns that it is unfused
-        for lengths in ([384, 200], [300, 384], [384, 384], None):
+        # leading real blocks: 6, 9, 6 again, all 12 (as unpadded), unpadded
+        for lengths in ([384, 200], [300, 384], [210, 384], [384, 384], None):
             mask = None if lengths is None else padding_mask(2, 384, lengths)
             for layout in layouts:
                 got = flex_block_sparse_attention(q, k, v, layout, mask)
                 expected = dense_attention(q, k, v, layout.dense_mask(), mask)
                 torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
-    assert flex.LIST_BUILDS - before == 4  # 2 layouts x (padded, unpadded)
+    assert flex.LIST_BUILDS - before == 6  # 2 layouts x (6, 9, 12 leading real blocks)
+
+
+def test_the_count_of_real_leading_blocks_is_read_once_per_padding_mask():
+    """The layers of one forward pass share their padding mask: the host reads how many
+    leading blocks are real once for it, and a new mask is counted afresh."""
+    from genobird.attention import flex
+
+    layout = bigbird_layout(384, block_size=32, num_heads=2, seed=8)
+    mask = padding_mask(2, 384, [384, 200])
+    valid = flex.key_validity(layout, mask, 2, "cpu")
+    assert flex.full_leading_blocks(layout, valid, mask) == 6
+    mask[1, :] = True  # the count is kept per mask object (a forward pass keeps its mask)
+    assert flex.full_leading_blocks(layout, valid, mask) == 6
+    other = padding_mask(2, 384, [384, 384])
+    assert flex.full_leading_blocks(layout, flex.key_validity(layout, other, 2, "cpu"), other) == 12
 
 
 @pytest.mark.skipif(

@@ -38,38 +38,61 @@ def key_validity(layout: BlockLayout, key_padding_mask, batch: int, device) -> t
     return valid
 
 
-# Block lists built so far (tests check that they are built once per layout, not per call).
+# Block lists built so far (tests check that they are built once per layout and padding
+# class, not per call).
 LIST_BUILDS = 0
 _TEMPLATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _template(layout: BlockLayout, device, padded: bool) -> tuple[BlockMask, torch.Tensor | None]:
-    """The block lists of `layout`, built once per (device, padded) and kept with it;
-    for unpadded inputs also their key validity, the same for every such call.
+def _template(layout: BlockLayout, device, full_columns: int) -> tuple[BlockMask, torch.Tensor]:
+    """The block lists of `layout` for calls whose first `full_columns` key blocks hold
+    only real keys in every row, built once per (device, full_columns) and kept with the
+    layout; with them the key validity of an unpadded call.
 
-    Unpadded inputs: every listed block is "full" (no mask evaluated) except a last block
-    that runs past seq_len. Padded inputs: every listed block is "partial", so mask_mod
-    masks the padded keys wherever they are, and the lists need not change with the
-    padding: no per-call sort, transpose or host synchronisation. The cost moves into the
-    kernel (a key-validity lookup in every visited block)."""
+    Listed blocks left of `full_columns` are "full" (no mask evaluated); the others, and a
+    last block that runs past seq_len, are "partial": mask_mod masks their padded keys
+    wherever they are, so the lists need not change with each call's padding (no per-call
+    sort, transpose or list build). Unpadded inputs have every column full but the tail;
+    padding only at the ends of rows (scoring, fine-tuning batches) leaves the leading
+    columns full, so the kernel evaluates the mask only in the last blocks."""
     global LIST_BUILDS
     cache = _TEMPLATES.setdefault(layout, {})
-    key = (str(device), padded)
+    key = (str(device), full_columns)
     if key not in cache:
         LIST_BUILDS += 1
         pattern = layout.block_mask.to(device)[None]  # [1, H, NB, NB]: broadcast over batch
-        partial_columns = torch.ones(layout.num_blocks, dtype=torch.bool, device=device)
-        if not padded:
-            partial_columns[:] = False
-            partial_columns[-1] = layout.seq_len % layout.block_size != 0
+        partial_columns = torch.arange(layout.num_blocks, device=device) >= full_columns
+        partial_columns[-1] |= layout.seq_len % layout.block_size != 0
         counts, indices = _block_lists(pattern & partial_columns)
         full_counts, full_indices = _block_lists(pattern & ~partial_columns)
         lists = BlockMask.from_kv_blocks(
             counts, indices, full_counts, full_indices, BLOCK_SIZE=layout.block_size,
             seq_lengths=(layout.seq_len, layout.seq_len),
         )  # fmt: skip
-        cache[key] = (lists, None if padded else key_validity(layout, None, 1, device))
+        cache[key] = (lists, key_validity(layout, None, 1, device))
     return cache[key]
+
+
+_LAST_COUNT: tuple | None = None  # (weak reference to a padding mask, blocks, block size, count)
+
+
+def full_leading_blocks(layout: BlockLayout, key_valid: torch.Tensor, key_padding_mask) -> int:
+    """How many leading key blocks hold only real keys in every row of this call. One
+    host read per padding mask: the layers of a forward pass share their mask, and the
+    count is kept for it. While a CUDA graph is being captured no host read is allowed,
+    so the count is 0 there (every block partial: correct, only slower)."""
+    global _LAST_COUNT
+    shape = (layout.num_blocks, layout.block_size)
+    if _LAST_COUNT is not None:
+        reference, counted_shape, count = _LAST_COUNT
+        if reference() is key_padding_mask and counted_shape == shape:
+            return count
+    if key_valid.is_cuda and torch.cuda.is_current_stream_capturing():
+        return 0
+    columns = key_valid.view(key_valid.shape[0], *shape).all(-1).all(0)
+    count = int(columns.int().cumprod(0).sum())
+    _LAST_COUNT = (weakref.ref(key_padding_mask), shape, count)
+    return count
 
 
 def flex_block_mask(
@@ -86,9 +109,12 @@ def flex_block_mask(
     """
     size = layout.block_size
     padded = key_padding_mask is not None
-    template, key_valid = _template(layout, device, padded)
     if padded:
         key_valid = key_validity(layout, key_padding_mask, batch, device)
+        leading = full_leading_blocks(layout, key_valid, key_padding_mask)
+        template, _ = _template(layout, device, leading)
+    else:
+        template, key_valid = _template(layout, device, layout.num_blocks)
     pattern = layout.block_mask.to(device)
 
     if padded:
