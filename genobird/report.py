@@ -19,6 +19,7 @@ from pathlib import Path
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_write
+from genobird.report_checks import checks, checks_path, write_checks
 
 TASKS = ("promoter", "chromatin")
 PROMOTER_KEYS = ("examples", "positives", "auroc", "auprc", "f1", "mcc", "f1_at_valid_threshold")
@@ -168,7 +169,10 @@ def held_out_evaluation(summary: dict, model_dir: Path, instances: Path) -> tupl
     return {}, note
 
 
-def pretraining_section(results: Path, context_lengths: list[int], context_windows: int) -> str:
+def pretraining_section(results: Path, context_lengths: list[int], context_windows: int,
+                        findings: dict | None = None) -> str:  # fmt: skip
+    """Training curves, held-out figures beside the Markov model's, and accuracy and bits
+    by context length; the figures the checks read go into `findings`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -198,10 +202,18 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
         text += "<h3>Held-out evaluation</h3>" + note
         if final:
             text += _table(sorted(final.items())) + markov_comparison(results, final)
+            markov = results / "baselines" / "markov.json"
+            if findings is not None and markov.is_file() and "bits_per_character" in final:
+                findings["held_out"] = {
+                    "genobird": final["bits_per_character"],
+                    "markov": json.loads(markov.read_text())["bits_per_bp"],
+                }
     if context_lengths and (folder / "model").is_dir() and instances.is_dir():
         rows = mlm_accuracy_by_context(
             folder / "model", instances, context_lengths, max_windows=context_windows
         )
+        if findings is not None:
+            findings["context"] = rows
         figure, axis = plt.subplots(figsize=(5, 3.5))
         axis.plot([r["context_length"] for r in rows], [r["mlm_accuracy"] for r in rows], "o-")
         axis.set_xscale("log", base=2)
@@ -221,10 +233,12 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
     return text
 
 
-def structure_auroc_section(results: Path, resamples: int = 1000) -> str:
+def structure_auroc_section(results: Path, resamples: int = 1000,
+                            findings: dict | None = None) -> str:  # fmt: skip
     """On the demo genome: the chromatin predictor's median test AUROC over the features
     whose labels need kilobases of context and over the local ones, beside each
-    baseline, with paired 95% intervals (test bins resampled)."""
+    baseline, with paired 95% intervals (test bins resampled); the long-range rows go
+    into `findings`."""
     from dataclasses import replace
 
     from genobird.tasks.compare import paired_median_auroc, read_feature_predictions
@@ -249,6 +263,8 @@ def structure_auroc_section(results: Path, resamples: int = 1000) -> str:
             continue
         theirs = by_reach(read_feature_predictions(theirs_path))
         paired = paired_median_auroc(ours, theirs, resamples)["categories"]
+        if findings is not None and "long-range" in paired:
+            findings.setdefault("long_range", {})[SHORT_NAMES[kind]] = paired["long-range"]
         for group in ("long-range", "local"):
             if group in paired:
                 row = paired[group]
@@ -330,6 +346,7 @@ BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")
 MULTILABEL_COLUMNS = ("median_auroc", "median_auprc")
 GENOBIRD_NAME = "genobird (fine-tuned BigBird)"
 MODEL_NAMES = {"kmer-lr": "k-mer (3-6) logistic regression", "cnn": "3-layer CNN, one-hot"}
+SHORT_NAMES = {"kmer-lr": "k-mer LR", "cnn": "CNN"}
 ZERO_SHOT_NAMES = {"genobird": "genobird zero-shot (pretrained BigBird)",
                    "markov": "order-k Markov model zero-shot"}  # fmt: skip
 
@@ -647,16 +664,19 @@ def build_report(
         raise InputError(f"{results}: no such results folder; run the pipeline first")
     if context_windows < 1:
         raise ConfigError(f"context windows must be at least 1, got {context_windows}")
+    findings: dict = {}
     sections = [
         genome_section(results),
         corpus_section(results),
-        pretraining_section(results, list(context_lengths), context_windows),
+        pretraining_section(results, list(context_lengths), context_windows, findings),
         copy_context_section(results, *copy_context),
         *(finetune_section(results, folder) for folder in task_folders(results)),
         *(chromatin_task_section(task) for task in chromatin_task_folders(results)),
-        structure_auroc_section(results),
+        structure_auroc_section(results, findings=findings),
         scores_section(results, out),
     ]
+    rows = checks(results, findings)
+    sections.insert(1, checks_section(rows))
     title = html.escape(title or f"genobird report: {results}")
     page = (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
@@ -664,4 +684,32 @@ def build_report(
     )
     with atomic_write(out) as handle:
         handle.write(page)
+    write_checks(checks_path(out), rows)
     return out
+
+
+def checks_section(rows: list[dict]) -> str:
+    """The checks against the baselines (`genobird.report_checks`), each met or not."""
+    if not rows:
+        return ""
+
+    def figure(value):
+        return "-" if value is None else value
+
+    def difference(value):
+        if value is None:
+            return "-"
+        point, low, high = value
+        return f"{point:+.4f}" if low is None else f"{point:+.4f} [{low:+.4f}, {high:+.4f}]"
+
+    table = [(row["check"], figure(row["genobird"]), figure(row["baseline"]),
+              difference(row["difference"]), "met" if row["met"] else "not met")
+             for row in rows]  # fmt: skip
+    met = sum(row["met"] for row in rows)
+    return (
+        f"<h2>Checks against the baselines: {met} of {len(rows)} met</h2><p>Each check "
+        "compares genobird with a baseline run on the same data in this pipeline; "
+        "differences are genobird minus the baseline, with paired 95% intervals where "
+        "resampling gives one. The sections below hold the figures.</p>"
+        + _table(table, ("check", "genobird", "baseline", "difference [95%]", "result"))
+    )

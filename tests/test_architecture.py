@@ -22,6 +22,7 @@ LAYERS = [
     ["genobird.tasks"],
     ["genobird.predict", "genobird.scoring", "genobird.mutagenesis", "genobird.likelihood",
      "genobird.copy_context", "genobird.convert"],
+    ["genobird.report_checks"],
     ["genobird.zero_shot", "genobird.report"],
     ["genobird.nlp", "genobird.commands", "genobird.cli"],
 ]  # fmt: skip

@@ -210,3 +210,70 @@ def test_report_sets_long_range_features_apart_from_local_ones_beside_each_basel
     assert "<td>long-range</td><td>2</td>" in rows[0] and "+1.000 [+1.000, +1.000]" in rows[0]
     assert "<td>local</td><td>2</td>" in rows[1] and "-1.000 [-1.000, -1.000]" in rows[1]
     assert "far_a, far_b" in section
+
+
+def test_report_checks_genobird_against_each_baseline_and_writes_the_checks(tmp_path):
+    """Held-out bits below Markov (met), long-range features above the CNN (met), the
+    promoter's MCC below the k-mer LR's (not met): a table near the top of the report
+    and report.checks.json beside it, with the paired intervals."""
+    from sklearn.metrics import matthews_corrcoef
+
+    results = tmp_path / "results"
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"eval": {"bits_per_character": 1.7712, "mlm_accuracy": 0.061},
+                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
+    _write_json(results / "baselines" / "markov.json",
+                {"order": 9, "alpha": 2.0, "bits_per_bp": 1.8123})  # fmt: skip
+    _write_json(results / "reference" / "manifest.json",
+                {"name": "genobird-demo", "seed": 0, "chromosomes": {"chr1": 1000},
+                 "long_range_features": ["far_a"]})  # fmt: skip
+    rng = np.random.default_rng(1)
+    labels = (rng.random((200, 2)) < 0.4).astype(np.uint8)
+    ours = labels.astype(float)
+    _feature_predictions(results / "chromatin" / "report" / "test_predictions.npz",
+                         labels, ours, ["far_a", "near_a"])  # fmt: skip
+    _feature_predictions(results / "chromatin" / "baselines" / "cnn" / "report" /
+                         "test_predictions.npz", labels, 1 - ours, ["far_a", "near_a"])  # fmt: skip
+    promoter = rng.integers(0, 2, 300)
+    scored = {}
+    for folder, noise in (("promoter", 0.6), ("promoter/baselines/kmer-lr", 0.2)):
+        scored[folder] = np.clip(promoter + rng.normal(0, noise, promoter.size), 0, 1)
+        _write_run(results / folder, promoter, scored[folder], 0.0)
+    out = build_report(results, tmp_path / "report.html", context_lengths=())
+    page = out.read_text()
+    assert page.index("Checks against the baselines: 2 of 3 met") < page.index("Held-out")
+    checks = json.loads((tmp_path / "report.checks.json").read_text())
+    assert (checks["met"], checks["of"]) == (2, 3)
+    held, far, promoter_row = checks["checks"]
+    assert held["met"] and held["genobird"] == 1.7712 and held["baseline"] == 1.8123
+    assert far["met"] and far["check"].endswith("above the CNN's")
+    assert far["difference"] == [1.0, 1.0, 1.0]
+    ours_mcc = matthews_corrcoef(promoter, scored["promoter"] >= 0.5)
+    theirs_mcc = matthews_corrcoef(promoter, scored["promoter/baselines/kmer-lr"] >= 0.5)
+    assert not promoter_row["met"] and ours_mcc < theirs_mcc
+    point, low, high = promoter_row["difference"]
+    assert abs(point - (ours_mcc - theirs_mcc)) < 1e-9 and low <= point <= high
+
+
+def _context_row(length, bits_gain=None, accuracy_gain=None):
+    row = {"context_length": length}
+    for name, gain in (("bits_gain", bits_gain), ("accuracy_gain", accuracy_gain)):
+        if gain is not None:
+            row[name], row[name + "_ci95"] = gain[0], gain[1:]
+    return row
+
+
+def test_the_context_check_needs_three_lengths_each_gain_above_zero():
+    from genobird.report_checks import context_check, rising_lengths
+
+    rows = [_context_row(8), _context_row(16, (0.01, 0.004, 0.02), (0.002, -0.001, 0.005)),
+            _context_row(32, (0.005, 0.001, 0.009), (0.001, -0.002, 0.004)),
+            _context_row(64, (0.001, -0.002, 0.004), (0.001, -0.002, 0.004))]  # fmt: skip
+    assert rising_lengths(rows, "bits_gain") == [8, 16, 32]
+    assert rising_lengths(rows, "accuracy_gain") == [8]
+    check = context_check({"context": rows})
+    assert check["met"] and check["genobird"] == "bits per bp: 8 < 16 < 32 tokens"
+    rows[2] = _context_row(32, (0.005, -0.001, 0.009))  # the second gain's interval holds 0
+    rows[3] = _context_row(64, (0.004, 0.001, 0.007))
+    assert rising_lengths(rows, "bits_gain") == [8, 16]  # the first run of two, kept
+    assert not context_check({"context": rows})["met"]

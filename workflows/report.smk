@@ -12,9 +12,10 @@ rule report:
         # without any fine-tuning task, the report still needs the pretrained model
         rules.pretrain.output.model,
     output:
-        f"{RESULTS}/report.html",
+        html=f"{RESULTS}/report.html",
+        checks=f"{RESULTS}/report.checks.json",  # the checks against the baselines, as JSON
     params:
-        results=lambda wildcards, output: os.path.dirname(output[0]),
+        results=lambda wildcards, output: os.path.dirname(output.html),
         context=report_context_options(config.get("report", {})),
     log:
         f"{RESULTS}/logs/report.log",
@@ -24,4 +25,4 @@ rule report:
     conda:
         ENV
     shell:
-        "genobird -q report --results {params.results} --out {output} {params.context} > {log} 2>&1"
+        "genobird -q report --results {params.results} --out {output.html} {params.context} > {log} 2>&1"
