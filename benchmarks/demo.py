@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     parser.add_argument("--results", type=Path,
                         help="print the checks of this finished demo run; run nothing")  # fmt: skip
     parser.add_argument("--venv", type=Path,
-                        help="use this environment in the fresh clone (set-up not timed)")  # fmt: skip
+                        help="this environment in the fresh clone (set-up not timed)")  # fmt: skip
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--out", type=Path, help="also write the time and checks as JSON")
     args = parser.parse_args(argv)
