@@ -9,3 +9,5 @@ start=$(date +%s)
 "$bin/snakemake" --cores "${CORES:-2}" --configfile pipelines/demo.yaml --rerun-incomplete \
     --printshellcmds
 echo "demo finished in $(( $(date +%s) - start )) s; report: results/demo/report.html"
+"$bin/python" -c 'import json; c = json.load(open("results/demo/report.checks.json"))
+print("checks against the baselines: %d of %d met (results/demo/report.checks.json)" % (c["met"], c["of"]))' 2>/dev/null || true
