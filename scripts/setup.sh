@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates the project's virtual environment and installs everything genobird needs.
-# Usage: scripts/setup.sh [VENV_DIR]   (default .venv)
+# Usage: scripts/setup.sh [VENV_DIR] [dev]   (default .venv; `dev` adds the dev extra:
+# pytest, ruff, transformers)
 #
 # torch is installed first and on purpose: a bare "torch" requirement resolves to a
 # multi-GB CUDA build on Linux. Without a GPU we ask for the exact CPU build
@@ -9,6 +10,7 @@
 set -euo pipefail
 
 venv="${1:-.venv}"
+extras="${2:-}"
 torch_version="${GENOBIRD_TORCH_VERSION:-2.13.0}"
 cpu_index="${GENOBIRD_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
 
@@ -53,7 +55,13 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q --upgrade pip >/dev/null
 ensure_torch
-say "installing genobird (editable) with the dev extra"
-"$venv/bin/pip" install -q -e ".[dev]"
+if [ "$extras" = "dev" ]; then
+    say "installing genobird (editable) with the dev extra"
+    "$venv/bin/pip" install -q -e ".[dev]"
+    touch "$venv/.genobird-dev-installed"
+else
+    say "installing genobird (editable)"
+    "$venv/bin/pip" install -q -e .
+fi
 touch "$venv/.genobird-installed"
 say "done: $("$venv/bin/genobird" --version)"
