@@ -132,12 +132,16 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def markov_comparison(results: Path, evaluation: dict) -> str:
-    """genobird's held-out bits per base beside the Markov baseline's on the same DNA."""
+def markov_comparison(results: Path, evaluation: dict, findings: dict | None = None) -> str:
+    """genobird's held-out bits per base beside the Markov baseline's on the same DNA
+    (the pair also goes into `findings`)."""
     path = results / "baselines" / "markov.json"
     if not path.is_file() or "bits_per_character" not in evaluation:
         return ""
     markov = json.loads(path.read_text())
+    if findings is not None:
+        findings["held_out"] = {"genobird": evaluation["bits_per_character"],
+                                "markov": markov["bits_per_bp"]}  # fmt: skip
     rows = [
         ("genobird (masked tokens, both-sided context)", evaluation["bits_per_character"]),
         (f"order-{markov['order']} Markov (alpha {markov['alpha']:g}, chosen on validation "
@@ -201,13 +205,7 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
         final, note = held_out_evaluation(summary, folder / "model", instances)
         text += "<h3>Held-out evaluation</h3>" + note
         if final:
-            text += _table(sorted(final.items())) + markov_comparison(results, final)
-            markov = results / "baselines" / "markov.json"
-            if findings is not None and markov.is_file() and "bits_per_character" in final:
-                findings["held_out"] = {
-                    "genobird": final["bits_per_character"],
-                    "markov": json.loads(markov.read_text())["bits_per_bp"],
-                }
+            text += _table(sorted(final.items())) + markov_comparison(results, final, findings)
     if context_lengths and (folder / "model").is_dir() and instances.is_dir():
         rows = mlm_accuracy_by_context(
             folder / "model", instances, context_lengths, max_windows=context_windows

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from genobird.fileio import atomic_write
+
 # the context check: this many increasing lengths, each gain's interval above zero
 CONTEXT_LENGTHS_NEEDED = 3
 
@@ -98,8 +100,6 @@ def checks(results: Path, findings: dict) -> list[dict]:
 
 
 def write_checks(path: Path, rows: list[dict]) -> None:
-    from genobird.fileio import atomic_write
-
     with atomic_write(path) as handle:
         json.dump({"checks": rows, "met": sum(row["met"] for row in rows),
                    "of": len(rows)}, handle, indent=2)  # fmt: skip
