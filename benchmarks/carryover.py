@@ -60,13 +60,14 @@ TASKS = {
 # the validation probe that `finetune classify` now runs by default is its own arm.
 RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
           "dropout": 0.3, "pooling": "mean", "strand_probe_steps": 0, "base_cnn_channels": 0,
-          "patience": 0}  # fmt: skip
+          "patience": 0, "base_kmers": 0}  # fmt: skip
 # Recipe candidates: the documented one, and variants of it with the base CNN, each as
 # the settings it changes. `--arms` picks; by default the first two (the documented
 # route, and it with the base CNN).
 CANDIDATES = {
     "genobird": {},
     "genobird+cnn": {"base_cnn_channels": 128, "patience": 3},
+    "genobird+cnn+kmers": {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6},
     "genobird+cnn/one-strand": {"base_cnn_channels": 128, "rc_augment": False},
     "genobird+cnn/lr1e-3": {"base_cnn_channels": 128, "learning_rate": 1e-3},
     "genobird+cnn/strand-probe": {"base_cnn_channels": 128, "strand_probe_steps": 500},

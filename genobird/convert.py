@@ -201,10 +201,11 @@ def from_hf(hf_dir, out_dir, window_bp: int | None = None) -> dict:
 def _hf_config(model, description: dict, tokenizer: TokenizerBase) -> dict:
     if isinstance(model, BigBirdForPretraining):
         config = config_to_hf(model.config, "BigBirdForMaskedLM")
-    elif isinstance(model, BigBirdForSequenceClassification) and model.base_cnn is not None:
+    elif isinstance(model, BigBirdForSequenceClassification) and model.base_readers():
         raise ConfigError(
-            "a classifier with a base CNN (base_cnn_channels) has no HuggingFace counterpart; "
-            "fine-tune without --base-cnn-channels, with --pooling hf, to export"
+            "a classifier with a base CNN or base k-mers (base_cnn_channels, base_kmers) has "
+            "no HuggingFace counterpart; fine-tune with --base-cnn-channels 0 --base-kmers 0, "
+            "or with --pooling hf, to export"
         )
     elif isinstance(model, BigBirdForSequenceClassification) and model.pooling == "hf":
         config = config_to_hf(model.config, CLASSIFIER)

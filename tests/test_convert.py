@@ -385,13 +385,14 @@ def test_bpe_dropout_needs_a_sentencepiece_tokenizer(pretraining_data, tmp_path)
         load_tokenizer(tmp_path / "tokenizer.json").encode_sampled("ACGT", 0.1, seed=0)
 
 
-def test_a_classifier_with_a_base_cnn_is_refused_export_naming_the_option():
+def test_a_classifier_with_base_readers_is_refused_export_naming_the_options():
     from genobird.convert import _hf_config
     from genobird.model import BigBirdConfig, BigBirdForSequenceClassification
 
     config = BigBirdConfig(vocab_size=20, hidden_size=16, num_layers=1, num_heads=2,
                            intermediate_size=32, max_position=128,
                            base_conv_channels=4)  # fmt: skip
-    model = BigBirdForSequenceClassification(config, 2, pooling="mean", base_cnn_channels=4)
-    with pytest.raises(ConfigError, match="fine-tune without --base-cnn-channels"):
-        _hf_config(model, {}, None)
+    for reader in ({"base_cnn_channels": 4}, {"base_kmers": 3}):
+        model = BigBirdForSequenceClassification(config, 2, pooling="mean", **reader)
+        with pytest.raises(ConfigError, match="--base-cnn-channels 0 --base-kmers 0"):
+            _hf_config(model, {}, None)

@@ -556,7 +556,7 @@ def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
 
 
 @pytest.mark.slow
-def test_a_base_cnn_beside_the_encoder_learns_a_planted_motif_and_scores(pretraining_data,
+def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretraining_data,
                                                                           tmp_path):  # fmt: skip
     """--base-cnn-channels: a classifier with a CNN on the bases beside the encoder
     learns a motif planted anywhere in 90 bp; the report and the saved model say so, and
@@ -586,10 +586,12 @@ def test_a_base_cnn_beside_the_encoder_learns_a_planted_motif_and_scores(pretrai
         "-q", "finetune", "classify", "--data", str(data), "--out", str(out),
         "--from-scratch", "--model", str(tmp_path / "shaped"), "--tokenizer",
         str(pretraining_data["tokenizer"]), "--max-steps", "100", "--batch-size", "16",
-        "--pooling", "mean", "--base-cnn-channels", "64", "--eval-every", "25",
+        "--pooling", "mean", "--base-cnn-channels", "64", "--base-kmers", "4",
+        "--eval-every", "25",
     ]) == 0  # fmt: skip
     report = json.loads((out / "report" / "metrics.json").read_text())
-    assert report["base_cnn_channels"] == 64 and report["auroc"] > 0.75
+    assert report["base_cnn_channels"] == 64 and report["base_kmers"] == 4
+    assert report["auroc"] > 0.75
     # the base CNN was trained alone first (as the CNN baseline) and fine-tuning started
     # from it: validation checked that start before the first step
     cnn = report["training"]["base_cnn"]
@@ -600,12 +602,19 @@ def test_a_base_cnn_beside_the_encoder_learns_a_planted_motif_and_scores(pretrai
         assert (out / "base-cnn" / f"{name}.safetensors").is_file()
     cached = json.loads((out / "base-cnn" / f"{chosen}.json").read_text())
     assert cached["details"] == cnn and cached["identity"]["rc_average"] == report["rc_average"]
+    # the k-mer LR of 3- and 4-mers fitted as its baseline; the start blends the two by
+    # their validation AUROC, and validation before the first step scored that blend
+    kmer_lr, blend = report["training"]["base_kmer_lr"], report["training"]["base_blend"]
+    assert kmer_lr["k"] == [3, 4] and (out / "base-cnn" / "kmer-lr.safetensors").is_file()
+    scores = blend["validation_auroc_by_cnn_weight"]
+    assert scores[str(blend["cnn_weight"])] == max(scores.values())
+    assert scores["1.0"] == pytest.approx(max(cnn["validation_auroc_by_epoch"]), abs=1e-3)
     checks = [json.loads(line) for line in (out / "metrics.jsonl").open()]
     first = next(row for row in checks if "eval_auroc" in row)
     assert first["step"] == 0
-    assert first["eval_auroc"] == pytest.approx(max(cnn["validation_auroc_by_epoch"]), abs=0.02)
+    assert first["eval_auroc"] == pytest.approx(max(scores.values()), abs=0.02)
     predictor = load_predictor(out / "model", device="cpu")
-    assert predictor.model.base_cnn is not None
+    assert predictor.model.base_cnn is not None and predictor.model.base_kmer_counts is not None
     probabilities = predictor.predict([windows.sequences[4], windows.sequences[9]])
     assert probabilities.shape == (2, 1) and np.isfinite(probabilities).all()
     # in silico mutagenesis reads the base CNN too: an effect is the mutant's score minus

@@ -746,14 +746,15 @@ def test_base_convolution_refuses_pieces_longer_than_its_table():
 
 
 # --------------------------------------------------------------------------- base CNN
-def base_cnn_classifier() -> BigBirdForSequenceClassification:
+def base_cnn_classifier(**readers) -> BigBirdForSequenceClassification:
     torch.manual_seed(0)
     config = tiny_config(vocab_size=len(PIECES), base_conv_channels=8, base_conv_width=5,
                          composed_token_embeddings=True, composed_piece_length=4)  # fmt: skip
-    model = BigBirdForSequenceClassification(config, 3, pooling="mean", base_cnn_channels=6)
+    readers = readers or {"base_cnn_channels": 6}
+    model = BigBirdForSequenceClassification(config, 3, pooling="mean", **readers)
     model.encoder.embeddings.set_vocabulary(PIECES)
     with torch.no_grad():  # trained-looking batch-norm statistics, so eval mode is not identity
-        for block in model.base_cnn.blocks:
+        for block in model.base_cnn.blocks if model.base_cnn is not None else []:
             block[1].running_mean.normal_()
             block[1].running_var.uniform_(0.5, 2.0)
     return model.eval()
@@ -797,7 +798,7 @@ def test_base_cnn_equals_the_cnn_baselines_tower_on_each_input_alone():
 
 
 def test_a_classifier_started_from_a_trained_cnn_gives_that_cnns_logits():
-    """start_from_cnn: the CNN baseline's tower and output layer in the base CNN and the
+    """start_from_baselines: the CNN baseline's tower and output layer in the base CNN and the
     head, the head's weights on the encoder's vector zero: the classifier's logits are
     the CNN's on each input's bases, whatever the encoder computes; a CNN of another
     width is refused."""
@@ -811,7 +812,7 @@ def test_a_classifier_started_from_a_trained_cnn_gives_that_cnns_logits():
             block[1].running_mean.normal_()
             block[1].running_var.uniform_(0.5, 2.0)
     cnn.eval()
-    model.start_from_cnn(cnn)
+    model.start_from_baselines(cnn)
     rows = [[2, 9, 9, 9, 9, 7, 8, 6, 5, 3], [2, 9, 9, 6, 3, 0, 0, 0, 0, 0]]
     ids = torch.tensor(rows)
     mask = ids != 0
@@ -821,7 +822,7 @@ def test_a_classifier_started_from_a_trained_cnn_gives_that_cnns_logits():
             alone = cnn.strand_logits(one_hot_of_tokens(rows[index][:real]))[0]
             torch.testing.assert_close(logits[index], alone, atol=1e-5, rtol=1e-5)
     with pytest.raises(ConfigError, match="cannot start a base CNN of 6 filters"):
-        model.start_from_cnn(SmallCNN(num_outputs=3, channels=8))
+        model.start_from_baselines(SmallCNN(num_outputs=3, channels=8))
 
 
 def test_base_cnn_trains_saves_loads_and_is_refused_where_it_cannot_work(tmp_path):
@@ -839,3 +840,125 @@ def test_base_cnn_trains_saves_loads_and_is_refused_where_it_cannot_work(tmp_pat
     with_conv = tiny_config(vocab_size=len(PIECES), base_conv_channels=4)
     with pytest.raises(ConfigError, match="no transformers counterpart"):
         BigBirdForSequenceClassification(with_conv, 2, pooling="hf", base_cnn_channels=4)
+
+
+# --------------------------------------------------------------------------- base k-mers
+def spelled_text(ids: list[int]) -> str:
+    """What the k-mer LR baseline reads for a row of tokens: the pieces' bases, a token
+    without bases ([CLS], [SEP]) as an N, which no k-mer crosses."""
+    return "".join(
+        p if set(p.upper()) <= set("ACGTN") else "N" for p in map(PIECES.__getitem__, ids)
+    )
+
+
+def test_base_kmers_count_what_the_kmer_baseline_counts_on_each_input_alone():
+    """In a padded batch, each input's base k-mer features are the k-mer LR baseline's
+    counts (baselines.kmer.kmer_matrix: k-mers with an N or across a token without bases
+    not counted) of that input's bases, times the scale."""
+    import numpy as np
+
+    from genobird.baselines.kmer import kmer_matrix
+
+    model = base_cnn_classifier(base_kmers=4)
+    counts = model.base_kmer_counts
+    assert counts.ks == (3, 4) and counts.output_size == 64 + 256
+    generator = torch.Generator().manual_seed(5)
+    rows = [[2, *torch.randint(5, 10, (n,), generator=generator).tolist(), 3] for n in (12, 7)]
+    rows.append([2, 5, 3])  # [CLS] A [SEP]
+    ids = torch.zeros(3, 14, dtype=torch.long)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = torch.tensor(row)
+    spelled, _ = model.encoder.embeddings.base_conv.spelled_bases(ids, ids != 0)
+    expected = kmer_matrix([spelled_text(row) for row in rows], (3, 4)).toarray()
+    assert expected[0].sum() > 0 and expected[2].sum() == 0  # "[CLS] A [SEP]": no 3-mer
+    torch.testing.assert_close(counts(spelled), torch.tensor(expected, dtype=torch.float32))
+    scale = torch.rand(counts.output_size, generator=generator)
+    counts.set_scale(scale)
+    torch.testing.assert_close(counts(spelled), torch.tensor(expected, dtype=torch.float32) * scale)
+    assert np.allclose(counts(spelled[:1, :3]).numpy(), 0)  # shorter than every k
+
+
+def fitted_kmer_lr(ks=(3, 4)):
+    """A k-mer LR fitted by scikit-learn on random windows of the test vocabulary's bases:
+    two outputs with both classes, one with a single class (predicted at its rate)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import MaxAbsScaler
+
+    from genobird.baselines.kmer import KmerLR, kmer_matrix
+
+    generator = torch.Generator().manual_seed(11)
+    rows = [[2, *torch.randint(5, 10, (9,), generator=generator).tolist(), 3] for _ in range(60)]
+    counts = kmer_matrix([spelled_text(row) for row in rows], ks)
+    scaler = MaxAbsScaler().fit(counts)
+    labels = torch.randint(0, 2, (60, 2), generator=generator).numpy()
+    models = [
+        LogisticRegression(C=1.0).fit(scaler.transform(counts), labels[:, i]) for i in range(2)
+    ]
+    return KmerLR(ks, None, scaler, [*models, 0.25], {}), rows
+
+
+def test_a_classifier_started_from_a_cnn_and_a_kmer_lr_gives_their_blended_logits():
+    """start_from_baselines with both: the logits are w x the CNN's + (1 - w) x the k-mer
+    LR's decision function (scikit-learn's, on its scaled counts; an output fitted on one
+    class gives its rate's log-odds), whatever the encoder computes; the scale is saved
+    and loaded with the weights. A k-mer LR of another width is refused."""
+    import numpy as np
+
+    from genobird.baselines.cnn import SmallCNN
+    from genobird.baselines.kmer import kmer_matrix
+
+    model = base_cnn_classifier(base_cnn_channels=6, base_kmers=4)
+    kmer_lr, rows = fitted_kmer_lr()
+    torch.manual_seed(3)
+    cnn = SmallCNN(num_outputs=3, channels=6).eval()
+    model.start_from_baselines(cnn, kmer_lr.linear(), cnn_weight=0.25)
+    ids = torch.zeros(4, 11, dtype=torch.long)
+    for index, row in enumerate(rows[:4]):
+        ids[index, : len(row) - index] = torch.tensor(row[: len(row) - index])
+    mask = ids != 0
+    with torch.no_grad():
+        logits = model(ids, None, mask).logits
+    for index, real in enumerate(mask.sum(1).tolist()):
+        row = ids[index, :real].tolist()
+        with torch.no_grad():
+            cnn_logit = cnn.strand_logits(one_hot_of_tokens(row))[0].numpy()
+        features = kmer_lr.scaler.transform(kmer_matrix([spelled_text(row)], (3, 4)))
+        lr_logit = [m.decision_function(features)[0] for m in kmer_lr.models[:2]]
+        lr_logit.append(np.log(0.25 / 0.75))
+        expected = 0.25 * cnn_logit + 0.75 * np.array(lr_logit)
+        np.testing.assert_allclose(logits[index].numpy(), expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ConfigError, match="cannot start base k-mers of 320 features"):
+        other, _ = fitted_kmer_lr(ks=(3,))
+        model.start_from_baselines(kmer_lr=other.linear())
+
+
+def test_base_kmers_alone_start_save_load_and_are_refused_where_they_cannot_work(tmp_path):
+    from genobird.baselines.kmer import kmer_matrix
+
+    model = base_cnn_classifier(base_kmers=4)
+    kmer_lr, rows = fitted_kmer_lr()
+    model.start_from_baselines(kmer_lr=kmer_lr.linear())  # the k-mer LR alone: weight 1
+    ids = torch.tensor(rows[:2])
+    expected = kmer_lr.probabilities([spelled_text(row) for row in rows[:2]])
+    with torch.no_grad():
+        torch.testing.assert_close(torch.sigmoid(model(ids).logits).double(),
+                                   torch.tensor(expected), atol=1e-5, rtol=1e-5)  # fmt: skip
+    assert kmer_matrix([spelled_text(rows[0])], (3, 4)).shape[1] == 320
+    save_pretrained(model, tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    assert (
+        loaded.head_config()["base_kmers"] == 4 and "base_cnn_channels" not in loaded.head_config()
+    )
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+    with pytest.raises(ConfigError, match="no base reader to start from a CNN"):
+        from genobird.baselines.cnn import SmallCNN
+
+        model.start_from_baselines(SmallCNN(num_outputs=3, channels=6))
+    with pytest.raises(ConfigError, match="base_kmers reads the bases"):
+        BigBirdForSequenceClassification(tiny_config(), 2, base_kmers=4)
+    with_conv = tiny_config(vocab_size=len(PIECES), base_conv_channels=4)
+    with pytest.raises(ConfigError, match="base_kmers has no transformers counterpart"):
+        BigBirdForSequenceClassification(with_conv, 2, pooling="hf", base_kmers=4)
+    with pytest.raises(ConfigError, match="0 \\(none\\) or 3-8, got 2"):
+        BigBirdForSequenceClassification(with_conv, 2, pooling="mean", base_kmers=2)

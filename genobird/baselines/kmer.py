@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
@@ -70,40 +71,82 @@ def _predict(models: list, features) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
-def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
-                  window_bp: int | None = None):  # fmt: skip
-    """(test probabilities [N, F], validation probabilities, details) of the k-mer LR,
-    each window read as its central `window_bp` bases where given."""
+@dataclass
+class KmerLR:
+    """A fitted k-mer LR: the scaler of the training counts and one model per output."""
+
+    ks: tuple[int, ...]
+    window_bp: int | None
+    scaler: object  # sklearn MaxAbsScaler
+    models: list
+    details: dict
+
+    def features(self, sequences: list[str]):
+        return self.scaler.transform(
+            kmer_matrix([central(s, self.window_bp) for s in sequences], self.ks)
+        )
+
+    def probabilities(self, sequences: list[str]) -> np.ndarray:
+        return _predict(self.models, self.features(sequences))
+
+    def linear(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weights [F, K], biases [F], scale [K]): logit = weights @ (counts x scale) +
+        biases, the same logits as the fitted models' (an output with one class in
+        training: no weights, its rate's log-odds)."""
+        width = len(self.scaler.scale_)
+        weights = np.zeros((len(self.models), width), dtype=np.float32)
+        biases = np.zeros(len(self.models), dtype=np.float32)
+        for output, model in enumerate(self.models):
+            if isinstance(model, float):
+                rate = min(max(model, 1e-4), 1 - 1e-4)
+                biases[output] = np.log(rate / (1 - rate))
+            else:
+                weights[output], biases[output] = model.coef_[0], model.intercept_[0]
+        return weights, biases, (1.0 / self.scaler.scale_).astype(np.float32)
+
+
+def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
+                window_bp: int | None = None) -> KmerLR:  # fmt: skip
+    """The k-mer LR fitted on the training split, C chosen on the validation split; each
+    window read as its central `window_bp` bases where given."""
     from sklearn.preprocessing import MaxAbsScaler
 
     def counts(split):
         return kmer_matrix([central(s, window_bp) for s in split.sequences], ks)
 
     started = time.perf_counter()
-    train = counts(data.train)
-    scaler = MaxAbsScaler().fit(train)
-    seen = np.asarray(train.sum(axis=0)).ravel() > 0
-    valid = scaler.transform(counts(data.valid))
-    test_counts = counts(data.test)
-    if not test_counts[:, seen].nnz:
-        raise InputError(
-            f"{data.path}: the test sequences share no {ks[0]}-{ks[-1]}-mer with the training "
-            "sequences; nothing can be predicted"
-        )
-    test, train = scaler.transform(test_counts), scaler.transform(train)
+    train_counts = counts(data.train)
+    scaler = MaxAbsScaler().fit(train_counts)
+    train, valid = scaler.transform(train_counts), scaler.transform(counts(data.valid))
     scores = {}
     for c in c_grid:
         models = _fit(train, data.train.labels, c, seed)
         scores[c] = validation_auroc(data, _predict(models, valid))
         log.info("k-mer LR C=%g: validation AUROC %.4f", c, scores[c])
     best = max(scores, key=lambda c: (scores[c], -c))
-    models = _fit(train, data.train.labels, best, seed)
     details = {
         "model": "kmer_lr",
         "k": list(ks),
         "features": int(train.shape[1]),
         "C": best,
         "validation_auroc_by_C": {str(c): v for c, v in scores.items()},
-        "seconds": round(time.perf_counter() - started, 1),
     }
-    return _predict(models, test), _predict(models, valid), details
+    models = _fit(train, data.train.labels, best, seed)
+    details["seconds"] = round(time.perf_counter() - started, 1)
+    return KmerLR(tuple(ks), window_bp, scaler, models, details)
+
+
+def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
+                  window_bp: int | None = None):  # fmt: skip
+    """(test probabilities [N, F], validation probabilities, details) of the k-mer LR,
+    each window read as its central `window_bp` bases where given."""
+    test_counts = kmer_matrix([central(s, window_bp) for s in data.test.sequences], ks)
+    fitted = fit_kmer_lr(data, ks, c_grid, seed, window_bp)
+    seen = fitted.scaler.max_abs_ > 0
+    if not test_counts[:, seen].nnz:
+        raise InputError(
+            f"{data.path}: the test sequences share no {ks[0]}-{ks[-1]}-mer with the training "
+            "sequences; nothing can be predicted"
+        )
+    test = _predict(fitted.models, fitted.scaler.transform(test_counts))
+    return test, fitted.probabilities(data.valid.sequences), fitted.details

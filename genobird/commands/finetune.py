@@ -16,6 +16,8 @@ from genobird.errors import GenobirdError, UsageError
 from genobird.tasks.recipe import POOLINGS, STRAND_PROBE_STEPS, TASK_DEFAULTS
 
 log = logging.getLogger("genobird")
+# recipe options that read the bases through the model's base convolution
+BASE_READERS = {"base_cnn_channels": "base CNN", "base_kmers": "base k-mers"}
 
 
 def fresh_shape_of(model_dir: Path) -> dict:
@@ -37,10 +39,9 @@ def fill_task_defaults(args: argparse.Namespace, train_windows: int) -> None:
     batch is at most the training windows there are."""
     for key, value in TASK_DEFAULTS[args.task].items():  # pooling before base_cnn_channels
         if getattr(args, key) is None:
-            if key == "base_cnn_channels" and value and (args.pooling == "hf"
-                                                         or not reads_bases(args)):  # fmt: skip
-                log.info("no base CNN: the model has no base convolution, or the head is "
-                         "transformers' (--pooling hf)")  # fmt: skip
+            if key in BASE_READERS and value and (args.pooling == "hf" or not reads_bases(args)):
+                log.info("no %s: the model has no base convolution, or the head is "
+                         "transformers' (--pooling hf)", BASE_READERS[key])  # fmt: skip
                 value = 0
             if key == "batch_size":  # a default batch is never more than the data set
                 value = max(1, min(value, train_windows))
@@ -87,6 +88,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         pooling=args.pooling,
         centre_bp=args.centre_bp,
         base_cnn_channels=args.base_cnn_channels,
+        base_kmers=args.base_kmers,
         dropout=args.dropout,
         eval_every=args.eval_every,
         patience=args.patience,
@@ -165,6 +167,12 @@ def add_finetune(commands) -> None:
                        "(genobird's CNN baseline's tower), trained alone first, then "
                        "pooled and read by the head with the encoder's vector (default: "
                        "128 for classify where the model has a base convolution, else 0: "
+                       "none)")  # fmt: skip
+    model.add_argument("--base-kmers", type=int, metavar="K",
+                       help="the counts of the window's 3- to K-mers beside the encoder (the "
+                       "k-mer LR baseline's features), its LR fitted first; the head starts "
+                       "from it, blended with the base CNN on validation (default: 6 for "
+                       "classify where the model has a base convolution, else 0: "
                        "none)")  # fmt: skip
     model.add_argument("--dropout", type=float,
                        help="dropout on hidden states while fine-tuning (default: 0.3 for "

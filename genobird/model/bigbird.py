@@ -666,6 +666,46 @@ class BaseCNN(nn.Module):
         return torch.cat([x.amax(dim=-1), x.sum(dim=-1) / count], dim=1)
 
 
+class BaseKmers(nn.Module):
+    """Counts of every k-mer (k in `ks`) of the bases the input's tokens spell, each
+    scaled by a factor fitted on the training windows: the features of genobird's k-mer
+    LR baseline (baselines/kmer.py: k-mers holding an N or crossing a token without bases
+    are not counted; columns k = ks[0] first, the first base most significant; scaled as
+    its MaxAbsScaler scales them), handed to the classification head beside the encoder's
+    pooled vector. So a fine-tuned classifier holds what the k-mer LR can learn, which on
+    a few hundred windows is often more than a CNN or a transformer learns from them.
+
+    `scale` (saved with the weights) is 1 until `set_scale` gives it the baseline's."""
+
+    def __init__(self, ks: tuple[int, ...]):
+        super().__init__()
+        if not ks or min(ks) < 1 or max(ks) > 8:
+            raise ConfigError(f"base k-mer lengths must lie in 1-8, got {list(ks)}")
+        self.ks = tuple(ks)
+        self.output_size = sum(4**k for k in self.ks)
+        self.register_buffer("scale", torch.ones(self.output_size))
+
+    def set_scale(self, scale) -> None:
+        with torch.no_grad():
+            self.scale.copy_(torch.as_tensor(scale, dtype=torch.float32))
+
+    def forward(self, base_codes: torch.Tensor) -> torch.Tensor:
+        """base_codes long [B, L] (BaseConvolution's codes) -> features [B, sum 4^k]."""
+        batch, length = base_codes.shape
+        acgt = base_codes < 4
+        columns = []
+        for k in self.ks:
+            counts = self.scale.new_zeros(batch, 4**k)
+            if length >= k:
+                windows = base_codes.unfold(1, k, 1).clamp(max=3)  # [B, L-k+1, k]
+                powers = 4 ** torch.arange(k - 1, -1, -1, device=base_codes.device)
+                index = (windows * powers).sum(-1)
+                whole = acgt.unfold(1, k, 1).all(-1).to(counts.dtype)
+                counts.scatter_add_(1, index, whole)
+            columns.append(counts)
+        return torch.cat(columns, dim=1) * self.scale
+
+
 # =========================================================================== task models
 def init_weights(module: nn.Module, std: float) -> None:
     """BERT's initialisation: N(0, std) weights, zero biases, unit LayerNorm."""
@@ -799,6 +839,7 @@ class BigBirdForSequenceClassification(nn.Module):
         pooling: str = "cls",
         centre_fraction: float = 1.0,
         base_cnn_channels: int = 0,
+        base_kmers: int = 0,
     ):
         super().__init__()
         if problem not in self.PROBLEMS:
@@ -821,15 +862,20 @@ class BigBirdForSequenceClassification(nn.Module):
                              persistent=False)  # fmt: skip
         self.pooling = pooling
         self.encoder = BigBirdEncoder(config)
-        self.base_cnn_channels = base_cnn_channels
-        self.base_cnn = None
+        # base readers: a CNN and k-mer counts on the bases the tokens spell, read by the
+        # head beside the encoder's vector (columns: encoder, base CNN, k-mers)
+        self.base_cnn_channels, self.base_kmers = base_cnn_channels, base_kmers
+        self.base_cnn = self.base_kmer_counts = None
         if base_cnn_channels:
-            check_base_cnn(config, pooling, base_cnn_channels)
+            check_base_reader(config, pooling, "base_cnn_channels", base_cnn_channels)
             self.base_cnn = BaseCNN(base_cnn_channels, config.hidden_dropout)
+        if base_kmers:
+            check_base_reader(config, pooling, "base_kmers", base_kmers)
+            self.base_kmer_counts = BaseKmers(base_kmer_lengths(base_kmers))
         if pooling == "hf":
             self.head = HFClassificationHead(config, num_labels)
         else:
-            extra = self.base_cnn.output_size if self.base_cnn is not None else 0
+            extra = sum(reader.output_size for reader in self.base_readers())
             self.head = ClassificationHead(config, num_labels, extra)
         init_weights(self, config.initializer_range)
 
@@ -844,33 +890,72 @@ class BigBirdForSequenceClassification(nn.Module):
             head["centre_fraction"] = self.centre_fraction
         if self.base_cnn_channels:
             head["base_cnn_channels"] = self.base_cnn_channels
+        if self.base_kmers:
+            head["base_kmers"] = self.base_kmers
         return head
+
+    def base_readers(self) -> list[nn.Module]:
+        """The base CNN and the k-mer counts, those the model has, in the head's order."""
+        return [r for r in (self.base_cnn, self.base_kmer_counts) if r is not None]
 
     def set_output_bias(self, bias) -> None:
         """Start each output at a given logit (e.g. its training base rate's log-odds)."""
         with torch.no_grad():
             self.head.linear.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
 
-    def start_from_cnn(self, cnn: nn.Module) -> None:
-        """Start from a trained one-hot CNN (baselines.cnn.SmallCNN of the base CNN's
-        width): its tower becomes the base CNN and its output layer the head's weights on
-        the base-CNN features, the head's weights on the encoder's vector zero. The
-        classifier then gives the CNN's logits (up to dropout rates), and fine-tuning
-        adds what the encoder sees to what the CNN already knows."""
-        if self.base_cnn is None:
-            raise ConfigError("start_from_cnn needs a classifier with base_cnn_channels")
-        if cnn.out.weight.shape != (self.num_labels, self.base_cnn.output_size):
+    def start_from_baselines(self, cnn: nn.Module | None = None, kmer_lr=None,
+                             cnn_weight: float = 1.0) -> None:  # fmt: skip
+        """Start from trained baselines: a one-hot CNN (baselines.cnn.SmallCNN of the base
+        CNN's width), whose tower becomes the base CNN, and/or a k-mer LR (`kmer_lr`: its
+        weights [F, K] on the scaled counts, biases [F] and the scale [K], as
+        baselines.kmer.KmerLR.linear gives them). The head's weights on the encoder's
+        vector are zero; with both, the output is cnn_weight x the CNN's logit + (1 -
+        cnn_weight) x the k-mer LR's. The classifier then gives the baselines' logits (up
+        to dropout), and fine-tuning adds what the encoder sees to what they know."""
+        given = {"a CNN": cnn is not None, "a k-mer LR": kmer_lr is not None}
+        readers = {"a CNN": self.base_cnn, "a k-mer LR": self.base_kmer_counts}
+        for name, present in given.items():
+            if present and readers[name] is None:
+                raise ConfigError(f"this classifier has no base reader to start from {name}")
+        if not any(given.values()):
+            raise ConfigError("start_from_baselines needs a CNN, a k-mer LR or both")
+        if not 0 <= cnn_weight <= 1:
+            raise ConfigError(f"cnn_weight must be in [0, 1], got {cnn_weight}")
+        weights = {"a CNN": cnn_weight if kmer_lr is not None else 1.0,
+                   "a k-mer LR": 1.0 - cnn_weight if cnn is not None else 1.0}  # fmt: skip
+        if cnn is not None and cnn.out.weight.shape != (self.num_labels, self.base_cnn.output_size):
             raise ConfigError(
                 f"a CNN of {cnn.out.weight.shape[1] // 2} filters and "
                 f"{cnn.out.weight.shape[0]} outputs cannot start a base CNN of "
                 f"{self.base_cnn_channels} filters and {self.num_labels} outputs"
             )
-        self.base_cnn.blocks.load_state_dict(cnn.blocks.state_dict())
-        linear, encoder_width = self.head.linear, self.config.hidden_size
+        if kmer_lr is not None:
+            coefficients, intercepts, scale = (torch.as_tensor(part, dtype=torch.float32)
+                                               for part in kmer_lr)  # fmt: skip
+            if coefficients.shape != (self.num_labels, self.base_kmer_counts.output_size):
+                raise ConfigError(
+                    f"a k-mer LR of {coefficients.shape[1]} features and {coefficients.shape[0]} "
+                    f"outputs cannot start base k-mers of {self.base_kmer_counts.output_size} "
+                    f"features and {self.num_labels} outputs"
+                )
+        linear = self.head.linear
+        reader_columns, first = {}, self.config.hidden_size  # the encoder's come first
+        for reader in self.base_readers():
+            reader_columns[reader] = (first, first + reader.output_size)
+            first += reader.output_size
         with torch.no_grad():
-            linear.weight[:, :encoder_width].zero_()
-            linear.weight[:, encoder_width:].copy_(cnn.out.weight)
-            linear.bias.copy_(cnn.out.bias)
+            linear.weight.zero_()
+            linear.bias.zero_()
+            if cnn is not None:
+                self.base_cnn.blocks.load_state_dict(cnn.blocks.state_dict())
+                first, last = reader_columns[self.base_cnn]
+                linear.weight[:, first:last].copy_(weights["a CNN"] * cnn.out.weight)
+                linear.bias.add_(weights["a CNN"] * cnn.out.bias)
+            if kmer_lr is not None:
+                self.base_kmer_counts.set_scale(scale)
+                first, last = reader_columns[self.base_kmer_counts]
+                linear.weight[:, first:last].copy_(weights["a k-mer LR"] * coefficients)
+                linear.bias.add_(weights["a k-mer LR"] * intercepts)
 
     def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """One [B, C] vector per input, read by the head."""
@@ -898,9 +983,10 @@ class BigBirdForSequenceClassification(nn.Module):
     ) -> ClassificationOutput:
         encoded = self.encoder(input_ids, segment_ids, attention_mask)
         pooled = self.pool(encoded, attention_mask)
-        if self.base_cnn is not None:
+        if readers := self.base_readers():
             spelled, _ = self.encoder.embeddings.base_conv.spelled_bases(input_ids, attention_mask)
-            pooled = torch.cat([pooled, self.base_cnn(spelled).to(pooled.dtype)], dim=1)
+            features = [reader(spelled).to(pooled.dtype) for reader in readers]
+            pooled = torch.cat([pooled, *features], dim=1)
         logits = self.head(pooled)
         loss = None
         if labels is not None:
@@ -913,18 +999,32 @@ class BigBirdForSequenceClassification(nn.Module):
         return ClassificationOutput(loss, logits)
 
 
-def check_base_cnn(config: BigBirdConfig, pooling: str, channels: int) -> None:
-    if channels < 0:
-        raise ConfigError(f"base_cnn_channels must be 0 (none) or more, got {channels}")
+# The shortest k-mers counted by base k-mers: the k-mer LR baseline's (3-6 by default)
+SHORTEST_BASE_KMER = 3
+
+
+def base_kmer_lengths(longest: int) -> tuple[int, ...]:
+    """The k-mer lengths of `base_kmers` = longest: 3 to longest."""
+    if not SHORTEST_BASE_KMER <= longest <= 8:
+        raise ConfigError(f"base_kmers (the longest k-mer counted) must be 0 (none) or "
+                          f"{SHORTEST_BASE_KMER}-8, got {longest}")  # fmt: skip
+    return tuple(range(SHORTEST_BASE_KMER, longest + 1))
+
+
+def check_base_reader(config: BigBirdConfig, pooling: str, name: str, value: int) -> None:
+    """A base reader (base_cnn_channels, base_kmers) reads the bases through the base
+    convolution and has no transformers counterpart."""
+    if value < 0:
+        raise ConfigError(f"{name} must be 0 (none) or more, got {value}")
     if not config.base_conv_channels:
         raise ConfigError(
-            "base_cnn_channels reads the bases through the model's base convolution, and "
+            f"{name} reads the bases through the model's base convolution, and "
             "this model has none: fine-tune a model pretrained with base_conv_channels > 0, "
             "or give the fresh model base_conv_channels"
         )
     if pooling == "hf":
-        raise ConfigError("base_cnn_channels has no transformers counterpart: use pooling "
-                          "cls, mean or centre, or leave base_cnn_channels at 0")  # fmt: skip
+        raise ConfigError(f"{name} has no transformers counterpart: use pooling "
+                          f"cls, mean or centre, or leave {name} at 0")  # fmt: skip
 
 
 def central_tokens(real: torch.Tensor, fraction: float) -> torch.Tensor:

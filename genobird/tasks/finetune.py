@@ -27,7 +27,9 @@ from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write, file_digest
 from genobird.inputs import token_limit, window_collate
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
+from genobird.model.bigbird import base_kmer_lengths
 from genobird.model.io import WEIGHTS_FILE, read_model_description
+from genobird.tasks.base_start import BASE_CNN_LEARNING_RATE, BASE_START_FILE, start_from_baselines
 from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.tasks.recipe import STRAND_PROBE_STEPS
@@ -36,14 +38,6 @@ from genobird.training.averaging import check_decay
 from genobird.training.checkpoint import latest_checkpoint
 
 log = logging.getLogger(__name__)
-
-# The base CNN's learning rate: the CNN baseline's (baselines.cnn.CNNSpec), at which that
-# tower is known to train; the encoder's fine-tuning rate (3e-4) is a pretrained model's.
-BASE_CNN_LEARNING_RATE = 1e-3
-# The base CNN is first trained alone as genobird's CNN baseline is (`start_base_cnn`),
-# within the budget the baseline has beside fine-tuning in docs/results.md.
-BASE_CNN_MINUTES = 3.0
-BASE_CNN_FILE = "base-cnn.json"
 
 
 @dataclass
@@ -70,9 +64,13 @@ class FinetuneSpec:
     centre_bp: int = 200
     # Filters of a CNN on the window's bases beside the encoder (model.bigbird.BaseCNN),
     # whose pooled features the head reads with the encoder's (0: none). It is trained
-    # alone first, as the CNN baseline, and fine-tuning starts from it (`start_base_cnn`);
+    # alone first, as the CNN baseline, and fine-tuning starts from it (tasks.base_start);
     # then it learns at BASE_CNN_LEARNING_RATE, the CNN baseline's rate.
     base_cnn_channels: int = 0
+    # Counts of the window's 3- to base_kmers-mers beside the encoder (BaseKmers), the k-mer
+    # LR baseline's features (0: none). The k-mer LR is fitted first and fine-tuning
+    # starts from it (blended with the base CNN on validation when there is one).
+    base_kmers: int = 0
     # Dropout on the encoder's hidden states and the head while fine-tuning (None: the
     # model's own; genobird's pretraining configs use 0, which overfits small tasks).
     dropout: float | None = None
@@ -131,6 +129,8 @@ class FinetuneSpec:
             )
         if self.base_cnn_channels < 0:
             raise ConfigError(f"base_cnn_channels must be 0 or more, got {self.base_cnn_channels}")
+        if self.base_kmers:
+            base_kmer_lengths(self.base_kmers)  # refuses a length outside 3-8
         if self.window_bp is not None and self.window_bp < 1:
             raise ConfigError(f"window_bp must be positive, got {self.window_bp}")
         if self.segmentations and not self.bpe_dropout:
@@ -310,6 +310,8 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
         head["centre_fraction"] = min(1.0, spec.centre_bp / window)
     if spec.base_cnn_channels:
         head["base_cnn_channels"] = spec.base_cnn_channels
+    if spec.base_kmers:
+        head["base_kmers"] = spec.base_kmers
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
@@ -354,8 +356,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     trainer = run(spec, output)
     summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
                else None}  # fmt: skip
-    if (base_cnn := output / BASE_CNN_FILE).is_file():
-        summary["base_cnn"] = json.loads(base_cnn.read_text())
+    if (base_start := output / BASE_START_FILE).is_file():
+        summary.update(json.loads(base_start.read_text()))
     report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
                       summary, strands)  # fmt: skip
     if trainer.is_main:
@@ -375,9 +377,10 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
                     rc_augment_seed=spec.seed if rc_augment else None,
                     bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed)  # fmt: skip
     valid = windows("valid", max_tokens=spec.max_tokens)
-    warm_start = bool(spec.base_cnn_channels)
+    warm_start = bool(spec.base_cnn_channels or spec.base_kmers)
     if warm_start and latest_checkpoint(output / "checkpoints") is None:
-        start_base_cnn(model, spec, meta, data_path, output, cnn_cache)
+        start_from_baselines(model, spec, data_path, output, cnn_cache,
+                             evaluation_strands(spec, meta))  # fmt: skip
     training = TrainingConfig(**{"seed": spec.seed, **spec.training})
     selection, reverse = {}, None
     if spec.eval_every and len(valid):
@@ -415,58 +418,6 @@ def evaluation_interval(eval_every: int, train_windows: int, training: TrainingC
     windows when that is shorter (at least one step)."""
     per_pass = -(-train_windows // training.effective_batch_size)
     return max(1, min(eval_every, per_pass))
-
-
-def start_base_cnn(model, spec: FinetuneSpec, meta: dict, data_path: Path, output: Path,
-                   cache: Path) -> dict:  # fmt: skip
-    """Train the base CNN alone as genobird's CNN baseline (`baselines.cnn.train_cnn`: the
-    same tower, data, strands and validation choice of epoch) and start the classifier
-    from it (`start_from_cnn`), so that fine-tuning begins where that CNN ends and
-    validation, checked before the first step, keeps it when the encoder adds nothing.
-    How it trained goes to OUTPUT/base-cnn.json and the report. A CNN trained for the same
-    data and settings is kept in `cache` and read from there (the strand probes train one
-    per strand setting; the run itself then trains none)."""
-    from genobird.baselines import load_baseline_data
-    from genobird.baselines.cnn import CNNSpec, SmallCNN, train_cnn
-    from genobird.fileio import atomic_path
-
-    cnn_spec = CNNSpec(
-        channels=spec.base_cnn_channels, rc_average=evaluation_strands(spec, meta),
-        window_bp=spec.window_bp, seed=spec.seed, max_minutes=BASE_CNN_MINUTES,
-    )  # fmt: skip
-    identity = {**asdict(cnn_spec), "data": file_digest(data_path)}
-    stem = cache / ("both-strands" if cnn_spec.rc_average else "one-strand")
-    if saved := read_cached_cnn(stem, identity):
-        cnn = SmallCNN(len(meta["feature_names"]), cnn_spec.channels, cnn_spec.dropout)
-        safetensors.torch.load_model(cnn, str(stem.with_suffix(".safetensors")))
-        details = saved["details"]
-        log.info("base CNN read from %s", stem.with_suffix(".safetensors"))
-    else:
-        with torch.random.fork_rng(devices=[]):
-            cnn, details = train_cnn(load_baseline_data(data_path, spec.seed), cnn_spec)
-        best = max(details["validation_auroc_by_epoch"])
-        log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
-                 best, details["epochs"], details["seconds"])  # fmt: skip
-        cache.mkdir(parents=True, exist_ok=True)
-        with atomic_path(stem.with_suffix(".safetensors")) as tmp:
-            safetensors.torch.save_model(cnn, str(tmp))
-        with atomic_write(stem.with_suffix(".json")) as handle:
-            json.dump({"identity": identity, "details": details}, handle, indent=2)
-    model.start_from_cnn(cnn.eval())
-    output.mkdir(parents=True, exist_ok=True)
-    with atomic_write(output / BASE_CNN_FILE) as handle:
-        json.dump(details, handle, indent=2)
-    return details
-
-
-def read_cached_cnn(stem: Path, identity: dict) -> dict | None:
-    """The record of a base CNN cached at `stem` (.json beside .safetensors), if it was
-    trained with exactly `identity` (its settings and the data set's digest)."""
-    about = stem.with_suffix(".json")
-    if not (about.is_file() and stem.with_suffix(".safetensors").is_file()):
-        return None
-    saved = json.loads(about.read_text())
-    return saved if saved.get("identity") == identity else None
 
 
 STRAND_CHOICE_FILE = "strand-choice.json"
@@ -606,6 +557,7 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "strands": strands or {},
         "pooling": spec.pooling,
         "base_cnn_channels": spec.base_cnn_channels,
+        "base_kmers": spec.base_kmers,
         "head_lr_scale": task_head_lr_scale(spec, meta),
         "layer_decay": spec.layer_decay,
         "ema_decay": spec.training.get("ema_decay", 0.0),

@@ -13,6 +13,7 @@ RECIPE_OPTIONS = (
     "pooling",
     "centre_bp",
     "base_cnn_channels",
+    "base_kmers",
     "dropout",
     "layer_decay",
     "head_lr_scale",
@@ -36,9 +37,9 @@ POOLINGS = ("cls", "mean", "hf", "centre")
 # the pipelines, which give their own recipes: short runs of the paper's [CLS] head.
 TASK_DEFAULTS = {
     "classify": {"max_steps": 3000, "batch_size": 32, "pooling": "mean", "dropout": 0.3,
-                 "eval_every": 500, "patience": 3, "base_cnn_channels": 128},
+                 "eval_every": 500, "patience": 3, "base_cnn_channels": 128, "base_kmers": 0},
     "promoter": {"max_steps": 300, "batch_size": 8, "pooling": "cls", "dropout": None,
-                 "eval_every": 0, "patience": 0, "base_cnn_channels": 0},
+                 "eval_every": 0, "patience": 0, "base_cnn_channels": 0, "base_kmers": 0},
 }  # fmt: skip
 TASK_DEFAULTS["chromatin"] = TASK_DEFAULTS["promoter"]
 

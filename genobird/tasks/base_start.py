@@ -1,0 +1,173 @@
+"""Where a classifier with base readers starts fine-tuning: from genobird's own baselines.
+
+A base CNN (`base_cnn_channels`) is trained alone as the CNN baseline is, and base k-mers
+(`base_kmers`) are fitted as the k-mer LR baseline is; the classifier then starts as
+those baselines (`BigBirdForSequenceClassification.start_from_baselines`), the head's
+weights on the encoder zero. With both, the start is a blend of the two logits whose
+weight is chosen on the validation split. Validation, checked before the first step,
+keeps that start when the encoder adds nothing, so a fine-tuned classifier is no worse
+on validation than the better of the baselines, or their blend.
+
+Each baseline trained for the same data and settings is kept in a cache folder and read
+from there (the strand probes train one per strand setting; the run itself then trains
+none). What was trained and chosen goes to OUTPUT/base-start.json and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import safetensors.torch
+import torch
+
+from genobird.fileio import atomic_path, atomic_write, file_digest
+from genobird.inputs import central
+from genobird.tasks.metrics import mean_auroc
+
+log = logging.getLogger(__name__)
+
+# The base CNN's learning rate: the CNN baseline's (baselines.cnn.CNNSpec), at which that
+# tower is known to train; the encoder's fine-tuning rate (3e-4) is a pretrained model's.
+BASE_CNN_LEARNING_RATE = 1e-3
+# The base CNN is first trained alone as genobird's CNN baseline is, within the budget the
+# baseline has beside fine-tuning in docs/results.md.
+BASE_CNN_MINUTES = 3.0
+BASE_START_FILE = "base-start.json"
+# The CNN's weights in the blended start that validation chooses among; a tie goes to the
+# first listed, an even blend before either baseline alone
+CNN_WEIGHTS = (0.5, 0.25, 0.75, 0.0, 1.0)
+
+
+def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path,
+                         rc_average: bool) -> dict:  # fmt: skip
+    """Train or fit the base readers `spec` asks for, start `model` from them (blended
+    on validation when both), write OUTPUT/base-start.json; returns what it wrote."""
+    from genobird.baselines import load_baseline_data
+
+    data = load_baseline_data(data_path, spec.seed)
+    record, cnn, kmer_lr, logits = {}, None, None, {}
+    if spec.base_cnn_channels:
+        cnn, record["base_cnn"] = base_cnn(data, spec, data_path, cache, rc_average)
+        logits["cnn"] = cnn_logits(cnn, data.valid.sequences, spec.window_bp, rc_average)
+    if spec.base_kmers:
+        kmer_lr, record["base_kmer_lr"] = base_kmer_lr(data, spec, data_path, cache)
+        logits["kmer_lr"] = kmer_logits(kmer_lr, data.valid.sequences, spec, rc_average)
+    cnn_weight = 1.0
+    if len(logits) == 2:
+        cnn_weight, scores = choose_cnn_weight(logits["cnn"], logits["kmer_lr"],
+                                               data.valid.labels)  # fmt: skip
+        record["base_blend"] = {"cnn_weight": cnn_weight,
+                                "validation_auroc_by_cnn_weight": scores}  # fmt: skip
+        log.info("start: %.2f x the base CNN + %.2f x the k-mer LR (validation AUROC %.4f)",
+                 cnn_weight, 1 - cnn_weight, scores[str(cnn_weight)])  # fmt: skip
+    model.start_from_baselines(cnn, kmer_lr, cnn_weight)
+    output.mkdir(parents=True, exist_ok=True)
+    with atomic_write(output / BASE_START_FILE) as handle:
+        json.dump(record, handle, indent=2)
+    return record
+
+
+def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray):
+    """The CNN's weight w in w x cnn + (1 - w) x kmer_lr (validation logits [N, F]) with
+    the best mean validation AUROC, and every weight's AUROC."""
+    scores = {str(w): round(mean_auroc(labels, w * cnn + (1 - w) * kmer_lr), 5)
+              for w in CNN_WEIGHTS}  # fmt: skip
+    best = max(CNN_WEIGHTS, key=lambda w: scores[str(w)])  # first listed among ties
+    return best, scores
+
+
+def base_cnn(data, spec, data_path: Path, cache: Path, rc_average: bool):
+    """The base CNN trained alone as genobird's CNN baseline (`baselines.cnn.train_cnn`:
+    the same tower, data, strands and validation choice of epoch), or read from `cache`."""
+    from genobird.baselines.cnn import CNNSpec, SmallCNN, train_cnn
+
+    cnn_spec = CNNSpec(
+        channels=spec.base_cnn_channels, rc_average=rc_average,
+        window_bp=spec.window_bp, seed=spec.seed, max_minutes=BASE_CNN_MINUTES,
+    )  # fmt: skip
+    identity = {**asdict(cnn_spec), "data": file_digest(data_path)}
+    stem = cache / ("both-strands" if rc_average else "one-strand")
+    if saved := read_cached(stem, identity):
+        cnn = SmallCNN(data.num_outputs, cnn_spec.channels, cnn_spec.dropout)
+        safetensors.torch.load_model(cnn, str(stem.with_suffix(".safetensors")))
+        log.info("base CNN read from %s", stem.with_suffix(".safetensors"))
+        return cnn.eval(), saved["details"]
+    with torch.random.fork_rng(devices=[]):
+        cnn, details = train_cnn(data, cnn_spec)
+    log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
+             max(details["validation_auroc_by_epoch"]), details["epochs"],
+             details["seconds"])  # fmt: skip
+    write_cached(stem, identity, details, {k: v.contiguous() for k, v in cnn.state_dict().items()})
+    return cnn.eval(), details
+
+
+def base_kmer_lr(data, spec, data_path: Path, cache: Path):
+    """The k-mer LR of the base k-mers fitted as genobird's k-mer LR baseline
+    (`baselines.kmer.fit_kmer_lr`: counts of 3- to base_kmers-mers, C chosen on
+    validation), as (weights, biases, scale), or read from `cache`."""
+    from genobird.baselines.kmer import fit_kmer_lr
+    from genobird.model.bigbird import base_kmer_lengths
+
+    ks = base_kmer_lengths(spec.base_kmers)
+    identity = {"k": list(ks), "window_bp": spec.window_bp, "seed": spec.seed,
+                "data": file_digest(data_path)}  # fmt: skip
+    stem = cache / "kmer-lr"
+    if saved := read_cached(stem, identity):
+        tensors = safetensors.torch.load_file(str(stem.with_suffix(".safetensors")))
+        log.info("base k-mer LR read from %s", stem.with_suffix(".safetensors"))
+        return tuple(tensors[k].numpy() for k in ("weights", "biases", "scale")), saved["details"]
+    fitted = fit_kmer_lr(data, ks, seed=spec.seed, window_bp=spec.window_bp)
+    linear = fitted.linear()
+    details = fitted.details
+    log.info("base k-mer LR fitted: C %g, validation AUROC %.4f (%.0f s)", details["C"],
+             max(details["validation_auroc_by_C"].values()), details["seconds"])  # fmt: skip
+    tensors = dict(zip(("weights", "biases", "scale"), map(torch.from_numpy, linear), strict=True))
+    write_cached(stem, identity, fitted.details, tensors)
+    return linear, fitted.details
+
+
+def cnn_logits(cnn, sequences: list[str], window_bp: int | None, rc_average: bool) -> np.ndarray:
+    from genobird.baselines.cnn import encode, one_hot
+
+    codes = encode([central(s, window_bp) for s in sequences])
+    with torch.no_grad():
+        return torch.cat([cnn(one_hot(codes[i : i + 256]), rc_average)
+                          for i in range(0, len(codes), 256)]).numpy()  # fmt: skip
+
+
+def kmer_logits(linear, sequences: list[str], spec, rc_average: bool) -> np.ndarray:
+    """The k-mer LR's logits [N, F] from (weights, biases, scale), averaged over both
+    strands where the classifier is evaluated on both."""
+    from genobird.baselines.kmer import kmer_matrix
+    from genobird.genome.alphabet import reverse_complement
+    from genobird.model.bigbird import base_kmer_lengths
+
+    weights, biases, scale = linear
+    ks = base_kmer_lengths(spec.base_kmers)
+    windows = [central(s, spec.window_bp) for s in sequences]
+    strands = [windows, [reverse_complement(s) for s in windows]] if rc_average else [windows]
+    logits = [kmer_matrix(strand, ks).multiply(scale[None]) @ weights.T + biases
+              for strand in strands]  # fmt: skip
+    return np.asarray(sum(logits) / len(logits))
+
+
+def read_cached(stem: Path, identity: dict) -> dict | None:
+    """The record of a baseline cached at `stem` (.json beside .safetensors), if it was
+    trained with exactly `identity` (its settings and the data set's digest)."""
+    about = stem.with_suffix(".json")
+    if not (about.is_file() and stem.with_suffix(".safetensors").is_file()):
+        return None
+    saved = json.loads(about.read_text())
+    return saved if saved.get("identity") == identity else None
+
+
+def write_cached(stem: Path, identity: dict, details: dict, tensors: dict) -> None:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(stem.with_suffix(".safetensors")) as tmp:
+        safetensors.torch.save_file(tensors, str(tmp))
+    with atomic_write(stem.with_suffix(".json")) as handle:
+        json.dump({"identity": identity, "details": details}, handle, indent=2)
