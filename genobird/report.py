@@ -602,6 +602,15 @@ def _recipe_parts(metrics: dict) -> list[str]:
     if metrics.get("base_cnn_channels"):
         parts.append(f"a {metrics['base_cnn_channels']}-filter CNN on the bases beside the "
                      "encoder")  # fmt: skip
+    if metrics.get("base_kmers"):
+        parts.append(f"the counts of its 3- to {metrics['base_kmers']}-mers beside the encoder")
+    if blend := training.get("base_blend"):
+        weight = blend["cnn_weight"]
+        parts.append(f"started from {weight:g} x the base CNN + {1 - weight:g} x the k-mer LR "
+                     "(chosen on validation)")  # fmt: skip
+    if training.get("best_step") == 0 and (metrics.get("base_cnn_channels") or
+                                           metrics.get("base_kmers")):  # fmt: skip
+        parts.append("the start kept: the encoder added nothing on validation")
     if metrics.get("bpe_dropout"):
         parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
     if (strands := metrics.get("strands") or {}).get("chosen_by") == "validation":

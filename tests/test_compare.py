@@ -23,6 +23,10 @@ from genobird.tasks.compare import (
 )
 from tests.test_baselines import _motif_dataset
 
+# a fine-tuning run whose test is not about the base readers trains none (they are
+# trained first by default: a CNN and a k-mer LR per run)
+NO_BASE_READERS = ["--base-cnn-channels", "0", "--base-kmers", "0"]
+
 
 def _scores(seed: int, examples: int = 400, noise: float = 0.3):
     """Labels and probabilities that follow them, rounded so that scores tie."""
@@ -134,7 +138,8 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
 ):
     data = _motif_dataset(tmp_path / "motif.h5", n=300)
     finetuned, kmer = tmp_path / "finetuned", tmp_path / "kmer"
-    assert main(["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+    assert main(["-q", "finetune", "classify", *NO_BASE_READERS,
+                 "--data", str(data), "--from-scratch",
                  "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
                  "--batch-size", "8", "--out", str(finetuned)]) == 0  # fmt: skip
     assert main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out", str(kmer)]) == 0
@@ -155,7 +160,8 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
 
     # seeds of one recipe against a baseline: A is the mean of its runs
     reseeded = tmp_path / "reseeded"
-    assert main(["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+    assert main(["-q", "finetune", "classify", *NO_BASE_READERS,
+                 "--data", str(data), "--from-scratch",
                  "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
                  "--batch-size", "8", "--seed", "1", "--out", str(reseeded)]) == 0  # fmt: skip
     capsys.readouterr()

@@ -72,6 +72,11 @@ def test_finetune_chromatin_beats_chance(pretraining_data, tmp_path, capsys):
     assert (tmp_path / "run" / "report" / "auroc_by_category.png").read_bytes()[:4] == b"\x89PNG"
 
 
+# a fine-tuning run whose test is not about the base readers trains none (they are
+# trained first by default: a CNN and a k-mer LR per run)
+NO_BASE_READERS = ["--base-cnn-channels", "0", "--base-kmers", "0"]
+
+
 def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretraining_data, tmp_path):
     from genobird import load_predictor
     from genobird.corpus import Tokenizer
@@ -95,7 +100,8 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert 20 < sum(flips) < 52  # about half the windows read on the other strand
     assert np.array_equal(augmented[5]["input_ids"], augmented[5]["input_ids"])  # seeded
     assert main([
-        "-q", "finetune", "classify", "--data", str(data), "--out", str(tmp_path / "run"),
+        "-q", "finetune", "classify", *NO_BASE_READERS,
+        "--data", str(data), "--out", str(tmp_path / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
         "--eval-every", "10", "--patience", "2", "--pooling", "mean", "--batch-size", "8",
         "--strand-probe-steps", "0",
@@ -194,7 +200,7 @@ def test_a_classify_run_probes_its_strands_and_reports_the_choice(pretraining_da
         windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
                     ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
     data = windows.write(tmp_path / "d.h5")
-    assert main(["-q", "finetune", "classify", "--data", str(data), "--out",
+    assert main(["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--out",
                  str(tmp_path / "run"), "--from-scratch", "--tokenizer",
                  str(pretraining_data["tokenizer"]), "--max-steps", "6", "--eval-every", "3",
                  "--strand-probe-steps", "3"]) == 0  # fmt: skip
@@ -235,7 +241,7 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
     save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
                     tmp_path / "shaped")  # fmt: skip
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=5)
-    command = ["-q", "finetune", "classify", "--data", str(data), "--out",
+    command = ["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--out",
                str(tmp_path / "run"), "--tokenizer", str(pretraining_data["tokenizer"]),
                "--model", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
     assert main([*command, "--from-scratch", "--dropout", "1.5"]) == 1
@@ -245,7 +251,7 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
     assert {key: config[key] for key in shape} == shape
     # the former spellings still work for a release, each with a warning naming the new one
     capsys.readouterr()
-    assert main(["-q", "finetune", "classify", "--data", str(data), "--output",
+    assert main(["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--output",
                  str(tmp_path / "old"), "--tokenizer", str(pretraining_data["tokenizer"]),
                  "--shape-of", str(tmp_path / "shaped"), "--from-scratch",
                  "--max-steps", "2"]) == 0  # fmt: skip
@@ -291,7 +297,8 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     tokenizer.save(pretrained)
     start = safetensors.torch.load_file(str(pretrained / "model.safetensors"))
     data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
-    command = ["-q", "finetune", "classify", "--data", str(data), "--model", str(pretrained),
+    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
+               "--data", str(data), "--model", str(pretrained),
                "--max-steps", "5", "--learning-rate", "1e-2", "--warmup-steps", "0"]  # fmt: skip
 
     def largest_change(decay: float) -> dict[str, float]:
@@ -338,7 +345,8 @@ def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp
     import torch
 
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=7)
-    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
+               "--data", str(data), "--from-scratch",
                "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
                "--batch-size", "4", "--learning-rate", "1e-2"]  # fmt: skip
     output = tmp_path / "run"
@@ -396,7 +404,8 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
     off = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.0, bpe_seed=5)
     assert all(np.array_equal(plain[i]["input_ids"], off[i]["input_ids"]) for i in range(30))
 
-    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
+               "--data", str(data), "--from-scratch",
                "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
                "--batch-size", "4"]  # fmt: skip
     assert main([*command, "--out", str(tmp_path / "run"), "--bpe-dropout", "0.1"]) == 0
@@ -455,7 +464,8 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
     assert len(cuts) > 1  # several cuts, not one
 
     run = tmp_path / "run"
-    command = ["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
+    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
+               "--data", str(data), "--from-scratch",
                "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
                "--batch-size", "4", "--bpe-dropout", "0.1", "--out", str(run)]  # fmt: skip
     assert main([*command, "--segmentations", "3"]) == 0
@@ -532,7 +542,8 @@ def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
     pretrain(seed=0)
     data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
     output = tmp_path / "run"
-    command = ["-q", "finetune", "classify", "--data", str(data), "--model", str(pretrained),
+    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
+               "--data", str(data), "--model", str(pretrained),
                "--out", str(output), "--max-steps", "4", "--checkpoint-every", "2"]  # fmt: skip
     assert main(command) == 0
     tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))

@@ -732,7 +732,7 @@ def test_base_convolution_trains_saves_and_loads(tmp_path):
 
 def test_base_convolution_without_a_vocabulary_is_refused():
     model = BigBirdForPretraining(tiny_config(vocab_size=len(PIECES), base_conv_channels=4))
-    with pytest.raises(ConfigError, match="base convolution needs the vocabulary's pieces"):
+    with pytest.raises(ConfigError, match="reading the bases needs the vocabulary's pieces"):
         model(torch.tensor([[2, 5, 6, 3]]))
 
 
@@ -835,8 +835,6 @@ def test_base_cnn_trains_saves_loads_and_is_refused_where_it_cannot_work(tmp_pat
     assert loaded.head_config()["base_cnn_channels"] == 6
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
-    with pytest.raises(ConfigError, match="this model has none"):
-        BigBirdForSequenceClassification(tiny_config(), 2, base_cnn_channels=4)
     with_conv = tiny_config(vocab_size=len(PIECES), base_conv_channels=4)
     with pytest.raises(ConfigError, match="no transformers counterpart"):
         BigBirdForSequenceClassification(with_conv, 2, pooling="hf", base_cnn_channels=4)
@@ -887,7 +885,9 @@ def fitted_kmer_lr(ks=(3, 4)):
     from genobird.baselines.kmer import KmerLR, kmer_matrix
 
     generator = torch.Generator().manual_seed(11)
-    rows = [[2, *torch.randint(5, 10, (9,), generator=generator).tolist(), 3] for _ in range(60)]
+    # 20 pieces: at least 32 bases, past which the base CNN pools as the CNN baseline does
+    # whatever the batch's padding (a shorter input pools once alone, twice padded)
+    rows = [[2, *torch.randint(5, 10, (20,), generator=generator).tolist(), 3] for _ in range(60)]
     counts = kmer_matrix([spelled_text(row) for row in rows], ks)
     scaler = MaxAbsScaler().fit(counts)
     labels = torch.randint(0, 2, (60, 2), generator=generator).numpy()
@@ -912,7 +912,7 @@ def test_a_classifier_started_from_a_cnn_and_a_kmer_lr_gives_their_blended_logit
     torch.manual_seed(3)
     cnn = SmallCNN(num_outputs=3, channels=6).eval()
     model.start_from_baselines(cnn, kmer_lr.linear(), cnn_weight=0.25)
-    ids = torch.zeros(4, 11, dtype=torch.long)
+    ids = torch.zeros(4, 22, dtype=torch.long)
     for index, row in enumerate(rows[:4]):
         ids[index, : len(row) - index] = torch.tensor(row[: len(row) - index])
     mask = ids != 0
@@ -955,10 +955,39 @@ def test_base_kmers_alone_start_save_load_and_are_refused_where_they_cannot_work
         from genobird.baselines.cnn import SmallCNN
 
         model.start_from_baselines(SmallCNN(num_outputs=3, channels=6))
-    with pytest.raises(ConfigError, match="base_kmers reads the bases"):
-        BigBirdForSequenceClassification(tiny_config(), 2, base_kmers=4)
     with_conv = tiny_config(vocab_size=len(PIECES), base_conv_channels=4)
     with pytest.raises(ConfigError, match="base_kmers has no transformers counterpart"):
         BigBirdForSequenceClassification(with_conv, 2, pooling="hf", base_kmers=4)
     with pytest.raises(ConfigError, match="0 \\(none\\) or 3-8, got 2"):
         BigBirdForSequenceClassification(with_conv, 2, pooling="mean", base_kmers=2)
+
+
+def test_base_readers_of_an_encoder_without_a_base_convolution_spell_with_their_own_table(
+    tmp_path,
+):
+    """A converted checkpoint's encoder spells no bases: the classifier keeps a table of
+    the vocabulary's bases of its own (set with the vocabulary, saved with the weights),
+    and its base readers see what they see beside an encoder that spells them."""
+    from genobird.tasks.finetune import build_task_model
+
+    spelling = base_cnn_classifier(base_cnn_channels=6, base_kmers=4)
+    config = tiny_config(vocab_size=len(PIECES))
+    model = BigBirdForSequenceClassification(config, 3, pooling="mean", base_cnn_channels=6,
+                                             base_kmers=4).eval()  # fmt: skip
+    assert model.base_speller is not None and spelling.base_speller is None
+    ids = torch.tensor([[2, 9, 9, 7, 6, 8, 3, 0], [2, 5, 6, 3, 0, 0, 0, 0]])
+    with pytest.raises(ConfigError, match="reading the bases needs the vocabulary's pieces"):
+        model(ids, None, ids != 0)
+    built = build_task_model(BigBirdForSequenceClassification, config, None, 0, PIECES,
+                             num_labels=3, pooling="mean", base_kmers=4)  # fmt: skip
+    assert built.base_speller.has_pieces
+    model.base_speller.set_pieces(PIECES)
+    own = model.base_speller.spelled_bases(ids, ids != 0)[0]
+    theirs = spelling.encoder.embeddings.base_conv.spelled_bases(ids, ids != 0)[0]
+    assert torch.equal(own, theirs)
+    torch.testing.assert_close(model.base_kmer_counts(own), spelling.base_kmer_counts(theirs))
+    save_pretrained(model, tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids, None, ids != 0).logits,
+                                   model(ids, None, ids != 0).logits)  # fmt: skip

@@ -86,7 +86,7 @@ def test_options_left_out_take_their_task_kinds_defaults(tmp_path):
     """classify: the recipe measured on task families it was not chosen on (base CNN,
     mean pooling, dropout, up to 3,000 steps stopped by validation); promoter and
     chromatin: the short [CLS] runs their pipelines override. An option given is kept; a
-    model without a base convolution gets no base CNN by default."""
+    head for export (--pooling hf) gets no base readers by default."""
     from genobird.commands.finetune import fill_task_defaults
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 
@@ -105,7 +105,7 @@ def test_options_left_out_take_their_task_kinds_defaults(tmp_path):
 
     assert resolved("classify", "reads-bases") == TASK_DEFAULTS["classify"]
     assert resolved("classify", "reads-bases")["base_cnn_channels"] == 128
-    assert resolved("classify", "plain")["base_cnn_channels"] == 0
+    assert resolved("classify", "plain")["base_cnn_channels"] == 128  # its own table of bases
     assert resolved("classify", "reads-bases", "--pooling", "hf")["base_cnn_channels"] == 0
     given = resolved("classify", "reads-bases", "--pooling", "cls", "--base-cnn-channels",
                      "0", "--max-steps", "10", "--patience", "0")  # fmt: skip

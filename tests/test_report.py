@@ -140,8 +140,9 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                  "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
     binary = {"split": "test", "f1": 0.8, "mcc": 0.6, "auroc": 0.9, "examples": 100}
     sampled = {**binary, "rc_average": True, "pooling": "mean", "bpe_dropout": 0.1,
-               "segmentations": 16, "training": {"steps": 6000, "best_step": 5000},
-               "base_cnn_channels": 128}  # fmt: skip
+               "segmentations": 16, "base_cnn_channels": 128, "base_kmers": 6,
+               "training": {"steps": 6000, "best_step": 5000,
+                            "base_blend": {"cnn_weight": 0.25}}}  # fmt: skip
     _write_json(results / "tasks" / "tf1" / "report" / "metrics.json", sampled)
     one_strand = {**binary, "rc_average": False, "pooling": "cls", "bpe_dropout": 0.0,
                   "segmentations": None, "training": {"steps": 400, "best_step": 400},
@@ -154,7 +155,9 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
     tf1, tf2 = page[page.index("Fine-tuning: tf1") :], page[page.index("Fine-tuning: tf2") :]
     assert tf1.index("<p>genobird: 6,000 fine-tuning steps, the best validation check&#x27;s "
                      "weights kept; mean pooling; a 128-filter CNN on the bases beside the "
-                     "encoder; BPE-dropout 0.1 on the training windows; each "
+                     "encoder; the counts of its 3- to 6-mers beside the encoder; started "
+                     "from 0.25 x the base CNN + 0.75 x the k-mer LR (chosen on validation); "
+                     "BPE-dropout 0.1 on the training windows; each "
                      "test prediction is the mean over both strands and 16 sampled cuts per "
                      "strand.</p>") < tf1.index("Fine-tuning: tf2")  # fmt: skip
     line = ("<p>genobird: 400 fine-tuning steps; cls pooling; trained on one strand, chosen "
@@ -162,6 +165,12 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
             "test prediction reads one strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
     assert tf2.index(line) < tf2.index("Fine-tuning: tf3")
     assert "<p>genobird:" not in page[page.index("Fine-tuning: tf3") :]
+    from genobird.report import _recipe_parts
+
+    kept_start = {"base_kmers": 6, "training": {"steps": 57, "best_step": 0}}
+    assert _recipe_parts(kept_start)[-1] == ("the start kept: the encoder added nothing on "
+                                            "validation")  # fmt: skip
+    assert "the start kept" not in " ".join(_recipe_parts({"training": kept_start["training"]}))
 
 
 def test_report_on_the_demo_genome_says_it_is_synthetic_and_what_it_holds(tmp_path):

@@ -32,29 +32,17 @@ def fresh_shape_of(model_dir: Path) -> dict:
 
 def fill_task_defaults(args: argparse.Namespace, train_windows: int) -> None:
     """Each recipe option not given takes its task kind's default (TASK_DEFAULTS). The
-    base CNN reads the bases through the model's base convolution and has no transformers
-    counterpart, so a model without one (a converted checkpoint, a fresh model of the
-    default shape) or a head for export (--pooling hf) runs without it unless
-    --base-cnn-channels is given (which is then refused with the reason). The default
-    batch is at most the training windows there are."""
-    for key, value in TASK_DEFAULTS[args.task].items():  # pooling before base_cnn_channels
+    base readers (base CNN, base k-mers) have no transformers counterpart, so a head for
+    export (--pooling hf) runs without them unless one is given (which is then refused
+    with the reason). The default batch is at most the training windows there are."""
+    for key, value in TASK_DEFAULTS[args.task].items():  # pooling before the base readers
         if getattr(args, key) is None:
-            if key in BASE_READERS and value and (args.pooling == "hf" or not reads_bases(args)):
-                log.info("no %s: the model has no base convolution, or the head is "
-                         "transformers' (--pooling hf)", BASE_READERS[key])  # fmt: skip
+            if key in BASE_READERS and value and args.pooling == "hf":
+                log.info("no %s: the head is transformers' (--pooling hf)", BASE_READERS[key])
                 value = 0
             if key == "batch_size":  # a default batch is never more than the data set
                 value = max(1, min(value, train_windows))
             setattr(args, key, value)
-
-
-def reads_bases(args: argparse.Namespace) -> bool:
-    """Whether the model fine-tuned has a base convolution (what a base CNN reads)."""
-    from genobird.model.io import read_model_description
-
-    if args.model is None:  # a fresh model of the default shape: none
-        return False
-    return bool(read_model_description(args.model)["config"].get("base_conv_channels"))
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
@@ -166,14 +154,12 @@ def add_finetune(commands) -> None:
                        help="a CNN of C filters on the window's bases beside the encoder "
                        "(genobird's CNN baseline's tower), trained alone first, then "
                        "pooled and read by the head with the encoder's vector (default: "
-                       "128 for classify where the model has a base convolution, else 0: "
-                       "none)")  # fmt: skip
+                       "128 for classify, else 0: none)")  # fmt: skip
     model.add_argument("--base-kmers", type=int, metavar="K",
                        help="the counts of the window's 3- to K-mers beside the encoder (the "
                        "k-mer LR baseline's features), its LR fitted first; the head starts "
                        "from it, blended with the base CNN on validation (default: 6 for "
-                       "classify where the model has a base convolution, else 0: "
-                       "none)")  # fmt: skip
+                       "classify, else 0: none)")  # fmt: skip
     model.add_argument("--dropout", type=float,
                        help="dropout on hidden states while fine-tuning (default: 0.3 for "
                        "classify, else the model's own)")  # fmt: skip

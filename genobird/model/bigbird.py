@@ -129,33 +129,20 @@ def composed_weight(residual, table, piece_terms) -> torch.Tensor:
     return residual + F.embedding_bag(piece_terms, table, mode="sum", padding_idx=padding)
 
 
-class BaseConvolution(nn.Module):
-    """Per-token features from a convolution over the bases that the tokens spell.
-
-    A BPE piece's bases reach the encoder only through its embedding, so a binding motif
-    that straddles two pieces, or sits at a different offset inside its piece in every
-    sequence, has to be put back together by attention. Here the input is written out
-    base by base (A C G T N, and one marker position for each token without bases, such
-    as [CLS], [SEP] or [MASK], so a masked piece's bases are never seen), convolved with
-    `channels` filters of `width` bases (ReLU), and each token takes the maximum of every
-    filter over its own bases: the first layer of a CNN on one-hot DNA, pooled back to
-    tokens and added to their embeddings. Padding tokens take no positions, so a real
-    token's features never depend on how far its batch was padded.
+class BaseSpeller(nn.Module):
+    """A batch of tokens written out base by base (`spelled_bases`): what the base
+    convolution and a classifier's base readers read.
 
     The vocabulary is set once (`set_pieces`) and saved with the weights as `piece_codes`
-    [V, max_piece_length] (int8, `NOTHING` past each piece's end).
-    """
+    [V, max_piece_length] (int8: A C G T N as 0-4, `MARKER` for a token without bases,
+    `NOTHING` past each piece's end)."""
 
     BASES = ALPHABET  # A C G T N: codes 0-4; other IUPAC letters are N
     MARKER = 5  # a token without bases: one position of its own
     NOTHING = 6  # past a piece's end, and around the sequence: an all-zero column
-    CHANNELS_IN = 6
 
-    def __init__(self, vocab_size: int, hidden_size: int, channels: int, width: int,
-                 max_piece_length: int):  # fmt: skip
+    def __init__(self, vocab_size: int, max_piece_length: int):
         super().__init__()
-        self.conv = nn.Conv1d(self.CHANNELS_IN, channels, width, padding=width // 2)
-        self.project = nn.Linear(channels, hidden_size)
         self.register_buffer("piece_codes", self._marker_codes(vocab_size, max_piece_length))
         self.has_pieces = False
 
@@ -176,7 +163,7 @@ class BaseConvolution(nn.Module):
         piece ([CLS], a GENA-LM special...) is a single marker position."""
         if len(pieces) != len(self.piece_codes):
             raise ConfigError(
-                f"the vocabulary has {len(pieces)} pieces, the base convolution "
+                f"the vocabulary has {len(pieces)} pieces, the model's table of their bases "
                 f"{len(self.piece_codes)}"
             )
         limit = self.piece_codes.shape[1]
@@ -194,6 +181,13 @@ class BaseConvolution(nn.Module):
             codes[index, : len(bases)] = torch.tensor(base_codes)
         self.piece_codes.copy_(codes)
         self.has_pieces = True
+
+    def check_pieces(self) -> None:
+        if not self.has_pieces:  # else every piece would be read as a token without bases
+            raise ConfigError(
+                "reading the bases needs the vocabulary's pieces: build the model with "
+                "its tokenizer (set_vocabulary) or load its saved weights"
+            )
 
     def spelled_bases(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None):
         """The batch written out base by base: codes [B, L] and, for each position, the
@@ -217,6 +211,32 @@ class BaseConvolution(nn.Module):
         owner[rows[used], positions] = token[used]
         return base_codes, owner
 
+
+class BaseConvolution(BaseSpeller):
+    """Per-token features from a convolution over the bases that the tokens spell.
+
+    A BPE piece's bases reach the encoder only through its embedding, so a binding motif
+    that straddles two pieces, or sits at a different offset inside its piece in every
+    sequence, has to be put back together by attention. Here the input is written out
+    base by base (A C G T N, and one marker position for each token without bases, such
+    as [CLS], [SEP] or [MASK], so a masked piece's bases are never seen), convolved with
+    `channels` filters of `width` bases (ReLU), and each token takes the maximum of every
+    filter over its own bases: the first layer of a CNN on one-hot DNA, pooled back to
+    tokens and added to their embeddings. Padding tokens take no positions, so a real
+    token's features never depend on how far its batch was padded.
+
+    The vocabulary is set once (`set_pieces`) and saved with the weights as `piece_codes`
+    [V, max_piece_length] (int8, `NOTHING` past each piece's end).
+    """
+
+    CHANNELS_IN = 6
+
+    def __init__(self, vocab_size: int, hidden_size: int, channels: int, width: int,
+                 max_piece_length: int):  # fmt: skip
+        super().__init__(vocab_size, max_piece_length)
+        self.conv = nn.Conv1d(self.CHANNELS_IN, channels, width, padding=width // 2)
+        self.project = nn.Linear(channels, hidden_size)
+
     def _convolve(self, base_codes: torch.Tensor) -> torch.Tensor:
         """self.conv over the one-hot bases, computed as one matrix product of each
         position's window [B, L, width x 6] with the filters: the output comes out as
@@ -232,11 +252,7 @@ class BaseConvolution(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """input_ids: long [B, N] -> features [B, N, C] (the projection's bias alone for
         padding tokens)."""
-        if not self.has_pieces:  # else every piece would be read as a token without bases
-            raise ConfigError(
-                "the base convolution needs the vocabulary's pieces: build the model with "
-                "its tokenizer (set_vocabulary) or load its saved weights"
-            )
+        self.check_pieces()
         base_codes, owner = self.spelled_bases(input_ids, attention_mask)
         filters = F.relu(self._convolve(base_codes))  # [B, L, K]
         return self.project(max_per_token(filters, owner, input_ids.shape[1]))
@@ -629,10 +645,10 @@ class BaseCNN(nn.Module):
     same size can learn, at every base position, whatever the tokenizer's cuts; the
     encoder adds what tokens and attention see.
 
-    The bases come from the encoder's base convolution (`spelled_bases`, which knows the
-    vocabulary's pieces): A C G T one-hot, N and tokens without bases ([CLS], [SEP])
-    all-zero, and positions past an input's end left out of both poolings, so a
-    window's features do not depend on how far its batch was padded."""
+    The bases come from the classifier's `speller` (the encoder's base convolution, or a
+    table of the vocabulary's bases of its own): A C G T one-hot, N and tokens without
+    bases ([CLS], [SEP]) all-zero, and positions past an input's end left out of both
+    poolings, so a window's features do not depend on how far its batch was padded."""
 
     WIDTHS = (15, 9, 5)
 
@@ -865,13 +881,16 @@ class BigBirdForSequenceClassification(nn.Module):
         # base readers: a CNN and k-mer counts on the bases the tokens spell, read by the
         # head beside the encoder's vector (columns: encoder, base CNN, k-mers)
         self.base_cnn_channels, self.base_kmers = base_cnn_channels, base_kmers
-        self.base_cnn = self.base_kmer_counts = None
+        self.base_cnn = self.base_kmer_counts = self.base_speller = None
         if base_cnn_channels:
-            check_base_reader(config, pooling, "base_cnn_channels", base_cnn_channels)
+            check_base_reader(pooling, "base_cnn_channels", base_cnn_channels)
             self.base_cnn = BaseCNN(base_cnn_channels, config.hidden_dropout)
         if base_kmers:
-            check_base_reader(config, pooling, "base_kmers", base_kmers)
+            check_base_reader(pooling, "base_kmers", base_kmers)
             self.base_kmer_counts = BaseKmers(base_kmer_lengths(base_kmers))
+        if (base_cnn_channels or base_kmers) and not config.base_conv_channels:
+            # the encoder spells no bases (a converted checkpoint): a table of its own
+            self.base_speller = BaseSpeller(config.vocab_size, config.base_conv_max_piece_length)
         if pooling == "hf":
             self.head = HFClassificationHead(config, num_labels)
         else:
@@ -893,6 +912,13 @@ class BigBirdForSequenceClassification(nn.Module):
         if self.base_kmers:
             head["base_kmers"] = self.base_kmers
         return head
+
+    def speller(self) -> BaseSpeller:
+        """What writes the input out base by base for the base readers: the encoder's base
+        convolution, or the classifier's own table where the encoder has none."""
+        speller = self.base_speller or self.encoder.embeddings.base_conv
+        speller.check_pieces()
+        return speller
 
     def base_readers(self) -> list[nn.Module]:
         """The base CNN and the k-mer counts, those the model has, in the head's order."""
@@ -984,7 +1010,7 @@ class BigBirdForSequenceClassification(nn.Module):
         encoded = self.encoder(input_ids, segment_ids, attention_mask)
         pooled = self.pool(encoded, attention_mask)
         if readers := self.base_readers():
-            spelled, _ = self.encoder.embeddings.base_conv.spelled_bases(input_ids, attention_mask)
+            spelled, _ = self.speller().spelled_bases(input_ids, attention_mask)
             features = [reader(spelled).to(pooled.dtype) for reader in readers]
             pooled = torch.cat([pooled, *features], dim=1)
         logits = self.head(pooled)
@@ -1011,17 +1037,10 @@ def base_kmer_lengths(longest: int) -> tuple[int, ...]:
     return tuple(range(SHORTEST_BASE_KMER, longest + 1))
 
 
-def check_base_reader(config: BigBirdConfig, pooling: str, name: str, value: int) -> None:
-    """A base reader (base_cnn_channels, base_kmers) reads the bases through the base
-    convolution and has no transformers counterpart."""
+def check_base_reader(pooling: str, name: str, value: int) -> None:
+    """A base reader (base_cnn_channels, base_kmers) has no transformers counterpart."""
     if value < 0:
         raise ConfigError(f"{name} must be 0 (none) or more, got {value}")
-    if not config.base_conv_channels:
-        raise ConfigError(
-            f"{name} reads the bases through the model's base convolution, and "
-            "this model has none: fine-tune a model pretrained with base_conv_channels > 0, "
-            "or give the fresh model base_conv_channels"
-        )
     if pooling == "hf":
         raise ConfigError(f"{name} has no transformers counterpart: use pooling "
                           f"cls, mean or centre, or leave {name} at 0")  # fmt: skip

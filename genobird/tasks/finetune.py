@@ -247,6 +247,8 @@ def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None
         load_encoder(model, Path(pretrained))
     elif pieces is not None:
         model.encoder.embeddings.set_vocabulary(pieces)
+    if getattr(model, "base_speller", None) is not None and pieces is not None:
+        model.base_speller.set_pieces(pieces)  # base readers of an encoder that spells none
     return model
 
 
