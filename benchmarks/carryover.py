@@ -13,11 +13,15 @@ task runs, in one process, on the same splits:
   genobird       the pipelines' GUE recipe (pipelines/human-mini.yaml: 3,000 steps, lr
                  3e-4, batch 32, validation every 500, dropout 0.3, mean pooling, strands
                  as the task kind sets them), no base CNN
-  genobird+cnn   `genobird finetune classify`'s defaults (genobird.tasks.recipe's
-                 TASK_DEFAULTS): the same with a base CNN of 128 filters (the CNN
-                 baseline's tower, trained alone first, under the encoder) and a stop
-                 after 3 validation checks without improvement; its settings are the
-                 baseline's, chosen on no task here, so every family is held out
+  genobird+cnn+kmers
+                 `genobird finetune classify`'s defaults (genobird.tasks.recipe's
+                 TASK_DEFAULTS): the same with base readers under the encoder, started
+                 from the baselines (a CNN of 128 filters, the CNN baseline's tower,
+                 trained alone first, and the k-mer LR's 3- to 6-mer counts, fitted
+                 first, blended on validation) and a stop after 3 validation checks
+                 without improvement; its settings are the baselines', chosen on no task
+                 here, so every family is held out
+  genobird+cnn   the same without the k-mer counts
   cnn            `genobird baseline cnn` (3-minute budget), k-mer LR: `baseline kmer-lr`
 
 and prints test MCC and AUROC with paired 95% bootstrap intervals of genobird's arms
@@ -61,13 +65,13 @@ TASKS = {
 RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
           "dropout": 0.3, "pooling": "mean", "strand_probe_steps": 0, "base_cnn_channels": 0,
           "patience": 0, "base_kmers": 0}  # fmt: skip
-# Recipe candidates: the documented one, and variants of it with the base CNN, each as
-# the settings it changes. `--arms` picks; by default the first two (the documented
-# route, and it with the base CNN).
+# Recipe candidates: the pipelines' one, and variants of it with base readers, each as
+# the settings it changes. `--arms` picks; by default the first two (the pipelines'
+# recipe, and `finetune classify`'s defaults).
 CANDIDATES = {
     "genobird": {},
-    "genobird+cnn": {"base_cnn_channels": 128, "patience": 3},
     "genobird+cnn+kmers": {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6},
+    "genobird+cnn": {"base_cnn_channels": 128, "patience": 3},
     "genobird+cnn/one-strand": {"base_cnn_channels": 128, "rc_augment": False},
     "genobird+cnn/lr1e-3": {"base_cnn_channels": 128, "learning_rate": 1e-3},
     "genobird+cnn/strand-probe": {"base_cnn_channels": 128, "strand_probe_steps": 500},

@@ -30,14 +30,16 @@ POOLINGS = ("cls", "mean", "hf", "centre")
 # `genobird finetune`'s setting for each option left out, by task kind. classify (a
 # user's own labelled sequences, of any family): the recipe that benchmarks/carryover.py
 # measures on task families it was not chosen on (docs/results.md, "One recipe on tasks it
-# was not chosen on"): a base CNN of the CNN baseline's width, trained alone first, under
-# the encoder; mean pooling, dropout 0.3, up to 3,000 steps of 32 windows, validation
+# was not chosen on"): base readers under the encoder, started from genobird's baselines
+# (a CNN of the CNN baseline's width, trained alone first, and the k-mer LR's 3- to
+# 6-mer counts, fitted first, blended on validation; tasks.base_start); mean pooling,
+# dropout 0.3, up to 3,000 steps of 32 windows, validation
 # every 500 steps (or every pass over the windows, if sooner), the best weights kept, and
 # a stop after 3 checks without improvement. promoter and chromatin data sets come from
 # the pipelines, which give their own recipes: short runs of the paper's [CLS] head.
 TASK_DEFAULTS = {
     "classify": {"max_steps": 3000, "batch_size": 32, "pooling": "mean", "dropout": 0.3,
-                 "eval_every": 500, "patience": 3, "base_cnn_channels": 128, "base_kmers": 0},
+                 "eval_every": 500, "patience": 3, "base_cnn_channels": 128, "base_kmers": 6},
     "promoter": {"max_steps": 300, "batch_size": 8, "pooling": "cls", "dropout": None,
                  "eval_every": 0, "patience": 0, "base_cnn_channels": 0, "base_kmers": 0},
 }  # fmt: skip
