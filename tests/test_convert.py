@@ -317,7 +317,8 @@ def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(gena_
     for pooling in ("hf", "mean"):
         assert main(["-q", "finetune", "classify", "--data", str(data), "--model",
                      str(model_dir), "--out", str(tmp_path / pooling), "--max-steps", "3",
-                     "--pooling", pooling, "--dropout", "0"]) == 0  # fmt: skip
+                     "--pooling", pooling, "--dropout", "0", "--base-cnn-channels", "0",
+                     "--base-kmers", "0"]) == 0  # fmt: skip
     out = tmp_path / "hf-classifier"
     assert (
         main(["convert", "to-hf", "--model", str(tmp_path / "hf" / "model"), "--out", str(out)])

@@ -106,16 +106,17 @@ class KmerLR:
 
 
 def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
-                window_bp: int | None = None) -> KmerLR:  # fmt: skip
-    """The k-mer LR fitted on the training split, C chosen on the validation split; each
-    window read as its central `window_bp` bases where given."""
+                window_bp: int | None = None, train_counts=None) -> KmerLR:  # fmt: skip
+    """The k-mer LR fitted on the training split (its `train_counts`, when already
+    counted), C chosen on the validation split; each window read as its central
+    `window_bp` bases where given."""
     from sklearn.preprocessing import MaxAbsScaler
 
     def counts(split):
         return kmer_matrix([central(s, window_bp) for s in split.sequences], ks)
 
     started = time.perf_counter()
-    train_counts = counts(data.train)
+    train_counts = counts(data.train) if train_counts is None else train_counts
     scaler = MaxAbsScaler().fit(train_counts)
     train, valid = scaler.transform(train_counts), scaler.transform(counts(data.valid))
     scores = {}
@@ -140,13 +141,17 @@ def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 
                   window_bp: int | None = None):  # fmt: skip
     """(test probabilities [N, F], validation probabilities, details) of the k-mer LR,
     each window read as its central `window_bp` bases where given."""
-    test_counts = kmer_matrix([central(s, window_bp) for s in data.test.sequences], ks)
-    fitted = fit_kmer_lr(data, ks, c_grid, seed, window_bp)
-    seen = fitted.scaler.max_abs_ > 0
-    if not test_counts[:, seen].nnz:
+
+    def counts(split):
+        return kmer_matrix([central(s, window_bp) for s in split.sequences], ks)
+
+    train_counts, test_counts = counts(data.train), counts(data.test)
+    seen = np.asarray(train_counts.sum(axis=0)).ravel() > 0
+    if not test_counts[:, seen].nnz:  # refused before anything is fitted
         raise InputError(
             f"{data.path}: the test sequences share no {ks[0]}-{ks[-1]}-mer with the training "
             "sequences; nothing can be predicted"
         )
+    fitted = fit_kmer_lr(data, ks, c_grid, seed, window_bp, train_counts)
     test = _predict(fitted.models, fitted.scaler.transform(test_counts))
     return test, fitted.probabilities(data.valid.sequences), fitted.details
