@@ -94,8 +94,8 @@ def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_
     assert f"--valid {shared_data}/tasks/gue_human_tf/0/dev.csv" in plan
     # GUE TF 0's recipe, the one that takes the 2-core model past the k-mer LR
     gue_recipe = "--max-steps 3000 --learning-rate 0.0003 --batch-size 32 --eval-every 500"
-    # pinned as its figures were made: no early stop, no base CNN (classify's defaults)
-    pinned = "--patience 0 --pooling mean --base-cnn-channels 0 --dropout 0.3"
+    # pinned as its figures were made: no early stop, no base readers (classify's defaults)
+    pinned = "--patience 0 --pooling mean --base-cnn-channels 0 --base-kmers 0 --dropout 0.3"
     assert f"{gue_recipe} {pinned} --rc-augment --rc-average" in plan
     assert "genobird -q baseline markov" in plan and "--orders 0-10" in plan
     for rule in ("sequence_task_finetune", "classifier_baseline", "markov_baseline"):
