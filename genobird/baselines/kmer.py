@@ -73,13 +73,15 @@ def _predict(models: list, features) -> np.ndarray:
 
 @dataclass
 class KmerLR:
-    """A fitted k-mer LR: the scaler of the training counts and one model per output."""
+    """A fitted k-mer LR: the scaler of the training counts, one model per output, and
+    its probabilities on the validation split (computed while choosing C)."""
 
     ks: tuple[int, ...]
     window_bp: int | None
     scaler: object  # sklearn MaxAbsScaler
     models: list
     details: dict
+    validation: np.ndarray
 
     def features(self, sequences: list[str]):
         return self.scaler.transform(
@@ -134,7 +136,7 @@ def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
     }
     models = _fit(train, data.train.labels, best, seed)
     details["seconds"] = round(time.perf_counter() - started, 1)
-    return KmerLR(tuple(ks), window_bp, scaler, models, details)
+    return KmerLR(tuple(ks), window_bp, scaler, models, details, _predict(models, valid))
 
 
 def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
@@ -154,4 +156,4 @@ def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 
         )
     fitted = fit_kmer_lr(data, ks, c_grid, seed, window_bp, train_counts)
     test = _predict(fitted.models, fitted.scaler.transform(test_counts))
-    return test, fitted.probabilities(data.valid.sequences), fitted.details
+    return test, fitted.validation, fitted.details

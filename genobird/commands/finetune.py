@@ -16,7 +16,7 @@ from genobird.errors import GenobirdError, UsageError
 from genobird.tasks.recipe import POOLINGS, STRAND_PROBE_STEPS, TASK_DEFAULTS
 
 log = logging.getLogger("genobird")
-# recipe options that read the bases through the model's base convolution
+# recipe options that add a base reader (a head transformers has no counterpart of)
 BASE_READERS = {"base_cnn_channels": "base CNN", "base_kmers": "base k-mers"}
 
 

@@ -223,10 +223,8 @@ class BaseConvolution(BaseSpeller):
     `channels` filters of `width` bases (ReLU), and each token takes the maximum of every
     filter over its own bases: the first layer of a CNN on one-hot DNA, pooled back to
     tokens and added to their embeddings. Padding tokens take no positions, so a real
-    token's features never depend on how far its batch was padded.
-
-    The vocabulary is set once (`set_pieces`) and saved with the weights as `piece_codes`
-    [V, max_piece_length] (int8, `NOTHING` past each piece's end).
+    token's features never depend on how far its batch was padded. The pieces' bases are
+    BaseSpeller's table.
     """
 
     CHANNELS_IN = 6
@@ -938,17 +936,17 @@ class BigBirdForSequenceClassification(nn.Module):
         vector are zero; with both, the output is cnn_weight x the CNN's logit + (1 -
         cnn_weight) x the k-mer LR's. The classifier then gives the baselines' logits (up
         to dropout), and fine-tuning adds what the encoder sees to what they know."""
-        given = {"a CNN": cnn is not None, "a k-mer LR": kmer_lr is not None}
-        readers = {"a CNN": self.base_cnn, "a k-mer LR": self.base_kmer_counts}
-        for name, present in given.items():
-            if present and readers[name] is None:
+        for name, given, reader in (("a CNN", cnn, self.base_cnn),
+                                    ("a k-mer LR", kmer_lr, self.base_kmer_counts)):  # fmt: skip
+            if given is not None and reader is None:
                 raise ConfigError(f"this classifier has no base reader to start from {name}")
-        if not any(given.values()):
+        if cnn is None and kmer_lr is None:
             raise ConfigError("start_from_baselines needs a CNN, a k-mer LR or both")
         if not 0 <= cnn_weight <= 1:
             raise ConfigError(f"cnn_weight must be in [0, 1], got {cnn_weight}")
-        weights = {"a CNN": cnn_weight if kmer_lr is not None else 1.0,
-                   "a k-mer LR": 1.0 - cnn_weight if cnn is not None else 1.0}  # fmt: skip
+        # each baseline's share of the start: the blend's when both are given
+        cnn_share = cnn_weight if kmer_lr is not None else 1.0
+        kmer_share = 1.0 - cnn_weight if cnn is not None else 1.0
         if cnn is not None and cnn.out.weight.shape != (self.num_labels, self.base_cnn.output_size):
             raise ConfigError(
                 f"a CNN of {cnn.out.weight.shape[1] // 2} filters and "
@@ -975,13 +973,13 @@ class BigBirdForSequenceClassification(nn.Module):
             if cnn is not None:
                 self.base_cnn.blocks.load_state_dict(cnn.blocks.state_dict())
                 first, last = reader_columns[self.base_cnn]
-                linear.weight[:, first:last].copy_(weights["a CNN"] * cnn.out.weight)
-                linear.bias.add_(weights["a CNN"] * cnn.out.bias)
+                linear.weight[:, first:last].copy_(cnn_share * cnn.out.weight)
+                linear.bias.add_(cnn_share * cnn.out.bias)
             if kmer_lr is not None:
                 self.base_kmer_counts.set_scale(scale)
                 first, last = reader_columns[self.base_kmer_counts]
-                linear.weight[:, first:last].copy_(weights["a k-mer LR"] * coefficients)
-                linear.bias.add_(weights["a k-mer LR"] * intercepts)
+                linear.weight[:, first:last].copy_(kmer_share * coefficients)
+                linear.bias.add_(kmer_share * intercepts)
 
     def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """One [B, C] vector per input, read by the head."""

@@ -49,17 +49,18 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
     from genobird.baselines import load_baseline_data
 
     data = load_baseline_data(data_path, spec.seed)
-    record, cnn, kmer_lr, logits = {}, None, None, {}
+    record, cnn, kmer_lr = {}, None, None
     if spec.base_cnn_channels:
         cnn, record["base_cnn"] = base_cnn(data, spec, data_path, cache, rc_average)
-        logits["cnn"] = cnn_logits(cnn, data.valid.sequences, spec.window_bp, rc_average)
     if spec.base_kmers:
         kmer_lr, record["base_kmer_lr"] = base_kmer_lr(data, spec, data_path, cache)
-        logits["kmer_lr"] = kmer_logits(kmer_lr, data.valid.sequences, spec, rc_average)
     cnn_weight = 1.0
-    if len(logits) == 2:
-        cnn_weight, scores = choose_cnn_weight(logits["cnn"], logits["kmer_lr"],
-                                               data.valid.labels)  # fmt: skip
+    if cnn is not None and kmer_lr is not None:  # the blend, chosen on validation
+        valid = data.valid.sequences
+        cnn_weight, scores = choose_cnn_weight(
+            cnn_logits(cnn, valid, spec.window_bp, rc_average),
+            kmer_logits(kmer_lr, valid, spec, rc_average), data.valid.labels,
+        )  # fmt: skip
         record["base_blend"] = {"cnn_weight": cnn_weight,
                                 "validation_auroc_by_cnn_weight": scores}  # fmt: skip
         log.info("start: %.2f x the base CNN + %.2f x the k-mer LR (validation AUROC %.4f)",
