@@ -13,14 +13,18 @@ task runs, in one process, on the same splits:
   genobird       the pipelines' GUE recipe (pipelines/human-mini.yaml: 3,000 steps, lr
                  3e-4, batch 32, validation every 500, dropout 0.3, mean pooling, strands
                  as the task kind sets them), no base CNN
+  defaults       `genobird finetune classify` with no recipe option, as a user first
+                 runs it (genobird.tasks.recipe's TASK_DEFAULTS): the same with base
+                 readers under the encoder, started from the baselines (a CNN of 128
+                 filters, the CNN baseline's tower, trained alone first, and the k-mer
+                 LR's 3- to 6-mer counts, fitted first, blended on validation), a stop
+                 after 3 validation checks without improvement, and strands, learning
+                 rate (3e-4 or 1e-4) and pooling (mean or [CLS]) chosen on the task's
+                 validation split by probes of at most 500 steps (genobird.tasks.probes);
+                 its settings are the baselines', chosen on no task here, so every
+                 family is held out
   genobird+cnn+kmers
-                 `genobird finetune classify`'s defaults (genobird.tasks.recipe's
-                 TASK_DEFAULTS): the same with base readers under the encoder, started
-                 from the baselines (a CNN of 128 filters, the CNN baseline's tower,
-                 trained alone first, and the k-mer LR's 3- to 6-mer counts, fitted
-                 first, blended on validation) and a stop after 3 validation checks
-                 without improvement; its settings are the baselines', chosen on no task
-                 here, so every family is held out
+                 the same with both strands, lr 3e-4 and mean pooling, no probes
   genobird+cnn   the same without the k-mer counts
   cnn            `genobird baseline cnn` (3-minute budget), k-mer LR: `baseline kmer-lr`
 
@@ -63,21 +67,42 @@ TASKS = {
 # Strands as the task kind sets them (classify: both), as the figures below were made;
 # the validation probe that `finetune classify` now runs by default is its own arm.
 RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
-          "dropout": 0.3, "pooling": "mean", "strand_probe_steps": 0, "base_cnn_channels": 0,
+          "dropout": 0.3, "pooling": "mean", "probe_steps": 0, "base_cnn_channels": 0,
           "patience": 0, "base_kmers": 0}  # fmt: skip
 # Recipe candidates: the pipelines' one, and variants of it with base readers, each as
 # the settings it changes. `--arms` picks; by default the first two (the pipelines'
 # recipe, and `finetune classify`'s defaults).
 CANDIDATES = {
     "genobird": {},
+    # `genobird finetune classify` with no recipe option at all, as a user first runs it:
+    # TASK_DEFAULTS, and strands, learning rate and pooling chosen on validation
+    "defaults": None,
     "genobird+cnn+kmers": {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6},
     "genobird+cnn": {"base_cnn_channels": 128, "patience": 3},
     "genobird+cnn/one-strand": {"base_cnn_channels": 128, "rc_augment": False},
     "genobird+cnn/lr1e-3": {"base_cnn_channels": 128, "learning_rate": 1e-3},
-    "genobird+cnn/strand-probe": {"base_cnn_channels": 128, "strand_probe_steps": 500},
+    "genobird+cnn/strand-probe": {"base_cnn_channels": 128, "probe_steps": 500},
     "genobird+cnn/6000": {"base_cnn_channels": 128, "max_steps": 6000, "eval_every": 1000},
+    "genobird+cnn+kmers/lr1e-4": {
+        "base_cnn_channels": 128,
+        "patience": 3,
+        "base_kmers": 6,
+        "learning_rate": 1e-4,
+    },
+    "genobird+cnn+kmers/lr1e-3": {
+        "base_cnn_channels": 128,
+        "patience": 3,
+        "base_kmers": 6,
+        "learning_rate": 1e-3,
+    },
+    "genobird+cnn+kmers/cls": {
+        "base_cnn_channels": 128,
+        "patience": 3,
+        "base_kmers": 6,
+        "pooling": "cls",
+    },
 }
-ARMS = dict(list(CANDIDATES.items())[:2])
+ARMS = {arm: CANDIDATES[arm] for arm in ("genobird", "defaults")}
 # The hg19 pieces with sequence, and how the peak tasks split them.
 PIECES = {"chr19": (0, 3_119_000), "chr20": (1_000_000, 2_000_000),
           "chr22": (20_000_000, 21_000_000)}  # fmt: skip
@@ -175,7 +200,7 @@ def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
     if arm in ("cnn", "kmer-lr"):
         extra = ["--max-minutes", "3"] if arm == "cnn" else []
         return ["baseline", arm, "--data", data, "--out", out, *extra]
-    settings = {**RECIPE, **CANDIDATES[arm]}
+    settings = {} if CANDIDATES[arm] is None else {**RECIPE, **CANDIDATES[arm]}
     if max_steps:  # six validation checks, as in the recipe
         settings.update(max_steps=max_steps, eval_every=max(1, max_steps // 6))
     recipe = []

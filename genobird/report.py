@@ -597,6 +597,8 @@ def _recipe_parts(metrics: dict) -> list[str]:
         steps = f"{training['steps']:,} fine-tuning steps"
         selected = training.get("best_step") not in (None, training["steps"])
         parts.append(f"{steps}, the best validation check's weights kept" if selected else steps)
+    if metrics.get("learning_rate"):
+        parts.append(f"learning rate {metrics['learning_rate']:g}")
     if metrics.get("pooling"):
         parts.append(f"{metrics['pooling']} pooling")
     if metrics.get("base_cnn_channels"):
@@ -613,13 +615,23 @@ def _recipe_parts(metrics: dict) -> list[str]:
         parts.append("the start kept: the encoder added nothing on validation")
     if metrics.get("bpe_dropout"):
         parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
-    if (strands := metrics.get("strands") or {}).get("chosen_by") == "validation":
-        scores = strands["validation_auroc"]
-        kept = "both strands" if strands["rc_augment"] else "one strand"
-        parts.append(f"trained on {kept}, chosen on validation ({strands['probe_steps']}-step "
-                     f"probes: AUROC {scores['both strands']:.3f} on both strands, "
-                     f"{scores['one strand']:.3f} on one)")  # fmt: skip
+    if choice := metrics.get("recipe_choice"):
+        parts.append(
+            f"chosen on validation with probes of at most {choice['probe_steps']} "
+            "steps: " + "; ".join(_answer(q, choice[q]) for q in choice["asked"])
+        )
     return parts
+
+
+# how the report names each question that tasks.probes answers on validation
+QUESTION_NAMES = {"strands": "trained on", "learning_rate": "learning rate", "pooling": "pooling"}
+
+
+def _answer(question: str, answer: dict) -> str:
+    """e.g. 'learning rate 0.0001 (AUROC 0.912 vs 0.0003 0.905)': the kept one first."""
+    scores, chosen = answer["validation_auroc"], answer["chosen"]
+    others = ", ".join(f"{name} {score:.3f}" for name, score in scores.items() if name != chosen)
+    return f"{QUESTION_NAMES[question]} {chosen} (AUROC {scores[chosen]:.3f} vs {others})"
 
 
 def _prediction_part(metrics: dict) -> str:

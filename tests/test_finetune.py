@@ -104,7 +104,7 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
         "--data", str(data), "--out", str(tmp_path / "run"),
         "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
         "--eval-every", "10", "--patience", "2", "--pooling", "mean", "--batch-size", "8",
-        "--strand-probe-steps", "0",
+        "--probe-steps", "0",
     ]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["pooling"] == "mean"
@@ -136,7 +136,8 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
 
 
 class _Probe:
-    """A fake fine-tuning run for choose_strands: its validation AUROC by strands."""
+    """A fake fine-tuning run for choose_recipe: its validation AUROC by the settings it
+    was given (strands, learning rate, pooling), and each call's settings."""
 
     def __init__(self, scores):
         self.scores, self.calls = scores, []
@@ -144,54 +145,123 @@ class _Probe:
     def __call__(self, spec, folder):
         from types import SimpleNamespace
 
-        self.calls.append((spec.rc_augment, spec.rc_average, spec.training["max_steps"]))
+        settings = (spec.rc_augment, spec.training["learning_rate"], spec.pooling)
+        self.calls.append((*settings, spec.rc_average, spec.training["max_steps"]))
         folder.mkdir(parents=True)
         (folder / "checkpoint").write_text("x")
-        state = SimpleNamespace(best_score=self.scores[spec.rc_augment])
+        state = SimpleNamespace(best_score=self.scores.get(settings, 0.5))
         return SimpleNamespace(state=state, is_main=True)
 
 
-def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
-    from genobird.tasks.finetune import FinetuneSpec, choose_strands
+CLASSIFY_META = {"task": "classify", "feature_names": ["y"], "counts": {"valid": 10}}
 
-    meta = {"task": "classify", "feature_names": ["y"], "counts": {"valid": 10}}
-    spec = FinetuneSpec(strand_probe_steps=50, training={"max_steps": 300})
-    probe = _Probe({True: 0.71, False: 0.80})  # one strand is better on validation
-    chosen, choice = choose_strands(spec, meta, tmp_path / "run", probe)
-    assert probe.calls == [(True, True, 50), (False, False, 50)]
+
+def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
+    from genobird.tasks.finetune import FinetuneSpec, settle_strands
+    from genobird.tasks.probes import choose_recipe
+
+    def choose(spec, meta, folder, probe):
+        chosen, choice = choose_recipe(spec, meta, folder, probe)
+        return (*settle_strands(chosen, meta, choice), choice)
+
+    meta, lr = CLASSIFY_META, {"learning_rate": 3e-4, "max_steps": 300}
+    spec = FinetuneSpec(probe_steps=50, pooling="mean", training=lr)
+    probe = _Probe({(True, 3e-4, "mean"): 0.71, (False, 3e-4, "mean"): 0.80})  # one is better
+    chosen, strands, choice = choose(spec, meta, tmp_path / "run", probe)
+    assert [call[:4] for call in probe.calls] == [(True, 3e-4, "mean", True),
+                                                  (False, 3e-4, "mean", False)]  # fmt: skip
+    assert [call[4] for call in probe.calls] == [50, 50]
     assert chosen.rc_augment is False and chosen.rc_average is False
-    assert choice["chosen_by"] == "validation" and choice["probe_steps"] == 50
-    assert choice["validation_auroc"] == {"both strands": 0.71, "one strand": 0.80}
-    assert not (tmp_path / "run" / "strand-probe").exists()  # probes leave nothing behind
+    assert strands == {"chosen_by": "validation", "rc_augment": False, "rc_average": False}
+    assert choice["probe_steps"] == 50 and choice["asked"] == ["strands"]
+    assert choice["strands"]["validation_auroc"] == {"both strands": 0.71, "one strand": 0.80}
+    assert choice["strands"]["chosen"] == "one strand"
+    assert not (tmp_path / "run" / "probes").exists()  # probes leave nothing behind
     # a resumed run reads its choice back instead of probing again
-    again = _Probe({True: 0.9, False: 0.1})
-    assert choose_strands(spec, meta, tmp_path / "run", again)[1] == choice and not again.calls
+    again = _Probe({(True, 3e-4, "mean"): 0.9})
+    assert choose(spec, meta, tmp_path / "run", again)[2] == choice and not again.calls
     # ... unless it asks for probes of another length
-    longer = FinetuneSpec(strand_probe_steps=80, training={"max_steps": 300})
-    assert choose_strands(longer, meta, tmp_path / "run", again)[0].rc_augment is True
-    assert [steps for *_, steps in again.calls] == [80, 80]
+    longer = FinetuneSpec(probe_steps=80, pooling="mean", training=lr)
+    assert choose(longer, meta, tmp_path / "run", again)[0].rc_augment is True
+    assert [call[4] for call in again.calls] == [80, 80]
     # a tie keeps both strands; a probe is never longer than the run
-    tie = _Probe({True: 0.75, False: 0.75})
-    short = FinetuneSpec(strand_probe_steps=500, training={"max_steps": 40})
-    assert choose_strands(short, meta, tmp_path / "tie", tie)[0].rc_augment is True
-    assert tie.calls[0][2] == 40
+    tie = _Probe({(True, 3e-4, "mean"): 0.75, (False, 3e-4, "mean"): 0.75})
+    short = FinetuneSpec(probe_steps=500, pooling="mean", training={**lr, "max_steps": 40})
+    assert choose(short, meta, tmp_path / "tie", tie)[0].rc_augment is True
+    assert tie.calls[0][4] == 40
     # an option the user gave is kept, the other follows the task; kinds settle theirs
     never = _Probe({})
-    given = choose_strands(FinetuneSpec(rc_augment=False), meta, tmp_path / "x", never)
+    given = choose(FinetuneSpec(rc_augment=False, training=lr), meta, tmp_path / "x", never)
     assert given[1]["chosen_by"] == "options" and given[0].rc_augment is False
-    assert given[0].rc_average is True
+    assert given[0].rc_average is True and given[2] == {}
     for task, both in (("promoter", False), ("chromatin", True)):
-        kind = choose_strands(FinetuneSpec(), {**meta, "task": task}, tmp_path / task, never)
+        kind = choose(FinetuneSpec(training=lr), {**meta, "task": task}, tmp_path / task, never)
         assert kind[1] == {"chosen_by": "task", "rc_augment": both, "rc_average": both}
-    off = choose_strands(FinetuneSpec(strand_probe_steps=0), meta, tmp_path / "off", never)
+    off = choose(FinetuneSpec(probe_steps=0, training=lr), meta, tmp_path / "off", never)
     assert off[1]["chosen_by"] == "default (no probe)" and off[0].rc_augment is True
     unsplit = {**meta, "counts": {"valid": 0}}
-    assert choose_strands(FinetuneSpec(), unsplit, tmp_path / "u", never)[0].rc_average is True
+    assert choose(FinetuneSpec(training=lr), unsplit, tmp_path / "u", never)[0].rc_average
     assert not never.calls
 
 
+def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tmp_path):
+    from genobird.errors import ConfigError
+    from genobird.tasks.finetune import FinetuneSpec
+    from genobird.tasks.probes import choose_recipe
+
+    lr = {"learning_rate": 3e-4, "max_steps": 3000}
+    both = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
+                        choose_on_validation=("learning_rate", "pooling"))  # fmt: skip
+    probe = _Probe({(True, 3e-4, "mean"): 0.80, (False, 3e-4, "mean"): 0.70,
+                    (True, 1e-4, "mean"): 0.85, (True, 1e-4, "cls"): 0.84})  # fmt: skip
+    chosen, choice = choose_recipe(both, CLASSIFY_META, tmp_path / "run", probe)
+    # each question is asked from the answers so far, and the default of a later one is
+    # the best probe so far, not trained again: 4 probes for 3 questions
+    assert [call[:3] for call in probe.calls] == [
+        (True, 3e-4, "mean"),
+        (False, 3e-4, "mean"),
+        (True, 1e-4, "mean"),
+        (True, 1e-4, "cls"),
+    ]
+    assert choice["asked"] == ["strands", "learning_rate", "pooling"]
+    assert choice["learning_rate"]["validation_auroc"] == {"0.0003": 0.80, "0.0001": 0.85}
+    assert choice["pooling"] == {"validation_auroc": {"mean": 0.85, "cls": 0.84},
+                                 "chosen": "mean", "settings": {"pooling": "mean"}}  # fmt: skip
+    assert chosen.training["learning_rate"] == 1e-4 and chosen.pooling == "mean"
+    assert chosen.training["max_steps"] == 3000 and chosen.rc_augment is True  # the run's own
+    saved = json.loads((tmp_path / "run" / "recipe-choice.json").read_text())
+    assert saved == choice
+    # the run resumed reads the same answers back
+    resumed, again = choose_recipe(both, CLASSIFY_META, tmp_path / "run", _Probe({}))
+    assert resumed == chosen and again == choice
+    # strands given: the learning rate's default candidate is probed itself; the probes are
+    # checked on validation as the run is, at least once, and stopped as it would be
+    given = FinetuneSpec(
+        probe_steps=100,
+        pooling="cls",
+        rc_augment=True,
+        eval_every=40,
+        patience=2,
+        training=lr,
+        choose_on_validation=("learning_rate",),
+    )
+    probe = _Probe({(True, 3e-4, "cls"): 0.6})
+    seen = []
+    chosen, choice = choose_recipe(
+        given,
+        CLASSIFY_META,
+        tmp_path / "given",
+        lambda spec, folder: seen.append(spec) or probe(spec, folder),
+    )
+    assert choice["asked"] == ["learning_rate"] and chosen.training["learning_rate"] == 3e-4
+    assert [(s.eval_every, s.patience) for s in seen] == [(40, 2), (40, 2)]
+    assert chosen.eval_every == 40 and chosen.pooling == "cls"
+    with pytest.raises(ConfigError, match="no question"):
+        FinetuneSpec(choose_on_validation=("dropout",))
+
+
 @pytest.mark.slow
-def test_a_classify_run_probes_its_strands_and_reports_the_choice(pretraining_data, tmp_path):
+def test_a_classify_run_probes_its_recipe_and_reports_the_choice(pretraining_data, tmp_path):
     from genobird import load_predictor
 
     windows = WindowSet("classify", ["y"], ["label"])
@@ -203,17 +273,33 @@ def test_a_classify_run_probes_its_strands_and_reports_the_choice(pretraining_da
     assert main(["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--out",
                  str(tmp_path / "run"), "--from-scratch", "--tokenizer",
                  str(pretraining_data["tokenizer"]), "--max-steps", "6", "--eval-every", "3",
-                 "--strand-probe-steps", "3"]) == 0  # fmt: skip
+                 "--probe-steps", "3"]) == 0  # fmt: skip
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
-    strands = report["strands"]
-    assert strands["chosen_by"] == "validation" and strands["probe_steps"] == 3
-    assert set(strands["validation_auroc"]) == {"both strands", "one strand"}
-    both = strands["validation_auroc"]["both strands"] >= strands["validation_auroc"]["one strand"]
+    choice = report["recipe_choice"]
+    assert choice["asked"] == ["strands", "learning_rate", "pooling"]
+    assert choice["probe_steps"] == 3
+    scores = choice["strands"]["validation_auroc"]
+    assert set(scores) == {"both strands", "one strand"}
+    both = scores["both strands"] >= scores["one strand"]
+    assert report["strands"] == {"chosen_by": "validation", "rc_augment": both,
+                                 "rc_average": both}  # fmt: skip
     assert report["rc_augment"] is both and report["rc_average"] is both
-    assert load_predictor(tmp_path / "run" / "model", device="cpu").rc_average is both
-    assert not (tmp_path / "run" / "strand-probe").exists()
-    assert json.loads((tmp_path / "run" / "strand-choice.json").read_text()) == strands
+    assert report["learning_rate"] == float(choice["learning_rate"]["chosen"])
+    assert report["pooling"] == choice["pooling"]["chosen"]
+    predictor = load_predictor(tmp_path / "run" / "model", device="cpu")
+    assert predictor.rc_average is both and predictor.model.pooling == report["pooling"]
+    assert not (tmp_path / "run" / "probes").exists()
+    assert json.loads((tmp_path / "run" / "recipe-choice.json").read_text()) == choice
     assert report["training"]["steps"] == 6  # the run itself, after the probes
+    # an option given is kept and not asked
+    assert main(["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--out",
+                 str(tmp_path / "given"), "--from-scratch", "--tokenizer",
+                 str(pretraining_data["tokenizer"]), "--max-steps", "6", "--eval-every", "3",
+                 "--probe-steps", "3", "--learning-rate", "1e-3", "--pooling", "cls",
+                 "--rc-augment"]) == 0  # fmt: skip
+    given = json.loads((tmp_path / "given" / "report" / "metrics.json").read_text())
+    assert given["recipe_choice"] == {} and given["learning_rate"] == 1e-3
+    assert given["pooling"] == "cls" and given["strands"]["chosen_by"] == "options"
 
 
 def _random_classify_data(path, count: int, seed: int):

@@ -144,11 +144,18 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                "training": {"steps": 6000, "best_step": 5000,
                             "base_blend": {"cnn_weight": 0.25}}}  # fmt: skip
     _write_json(results / "tasks" / "tf1" / "report" / "metrics.json", sampled)
+    probed = {
+        "probe_steps": 500,
+        "asked": ["strands", "learning_rate"],
+        "strands": {
+            "chosen": "one strand",
+            "validation_auroc": {"both strands": 0.71, "one strand": 0.8},
+        },
+        "learning_rate": {"chosen": "0.0001", "validation_auroc": {"0.0003": 0.8, "0.0001": 0.82}},
+    }
     one_strand = {**binary, "rc_average": False, "pooling": "cls", "bpe_dropout": 0.0,
                   "segmentations": None, "training": {"steps": 400, "best_step": 400},
-                  "strands": {"chosen_by": "validation", "probe_steps": 500,
-                              "validation_auroc": {"both strands": 0.71, "one strand": 0.8},
-                              "rc_augment": False, "rc_average": False}}  # fmt: skip
+                  "learning_rate": 1e-4, "recipe_choice": probed}  # fmt: skip
     _write_json(results / "tasks" / "tf2" / "report" / "metrics.json", one_strand)
     _write_json(results / "tasks" / "tf3" / "report" / "metrics.json", binary)
     page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
@@ -160,8 +167,9 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                      "BPE-dropout 0.1 on the training windows; each "
                      "test prediction is the mean over both strands and 16 sampled cuts per "
                      "strand.</p>") < tf1.index("Fine-tuning: tf2")  # fmt: skip
-    line = ("<p>genobird: 400 fine-tuning steps; cls pooling; trained on one strand, chosen "
-            "on validation (500-step probes: AUROC 0.710 on both strands, 0.800 on one); each "
+    line = ("<p>genobird: 400 fine-tuning steps; learning rate 0.0001; cls pooling; chosen on "
+            "validation with probes of at most 500 steps: trained on one strand (AUROC 0.800 "
+            "vs both strands 0.710); learning rate 0.0001 (AUROC 0.820 vs 0.0003 0.800); each "
             "test prediction reads one strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
     assert tf2.index(line) < tf2.index("Fine-tuning: tf3")
     assert "<p>genobird:" not in page[page.index("Fine-tuning: tf3") :]

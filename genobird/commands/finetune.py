@@ -13,7 +13,8 @@ from genobird.commands.common import (
     subcommand,
 )
 from genobird.errors import GenobirdError, UsageError
-from genobird.tasks.recipe import POOLINGS, STRAND_PROBE_STEPS, TASK_DEFAULTS
+from genobird.tasks.probes import QUESTIONS
+from genobird.tasks.recipe import POOLINGS, PROBE_STEPS, TASK_DEFAULTS
 
 log = logging.getLogger("genobird")
 # recipe options that add a base reader (a head transformers has no counterpart of)
@@ -52,6 +53,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     meta = read_metadata(args.data)
     if meta["task"] != args.task:
         raise GenobirdError(f"{args.data} is a {meta['task']} data set, not {args.task}")
+    # the recipe settings not given, which a classify run chooses on validation
+    choose = tuple(key for key in QUESTIONS if getattr(args, key) is None)
     fill_task_defaults(args, meta["counts"]["train"])
     training = {
         "learning_rate": args.learning_rate,
@@ -72,7 +75,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         pos_weight=args.pos_weight,
         rc_average=args.rc_average,
         rc_augment=args.rc_augment,
-        strand_probe_steps=args.strand_probe_steps,
+        probe_steps=args.probe_steps,
+        choose_on_validation=choose,
         pooling=args.pooling,
         centre_bp=args.centre_bp,
         base_cnn_channels=args.base_cnn_channels,
@@ -121,13 +125,13 @@ def add_finetune(commands) -> None:
                       "batch is padded only to its own longest window")  # fmt: skip
     data.add_argument("--rc-augment", action=argparse.BooleanOptionalAction, default=None,
                       help="train on a random strand per window (default: chromatin yes, "
-                      "promoter no, classify chosen on validation: "
-                      "--strand-probe-steps)")  # fmt: skip
-    data.add_argument("--strand-probe-steps", type=int, default=STRAND_PROBE_STEPS, metavar="N",
-                      help="with neither --rc-augment nor --rc-average given, a classify data "
-                      "set is fine-tuned N steps reading both strands and N reading one, and "
-                      "the better on validation is kept (default %(default)s; 0: both "
-                      "strands)")  # fmt: skip
+                      "promoter no, classify chosen on validation: --probe-steps)")  # fmt: skip
+    data.add_argument("--probe-steps", type=int, default=PROBE_STEPS, metavar="N",
+                      help="classify: what is not given of the strands (--rc-augment, "
+                      "--rc-average), --learning-rate and --pooling is chosen on validation, "
+                      "each candidate fine-tuned at most N steps, at most 4 such probes "
+                      "(default %(default)s; 0: none, the defaults kept)")  # fmt: skip
+    renamed(data, "--strand-probe-steps", "--probe-steps")
     data.add_argument("--bpe-dropout", type=float, default=0.0,
                       help="cut each training window into pieces with BPE-dropout, each "
                       "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
@@ -147,7 +151,8 @@ def add_finetune(commands) -> None:
                        "chromatin), the mean of the token states (classify's default), "
                        "HuggingFace BigBird's head on [CLS] (exportable with `convert "
                        "to-hf`), or the mean of the states of the tokens over the window's "
-                       "central --centre-bp (a chromatin bin)")  # fmt: skip
+                       "central --centre-bp (a chromatin bin); classify: mean or cls, chosen "
+                       "on validation")  # fmt: skip
     model.add_argument("--centre-bp", type=int, default=200,
                        help="with --pooling centre: the bases pooled, centred")  # fmt: skip
     model.add_argument("--base-cnn-channels", type=int, metavar="C",
@@ -173,7 +178,9 @@ def add_finetune(commands) -> None:
     recipe.add_argument("--effective-batch-size", type=int,
                         help="windows per optimiser step, by accumulation (default: "
                         "--batch-size)")  # fmt: skip
-    recipe.add_argument("--learning-rate", type=float, default=3e-4)
+    recipe.add_argument("--learning-rate", type=float,
+                        help="the encoder's peak learning rate (default: 3e-4; classify: 3e-4 "
+                        "or 1e-4, chosen on validation)")  # fmt: skip
     recipe.add_argument("--warmup-steps", type=int, default=20)
     recipe.add_argument("--head-lr-scale", type=float,
                         help="the fresh head's learning rate as a multiple of "

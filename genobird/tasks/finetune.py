@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -32,7 +31,8 @@ from genobird.model.io import WEIGHTS_FILE, read_model_description
 from genobird.tasks.base_start import BASE_CNN_LEARNING_RATE, BASE_START_FILE, start_from_baselines
 from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
-from genobird.tasks.recipe import STRAND_PROBE_STEPS
+from genobird.tasks.probes import QUESTIONS, choose_recipe
+from genobird.tasks.recipe import PROBE_STEPS
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.averaging import check_decay
 from genobird.training.checkpoint import latest_checkpoint
@@ -53,10 +53,12 @@ class FinetuneSpec:
     rc_average: bool | None = None
     # Read each training window on a random strand; default: every task but promoter.
     rc_augment: bool | None = None
-    # With neither strand option given, a `classify` data set (whose labels may or may not
-    # hold on both strands) is fine-tuned this many steps reading both strands and reading
-    # one, and the better on validation is kept for the run (`choose_strands`); 0: both.
-    strand_probe_steps: int = STRAND_PROBE_STEPS
+    # A `classify` data set's open recipe questions (its labels held on both strands or
+    # one: asked with neither strand option given; the settings named in
+    # choose_on_validation: "learning_rate", "pooling") are answered by probes of this many
+    # fine-tuning steps each, scored on validation (tasks.probes); 0: none asked.
+    probe_steps: int = PROBE_STEPS
+    choose_on_validation: tuple = ()
     # "cls" (the paper's [CLS] pooler), "mean" (mean of the token states), "hf"
     # (transformers' head) or "centre" (mean of the states of the tokens over the window's
     # central `centre_bp`: a chromatin bin, read with its context through attention)
@@ -123,10 +125,11 @@ class FinetuneSpec:
             raise ConfigError(f"segmentations must be 0 or more, got {self.segmentations}")
         if self.head_lr_scale is not None and self.head_lr_scale <= 0:
             raise ConfigError(f"head_lr_scale must be positive, got {self.head_lr_scale}")
-        if self.strand_probe_steps < 0:
-            raise ConfigError(
-                f"strand_probe_steps must be 0 or more, got {self.strand_probe_steps}"
-            )
+        if self.probe_steps < 0:
+            raise ConfigError(f"probe_steps must be 0 or more, got {self.probe_steps}")
+        if unknown := set(self.choose_on_validation) - set(QUESTIONS):
+            raise ConfigError(f"choose_on_validation: no question {sorted(unknown)}; "
+                              f"asked can be {', '.join(QUESTIONS)}")  # fmt: skip
         if self.base_cnn_channels < 0:
             raise ConfigError(f"base_cnn_channels must be 0 or more, got {self.base_cnn_channels}")
         if self.base_kmers:
@@ -354,14 +357,15 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn")  # fmt: skip
-    spec, strands = choose_strands(spec, meta, output, run)
+    spec, choice = choose_recipe(spec, meta, output, run)
+    spec, strands = settle_strands(spec, meta, choice)
     trainer = run(spec, output)
     summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
                else None}  # fmt: skip
     if (base_start := output / BASE_START_FILE).is_file():
         summary.update(json.loads(base_start.read_text()))
     report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
-                      summary, strands)  # fmt: skip
+                      summary, strands, choice)  # fmt: skip
     if trainer.is_main:
         save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
     return report
@@ -422,60 +426,23 @@ def evaluation_interval(eval_every: int, train_windows: int, training: TrainingC
     return max(1, min(eval_every, per_pass))
 
 
-STRAND_CHOICE_FILE = "strand-choice.json"
-
-
-def choose_strands(spec: FinetuneSpec, meta: dict, output: Path, run) -> tuple[FinetuneSpec, dict]:
-    """`spec` with rc_augment and rc_average settled, and how they were chosen.
-
-    An option the user gave is kept (the other follows the task kind); a promoter or
-    chromatin data set's kind settles both (`strand_symmetric`). A single-label classify
-    data set with a validation split is asked: `run` fine-tunes it `strand_probe_steps`
-    steps reading both strands (augmented, averaged) and again reading one, each run
-    scored on validation as it would be evaluated, and the better is kept (a tie keeps
-    both). The probes' folders are removed; the choice is kept in OUTPUT/strand-choice.json,
-    so that a resumed run does not probe again."""
-    if spec.rc_augment is not None or spec.rc_average is not None:
+def settle_strands(spec: FinetuneSpec, meta: dict, choice: dict) -> tuple[FinetuneSpec, dict]:
+    """`spec` with rc_augment and rc_average settled, and how: on validation (`choice`,
+    from tasks.probes), by the user's options (the one not given follows the task kind),
+    or by the task kind (`strand_symmetric`: both for classify when nothing was asked)."""
+    if "strands" in choice:
+        chosen_by = "validation"
+        augment = average = choice["strands"]["settings"]["rc_augment"]
+    elif spec.rc_augment is not None or spec.rc_average is not None:
+        chosen_by = "options"
         augment = strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment
-        choice = {"chosen_by": "options", "rc_augment": augment,
-                  "rc_average": evaluation_strands(spec, meta)}  # fmt: skip
-    elif (meta["task"] != "classify" or not spec.strand_probe_steps or is_multilabel(meta)
-          or not meta["counts"].get("valid")):  # fmt: skip
-        both = strand_symmetric(meta)
-        reason = "task" if meta["task"] != "classify" else "default (no probe)"
-        choice = {"chosen_by": reason, "rc_augment": both, "rc_average": both}
+        average = evaluation_strands(spec, meta)
     else:
-        choice = probe_strands(spec, output, run)
-    resolved = replace(spec, rc_augment=choice["rc_augment"], rc_average=choice["rc_average"])
-    return resolved, choice
-
-
-def probe_strands(spec: FinetuneSpec, output: Path, run) -> dict:
-    # never longer than the run itself
-    steps = min(spec.strand_probe_steps, spec.training.get("max_steps") or spec.strand_probe_steps)
-    saved = output / STRAND_CHOICE_FILE
-    if saved.is_file():  # a resumed run's choice, made with probes of the same length
-        choice = json.loads(saved.read_text())
-        if choice.get("probe_steps") == steps:
-            return choice
-    scores = {}
-    for name, both in (("both strands", True), ("one strand", False)):
-        folder = output / "strand-probe" / name.replace(" ", "-")
-        probe = replace(spec, rc_augment=both, rc_average=both, eval_every=steps, patience=0,
-                        training={**spec.training, "max_steps": steps})  # fmt: skip
-        trainer = run(probe, folder)
-        scores[name] = trainer.state.best_score
-        log.info("strand probe, %s: validation AUROC %.4f after %d steps", name,
-                 scores[name], steps)  # fmt: skip
-    both = scores["both strands"] >= scores["one strand"]
-    choice = {"chosen_by": "validation", "probe_steps": steps, "validation_auroc": scores,
-              "rc_augment": both, "rc_average": both}  # fmt: skip
-    if trainer.is_main:
-        shutil.rmtree(output / "strand-probe", ignore_errors=True)
-        output.mkdir(parents=True, exist_ok=True)
-        with atomic_write(saved) as handle:
-            json.dump(choice, handle, indent=2)
-    return choice
+        chosen_by = "task" if meta["task"] != "classify" else "default (no probe)"
+        augment = average = strand_symmetric(meta)
+    resolved = replace(spec, rc_augment=augment, rc_average=average)
+    strands = {"chosen_by": chosen_by, "rc_augment": augment, "rc_average": average}
+    return resolved, strands
 
 
 def check_window(spec: FinetuneSpec, meta: dict, data_path) -> None:
@@ -545,7 +512,8 @@ def evaluation_strands(spec: FinetuneSpec, meta: dict) -> bool:
 
 
 def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
-             training: dict | None = None, strands: dict | None = None) -> dict:  # fmt: skip
+             training: dict | None = None, strands: dict | None = None,
+             choice: dict | None = None) -> dict:  # fmt: skip
     rc_average = evaluation_strands(spec, meta)
     test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
     valid = None
@@ -557,6 +525,8 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "rc_average": rc_average,
         "rc_augment": strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment,
         "strands": strands or {},
+        "recipe_choice": choice or {},
+        "learning_rate": spec.training.get("learning_rate"),
         "pooling": spec.pooling,
         "base_cnn_channels": spec.base_cnn_channels,
         "base_kmers": spec.base_kmers,

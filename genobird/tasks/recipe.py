@@ -20,7 +20,7 @@ RECIPE_OPTIONS = (
     "bpe_dropout",
     "segmentations",
     "pos_weight",
-    "strand_probe_steps",
+    "probe_steps",
 )
 # the required ones, every fine-tuning section gives them
 REQUIRED_RECIPE = ("max_steps", "learning_rate", "batch_size")
@@ -30,24 +30,28 @@ POOLINGS = ("cls", "mean", "hf", "centre")
 # `genobird finetune`'s setting for each option left out, by task kind. classify (a
 # user's own labelled sequences, of any family): the recipe that benchmarks/carryover.py
 # measures on task families it was not chosen on (docs/results.md, "One recipe on tasks it
-# was not chosen on"): base readers under the encoder, started from genobird's baselines
+# was not chosen on"): learning rate 3e-4 and mean pooling unless validation prefers 1e-4 or
+# [CLS] (tasks.probes), base readers under the encoder, started from genobird's baselines
 # (a CNN of the CNN baseline's width, trained alone first, and the k-mer LR's 3- to
-# 6-mer counts, fitted first, blended on validation; tasks.base_start); mean pooling,
+# 6-mer counts, fitted first, blended on validation; tasks.base_start),
 # dropout 0.3, up to 3,000 steps of 32 windows, validation
 # every 500 steps (or every pass over the windows, if sooner), the best weights kept, and
 # a stop after 3 checks without improvement. promoter and chromatin data sets come from
 # the pipelines, which give their own recipes: short runs of the paper's [CLS] head.
 TASK_DEFAULTS = {
-    "classify": {"max_steps": 3000, "batch_size": 32, "pooling": "mean", "dropout": 0.3,
-                 "eval_every": 500, "patience": 3, "base_cnn_channels": 128, "base_kmers": 6},
-    "promoter": {"max_steps": 300, "batch_size": 8, "pooling": "cls", "dropout": None,
-                 "eval_every": 0, "patience": 0, "base_cnn_channels": 0, "base_kmers": 0},
+    "classify": {"learning_rate": 3e-4, "max_steps": 3000, "batch_size": 32, "pooling": "mean",
+                 "dropout": 0.3, "eval_every": 500, "patience": 3, "base_cnn_channels": 128,
+                 "base_kmers": 6},
+    "promoter": {"learning_rate": 3e-4, "max_steps": 300, "batch_size": 8, "pooling": "cls",
+                 "dropout": None, "eval_every": 0, "patience": 0, "base_cnn_channels": 0,
+                 "base_kmers": 0},
 }  # fmt: skip
 TASK_DEFAULTS["chromatin"] = TASK_DEFAULTS["promoter"]
 
-# Fine-tuning steps of each of the two strand probes (tasks.finetune.choose_strands): 2 x
-# 500 steps is a third more than the 3,000-step recipe of pipelines/human-mini.yaml.
-STRAND_PROBE_STEPS = 500
+# Fine-tuning steps of each probe that answers a classify run's open recipe questions
+# (tasks.probes: strands, learning rate, pooling; at most 4 probes, so at most 2,000 steps
+# beside the 3,000-step run, and fewer where validation stops them as it stops the run).
+PROBE_STEPS = 500
 
 
 def finetune_options(section: dict) -> str:

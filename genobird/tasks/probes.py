@@ -1,0 +1,143 @@
+"""The recipe settings a classify run chooses on its own validation split.
+
+A user's labelled sequences may hold on both strands or one, may want a gentler or a
+bolder learning rate, and may be read best from the mean of the token states or from
+[CLS]. Rather than one guess for every task, `choose_recipe` asks each open question in
+turn with short fine-tuning runs, probes: every candidate of a question is trained
+`probe_steps` steps (stopped by validation as the run itself is) from the answers so
+far, scored by its best validation AUROC, and the best kept; a tie keeps the default
+(the first candidate). The questions, in order:
+
+  strands         both strands (augmented, averaged) or one: asked when neither
+                  --rc-augment nor --rc-average is given
+  learning_rate   the given default or LEARNING_RATE_FACTOR times lower: asked when
+                  --learning-rate is not given
+  pooling         mean of the token states or [CLS]: asked when --pooling is not given
+
+The budget: at most 4 probes of `probe_steps` steps (the default candidate of each
+question after the first is the best probe so far, not run again). A setting the user
+gives is kept and not asked; only single-label classify data sets with a validation
+split are asked (promoter and chromatin data sets come with their pipelines' recipes).
+Probe folders are removed; the answers go to OUTPUT/recipe-choice.json, so a resumed
+run does not probe again, and to metrics.json and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from genobird.fileio import atomic_write
+from genobird.tasks.metrics import is_multilabel
+
+log = logging.getLogger(__name__)
+
+RECIPE_CHOICE_FILE = "recipe-choice.json"
+# The other learning rate the probe tries: this many times lower than the default (3e-4)
+LEARNING_RATE_FACTOR = 3.0
+# Questions the recipe can ask besides strands (which its rc options settle); a run asks
+# those named in FinetuneSpec.choose_on_validation
+QUESTIONS = ("learning_rate", "pooling")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str  # as metrics.json and the report name it
+    settings: dict  # FinetuneSpec fields, and "learning_rate" for spec.training
+
+
+def strand_candidates(spec) -> list[Candidate]:
+    return [Candidate("both strands", {"rc_augment": True, "rc_average": True}),
+            Candidate("one strand", {"rc_augment": False, "rc_average": False})]  # fmt: skip
+
+
+def learning_rate_candidates(spec) -> list[Candidate]:
+    rate = spec.training["learning_rate"]
+    lower = float(f"{rate / LEARNING_RATE_FACTOR:.3g}")  # 1e-4, not 9.999999999999999e-05
+    return [Candidate(f"{rate:g}", {"learning_rate": rate}),
+            Candidate(f"{lower:g}", {"learning_rate": lower})]  # fmt: skip
+
+
+def pooling_candidates(spec) -> list[Candidate]:
+    other = "cls" if spec.pooling == "mean" else "mean"
+    return [Candidate(spec.pooling, {"pooling": spec.pooling}),
+            Candidate(other, {"pooling": other})]  # fmt: skip
+
+
+CANDIDATES = {"strands": strand_candidates, "learning_rate": learning_rate_candidates,
+              "pooling": pooling_candidates}  # fmt: skip
+
+
+def apply(spec, settings: dict):
+    """`spec` with a candidate's settings."""
+    settings = dict(settings)
+    if "learning_rate" in settings:
+        training = {**spec.training, "learning_rate": settings.pop("learning_rate")}
+        spec = replace(spec, training=training)
+    return replace(spec, **settings)
+
+
+def open_questions(spec, meta: dict) -> list[str]:
+    """The questions this run asks on validation, in order."""
+    if (meta["task"] != "classify" or not spec.probe_steps or is_multilabel(meta)
+            or not meta["counts"].get("valid")):  # fmt: skip
+        return []
+    asked = ["strands"] if spec.rc_augment is None and spec.rc_average is None else []
+    return asked + [q for q in QUESTIONS if q in spec.choose_on_validation]
+
+
+def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
+    """`spec` with the open questions answered on validation, and the record of each:
+    {"probe_steps": N, question: {"validation_auroc": {candidate: AUROC}, "chosen": name}}
+    (empty when nothing is asked). `run(spec, folder)` fine-tunes and returns the trainer."""
+    questions = open_questions(spec, meta)
+    if not questions:
+        return spec, {}
+    # never longer than the run itself
+    steps = min(spec.probe_steps, spec.training.get("max_steps") or spec.probe_steps)
+    saved = output / RECIPE_CHOICE_FILE
+    if saved.is_file():  # a resumed run's answers, to the same questions and probe length
+        record = json.loads(saved.read_text())
+        if record.get("probe_steps") == steps and list(record.get("asked", [])) == questions:
+            return answered(spec, record), record
+    record, best, trainer = {"probe_steps": steps, "asked": questions}, None, None
+    for question in questions:
+        scores = {}
+        for index, candidate in enumerate(CANDIDATES[question](spec)):
+            if index == 0 and best is not None:  # the default: the best probe so far
+                scores[candidate.name] = best
+                continue
+            probe = probe_spec(apply(spec, candidate.settings), steps)
+            folder = output / "probes" / question / candidate.name.replace(" ", "-")
+            trainer = run(probe, folder)
+            scores[candidate.name] = trainer.state.best_score
+            log.info("probe %s = %s: validation AUROC %.4f after %d steps at most", question,
+                     candidate.name, scores[candidate.name], steps)  # fmt: skip
+        chosen = max(scores, key=lambda name: (scores[name], name == next(iter(scores))))
+        best = scores[chosen]
+        settings = {c.name: c.settings for c in CANDIDATES[question](spec)}[chosen]
+        record[question] = {"validation_auroc": scores, "chosen": chosen, "settings": settings}
+        spec = apply(spec, settings)
+    if trainer is None or trainer.is_main:
+        shutil.rmtree(output / "probes", ignore_errors=True)
+        output.mkdir(parents=True, exist_ok=True)
+        with atomic_write(saved) as handle:
+            json.dump(record, handle, indent=2)
+    return spec, record
+
+
+def probe_spec(spec, steps: int):
+    """A probe: at most `steps` steps of `spec`, checked on validation as often as the run
+    is (at least at its end) and stopped as the run would be."""
+    every = min(spec.eval_every or steps, steps)
+    return replace(spec, eval_every=every, training={**spec.training, "max_steps": steps})
+
+
+def answered(spec, record: dict):
+    """`spec` with the settings of a saved record's answers."""
+    for question in record["asked"]:
+        spec = apply(spec, record[question]["settings"])
+    return spec
