@@ -17,6 +17,7 @@ from genobird.model import (
     from_pretrained,
     save_pretrained,
 )
+from genobird.model.bigbird import composed_weight
 
 
 def tiny_config(**changes) -> BigBirdConfig:
@@ -517,6 +518,27 @@ def test_composed_embeddings_train_through_input_and_tied_decoder(tmp_path):
                                model.encoder.embeddings.tokens.weight)  # fmt: skip
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).mlm_logits, model(ids).mlm_logits)
+
+
+def test_composed_weight_is_reused_without_gradients_until_its_parts_change():
+    model = composed_model()
+    tokens = model.encoder.embeddings.tokens
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.no_grad():
+        first = tokens.weight
+        assert tokens.weight is first  # composed once for every scoring batch
+    ids, positions = torch.tensor([[2, 5, 6, 4, 7, 9, 3] * 4]), torch.tensor([[3, 10]])
+    model(ids, None, None, positions, torch.tensor([[6, 9]])).loss.backward()
+    optimizer.step()  # in place: the parts change, the composed weight with them
+    with torch.no_grad():
+        stepped = tokens.weight
+        assert not torch.equal(stepped, first)
+        fresh = composed_weight(tokens.residual, tokens.table, tokens.piece_terms)
+        torch.testing.assert_close(stepped, fresh)
+        tokens.table.mul_(2)  # loaded or edited weights, in place
+        torch.testing.assert_close(tokens.weight, composed_weight(tokens.residual, tokens.table,
+                                                                  tokens.piece_terms))  # fmt: skip
+    assert tokens.weight.requires_grad  # with gradients: composed afresh, differentiable
 
 
 def test_composed_embeddings_without_a_vocabulary_are_refused():

@@ -66,6 +66,7 @@ class ComposedTokenEmbedding(nn.Module):
         terms = torch.full((vocab_size, 2 * piece_length), self.padding_term, dtype=torch.long)
         self.register_buffer("piece_terms", terms)
         self.has_pieces = False
+        self._composed = None  # (the parts' storage and versions, the weight): `weight`
 
     def set_pieces(self, pieces: list[str]) -> None:
         """Compose each piece from its bases (case-insensitive A/C/G/T; anything else,
@@ -102,8 +103,18 @@ class ComposedTokenEmbedding(nn.Module):
 
     @property
     def weight(self) -> torch.Tensor:
+        """The [V, C] matrix (the tied MLM decoder reads all of it on every call). Without
+        gradients it is composed once and reused until a tensor it is made of changes
+        (an optimiser step, loaded weights, a move to another device): scoring reads it
+        for every batch, and composing it was 7% of the demo report's time."""
         self._require_pieces()
-        return composed_weight(self.residual, self.table, self.piece_terms)
+        parts = (self.residual, self.table, self.piece_terms)
+        if torch.is_grad_enabled():
+            return composed_weight(*parts)
+        key = tuple((part.data_ptr(), part._version) for part in parts)
+        if self._composed is None or self._composed[0] != key:
+            self._composed = (key, composed_weight(*parts))
+        return self._composed[1]
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Only the rows of the pieces in the batch are composed: a batch of short
