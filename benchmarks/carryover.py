@@ -22,7 +22,8 @@ task runs, in one process, on the same splits:
                  rate (3e-4 or 1e-4) and pooling (mean or [CLS]) chosen on the task's
                  validation split by probes of at most 500 steps (genobird.tasks.probes);
                  its settings are the baselines', chosen on no task here, so every
-                 family is held out
+                 family is held out (a promoter data set is not asked: its strand is
+                 known; it gets the same settings as options, the next arm's command)
   genobird+cnn+kmers
                  the same with both strands, lr 3e-4 and mean pooling, no probes
   genobird+cnn   the same without the k-mer counts
@@ -103,6 +104,8 @@ CANDIDATES = {
     },
 }
 ARMS = {arm: CANDIDATES[arm] for arm in ("genobird", "defaults")}
+# classify's defaults, given as options (no probes): the defaults arm on a promoter data set
+DEFAULTS_AS_OPTIONS = "genobird+cnn+kmers"
 # The hg19 pieces with sequence, and how the peak tasks split them.
 PIECES = {"chr19": (0, 3_119_000), "chr20": (1_000_000, 2_000_000),
           "chr22": (20_000_000, 21_000_000)}  # fmt: skip
@@ -200,7 +203,12 @@ def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
     if arm in ("cnn", "kmer-lr"):
         extra = ["--max-minutes", "3"] if arm == "cnn" else []
         return ["baseline", arm, "--data", data, "--out", out, *extra]
-    settings = {} if CANDIDATES[arm] is None else {**RECIPE, **CANDIDATES[arm]}
+    settings = {**RECIPE, **(CANDIDATES[arm] or {})}
+    if CANDIDATES[arm] is None:  # classify's own defaults: no recipe option given
+        # A promoter data set (EPDnew's) takes the promoter pipeline's short recipe by
+        # default, and is not asked (its strand is known): it gets classify's defaults as
+        # options, which makes it the + base k-mers arm's command
+        settings = {} if kind == "classify" else {**RECIPE, **CANDIDATES[DEFAULTS_AS_OPTIONS]}
     if max_steps:  # six validation checks, as in the recipe
         settings.update(max_steps=max_steps, eval_every=max(1, max_steps // 6))
     recipe = []
