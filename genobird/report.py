@@ -616,10 +616,10 @@ def _recipe_parts(metrics: dict) -> list[str]:
     if metrics.get("bpe_dropout"):
         parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
     if choice := metrics.get("recipe_choice"):
-        parts.append(
-            f"chosen on validation with probes of at most {choice['probe_steps']} "
-            "steps: " + "; ".join(_answer(q, choice[q]) for q in choice["asked"])
-        )
+        answers = "; ".join(_answer(q, choice[q]) for q in choice["asked"])
+        parts.append(f"chosen on validation with probes of at most {choice['probe_steps']} "
+                     "steps, a default changed only for a lead beyond one standard error: "
+                     f"{answers}")  # fmt: skip
     return parts
 
 

@@ -153,7 +153,9 @@ class _Probe:
         return SimpleNamespace(state=state, is_main=True)
 
 
-CLASSIFY_META = {"task": "classify", "feature_names": ["y"], "counts": {"valid": 10}}
+# a validation split of 2,000 windows: an AUROC of 0.7-0.85 is known to about +/-0.01
+CLASSIFY_META = {"task": "classify", "feature_names": ["y"], "counts": {"valid": 2000},
+                 "positives_by_split": {"valid": [1000]}}  # fmt: skip
 
 
 def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
@@ -184,11 +186,21 @@ def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given
     longer = FinetuneSpec(probe_steps=80, pooling="mean", training=lr)
     assert choose(longer, meta, tmp_path / "run", again)[0].rc_augment is True
     assert [call[4] for call in again.calls] == [80, 80]
-    # a tie keeps both strands; a probe is never longer than the run
+    # a tie, or a lead within one standard error of the validation AUROC, keeps both
+    # strands; a probe is never longer than the run
     tie = _Probe({(True, 3e-4, "mean"): 0.75, (False, 3e-4, "mean"): 0.75})
     short = FinetuneSpec(probe_steps=500, pooling="mean", training={**lr, "max_steps": 40})
     assert choose(short, meta, tmp_path / "tie", tie)[0].rc_augment is True
     assert tie.calls[0][4] == 40
+    near = _Probe({(True, 3e-4, "mean"): 0.75, (False, 3e-4, "mean"): 0.758})
+    kept = choose(short, meta, tmp_path / "near", near)
+    assert kept[0].rc_augment is True and kept[2]["strands"]["chosen"] == "both strands"
+    assert 0.008 < kept[2]["strands"]["margin"] < 0.012
+    # the same lead on a split of 200 windows is noise too, as is any without both classes
+    small = {**meta, "counts": {"valid": 200}, "positives_by_split": {"valid": [100]}}
+    wide = _Probe({(True, 3e-4, "mean"): 0.75, (False, 3e-4, "mean"): 0.78})
+    assert choose(short, small, tmp_path / "small", wide)[0].rc_augment is True
+    assert choose(short, meta, tmp_path / "wide", wide)[0].rc_augment is False
     # an option the user gave is kept, the other follows the task; kinds settle theirs
     never = _Probe({})
     given = choose(FinetuneSpec(rc_augment=False, training=lr), meta, tmp_path / "x", never)
@@ -226,6 +238,7 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
     assert choice["asked"] == ["strands", "learning_rate", "pooling"]
     assert choice["learning_rate"]["validation_auroc"] == {"0.0003": 0.80, "0.0001": 0.85}
     assert choice["pooling"] == {"validation_auroc": {"mean": 0.85, "cls": 0.84},
+                                 "margin": pytest.approx(0.0087, abs=2e-4),
                                  "chosen": "mean", "settings": {"pooling": "mean"}}  # fmt: skip
     assert chosen.training["learning_rate"] == 1e-4 and chosen.pooling == "mean"
     assert chosen.training["max_steps"] == 3000 and chosen.rc_augment is True  # the run's own
@@ -258,6 +271,22 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
     assert chosen.eval_every == 40 and chosen.pooling == "cls"
     with pytest.raises(ConfigError, match="no question"):
         FinetuneSpec(choose_on_validation=("dropout",))
+
+
+def test_the_standard_error_of_an_auroc_is_the_spread_of_its_resamples():
+    """Hanley & McNeil's formula against the bootstrap of one scored split."""
+    from sklearn.metrics import roc_auc_score
+
+    from genobird.tasks.probes import auroc_standard_error
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat([1, 0], [150, 250])
+    scores = rng.normal(labels * 1.2, 1.0)  # a binormal classifier, AUROC about 0.8
+    auroc = roc_auc_score(labels, scores)
+    draws = [rng.integers(0, len(labels), len(labels)) for _ in range(400)]
+    spread = np.std([roc_auc_score(labels[d], scores[d]) for d in draws])
+    assert auroc_standard_error(auroc, 150, 250) == pytest.approx(spread, rel=0.2)
+    assert auroc_standard_error(auroc, 0, 250) == float("inf")
 
 
 @pytest.mark.slow
