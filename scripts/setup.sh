@@ -16,6 +16,18 @@ cpu_index="${GENOBIRD_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
 
 say() { echo "[setup] $*"; }
 
+# pip compiles every installed module to bytecode on one core (17 of torch's 26 s); it is
+# done once at the end instead, on every core (compile_installed). Not compiling at all
+# would cost each process its imports' compilation again where PYTHONDONTWRITEBYTECODE is
+# set, as on CI machines.
+pip_install() { "$venv/bin/pip" install -q --no-compile "$@"; }
+
+compile_installed() {
+    local site
+    site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    "$venv/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
+}
+
 ensure_bedtools() {
     command -v bedtools >/dev/null 2>&1 && return 0
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
@@ -39,12 +51,12 @@ ensure_torch() {
     fi
     if has_gpu; then
         say "GPU found: installing torch==$torch_version (CUDA build)"
-        "$venv/bin/pip" install -q "torch==$torch_version"
-    elif "$venv/bin/pip" install -q "torch==$torch_version+cpu" 2>/dev/null; then
+        pip_install "torch==$torch_version"
+    elif pip_install "torch==$torch_version+cpu" 2>/dev/null; then
         say "no GPU: installed torch==$torch_version+cpu from the configured package sources"
     else
         say "no GPU: installing torch==$torch_version+cpu from $cpu_index"
-        "$venv/bin/pip" install -q "torch==$torch_version+cpu" --extra-index-url "$cpu_index"
+        pip_install "torch==$torch_version+cpu" --extra-index-url "$cpu_index"
     fi
 }
 
@@ -57,11 +69,13 @@ fi
 ensure_torch
 if [ "$extras" = "dev" ]; then
     say "installing genobird (editable) with the dev extra"
-    "$venv/bin/pip" install -q -e ".[dev]"
+    pip_install -e ".[dev]"
+    compile_installed
     touch "$venv/.genobird-dev-installed"
 else
     say "installing genobird (editable)"
-    "$venv/bin/pip" install -q -e .
+    pip_install -e .
+    compile_installed
 fi
 touch "$venv/.genobird-installed"
 say "done: $("$venv/bin/genobird" --version)"
