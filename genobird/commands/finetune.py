@@ -13,8 +13,7 @@ from genobird.commands.common import (
     subcommand,
 )
 from genobird.errors import GenobirdError, UsageError
-from genobird.tasks.probes import QUESTIONS
-from genobird.tasks.recipe import POOLINGS, PROBE_STEPS, TASK_DEFAULTS
+from genobird.tasks.recipe import POOLINGS, PROBE_STEPS, QUESTIONS, TASK_DEFAULTS
 
 log = logging.getLogger("genobird")
 # recipe options that add a base reader (a head transformers has no counterpart of)

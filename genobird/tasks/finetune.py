@@ -31,8 +31,8 @@ from genobird.model.io import WEIGHTS_FILE, read_model_description
 from genobird.tasks.base_start import BASE_CNN_LEARNING_RATE, BASE_START_FILE, start_from_baselines
 from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
-from genobird.tasks.probes import QUESTIONS, choose_recipe
-from genobird.tasks.recipe import PROBE_STEPS
+from genobird.tasks.probes import choose_recipe
+from genobird.tasks.recipe import PROBE_STEPS, QUESTIONS
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.averaging import check_decay
 from genobird.training.checkpoint import latest_checkpoint

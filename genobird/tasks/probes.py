@@ -37,15 +37,13 @@ from pathlib import Path
 
 from genobird.fileio import atomic_write
 from genobird.tasks.metrics import is_multilabel
+from genobird.tasks.recipe import QUESTIONS
 
 log = logging.getLogger(__name__)
 
 RECIPE_CHOICE_FILE = "recipe-choice.json"
 # The other learning rate the probe tries: this many times lower than the default (3e-4)
 LEARNING_RATE_FACTOR = 3.0
-# Questions the recipe can ask besides strands (which its rc options settle); a run asks
-# those named in FinetuneSpec.choose_on_validation
-QUESTIONS = ("learning_rate", "pooling")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,9 @@ RECIPE_OPTIONS = (
     "pos_weight",
     "probe_steps",
 )
+# the settings besides strands (which the rc options settle) that a classify run left
+# without them chooses on validation (tasks.probes; FinetuneSpec.choose_on_validation)
+QUESTIONS = ("learning_rate", "pooling")
 # the required ones, every fine-tuning section gives them
 REQUIRED_RECIPE = ("max_steps", "learning_rate", "batch_size")
 # how a window becomes one vector for the head: BigBirdForSequenceClassification.POOLINGS,
