@@ -9,7 +9,7 @@ keeps that start when the encoder adds nothing, so a fine-tuned classifier is no
 on validation than the better of the baselines, or their blend.
 
 Each baseline trained for the same data and settings is kept in a cache folder and read
-from there (the strand probes train one per strand setting; the run itself then trains
+from there (the recipe probes train one per strand setting; the run itself then trains
 none). What was trained and chosen goes to OUTPUT/base-start.json and the report.
 """
 
