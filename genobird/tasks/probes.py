@@ -94,7 +94,8 @@ def open_questions(spec, meta: dict) -> list[str]:
 
 def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
     """`spec` with the open questions answered on validation, and the record of each:
-    {"probe_steps": N, question: {"validation_auroc": {candidate: AUROC}, "chosen": name}}
+    {"probe_steps": N, "asked": [question, ...], question: {"validation_auroc": {candidate:
+    AUROC}, "margin": the lead a change needs, "chosen": name, "settings": its settings}}
     (empty when nothing is asked). `run(spec, folder)` fine-tunes and returns the trainer."""
     questions = open_questions(spec, meta)
     if not questions:
