@@ -73,35 +73,22 @@ RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_ever
 # Recipe candidates: the pipelines' one, and variants of it with base readers, each as
 # the settings it changes. `--arms` picks; by default the first two (the pipelines'
 # recipe, and `finetune classify`'s defaults).
+# classify's base readers and early stop (TASK_DEFAULTS), as options
+BASE_READERS = {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6}
 CANDIDATES = {
     "genobird": {},
     # `genobird finetune classify` with no recipe option at all, as a user first runs it:
     # TASK_DEFAULTS, and strands, learning rate and pooling chosen on validation
     "defaults": None,
-    "genobird+cnn+kmers": {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6},
+    "genobird+cnn+kmers": BASE_READERS,
     "genobird+cnn": {"base_cnn_channels": 128, "patience": 3},
     "genobird+cnn/one-strand": {"base_cnn_channels": 128, "rc_augment": False},
     "genobird+cnn/lr1e-3": {"base_cnn_channels": 128, "learning_rate": 1e-3},
     "genobird+cnn/strand-probe": {"base_cnn_channels": 128, "probe_steps": 500},
     "genobird+cnn/6000": {"base_cnn_channels": 128, "max_steps": 6000, "eval_every": 1000},
-    "genobird+cnn+kmers/lr1e-4": {
-        "base_cnn_channels": 128,
-        "patience": 3,
-        "base_kmers": 6,
-        "learning_rate": 1e-4,
-    },
-    "genobird+cnn+kmers/lr1e-3": {
-        "base_cnn_channels": 128,
-        "patience": 3,
-        "base_kmers": 6,
-        "learning_rate": 1e-3,
-    },
-    "genobird+cnn+kmers/cls": {
-        "base_cnn_channels": 128,
-        "patience": 3,
-        "base_kmers": 6,
-        "pooling": "cls",
-    },
+    "genobird+cnn+kmers/lr1e-4": {**BASE_READERS, "learning_rate": 1e-4},
+    "genobird+cnn+kmers/lr1e-3": {**BASE_READERS, "learning_rate": 1e-3},
+    "genobird+cnn+kmers/cls": {**BASE_READERS, "pooling": "cls"},
 }
 ARMS = {arm: CANDIDATES[arm] for arm in ("genobird", "defaults")}
 # classify's defaults, given as options (no probes): the defaults arm on a promoter data set
@@ -203,12 +190,13 @@ def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
     if arm in ("cnn", "kmer-lr"):
         extra = ["--max-minutes", "3"] if arm == "cnn" else []
         return ["baseline", arm, "--data", data, "--out", out, *extra]
-    settings = {**RECIPE, **(CANDIDATES[arm] or {})}
-    if CANDIDATES[arm] is None:  # classify's own defaults: no recipe option given
+    candidate = CANDIDATES[arm]
+    if candidate is None and kind != "classify":
         # A promoter data set (EPDnew's) takes the promoter pipeline's short recipe by
         # default, and is not asked (its strand is known): it gets classify's defaults as
         # options, which makes it the + base k-mers arm's command
-        settings = {} if kind == "classify" else {**RECIPE, **CANDIDATES[DEFAULTS_AS_OPTIONS]}
+        candidate = CANDIDATES[DEFAULTS_AS_OPTIONS]
+    settings = {} if candidate is None else {**RECIPE, **candidate}
     if max_steps:  # six validation checks, as in the recipe
         settings.update(max_steps=max_steps, eval_every=max(1, max_steps // 6))
     recipe = []

@@ -25,6 +25,8 @@ pip_install() { "$venv/bin/pip" install -q --no-compile "$@"; }
 compile_installed() {
     local site
     site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    # some packages ship files that do not compile (Python 2 test data): they stay source,
+    # as pip leaves them, and the rest is compiled
     "$venv/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
 }
 

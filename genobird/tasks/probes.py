@@ -109,8 +109,8 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
             return answered(spec, record), record
     record, best, trainer = {"probe_steps": steps, "asked": questions}, None, None
     for question in questions:
-        scores = {}
-        for index, candidate in enumerate(CANDIDATES[question](spec)):
+        scores, candidates = {}, CANDIDATES[question](spec)
+        for index, candidate in enumerate(candidates):
             if index == 0 and best is not None:  # the default: the best probe so far
                 scores[candidate.name] = best
                 continue
@@ -125,7 +125,7 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
         leader = max(scores, key=scores.get)
         chosen = leader if scores[leader] - scores[default] > margin else default
         best = scores[chosen]
-        settings = {c.name: c.settings for c in CANDIDATES[question](spec)}[chosen]
+        settings = next(c.settings for c in candidates if c.name == chosen)
         record[question] = {"validation_auroc": scores, "margin": round(margin, 4),
                             "chosen": chosen, "settings": settings}  # fmt: skip
         spec = apply(spec, settings)
@@ -139,9 +139,8 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
 
 def validation_classes(meta: dict) -> tuple[int, int]:
     """(positives, negatives) of a single-label data set's validation split."""
-    windows = meta["counts"]["valid"]
-    positives = meta.get("positives_by_split", {}).get("valid", [windows // 2])[0]
-    return positives, windows - positives
+    positives = meta["positives_by_split"]["valid"][0]
+    return positives, meta["counts"]["valid"] - positives
 
 
 def auroc_standard_error(auroc: float, positives: int, negatives: int) -> float:
