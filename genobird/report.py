@@ -629,6 +629,8 @@ QUESTION_NAMES = {"strands": "trained on", "learning_rate": "learning rate", "po
 
 def _answer(question: str, answer: dict) -> str:
     """e.g. 'learning rate 0.0001 (AUROC 0.912 vs 0.0003 0.905)': the kept one first."""
+    if "not_probed" in answer:
+        return f"{QUESTION_NAMES[question]} {answer['chosen']} ({answer['not_probed']})"
     scores, chosen = answer["validation_auroc"], answer["chosen"]
     others = ", ".join(f"{name} {score:.3f}" for name, score in scores.items() if name != chosen)
     return f"{QUESTION_NAMES[question]} {chosen} (AUROC {scores[chosen]:.3f} vs {others})"

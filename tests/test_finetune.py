@@ -139,8 +139,9 @@ class _Probe:
     """A fake fine-tuning run for choose_recipe: its validation AUROC by the settings it
     was given (strands, learning rate, pooling), and each call's settings."""
 
-    def __init__(self, scores):
-        self.scores, self.calls = scores, []
+    def __init__(self, scores, best_at_start=()):
+        # best_at_start: the settings whose best check is the run's start (step 0)
+        self.scores, self.calls, self.best_at_start = scores, [], set(best_at_start)
 
     def __call__(self, spec, folder):
         from types import SimpleNamespace
@@ -149,7 +150,8 @@ class _Probe:
         self.calls.append((*settings, spec.rc_average, spec.training["max_steps"]))
         folder.mkdir(parents=True)
         (folder / "checkpoint").write_text("x")
-        state = SimpleNamespace(best_score=self.scores.get(settings, 0.5))
+        step = 0 if settings in self.best_at_start else spec.training["max_steps"]
+        state = SimpleNamespace(best_score=self.scores.get(settings, 0.5), best_step=step)
         return SimpleNamespace(state=state, is_main=True)
 
 
@@ -238,6 +240,7 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
     assert choice["asked"] == ["strands", "learning_rate", "pooling"]
     assert choice["learning_rate"]["validation_auroc"] == {"0.0003": 0.80, "0.0001": 0.85}
     assert choice["pooling"] == {"validation_auroc": {"mean": 0.85, "cls": 0.84},
+                                 "best_step": {"mean": 100, "cls": 100},
                                  "margin": pytest.approx(0.0087, abs=2e-4),
                                  "chosen": "mean", "settings": {"pooling": "mean"}}  # fmt: skip
     assert chosen.training["learning_rate"] == 1e-4 and chosen.pooling == "mean"
@@ -757,3 +760,33 @@ def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretrai
     mutant = sequence[:position] + base + sequence[position + 1 :]
     expected = predictor.predict([mutant])[0] - predictor.predict([sequence])[0]
     np.testing.assert_allclose(effects[0, "ACGT".index(base)], expected, atol=1e-5)
+
+
+def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
+    """A run started from its base readers whose best probe is still the start: a later
+    question's probes would score that same start, so they are not run; their defaults are
+    kept and the record says why. A probe that learnt past its start asks on."""
+    from genobird.tasks.finetune import FinetuneSpec
+    from genobird.tasks.probes import choose_recipe
+
+    lr = {"learning_rate": 3e-4, "max_steps": 3000}
+    spec = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
+                        choose_on_validation=("learning_rate", "pooling"))  # fmt: skip
+    both, one = (True, 3e-4, "mean"), (False, 3e-4, "mean")
+    # the strands differ at the start itself (it reads them), so strands are still asked
+    probe = _Probe({both: 0.80, one: 0.70}, best_at_start={both, one})
+    chosen, choice = choose_recipe(spec, CLASSIFY_META, tmp_path / "start", probe)
+    assert [call[:3] for call in probe.calls] == [both, one]
+    assert choice["strands"]["best_step"] == {"both strands": 0, "one strand": 0}
+    for question, default in (("learning_rate", "0.0003"), ("pooling", "mean")):
+        assert choice[question]["chosen"] == default
+        assert "validation_auroc" not in choice[question]
+        assert "best at its start" in choice[question]["not_probed"]
+        assert "100 steps" in choice[question]["not_probed"]
+    assert chosen.training["learning_rate"] == 3e-4 and chosen.pooling == "mean"
+    # the chosen strand's probe is what counts: one strand chosen, learnt past its start
+    probe = _Probe({both: 0.70, one: 0.80, (False, 1e-4, "mean"): 0.70}, best_at_start={both})
+    chosen, choice = choose_recipe(spec, CLASSIFY_META, tmp_path / "learnt", probe)
+    assert len(probe.calls) == 4 and chosen.rc_augment is False
+    assert choice["learning_rate"]["best_step"] == {"0.0003": 100, "0.0001": 100}
+    assert "not_probed" not in choice["pooling"]

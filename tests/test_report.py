@@ -157,6 +157,10 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                   "segmentations": None, "training": {"steps": 400, "best_step": 400},
                   "learning_rate": 1e-4, "recipe_choice": probed}  # fmt: skip
     _write_json(results / "tasks" / "tf2" / "report" / "metrics.json", one_strand)
+    not_probed = "not probed: the best probe so far was best at its start"
+    started = {**probed, "asked": ["strands", "pooling"],
+               "pooling": {"chosen": "mean", "settings": {"pooling": "mean"},
+                           "not_probed": not_probed}}  # fmt: skip
     _write_json(results / "tasks" / "tf3" / "report" / "metrics.json", binary)
     page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
     tf1, tf2 = page[page.index("Fine-tuning: tf1") :], page[page.index("Fine-tuning: tf2") :]
@@ -179,6 +183,9 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
     kept_start = {"base_kmers": 6, "training": {"steps": 57, "best_step": 0}}
     assert _recipe_parts(kept_start)[-1] == ("the start kept: the encoder added nothing on "
                                             "validation")  # fmt: skip
+    answers = _recipe_parts({"recipe_choice": started})[-1]
+    assert answers.endswith("trained on one strand (AUROC 0.800 vs both strands 0.710); "
+                            f"pooling mean ({not_probed})")  # fmt: skip
     assert "the start kept" not in " ".join(_recipe_parts({"training": kept_start["training"]}))
 
 

@@ -19,7 +19,11 @@ standard error is 0.040, and lost 0.22 test MCC). The questions, in order:
   pooling         mean of the token states or [CLS]: asked when --pooling is not given
 
 The budget: at most 4 probes of `probe_steps` steps (the default candidate of each
-question after the first is the best probe so far, not run again). A setting the user
+question after the first is the best probe so far, not run again). Where the best probe
+so far was best at its start (a run started from the base readers, which the encoder
+did not improve on validation within the probe), the later questions are not probed:
+their probes would score that same start (on GUE TF tasks every learning-rate and pooling
+probe did, to the fourth decimal), so their defaults are kept, saying why. A setting the user
 gives is kept and not asked; only single-label classify data sets with a validation
 split are asked (promoter and chromatin data sets come with their pipelines' recipes).
 Probe folders are removed; the answers go to OUTPUT/recipe-choice.json, so a resumed
@@ -42,6 +46,9 @@ from genobird.tasks.recipe import QUESTIONS
 log = logging.getLogger(__name__)
 
 RECIPE_CHOICE_FILE = "recipe-choice.json"
+# why a question was not probed, as metrics.json and the report give it
+START_KEPT = ("not probed: the best probe so far was best at its start (the encoder added "
+              "nothing on validation within {steps} steps)")  # fmt: skip
 # The other learning rate the probe tries: this many times lower than the default (3e-4)
 LEARNING_RATE_FACTOR = 3.0
 
@@ -95,8 +102,10 @@ def open_questions(spec, meta: dict) -> list[str]:
 def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
     """`spec` with the open questions answered on validation, and the record of each:
     {"probe_steps": N, "asked": [question, ...], question: {"validation_auroc": {candidate:
-    AUROC}, "margin": the lead a change needs, "chosen": name, "settings": its settings}}
-    (empty when nothing is asked). `run(spec, folder)` fine-tunes and returns the trainer."""
+    AUROC}, "best_step": {candidate: the step of that AUROC}, "margin": the lead a change
+    needs, "chosen": name, "settings": its settings}} (empty when nothing is asked); a
+    question not probed holds only "chosen", "settings" and "not_probed" (why).
+    `run(spec, folder)` fine-tunes and returns the trainer."""
     questions = open_questions(spec, meta)
     if not questions:
         return spec, {}
@@ -109,25 +118,33 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
             return answered(spec, record), record
     record, best, trainer = {"probe_steps": steps, "asked": questions}, None, None
     for question in questions:
-        scores, candidates = {}, CANDIDATES[question](spec)
+        candidates = CANDIDATES[question](spec)
+        if best is not None and best[1] == 0:  # the start was the best check of every probe
+            record[question] = {"chosen": candidates[0].name, "settings": candidates[0].settings,
+                                "not_probed": START_KEPT.format(steps=steps)}  # fmt: skip
+            continue
+        scores, best_steps = {}, {}
         for index, candidate in enumerate(candidates):
             if index == 0 and best is not None:  # the default: the best probe so far
-                scores[candidate.name] = best
+                scores[candidate.name], best_steps[candidate.name] = best
                 continue
             probe = probe_spec(apply(spec, candidate.settings), steps)
             folder = output / "probes" / question / candidate.name.replace(" ", "-")
             trainer = run(probe, folder)
             scores[candidate.name] = trainer.state.best_score
-            log.info("probe %s = %s: validation AUROC %.4f after %d steps at most", question,
-                     candidate.name, scores[candidate.name], steps)  # fmt: skip
+            best_steps[candidate.name] = trainer.state.best_step
+            log.info("probe %s = %s: validation AUROC %.4f (best at step %d of %d at most)",
+                     question, candidate.name, scores[candidate.name],
+                     best_steps[candidate.name], steps)  # fmt: skip
         default = next(iter(scores))
         margin = auroc_standard_error(scores[default], *validation_classes(meta))
         leader = max(scores, key=scores.get)
         chosen = leader if scores[leader] - scores[default] > margin else default
-        best = scores[chosen]
+        best = scores[chosen], best_steps[chosen]
         settings = next(c.settings for c in candidates if c.name == chosen)
-        record[question] = {"validation_auroc": scores, "margin": round(margin, 4),
-                            "chosen": chosen, "settings": settings}  # fmt: skip
+        record[question] = {"validation_auroc": scores, "best_step": best_steps,
+                            "margin": round(margin, 4), "chosen": chosen,
+                            "settings": settings}  # fmt: skip
         spec = apply(spec, settings)
     if trainer is None or trainer.is_main:
         shutil.rmtree(output / "probes", ignore_errors=True)
