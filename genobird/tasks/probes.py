@@ -24,9 +24,9 @@ so far was best at its start (a run started from the base readers, which the enc
 did not improve on validation within the probe), the later questions are not probed:
 their probes would score that same start (on GUE TF 0 and on three ENCODE peak tasks,
 every learning-rate and pooling probe did, exactly), so their defaults are kept, saying
-why. A setting the user
-gives is kept and not asked; only single-label classify data sets with a validation
-split are asked (promoter and chromatin data sets come with their pipelines' recipes).
+why. A setting the user gives is kept and not asked; only single-label classify data
+sets with a validation split are asked (promoter and chromatin data sets come with their
+pipelines' recipes).
 Probe folders are removed; the answers go to OUTPUT/recipe-choice.json, so a resumed
 run does not probe again, and to metrics.json and the report.
 """
