@@ -120,7 +120,7 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
     record, best, trainer = {"probe_steps": steps, "asked": questions}, None, None
     for question in questions:
         candidates = CANDIDATES[question](spec)
-        if best is not None and best[1] == 0:  # the start was the best check of every probe
+        if best is not None and best[1] == 0:  # the best probe so far was best at its start
             record[question] = {"chosen": candidates[0].name, "settings": candidates[0].settings,
                                 "not_probed": START_KEPT.format(steps=steps)}  # fmt: skip
             continue
