@@ -70,11 +70,11 @@ TASKS = {
 RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
           "dropout": 0.3, "pooling": "mean", "probe_steps": 0, "base_cnn_channels": 0,
           "patience": 0, "base_kmers": 0}  # fmt: skip
+# classify's base readers and early stop (TASK_DEFAULTS), as options
+BASE_READERS = {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6}
 # Recipe candidates: the pipelines' one, and variants of it with base readers, each as
 # the settings it changes. `--arms` picks; by default the first two (the pipelines'
 # recipe, and `finetune classify`'s defaults).
-# classify's base readers and early stop (TASK_DEFAULTS), as options
-BASE_READERS = {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6}
 CANDIDATES = {
     "genobird": {},
     # `genobird finetune classify` with no recipe option at all, as a user first runs it:
