@@ -59,13 +59,16 @@ FULL = SimpleNamespace(
     attention_lengths=[4096, 16384, 32768], heads=12, dim=64, repeats=3, dtype="bf16",
     queued_calls=20,
     train_config="base", train_length=4096, train_batch=4, train_steps=3,
-    score_shapes=["base", "tiny"], score_regions=2048, score_workers=[4, 8, 14], score_batch=32,
+    # regions per shape, seconds of scoring each: at 2,048 regions the tiny model's whole
+    # run took under a second with 14 workers, so their start-up weighed in its rate
+    score_shapes=["base", "tiny"], score_regions={"base": 4096, "tiny": 16384},
+    score_workers=[4, 8, 14], score_batch=32,
     hf=dict(layers=12, hidden=768, heads=12, vocab=32_000, length=4096),
 )  # fmt: skip
 DRY = SimpleNamespace(
     attention_lengths=[256, 512], heads=2, dim=16, repeats=1, dtype="fp32", queued_calls=2,
     train_config="tiny", train_length=256, train_batch=1, train_steps=1,
-    score_shapes=["tiny"], score_regions=8, score_workers=[0], score_batch=4,
+    score_shapes=["tiny"], score_regions={"tiny": 8}, score_workers=[0], score_batch=4,
     hf=dict(layers=1, hidden=64, heads=4, vocab=1000, length=256),
 )  # fmt: skip
 
@@ -300,12 +303,13 @@ def scoring(sizes, device: str, dry_run: bool) -> dict:
     write_documents(fasta, work / "docs.txt", DocumentSpec(passes=1), progress=False)
     tokenizer = train_vocabulary(work / "docs.txt", work / "tokenizer.model",
                                  VocabSpec(500 if dry_run else 4000))  # fmt: skip
-    bed = bench.random_bed(work / "timed.bed", Reference(fasta).lengths, sizes.score_regions)
     args = SimpleNamespace(device=device, precision="auto")
     window, tokens = (1000, 320) if dry_run else (8000, 1792)
     rates, parts = {}, {}
     for shape in sizes.score_shapes:
         model_dir = bench.make_model_dir(work, shape, tokenizer, window, tokens)
+        bed = bench.random_bed(work / f"timed-{shape}.bed", Reference(fasta).lengths,
+                               sizes.score_regions[shape])  # fmt: skip
         for workers in sizes.score_workers:
             rate = bench.regions_per_second(model_dir, bed, fasta, sizes.score_batch, args, workers)
             rates[f"{shape}, {workers} workers"] = rate
