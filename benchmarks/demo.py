@@ -64,6 +64,8 @@ def print_checks(results: Path) -> dict:
             figures += f" [{low:+.4f}, {high:+.4f}]" if low is not None else ""
         print(f"{'met    ' if row['met'] else 'NOT met'}  {row['check']}: {figures}")
     print(f"{checks['met']} of {checks['of']} checks met ({path})")
+    for note in checks.get("notes", []):
+        print(f"  why: {note}")
     return checks
 
 

@@ -19,7 +19,13 @@ from pathlib import Path
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_write
-from genobird.report_checks import checks, checks_path, write_checks
+from genobird.report_checks import (
+    checks,
+    checks_path,
+    demo_manifest,
+    demo_notes,
+    write_checks,
+)
 
 TASKS = ("promoter", "chromatin")
 PROMOTER_KEYS = ("examples", "positives", "auroc", "auprc", "f1", "mcc", "f1_at_valid_threshold")
@@ -69,11 +75,8 @@ DEMO_STRUCTURES = {
 def genome_section(results: Path) -> str:
     """For a run on the demo genome: what it is, what it holds, and where the figures on
     real DNA are. Nothing for a run on a real genome."""
-    manifest_path = results / "reference" / "manifest.json"
-    if not manifest_path.is_file():
-        return ""
-    manifest = json.loads(manifest_path.read_text())
-    if manifest.get("name") != "genobird-demo":
+    manifest = demo_manifest(results)
+    if manifest is None:
         return ""
     counts = manifest.get("long_range", {})
     size = sum(manifest["chromosomes"].values())
@@ -697,7 +700,8 @@ def build_report(
         scores_section(results, out),
     ]
     rows = checks(results, findings)
-    sections.insert(1, checks_section(rows))
+    notes = demo_notes(results, rows)
+    sections.insert(1, checks_section(rows, notes))
     title = html.escape(title or f"genobird report: {results}")
     page = (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
@@ -705,12 +709,13 @@ def build_report(
     )
     with atomic_write(out) as handle:
         handle.write(page)
-    write_checks(checks_path(out), rows)
+    write_checks(checks_path(out), rows, notes)
     return out
 
 
-def checks_section(rows: list[dict]) -> str:
-    """The checks against the baselines (`genobird.report_checks`), each met or not."""
+def checks_section(rows: list[dict], notes: list[str] = ()) -> str:
+    """The checks against the baselines (`genobird.report_checks`), each met or not, and
+    `notes` on what kept the unmet ones out of the run's reach."""
     if not rows:
         return ""
 
@@ -733,4 +738,15 @@ def checks_section(rows: list[dict]) -> str:
         "differences are genobird minus the baseline, with paired 95% intervals where "
         "resampling gives one. The sections below hold the figures.</p>"
         + _table(table, ("check", "genobird", "baseline", "difference [95%]", "result"))
+        + _notes(notes)
+    )
+
+
+def _notes(notes: list[str]) -> str:
+    if not notes:
+        return ""
+    items = "".join(f"<li>{html.escape(note)}</li>" for note in notes)
+    return (
+        f"<p>Why on this run:</p><ul>{items}</ul><p>What each check needs on the demo "
+        "genome, and what was tried: benchmarks/README.md (the demo pipeline).</p>"
     )

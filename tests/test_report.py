@@ -269,8 +269,9 @@ def test_report_checks_genobird_against_each_baseline_and_writes_the_checks(tmp_
     out = build_report(results, tmp_path / "report.html", context_lengths=())
     page = out.read_text()
     assert page.index("Checks against the baselines: 2 of 3 met") < page.index("Held-out")
+    assert "Why on this run" not in page  # the unmet promoter check has no note
     checks = json.loads((tmp_path / "report.checks.json").read_text())
-    assert (checks["met"], checks["of"]) == (2, 3)
+    assert (checks["met"], checks["of"], checks["notes"]) == (2, 3, [])
     held, far, promoter_row = checks["checks"]
     assert held["met"] and held["genobird"] == 1.7712 and held["baseline"] == 1.8123
     assert far["met"] and far["check"].endswith("above the CNN's")
@@ -304,3 +305,58 @@ def test_the_context_check_needs_three_lengths_each_gain_above_zero():
     rows[3] = _context_row(64, (0.004, 0.001, 0.007))
     assert rising_lengths(rows, "bits_gain") == [8, 16]  # the first run of two, kept
     assert not context_check({"context": rows})["met"]
+
+
+def _unmet(*names):
+    return [{"name": name, "met": False} for name in names]
+
+
+def test_demo_notes_say_what_kept_each_unmet_check_out_of_reach(tmp_path):
+    """On the demo genome: a held-out figure at the order-0 level is named as such, one
+    below it is not; a chromatin window narrower than the distal elements' distance is
+    named, a wide one is not; a real genome or met checks get no notes."""
+    import h5py
+
+    from genobird.report_checks import demo_notes
+
+    results = tmp_path / "results"
+    _write_json(results / "reference" / "manifest.json", {"name": "genobird-demo"})
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"steps": 600, "eval": {"bits_per_character": 1.989}})  # fmt: skip
+    validation = {"0,1.0": 1.991, "0,4.0": 1.992, "1,1.0": 1.95}
+    markov = {"order": 10, "bits_per_bp": 1.869, "validation_bits_per_bp": validation}
+    _write_json(results / "baselines" / "markov.json", markov)
+    (held,) = demo_notes(results, _unmet("held_out"))
+    assert "after 600 pretraining steps" in held and "no better than the bases' composition" in held
+    assert "1.991" in held and "1.869" in held
+    _write_json(results / "pretrain" / "model" / "training_summary.json",
+                {"steps": 600, "eval": {"bits_per_character": 1.93}})  # fmt: skip
+    (held,) = demo_notes(results, _unmet("held_out"))
+    assert "between the bases' composition and the Markov model" in held
+
+    data = results / "chromatin" / "data.h5"
+    data.parent.mkdir()
+    for window, expected in ((600, 1), (8000, 0)):
+        with h5py.File(data, "w") as handle:
+            handle.attrs["window_bp"] = window
+        notes = demo_notes(results, _unmet("long_range", "promoter"))
+        assert len(notes) == expected
+    with h5py.File(data, "w") as handle:
+        handle.attrs["window_bp"] = 600
+    (far,) = demo_notes(results, _unmet("long_range"))
+    assert "600 bp around each bin (300 bp each side)" in far and "1-3 kb" in far
+
+    assert demo_notes(results, [{"name": "held_out", "met": True}]) == []
+    _write_json(results / "reference" / "manifest.json", {"name": "my-genome"})
+    assert demo_notes(results, _unmet("held_out", "long_range")) == []
+
+
+def test_checks_section_lists_the_notes_under_the_table():
+    from genobird.report import checks_section
+
+    rows = [{"name": "held_out", "check": "held-out bits", "genobird": 2.0, "baseline": 1.9,
+             "difference": [0.1, None, None], "met": False}]  # fmt: skip
+    page = checks_section(rows, ["bits <at> the composition level"])
+    assert page.index("</table>") < page.index("Why on this run")
+    assert "<li>bits &lt;at&gt; the composition level</li>" in page
+    assert "Why on this run" not in checks_section(rows, [])
