@@ -521,7 +521,7 @@ def test_composed_embeddings_train_through_input_and_tied_decoder(tmp_path):
 
 
 def test_composed_weight_is_reused_without_gradients_until_its_parts_change():
-    model = composed_model()
+    model = composed_model().eval()
     tokens = model.encoder.embeddings.tokens
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with torch.no_grad():
@@ -539,6 +539,29 @@ def test_composed_weight_is_reused_without_gradients_until_its_parts_change():
         torch.testing.assert_close(tokens.weight, composed_weight(tokens.residual, tokens.table,
                                                                   tokens.piece_terms))  # fmt: skip
     assert tokens.weight.requires_grad  # with gradients: composed afresh, differentiable
+
+
+@pytest.mark.parametrize("training_mode_no_grad", [False, True])
+def test_composed_weight_follows_a_fused_optimiser_step(training_mode_no_grad):
+    """AdamW's fused kernel updates the parts without bumping their version counters:
+    the held-out checks of a training run (eval mode, or no_grad in training mode) must
+    still read the stepped weight, not the one composed at the first check."""
+    model = composed_model()
+    tokens = model.encoder.embeddings.tokens
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    ids, positions = torch.tensor([[2, 5, 6, 4, 7, 9, 3] * 4]), torch.tensor([[3, 10]])
+    for _ in range(2):
+        model.train()
+        model(ids, None, None, positions, torch.tensor([[6, 9]])).loss.backward()
+        versions = [part._version for part in (tokens.residual, tokens.table)]
+        optimizer.step()
+        optimizer.zero_grad()
+        assert [part._version for part in (tokens.residual, tokens.table)] == versions
+        if not training_mode_no_grad:
+            model.eval()
+        with torch.no_grad():
+            fresh = composed_weight(tokens.residual, tokens.table, tokens.piece_terms)
+            torch.testing.assert_close(tokens.weight, fresh, rtol=0, atol=0)
 
 
 def test_composed_embeddings_without_a_vocabulary_are_refused():

@@ -103,18 +103,25 @@ class ComposedTokenEmbedding(nn.Module):
 
     @property
     def weight(self) -> torch.Tensor:
-        """The [V, C] matrix (the tied MLM decoder reads all of it on every call). Without
-        gradients it is composed once and reused until a tensor it is made of changes
-        (an optimiser step, loaded weights, a move to another device): scoring reads it
-        for every batch, and composing it was 7% of the demo report's time."""
+        """The [V, C] matrix (the tied MLM decoder reads all of it on every call). In eval
+        mode without gradients it is composed once and reused until a tensor it is made
+        of changes in place (loaded weights, an edit) or moves, or the module's mode
+        changes: scoring reads it for every batch, and composing it was 7% of the demo
+        report's time. Training mode never reuses it: a fused optimiser (AdamW's fused
+        kernel) updates the parts without bumping their version counters, and a stale
+        decoder would score every held-out check after the first."""
         self._require_pieces()
         parts = (self.residual, self.table, self.piece_terms)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or self.training:
             return composed_weight(*parts)
         key = tuple((part.data_ptr(), part._version) for part in parts)
         if self._composed is None or self._composed[0] != key:
             self._composed = (key, composed_weight(*parts))
         return self._composed[1]
+
+    def train(self, mode: bool = True):
+        self._composed = None  # the mode changes around optimiser steps: compose afresh
+        return super().train(mode)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Only the rows of the pieces in the batch are composed: a batch of short
