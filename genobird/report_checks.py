@@ -9,7 +9,8 @@ figures that say whether genobird learnt more than the baselines on this genome.
 - the promoter predictor's test MCC at least the k-mer LR's.
 
 The report's sections collect the figures as they compute them (`findings`), so nothing
-is scored twice; `checks` turns them into rows, and the report writes them beside itself
+is scored twice; `checks` turns them into rows, `demo_notes` says (on the demo genome)
+what kept an unmet one out of the run's reach, and the report writes both beside itself
 as JSON (`checks_path`) for `benchmarks/demo.py`.
 """
 
