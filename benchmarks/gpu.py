@@ -347,8 +347,9 @@ def hf_model(sizes, device: str, dry_run: bool) -> dict:
     inference = {"transformers": [], "genobird": []}
     with torch.no_grad():
         for _ in range(sizes.repeats):
-            for name, model in (("transformers", theirs), ("genobird", ours)):
-                inference[name].append(timed_forward(model, ids, dtype, device, name))
+            for name, logits, model in (("transformers", bench.logits_theirs, theirs),
+                                        ("genobird", bench.logits_ours, ours)):  # fmt: skip
+                inference[name].append(timed_forward(logits, model, ids, dtype, device))
     result["inference_s"] = {k: statistics.median(v) for k, v in inference.items()}
     result["inference_genobird_over_transformers"] = (
         result["inference_s"]["genobird"] / result["inference_s"]["transformers"]
@@ -370,8 +371,8 @@ def bf16_agreement(bench, theirs, ours, ids, device: str) -> dict:
         # forward only: a backward pass here would autotune FlexAttention's fp32 backward
         # kernel, which took 3 of the step's 4 minutes on an H200 and measures nothing
         with torch.no_grad():
-            logits[name] = (forward(theirs, ids, dtype, "transformers").float(),
-                            forward(ours, ids, dtype, "genobird").float())  # fmt: skip
+            logits[name] = (bench.logits_theirs(theirs, ids, dtype).float(),
+                            bench.logits_ours(ours, ids, dtype).float())  # fmt: skip
     result = {}
     for name, (expected, got) in logits.items():
         result[f"largest_difference_{name}"] = (expected - got).abs().max().item()
@@ -385,30 +386,17 @@ def bf16_agreement(bench, theirs, ours, ids, device: str) -> dict:
     return result
 
 
-def timed_forward(model, ids, dtype, device: str, name: str) -> float:
+def timed_forward(logits, model, ids, dtype, device: str) -> float:
+    """Seconds of one forward pass (`logits`: hf_model's logits_theirs or logits_ours)."""
     import torch
 
     if device == "cuda":
         torch.cuda.synchronize()
     started = time.perf_counter()
-    forward(model, ids, dtype, name)
+    logits(model, ids, dtype)
     if device == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - started
-
-
-def forward(model, ids, dtype, name: str):
-    """The MLM logits of a transformers ("transformers") or genobird model, [B, N, V]."""
-    import torch
-
-    from genobird.model.precision import autocast
-
-    if name == "transformers":
-        with torch.autocast(ids.device.type, dtype=dtype, enabled=dtype is not None):
-            return model(input_ids=ids).logits
-    positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    with autocast(ids.device, dtype):
-        return model(ids, None, None, positions).mlm_logits.view(*ids.shape, -1)
 
 
 # The figures first, the tests last: a run cut short keeps the figures.

@@ -84,21 +84,29 @@ def build_pair(args, folder: Path):
     return theirs.to(args.device).train(), ours.to(args.device).train()
 
 
-def step_theirs(model, ids, labels, dtype):
+def logits_theirs(model, ids, dtype):
+    """transformers' MLM logits, [B, N, V]."""
     with torch.autocast(ids.device.type, dtype=dtype, enabled=dtype is not None):
-        logits = model(input_ids=ids).logits
-    loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
-    loss.backward()
+        return model(input_ids=ids).logits
+
+
+def logits_ours(model, ids, dtype):
+    """genobird's MLM logits, [B, N, V]."""
+    positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+    with autocast(ids.device, dtype):
+        return model(ids, None, None, positions).mlm_logits.view(*ids.shape, -1)
+
+
+def step_theirs(model, ids, labels, dtype):
+    logits = logits_theirs(model, ids, dtype)
+    F.cross_entropy(logits.float().flatten(0, 1), labels.flatten()).backward()
     return logits
 
 
 def step_ours(model, ids, labels, dtype):
-    positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
-    with autocast(ids.device, dtype):
-        logits = model(ids, None, None, positions).mlm_logits
-    loss = F.cross_entropy(logits.float(), labels.flatten())
-    loss.backward()
-    return logits.view(*ids.shape, -1)
+    logits = logits_ours(model, ids, dtype)
+    F.cross_entropy(logits.float().flatten(0, 1), labels.flatten()).backward()
+    return logits
 
 
 def timed(step, model, ids, labels, dtype, device: str) -> float:
