@@ -135,16 +135,22 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def markov_comparison(results: Path, evaluation: dict, findings: dict | None = None) -> str:
+def markov_comparison(results: Path, evaluation: dict, findings: dict | None = None,
+                      steps: int | None = None) -> str:  # fmt: skip
     """genobird's held-out bits per base beside the Markov baseline's on the same DNA
-    (the pair also goes into `findings`)."""
+    (the pair also goes into `findings`, with the Markov model's order, the best order-0
+    figure on its validation DNA, the bases' composition, and the pretraining `steps`)."""
     path = results / "baselines" / "markov.json"
     if not path.is_file() or "bits_per_character" not in evaluation:
         return ""
     markov = json.loads(path.read_text())
     if findings is not None:
+        order0 = [bits for key, bits in markov.get("validation_bits_per_bp", {}).items()
+                  if key.split(",")[0] == "0"]  # fmt: skip
         findings["held_out"] = {"genobird": evaluation["bits_per_character"],
-                                "markov": markov["bits_per_bp"]}  # fmt: skip
+                                "markov": markov["bits_per_bp"], "order": markov["order"],
+                                "composition": min(order0) if order0 else None,
+                                "steps": steps}  # fmt: skip
     rows = [
         ("genobird (masked tokens, both-sided context)", evaluation["bits_per_character"]),
         (f"order-{markov['order']} Markov (alpha {markov['alpha']:g}, chosen on validation "
@@ -208,7 +214,9 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
         final, note = held_out_evaluation(summary, folder / "model", instances)
         text += "<h3>Held-out evaluation</h3>" + note
         if final:
-            text += _table(sorted(final.items())) + markov_comparison(results, final, findings)
+            text += _table(sorted(final.items())) + markov_comparison(
+                results, final, findings, summary.get("steps")
+            )
     if context_lengths and (folder / "model").is_dir() and instances.is_dir():
         rows = mlm_accuracy_by_context(
             folder / "model", instances, context_lengths, max_windows=context_windows
@@ -700,7 +708,7 @@ def build_report(
         scores_section(results, out),
     ]
     rows = checks(results, findings)
-    notes = demo_notes(results, rows)
+    notes = demo_notes(results, rows, findings)
     sections.insert(1, checks_section(rows, notes))
     title = html.escape(title or f"genobird report: {results}")
     page = (

@@ -106,17 +106,17 @@ def checks(results: Path, findings: dict) -> list[dict]:
     return [row for row in found if row is not None]
 
 
-def demo_notes(results: Path, rows: list[dict]) -> list[str]:
-    """On the demo genome, what kept each unmet check out of this run's reach, read from
-    the run's own files: a model still at the bases' composition, a chromatin context
-    shorter than the long-range labels' arrangements. Nothing on a real genome."""
-    manifest = demo_manifest(results)
+def demo_notes(results: Path, rows: list[dict], findings: dict) -> list[str]:
+    """On the demo genome, what kept each unmet check out of this run's reach, from the
+    report's `findings` and the run's files: a model still at the bases' composition, a
+    chromatin context shorter than the long-range labels' arrangements. Nothing on a
+    real genome."""
     unmet = {row["name"] for row in rows if not row["met"]}
-    if manifest is None or not unmet:
+    if demo_manifest(results) is None or not unmet:
         return []
     notes = []
     if "held_out" in unmet:
-        notes += _held_out_note(results)
+        notes += _held_out_note(findings.get("held_out", {}))
     if "long_range" in unmet:
         notes += _long_range_note(results)
     return notes
@@ -131,27 +131,21 @@ def demo_manifest(results: Path) -> dict | None:
     return manifest if manifest.get("name") == "genobird-demo" else None
 
 
-def _held_out_note(results: Path) -> list[str]:
+def _held_out_note(held: dict) -> list[str]:
     """The held-out figure beside an order-0 Markov model's (the bases' composition)."""
-    markov_path = results / "baselines" / "markov.json"
-    summary_path = results / "pretrain" / "model" / "training_summary.json"
-    if not (markov_path.is_file() and summary_path.is_file()):
+    composition = held.get("composition")
+    if composition is None:
         return []
-    markov, summary = json.loads(markov_path.read_text()), json.loads(summary_path.read_text())
-    order0 = [bits for key, bits in markov.get("validation_bits_per_bp", {}).items()
-              if key.split(",")[0] == "0"]  # fmt: skip
-    ours = (summary.get("eval") or {}).get("bits_per_character")
-    if not order0 or ours is None:
-        return []
-    composition = min(order0)
+    ours = held["genobird"]
     where = (
         "no better than the bases' composition alone"
         if ours >= composition - COMPOSITION_MARGIN
         else "between the bases' composition and the Markov model"
     )
-    return [f"Held-out bits: after {summary.get('steps', '?')} pretraining steps the model's "
-            f"{ours:.3f} bits per bp is {where} (an order-0 Markov model: {composition:.3f} "
-            f"on its validation DNA; order {markov['order']}: {markov['bits_per_bp']:.3f}); "
+    after = f"after {held['steps']} pretraining steps " if held.get("steps") else ""
+    return [f"Held-out bits: {after}the model's {ours:.3f} bits per bp is {where} (an "
+            f"order-0 Markov model: {composition:.3f} on its validation DNA; order "
+            f"{held['order']}: {held['markov']:.3f}); "
             "it has not learnt the k-mer statistics the Markov model reads."]  # fmt: skip
 
 
