@@ -621,9 +621,10 @@ def _recipe_parts(metrics: dict) -> list[str]:
         weight = blend["cnn_weight"]
         parts.append(f"started from {weight:g} x the base CNN + {1 - weight:g} x the k-mer LR "
                      "(chosen on validation)")  # fmt: skip
-    if training.get("best_step") == 0 and (metrics.get("base_cnn_channels") or
-                                           metrics.get("base_kmers")):  # fmt: skip
-        parts.append("the start kept: the encoder added nothing on validation")
+    if metrics.get("base_cnn_channels") or metrics.get("base_kmers"):
+        parts.append(_start_part(training))
+        if training.get("best_step") == 0:
+            parts.append("the start kept: the encoder added nothing on validation")
     if metrics.get("bpe_dropout"):
         parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
     if choice := metrics.get("recipe_choice"):
@@ -632,6 +633,25 @@ def _recipe_parts(metrics: dict) -> list[str]:
                      "steps, a default changed only for a lead beyond one standard error: "
                      f"{answers}")  # fmt: skip
     return parts
+
+
+def _start_part(training: dict) -> str:
+    """Whether the classifier started as its baselines: its check before the first step
+    against their own validation AUROC (tasks.finetune.start_check)."""
+    check = training.get("start_check")
+    if check is None:
+        if "start_validation_auroc" in training:
+            return "the start not checked (no validation check before the first step)"
+        return (
+            "the start not checked against the baselines: fine-tuned before genobird "
+            "checked it, and such a start was not always the baselines' (rerun to check)"
+        )
+    figures = (
+        f"validation AUROC {check['step_0']:.4f} at step 0, the baselines' {check['baselines']:.4f}"
+    )
+    if check["agree"]:
+        return f"the start checked: {figures}"
+    return f"WARNING: the start was not the baselines ({figures})"
 
 
 # how the report names each question that tasks.probes answers on validation

@@ -236,21 +236,57 @@ def test_cnn_learns_planted_motifs_multilabel(tmp_path):
         assert saved["categories"].tolist() == ["TF", "TF"]
 
 
+def trained_looking_cnn(outputs: int = 3, channels: int = 8):
+    """A SmallCNN in eval mode with batch-norm statistics that are not the identity."""
+    import torch
+
+    from genobird.baselines.cnn import SmallCNN
+
+    torch.manual_seed(0)
+    model = SmallCNN(outputs, channels)
+    with torch.no_grad():
+        for block in model.blocks:
+            block[1].running_mean.normal_()
+            block[1].running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
 def test_cnn_reverse_complement_average_scores_both_strands_alike():
     import torch
 
-    from genobird.baselines.cnn import SmallCNN, encode, one_hot
+    from genobird.baselines.cnn import encode
 
-    torch.manual_seed(0)
-    model = SmallCNN(3).eval()
+    model = trained_looking_cnn()
     sequences = ["ACGTTGCAAGGCTTNACGATCGATTAGC", "GGGCCCAAATTTACGTNNACGT"]
     rc = [reverse_complement(s) for s in sequences]
     with torch.no_grad():
-        forward = model(one_hot(encode(sequences[:1])), rc_average=True)
-        backward = model(one_hot(encode(rc[:1])), rc_average=True)
-        single = model(one_hot(encode(sequences[:1])), rc_average=False)
+        forward = model(encode(sequences), rc_average=True)
+        backward = model(encode(rc), rc_average=True)
+        single = model(encode(sequences), rc_average=False)
     assert torch.allclose(forward, backward, atol=1e-6)
     assert not torch.allclose(forward, single, atol=1e-4)
+
+
+def test_cnn_logits_of_a_window_do_not_depend_on_its_batch():
+    """Each window's logits, on either strand, are those of the window read alone, in a
+    batch padded to a longer window's length: windows of 5, 28, 70 and 301 bp (a window
+    shorter than 29 bp is pooled as often alone as padded), with N bases."""
+    import torch
+
+    from genobird.baselines.cnn import encode, reverse_complement_codes
+
+    model = trained_looking_cnn()
+    rng = np.random.default_rng(2)
+    windows = ["".join(rng.choice(list("ACGTN"), size=n, p=[0.24] * 4 + [0.04]))
+               for n in (5, 28, 70, 301)]  # fmt: skip
+    codes = encode(windows)
+    assert torch.equal(reverse_complement_codes(codes),
+                       encode([reverse_complement(w) for w in windows]))  # fmt: skip
+    with torch.no_grad():
+        batch = model(codes, rc_average=True)
+        for index, window in enumerate(windows):
+            alone = model(encode([window]), rc_average=True)[0]
+            torch.testing.assert_close(batch[index], alone, atol=1e-5, rtol=1e-5)
 
 
 def test_baselines_reject_one_class_and_disjoint_kmers(tmp_path, capsys):
@@ -310,12 +346,12 @@ def test_deepsea_cnn_shapes_at_one_and_eight_kb_and_learns_a_motif(tmp_path):
     """DeepSEA's layers read 1 kb as DeepSEA did (53 positions into the fully connected
     layer) and 8 kb pooled to the same 53, so one architecture serves both contexts."""
     from genobird.baselines import run_classifier_baseline
-    from genobird.baselines.cnn import DEEPSEA_POSITIONS, DeepSEACNN, one_hot
+    from genobird.baselines.cnn import DEEPSEA_POSITIONS, DeepSEACNN
 
     model = DeepSEACNN(3, channels=8)
     for length in (1000, 8000, 300):
-        x = one_hot(torch.randint(0, 4, (2, length)))
-        assert model(x, rc_average=True).shape == (2, 3)
+        codes = torch.randint(0, 4, (2, length), dtype=torch.uint8)
+        assert model(codes, rc_average=True).shape == (2, 3)
     assert model.hidden.in_features == 8 * 3 * DEEPSEA_POSITIONS
     data = _motif_dataset(tmp_path / "m.h5", n=1000, task="chromatin", features=2, spread=10)
     report = run_classifier_baseline("deepsea-cnn", data, tmp_path / "d", channels=16,

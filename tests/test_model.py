@@ -805,15 +805,15 @@ def base_cnn_classifier(**readers) -> BigBirdForSequenceClassification:
     return model.eval()
 
 
-def one_hot_of_tokens(ids: list[int]) -> torch.Tensor:
-    """[1, 4, L]: each token's bases as A C G T columns, N and a token without bases
-    ([CLS], [SEP]) as an all-zero column: what the base CNN must read."""
-    columns = []
-    for index in ids:
-        piece = PIECES[index].upper()
-        bases = piece if set(piece) <= set("ACGTN") else "N"
-        columns += [[float(base == letter) for letter in "ACGT"] for base in bases]
-    return torch.tensor(columns).T[None]
+def codes_of_tokens(ids: list[int]) -> torch.Tensor:
+    """[1, L]: the CNN baseline's codes (baselines.cnn.encode) of the bases the tokens
+    spell, a token without bases ([CLS], [SEP]) taking no position: the window the CNN
+    baseline reads, which the base CNN must read too."""
+    from genobird.baselines.cnn import encode
+
+    return encode(
+        ["".join(p for p in map(PIECES.__getitem__, ids) if set(p.upper()) <= set("ACGTN"))]
+    )
 
 
 def test_base_cnn_equals_the_cnn_baselines_tower_on_each_input_alone():
@@ -831,10 +831,10 @@ def test_base_cnn_equals_the_cnn_baselines_tower_on_each_input_alone():
     with torch.no_grad():
         baseline.out.weight.copy_(torch.eye(12))
         baseline.out.bias.zero_()
-        spelled, _ = model.encoder.embeddings.base_conv.spelled_bases(ids, mask)
+        spelled, _ = model.encoder.embeddings.base_conv.spelled_bases(ids, mask, markers=False)
         features = model.base_cnn(spelled)
         for index, (row, real) in enumerate(zip(rows, mask.sum(1).tolist(), strict=True)):
-            alone = baseline.strand_logits(one_hot_of_tokens(row[:real]))[0]
+            alone = baseline.strand_logits(codes_of_tokens(row[:real]))[0]
             torch.testing.assert_close(features[index], alone, atol=1e-5, rtol=1e-5)
         states = model.encoder(ids, None, mask).sequence
         pooled = torch.stack([states[i, mask[i]].mean(0) for i in range(2)])
@@ -864,7 +864,7 @@ def test_a_classifier_started_from_a_trained_cnn_gives_that_cnns_logits():
     with torch.no_grad():
         logits = model(ids, None, mask).logits
         for index, real in enumerate(mask.sum(1).tolist()):
-            alone = cnn.strand_logits(one_hot_of_tokens(rows[index][:real]))[0]
+            alone = cnn.strand_logits(codes_of_tokens(rows[index][:real]))[0]
             torch.testing.assert_close(logits[index], alone, atol=1e-5, rtol=1e-5)
     with pytest.raises(ConfigError, match="cannot start a base CNN of 6 filters"):
         model.start_from_baselines(SmallCNN(num_outputs=3, channels=8))
@@ -966,7 +966,7 @@ def test_a_classifier_started_from_a_cnn_and_a_kmer_lr_gives_their_blended_logit
     for index, real in enumerate(mask.sum(1).tolist()):
         row = ids[index, :real].tolist()
         with torch.no_grad():
-            cnn_logit = cnn.strand_logits(one_hot_of_tokens(row))[0].numpy()
+            cnn_logit = cnn.strand_logits(codes_of_tokens(row))[0].numpy()
         features = kmer_lr.scaler.transform(kmer_matrix([spelled_text(row)], (3, 4)))
         lr_logit = [m.decision_function(features)[0] for m in kmer_lr.models[:2]]
         lr_logit.append(np.log(0.25 / 0.75))
@@ -1033,3 +1033,29 @@ def test_base_readers_of_an_encoder_without_a_base_convolution_spell_with_their_
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids, None, ids != 0).logits,
                                    model(ids, None, ids != 0).logits)  # fmt: skip
+
+
+def test_a_classifier_saved_before_base_markers_keeps_reading_its_markers(tmp_path):
+    """A model directory with base readers written without `base_markers` (fine-tuned
+    when the readers read one all-zero position for [CLS] and [SEP]) loads, reading them
+    as it was trained to; a new classifier reads the window's bases alone."""
+    import json
+
+    model = base_cnn_classifier(base_cnn_channels=6, base_kmers=4)
+    assert model.head_config()["base_markers"] is False
+    model.base_markers = True  # as such a model computed
+    ids = torch.tensor([[2, 9, 9, 7, 6, 8, 3], [2, 5, 6, 3, 0, 0, 0]])
+    save_pretrained(model, tmp_path / "m")
+    description = json.loads((tmp_path / "m" / "config.json").read_text())
+    del description["head"]["base_markers"]
+    (tmp_path / "m" / "config.json").write_text(json.dumps(description))
+    loaded = from_pretrained(tmp_path / "m").eval()
+    assert loaded.base_markers is True
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids, None, ids != 0).logits,
+                                   model(ids, None, ids != 0).logits)  # fmt: skip
+        model.base_markers = False
+        assert not torch.allclose(loaded(ids, None, ids != 0).logits,
+                                  model(ids, None, ids != 0).logits)  # fmt: skip
+    plain = BigBirdForSequenceClassification(tiny_config(), 2, pooling="mean")
+    assert "base_markers" not in plain.head_config()  # no base readers: nothing to say

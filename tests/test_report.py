@@ -142,7 +142,9 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
     sampled = {**binary, "rc_average": True, "pooling": "mean", "bpe_dropout": 0.1,
                "segmentations": 16, "base_cnn_channels": 128, "base_kmers": 6,
                "training": {"steps": 6000, "best_step": 5000,
-                            "base_blend": {"cnn_weight": 0.25}}}  # fmt: skip
+                            "base_blend": {"cnn_weight": 0.25}, "start_validation_auroc": 0.81234,
+                            "start_check": {"baselines": 0.81234, "step_0": 0.81236,
+                                            "agree": True}}}  # fmt: skip
     _write_json(results / "tasks" / "tf1" / "report" / "metrics.json", sampled)
     probed = {
         "probe_steps": 500,
@@ -168,7 +170,8 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                      "weights kept; mean pooling; a 128-filter CNN on the bases beside the "
                      "encoder; the counts of its 3- to 6-mers beside the encoder; started "
                      "from 0.25 x the base CNN + 0.75 x the k-mer LR (chosen on validation); "
-                     "BPE-dropout 0.1 on the training windows; each "
+                     "the start checked: validation AUROC 0.8124 at step 0, the baselines&#x27; "
+                     "0.8123; BPE-dropout 0.1 on the training windows; each "
                      "test prediction is the mean over both strands and 16 sampled cuts per "
                      "strand.</p>") < tf1.index("Fine-tuning: tf2")  # fmt: skip
     line = ("<p>genobird: 400 fine-tuning steps; learning rate 0.0001; cls pooling; chosen on "
@@ -187,6 +190,12 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
     assert answers.endswith("trained on one strand (AUROC 0.800 vs both strands 0.710); "
                             f"pooling mean ({not_probed})")  # fmt: skip
     assert "the start kept" not in " ".join(_recipe_parts({"training": kept_start["training"]}))
+    # a model fine-tuned before the start was checked, and a start that was not the baselines
+    assert "fine-tuned before genobird checked it" in _recipe_parts(kept_start)[-2]
+    wrong = {"base_kmers": 6, "training": {"start_check": {"baselines": 0.9457, "step_0": 0.6847,
+                                                           "agree": False}}}  # fmt: skip
+    assert _recipe_parts(wrong)[-1] == ("WARNING: the start was not the baselines (validation "
+                                       "AUROC 0.6847 at step 0, the baselines' 0.9457)")  # fmt: skip
 
 
 def test_report_on_the_demo_genome_says_it_is_synthetic_and_what_it_holds(tmp_path):

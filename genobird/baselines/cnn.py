@@ -8,8 +8,12 @@ output. `DeepSEACNN` ("deepsea-cnn"): DeepSEA's own architecture (Zhou and Troya
 0.2 / 0.2 / 0.5, then a fully connected layer over every position and the output layer
 (batch norm after each convolution is a deviation).
 
-With `rc_average` the logits are the mean over both strands, in training and prediction,
-so the model scores a sequence and its reverse complement alike. Trained with AdamW on
+Both read windows as codes (`encode`: A C G T N, then `PAD` past a window's end in a
+batch of longer ones). With `rc_average` the logits are the mean over both strands, in
+training and prediction, so the model scores a sequence and its reverse complement
+alike. SmallCNN's tower leaves padding out (model.base_readers.cnn_tower), so a window's
+logits do not depend on the batch it is read in, and a classifier's base CNN started
+from it gives its logits. Trained with AdamW on
 BCE (unknown labels left out) for whole epochs; after each epoch the validation AUROC
 decides whether to keep the weights, and training stops after `patience` epochs without
 improvement (or at `max_minutes`). With `window_bp`, each window is read as its central
@@ -31,13 +35,16 @@ from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import dna_codes
 from genobird.errors import ConfigError
 from genobird.inputs import central
+from genobird.model.base_readers import cnn_tower
 from genobird.model.bigbird import masked_bce
 from genobird.tasks.data import label_values
 
 log = logging.getLogger(__name__)
 
+# past a window's end in a batch of longer ones (N is 4)
+PAD = 5
 # code -> one-hot row: A C G T, and all zeros for N and for padding past the end
-_ONE_HOT = torch.cat([torch.eye(4), torch.zeros(1, 4)])
+_ONE_HOT = torch.cat([torch.eye(4), torch.zeros(2, 4)])
 
 
 @dataclass
@@ -70,20 +77,15 @@ class SmallCNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(2 * channels, num_outputs)
 
-    def strand_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """x: one-hot [B, 4, L] -> logits [B, F]."""
-        for index, conv in enumerate(self.blocks):
-            x = F.relu(conv(x))
-            if index < len(self.blocks) - 1 and x.shape[-1] >= 8:
-                x = F.max_pool1d(x, 4, ceil_mode=True)
-            x = self.dropout(x)
-        pooled = torch.cat([x.amax(dim=-1), x.mean(dim=-1)], dim=1)  # [B, 2C]
-        return self.out(pooled)
+    def strand_logits(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, L] (`encode`) -> logits [B, F]."""
+        inside = (codes != PAD)[:, None].to(torch.float32)  # [B, 1, L]
+        return self.out(cnn_tower(self.blocks, self.dropout, one_hot(codes), inside))
 
-    def forward(self, x: torch.Tensor, rc_average: bool) -> torch.Tensor:
-        logits = self.strand_logits(x)
-        if rc_average:  # reverse complement of A C G T one-hot: flip channels and length
-            logits = (logits + self.strand_logits(x.flip(1, 2))) / 2
+    def forward(self, codes: torch.Tensor, rc_average: bool) -> torch.Tensor:
+        logits = self.strand_logits(codes)
+        if rc_average:
+            logits = (logits + self.strand_logits(reverse_complement_codes(codes))) / 2
         return logits
 
 
@@ -112,9 +114,11 @@ class DeepSEACNN(nn.Module):
         self.hidden = nn.LazyLinear(2 * channels)
         self.out = nn.Linear(2 * channels, num_outputs)
 
-    def strand_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """x: one-hot [B, 4, L] -> logits [B, F]. An input shorter than DeepSEA's 1 kb is
-        read in the middle of a 1 kb window of N (all-zero columns)."""
+    def strand_logits(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, L] (`encode`) -> logits [B, F]. An input shorter than DeepSEA's 1 kb
+        is read in the middle of a 1 kb window of N (all-zero columns); its fully
+        connected layer reads positions, so a data set's windows share one length."""
+        x = one_hot(codes)
         if x.shape[-1] < DEEPSEA_WINDOW:
             left = (DEEPSEA_WINDOW - x.shape[-1]) // 2
             x = F.pad(x, (left, DEEPSEA_WINDOW - x.shape[-1] - left))
@@ -127,10 +131,10 @@ class DeepSEACNN(nn.Module):
             x = F.adaptive_max_pool1d(x, DEEPSEA_POSITIONS)
         return self.out(F.relu(self.hidden(x.flatten(1))))
 
-    def forward(self, x: torch.Tensor, rc_average: bool) -> torch.Tensor:
-        logits = self.strand_logits(x)
+    def forward(self, codes: torch.Tensor, rc_average: bool) -> torch.Tensor:
+        logits = self.strand_logits(codes)
         if rc_average:
-            logits = (logits + self.strand_logits(x.flip(1, 2))) / 2
+            logits = (logits + self.strand_logits(reverse_complement_codes(codes))) / 2
         return logits
 
 
@@ -142,9 +146,9 @@ ARCHITECTURES = {"cnn": SmallCNN, "deepsea-cnn": DeepSEACNN}
 
 
 def encode(sequences: list[str]) -> torch.Tensor:
-    """uint8 codes [N, Lmax]: A C G T = 0-3; N and padding = 4."""
+    """uint8 codes [N, Lmax]: A C G T = 0-3, N = 4, `PAD` past each window's end."""
     length = max(len(s) for s in sequences)
-    codes = np.full((len(sequences), length), 4, dtype=np.uint8)
+    codes = np.full((len(sequences), length), PAD, dtype=np.uint8)
     for row, sequence in enumerate(sequences):
         codes[row, : len(sequence)] = dna_codes(sequence)
     return torch.from_numpy(codes)
@@ -154,12 +158,23 @@ def one_hot(codes: torch.Tensor) -> torch.Tensor:
     return _ONE_HOT[codes.long()].transpose(1, 2)  # [B, 4, L]
 
 
+def reverse_complement_codes(codes: torch.Tensor) -> torch.Tensor:
+    """Each row's window reverse-complemented in place, its padding left at the end: the
+    codes `encode` gives for the reverse-complemented windows."""
+    length = codes.shape[1]
+    real = (codes != PAD).sum(1, keepdim=True)  # [B, 1]
+    source = real - 1 - torch.arange(length)[None]  # [B, L]
+    inside = source >= 0
+    flipped = codes.gather(1, source.clamp(min=0))
+    complemented = torch.where(flipped < 4, 3 - flipped.long(), flipped.long()).to(codes.dtype)
+    return torch.where(inside, complemented, torch.full_like(codes, PAD))
+
+
 @torch.no_grad()
 def predict(model: nn.Module, codes: torch.Tensor, rc_average: bool, batch: int = 256):
     model.eval()
     out = [
-        torch.sigmoid(model(one_hot(codes[i : i + batch]), rc_average))
-        for i in range(0, len(codes), batch)
+        torch.sigmoid(model(codes[i : i + batch], rc_average)) for i in range(0, len(codes), batch)
     ]
     return torch.cat(out).numpy()
 
@@ -187,7 +202,7 @@ def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
         torch.manual_seed(spec.seed)
         model = ARCHITECTURES[spec.architecture](data.num_outputs, spec.channels, spec.dropout)
         with torch.no_grad():  # sizes DeepSEA's fully connected layer (LazyLinear)
-            model(one_hot(train_codes[:1]), rc_average=False)
+            model(train_codes[:1], rc_average=False)
     labels = torch.from_numpy(label_values(data.train.labels))  # NaN where unknown
     pos_weight = torch.tensor(1.0)
     valid_codes = encode([central(s, spec.window_bp) for s in data.valid.sequences])
@@ -200,9 +215,7 @@ def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
         order = torch.randperm(len(train_codes), generator=generator)
         for first in range(0, len(order), spec.batch_size):
             rows = order[first : first + spec.batch_size]
-            loss = masked_bce(
-                model(one_hot(train_codes[rows]), spec.rc_average), labels[rows], pos_weight
-            )
+            loss = masked_bce(model(train_codes[rows], spec.rc_average), labels[rows], pos_weight)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

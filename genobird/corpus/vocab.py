@@ -24,6 +24,8 @@ from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path
 
 log = logging.getLogger(__name__)
+# the characters of normalised DNA, each a piece of every vocabulary
+DNA_CHARACTERS = "ACGTN"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,11 @@ def train_vocabulary(
     sentences = sample_sentences(documents_text, spec.sample_sentences, spec.seed)
     if not sentences:
         raise InputError(f"{documents_text}: no sentences to train a vocabulary on")
+    # Every base and N gets a piece, even where the sample lacks it (sentencepiece's BPE
+    # ignores required_chars for a character it never sees): otherwise a window's N runs
+    # become [UNK], which spells no bases, and the tokens no longer say what the window is.
+    seen = set().union(*map(set, sentences))
+    sentences += [base for base in DNA_CHARACTERS if base not in seen]
     workdir = Path(tempfile.mkdtemp(prefix="genobird-vocab-"))
     try:
         sample = workdir / "sample.txt"
@@ -91,7 +98,7 @@ def _train(sample: Path, prefix: Path, spec: VocabSpec, longest: int) -> None:
         model_type="bpe",
         vocab_size=spec.vocab_size,
         character_coverage=1.0,
-        required_chars="ACGTN",
+        required_chars=DNA_CHARACTERS,
         split_by_whitespace=False,
         add_dummy_prefix=False,
         remove_extra_whitespaces=False,

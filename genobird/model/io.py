@@ -82,7 +82,11 @@ def build_model(description: dict, source: str = "config") -> nn.Module:
             "model registers itself when its module is imported: import it first)"
         )
     config = BigBirdConfig.from_dict(description["config"], source=source)
-    return MODEL_CLASSES[name](config, **description.get("head", {}))
+    model_class = MODEL_CLASSES[name]
+    head = description.get("head", {})
+    if hasattr(model_class, "saved_head"):  # settings older directories left implicit
+        head = model_class.saved_head(head)
+    return model_class(config, **head)
 
 
 def _import_defining_module(description: dict, source: str) -> None:

@@ -3,10 +3,14 @@
 A base CNN (`base_cnn_channels`) is trained alone as the CNN baseline is, and base k-mers
 (`base_kmers`) are fitted as the k-mer LR baseline is; the classifier then starts as
 those baselines (`BigBirdForSequenceClassification.start_from_baselines`), the head's
-weights on the encoder zero. With both, the start is a blend of the two logits whose
-weight is chosen on the validation split. Validation, checked before the first step,
-keeps that start when the encoder adds nothing, so a fine-tuned classifier is no worse
-on validation than the better of the baselines, or their blend.
+weights on the encoder zero: its logits on each window, strand by strand, are the
+baselines' own on that window's bases (tests/test_base_start.py holds it on real
+windows). With both, the start is a blend of the two logits whose weight is chosen on
+the validation split, scored as the classifier is evaluated (the probabilities of each
+strand averaged). Validation, checked before the first step, keeps that start when the
+encoder adds nothing, so a fine-tuned classifier is no worse on validation than the
+better of the baselines, or their blend. The start's validation AUROC is recorded
+(`start_validation_auroc`) for the run to check against its step-0 check.
 
 Each baseline trained for the same data and settings is kept in a cache folder and read
 from there (the recipe probes train one per strand setting; the run itself then trains
@@ -25,6 +29,7 @@ import safetensors.torch
 import torch
 
 from genobird.fileio import atomic_path, atomic_write, file_digest
+from genobird.genome.alphabet import reverse_complement
 from genobird.inputs import central
 from genobird.tasks.metrics import mean_auroc
 
@@ -54,28 +59,51 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
         cnn, record["base_cnn"] = base_cnn(data, spec, data_path, cache, rc_average)
     if spec.base_kmers:
         kmer_lr, record["base_kmer_lr"] = base_kmer_lr(data, spec, data_path, cache)
-    cnn_weight = 1.0
+
+    def reader_logits(sequences: list[str]) -> tuple:
+        """Each base reader's baseline logits [S, N, F] on the windows (0: no such reader)."""
+        cnn_part = kmer_part = 0.0
+        if cnn is not None:
+            cnn_part = cnn_logits(cnn, sequences, spec.window_bp, rc_average)
+        if kmer_lr is not None:
+            kmer_part = kmer_logits(kmer_lr, sequences, spec, rc_average)
+        return cnn_part, kmer_part
+
+    validation = reader_logits(data.valid.sequences)
+    cnn_weight = 1.0 if kmer_lr is None else 0.0
     if cnn is not None and kmer_lr is not None:  # the blend, chosen on validation
-        valid = data.valid.sequences
-        cnn_weight, scores = choose_cnn_weight(
-            cnn_logits(cnn, valid, spec.window_bp, rc_average),
-            kmer_logits(kmer_lr, valid, spec, rc_average), data.valid.labels,
-        )  # fmt: skip
+        cnn_weight, scores = choose_cnn_weight(*validation, data.valid.labels)
         record["base_blend"] = {"cnn_weight": cnn_weight,
                                 "validation_auroc_by_cnn_weight": scores}  # fmt: skip
         log.info("start: %.2f x the base CNN + %.2f x the k-mer LR (validation AUROC %.4f)",
                  cnn_weight, 1 - cnn_weight, scores[str(cnn_weight)])  # fmt: skip
-    model.start_from_baselines(cnn, kmer_lr, cnn_weight)
+    # the start's own figures: the run checks its step-0 validation check against the
+    # first, and its report sets the fine-tuned test figure beside the second
+    for split, logits, name in ((data.valid, validation, "start_validation_auroc"),
+                                (data.test, None, "start_test_auroc")):  # fmt: skip
+        if len(split.labels):
+            logits = logits or reader_logits(split.sequences)
+            start = blend_probabilities(*logits, cnn_weight)
+            record[name] = round(mean_auroc(split.labels, start), 5)
+    model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_START_FILE) as handle:
         json.dump(record, handle, indent=2)
     return record
 
 
+def blend_probabilities(cnn, kmer_lr, cnn_weight: float) -> np.ndarray:
+    """The start's probabilities [N, F] from the baselines' logits on each strand [S, N,
+    F] (either may be 0: that reader absent): sigmoid(w x cnn + (1 - w) x kmer_lr) per
+    strand, averaged over strands as fine-tuning's evaluation averages them."""
+    logits = cnn_weight * np.asarray(cnn) + (1 - cnn_weight) * np.asarray(kmer_lr)
+    return (1 / (1 + np.exp(-logits))).mean(axis=0)
+
+
 def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray):
-    """The CNN's weight w in w x cnn + (1 - w) x kmer_lr (validation logits [N, F]) with
-    the best mean validation AUROC, and every weight's AUROC."""
-    scores = {str(w): round(mean_auroc(labels, w * cnn + (1 - w) * kmer_lr), 5)
+    """The CNN's weight w in w x cnn + (1 - w) x kmer_lr (validation logits [S, N, F] of
+    each strand) with the best mean validation AUROC, and every weight's AUROC."""
+    scores = {str(w): round(mean_auroc(labels, blend_probabilities(cnn, kmer_lr, w)), 5)
               for w in CNN_WEIGHTS}  # fmt: skip
     best = max(CNN_WEIGHTS, key=lambda w: scores[str(w)])  # first listed among ties
     return best, scores
@@ -111,7 +139,7 @@ def base_kmer_lr(data, spec, data_path: Path, cache: Path):
     (`baselines.kmer.fit_kmer_lr`: counts of 3- to base_kmers-mers, C chosen on
     validation), as (weights, biases, scale), or read from `cache`."""
     from genobird.baselines.kmer import fit_kmer_lr
-    from genobird.model.bigbird import base_kmer_lengths
+    from genobird.model.base_readers import base_kmer_lengths
 
     ks = base_kmer_lengths(spec.base_kmers)
     identity = {"k": list(ks), "window_bp": spec.window_bp, "seed": spec.seed,
@@ -131,29 +159,37 @@ def base_kmer_lr(data, spec, data_path: Path, cache: Path):
     return linear, fitted.details
 
 
-def cnn_logits(cnn, sequences: list[str], window_bp: int | None, rc_average: bool) -> np.ndarray:
-    from genobird.baselines.cnn import encode, one_hot
+def strand_windows(sequences: list[str], window_bp: int | None, both: bool) -> list[list[str]]:
+    """The windows (their central `window_bp` bases) on each strand the classifier reads."""
+    windows = [central(s, window_bp) for s in sequences]
+    return [windows, [reverse_complement(s) for s in windows]] if both else [windows]
 
-    codes = encode([central(s, window_bp) for s in sequences])
+
+def cnn_logits(cnn, sequences: list[str], window_bp: int | None, rc_average: bool) -> np.ndarray:
+    """The CNN's logits [S, N, F] on each strand the classifier reads (S = 2 with
+    `rc_average`, the reverse-complemented windows second)."""
+    from genobird.baselines.cnn import encode
+
+    cnn.eval()
+    logits = []
     with torch.no_grad():
-        return torch.cat([cnn(one_hot(codes[i : i + 256]), rc_average)
-                          for i in range(0, len(codes), 256)]).numpy()  # fmt: skip
+        for strand in strand_windows(sequences, window_bp, rc_average):
+            logits.append(torch.cat([cnn.strand_logits(encode(strand[i : i + 256]))
+                                     for i in range(0, len(strand), 256)]).numpy())  # fmt: skip
+    return np.stack(logits)
 
 
 def kmer_logits(linear, sequences: list[str], spec, rc_average: bool) -> np.ndarray:
-    """The k-mer LR's logits [N, F] from (weights, biases, scale), averaged over both
-    strands where the classifier is evaluated on both."""
+    """The k-mer LR's logits [S, N, F] from (weights, biases, scale) on each strand the
+    classifier reads."""
     from genobird.baselines.kmer import kmer_matrix
-    from genobird.genome.alphabet import reverse_complement
-    from genobird.model.bigbird import base_kmer_lengths
+    from genobird.model.base_readers import base_kmer_lengths
 
     weights, biases, scale = linear
     ks = base_kmer_lengths(spec.base_kmers)
-    windows = [central(s, spec.window_bp) for s in sequences]
-    strands = [windows, [reverse_complement(s) for s in windows]] if rc_average else [windows]
-    logits = [kmer_matrix(strand, ks).multiply(scale[None]) @ weights.T + biases
-              for strand in strands]  # fmt: skip
-    return np.asarray(sum(logits) / len(logits))
+    strands = strand_windows(sequences, spec.window_bp, rc_average)
+    return np.stack([np.asarray(kmer_matrix(strand, ks).multiply(scale[None]) @ weights.T)
+                     + biases for strand in strands])  # fmt: skip
 
 
 def read_cached(stem: Path, identity: dict) -> dict | None:

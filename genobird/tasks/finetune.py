@@ -26,7 +26,7 @@ from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write, file_digest
 from genobird.inputs import token_limit, window_collate
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
-from genobird.model.bigbird import base_kmer_lengths
+from genobird.model.base_readers import base_kmer_lengths
 from genobird.model.io import WEIGHTS_FILE, read_model_description
 from genobird.tasks.base_start import BASE_CNN_LEARNING_RATE, BASE_START_FILE, start_from_baselines
 from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
@@ -337,7 +337,7 @@ def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> Finetun
     else:
         block, limit = spec.model.get("block_size", 64), None
     max_tokens = default_max_tokens(data_path, tokenizer, block, limit, window_bp=spec.window_bp)
-    log.info("max_tokens %d (the data set's longest training window)", max_tokens)
+    log.info("max_tokens %d (the data set's longest window)", max_tokens)
     return replace(spec, max_tokens=max_tokens)
 
 
@@ -352,6 +352,10 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         tokenizer.encode_sampled("ACGT", spec.bpe_dropout, seed=0)
     meta = read_metadata(data_path)
     check_window(spec, meta, data_path)
+    if (spec.base_cnn_channels or spec.base_kmers) and tokenizer.unk_id in tokenizer.encode("N"):
+        log.warning("the vocabulary has no piece for N: a run of N is one [UNK] token, "
+                    "whose bases the base readers cannot read, so windows with N do not "
+                    "start as the baselines (`genobird vocab train` gives N a piece)")  # fmt: skip
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
     if not meta["counts"]["train"] or not meta["counts"]["test"]:
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
@@ -364,6 +368,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
                else None}  # fmt: skip
     if (base_start := output / BASE_START_FILE).is_file():
         summary.update(json.loads(base_start.read_text()))
+        summary["start_check"] = start_check(trainer.state.history, summary)
     report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
                       summary, strands, choice)  # fmt: skip
     if trainer.is_main:
@@ -417,6 +422,27 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
         trainer.resume()
         trainer.train()
     return trainer
+
+
+# How far the classifier's check before its first step may lie from its baselines' own
+# validation AUROC: float rounding, and bf16 on a GPU; more means the start is not them.
+START_TOLERANCE = 1e-3
+
+
+def start_check(history: list[dict], base_start: dict) -> dict | None:
+    """The run's validation check before its first step beside the validation AUROC of the
+    baselines it started from (base-start.json): equal, up to rounding, when the
+    classifier started as them. A start that is not them is logged as a warning."""
+    expected = base_start.get("start_validation_auroc")
+    at_start = next((row["eval_auroc"] for row in history
+                     if row.get("step") == 0 and "eval_auroc" in row), None)  # fmt: skip
+    if expected is None or at_start is None:
+        return None
+    agree = abs(at_start - expected) <= START_TOLERANCE
+    if not agree:
+        log.warning("the classifier's start scores validation AUROC %.4f, its baselines %.4f: "
+                    "it did not start as its baselines", at_start, expected)  # fmt: skip
+    return {"baselines": expected, "step_0": round(at_start, 5), "agree": agree}
 
 
 def evaluation_interval(eval_every: int, train_windows: int, training: TrainingConfig) -> int:

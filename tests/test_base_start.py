@@ -1,0 +1,272 @@
+"""A classifier with base readers starts as genobird's baselines, on real windows through
+the path a user takes: its logits on every window, strand by strand, are the CNN
+baseline's and the k-mer LR's (scikit-learn's own decision function) blended, for every
+data-set kind, at 70 to 1,000 bp, with soft-masked and N bases; and `finetune`'s check
+before the first step reports the blend's validation AUROC. The real-data tests skip
+without ../shared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from genobird.cli import main
+from genobird.genome import reverse_complement
+from tests.conftest import write
+
+# float rounding only: float32 CNN and counts against float64 scikit-learn
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def real_model(shared_data, tmp_path_factory) -> Path:
+    """A language-model directory of human-mini's kind (composed embeddings, rotary
+    positions, a base convolution that spells the tokens) over a 2,000-piece BPE
+    vocabulary trained on real hg19 DNA. Its weights are fresh: a classifier's start
+    reads none of the encoder's (the head's weights on it are zero)."""
+    from genobird.corpus import DocumentSpec, VocabSpec, train_vocabulary, write_documents
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    folder = tmp_path_factory.mktemp("real_model")
+    documents = folder / "documents.txt"
+    genome = shared_data / "genome" / "hg19_chr20_0-2Mb.fa"
+    write_documents(genome, documents, DocumentSpec(passes=1, seed=0), None, progress=False)
+    tokenizer = train_vocabulary(documents, folder / "tokenizer.model", VocabSpec(2000))
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=4,
+        intermediate_size=64, max_position=512, block_size=64, num_random_blocks=3,
+        composed_token_embeddings=True, position_encoding="rotary", base_conv_channels=16,
+        base_conv_width=9, pad_token_id=tokenizer.pad_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(config)
+    model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
+    save_pretrained(model, folder / "model")
+    tokenizer.save(folder / "model")
+    return folder / "model"
+
+
+def gue_subset(shared_data, folder: Path, rows: int = 400, with_n: bool = False) -> Path:
+    """A `dataset classify` data set of rows drawn from GUE human TF 0 (101 bp; `with_n`:
+    every fifth sequence given a run of N, as a user's sequences may hold)."""
+    source = shared_data / "tasks" / "gue_human_tf" / "0"
+    paths = []
+    for name, count in (("train", rows), ("dev", rows // 2), ("test", rows // 2)):
+        header, *rows_of = (source / f"{name}.csv").read_text().splitlines()
+        chosen = np.random.default_rng(0).choice(len(rows_of), count, replace=False)
+        lines = [rows_of[i] for i in sorted(chosen)]  # the files are sorted by label
+        if with_n:
+            lines = [line if i % 5 else f"{line[:30]}NNNNNNN{line[37:]}"
+                     for i, line in enumerate(lines)]  # fmt: skip
+        lines = [header, *lines]
+        paths.append(write(folder / f"{name}.csv", "\n".join(lines) + "\n"))
+    data = folder / "gue0.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(paths[0]), "--valid",
+                 str(paths[1]), "--test", str(paths[2]), "--out", str(data)]) == 0  # fmt: skip
+    return data
+
+
+def epdnew_subset(shared_data, folder: Path, promoters: int = 400) -> Path:
+    """A `dataset promoter-sequences` data set of EPDnew TATA promoters (300 bp) and their
+    DeePromoter negatives."""
+    lines = (shared_data / "promoters" / "hs_TATA_promoters_300bp.txt").read_text().split()
+    positives = write(folder / "tata.txt", "\n".join(lines[:promoters]) + "\n")
+    data = folder / "tata.h5"
+    assert main(["-q", "dataset", "promoter-sequences", "--positives", str(positives),
+                 "--out", str(data)]) == 0  # fmt: skip
+    return data
+
+
+def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int | None,
+                     rc_average: bool, base_cnn_channels=16, base_kmers=5):  # fmt: skip
+    """A classifier built and started as `finetune` builds and starts it, its logits on
+    the validation windows of each strand through the evaluation path (WindowDataset, the
+    collate that pads batches), and the baselines' own logits on the same windows: the
+    cached CNN run on each window's bases, and the k-mer LR refitted (seeded, so the same
+    fit) and read through scikit-learn's decision function."""
+    from torch.utils.data import DataLoader
+
+    from genobird.baselines import load_baseline_data
+    from genobird.baselines.cnn import encode
+    from genobird.baselines.kmer import fit_kmer_lr, kmer_matrix
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.inputs import central, window_collate
+    from genobird.model.base_readers import base_kmer_lengths
+    from genobird.tasks import base_start
+    from genobird.tasks.data import WindowDataset, read_metadata
+    from genobird.tasks.finetune import FinetuneSpec, build_model, fitted_spec
+
+    tokenizer = load_tokenizer(model_dir)
+    spec = FinetuneSpec(window_bp=window_bp, pooling="mean", dropout=0.3,
+                        base_cnn_channels=base_cnn_channels, base_kmers=base_kmers)  # fmt: skip
+    spec = fitted_spec(spec, data, tokenizer, model_dir)
+    meta = read_metadata(data)
+    model = build_model(meta, model_dir, spec, tokenizer)
+    record = base_start.start_from_baselines(model, spec, data, folder, folder / "cache",
+                                             rc_average)  # fmt: skip
+    model.eval()
+    strands = (False, True) if rc_average else (False,)
+    ours = []
+    for reverse in strands:
+        dataset = WindowDataset(data, "valid", tokenizer, spec.max_tokens,
+                                reverse_complement=reverse, window_bp=window_bp)  # fmt: skip
+        loader = DataLoader(dataset, batch_size=16,
+                            collate_fn=window_collate(model, tokenizer.pad_id))  # fmt: skip
+        with torch.no_grad():
+            ours.append(torch.cat([model(b["input_ids"], None, b["attention_mask"]).logits
+                                   for b in loader]).numpy())  # fmt: skip
+    baseline_data = load_baseline_data(data, spec.seed)
+    windows = [central(s, window_bp) for s in baseline_data.valid.sequences]
+    weight = record.get("base_blend", {}).get("cnn_weight", 1.0 if base_cnn_channels else 0.0)
+    theirs = []
+    if base_cnn_channels:
+        cnn = base_start.base_cnn(baseline_data, spec, data, folder / "cache", rc_average)[0]
+    kmer_lr = fit_kmer_lr(baseline_data, base_kmer_lengths(base_kmers), seed=spec.seed,
+                          window_bp=window_bp) if base_kmers else None  # fmt: skip
+    for reverse in strands:
+        strand = [reverse_complement(w) for w in windows] if reverse else windows
+        logits = np.zeros_like(ours[0], dtype=np.float64)
+        if base_cnn_channels:
+            with torch.no_grad():
+                cnn_logits = torch.cat([cnn.strand_logits(encode([w])) for w in strand])
+            logits += weight * cnn_logits.double().numpy()
+        if kmer_lr is not None:
+            features = kmer_lr.scaler.transform(kmer_matrix(strand, kmer_lr.ks))
+            columns = [m.decision_function(features) if not isinstance(m, float)
+                       else np.full(len(strand), np.log(m / (1 - m)))
+                       for m in kmer_lr.models]  # fmt: skip
+            logits += (1 - weight) * np.stack(columns, axis=1)
+        theirs.append(logits)
+    return np.stack(ours), np.stack(theirs), record, spec, windows
+
+
+def check_start(model_dir, data, folder, window_bp, rc_average, **readers):
+    ours, theirs, record, spec, windows = start_and_oracle(model_dir, data, folder, window_bp,
+                                                           rc_average, **readers)  # fmt: skip
+    assert ours.shape == theirs.shape and ours.shape[0] == (2 if rc_average else 1)
+    assert np.abs(ours - theirs).max() < TOLERANCE, np.abs(ours - theirs).max()
+    # the start's recorded validation AUROC is the blend's, scored as evaluation scores
+    from genobird.baselines import load_baseline_data
+    from genobird.tasks.metrics import mean_auroc
+
+    labels = load_baseline_data(data, 0).valid.labels
+    probabilities = (1 / (1 + np.exp(-theirs))).mean(axis=0)
+    assert record["start_validation_auroc"] == pytest.approx(
+        mean_auroc(labels, probabilities), abs=1e-5
+    )
+    return windows, spec
+
+
+@pytest.mark.slow
+def test_the_start_is_the_baselines_on_real_gue_and_epdnew_windows(real_model, shared_data,
+                                                                   tmp_path):  # fmt: skip
+    """classify (GUE TF 0, 101 bp, with N runs) on both strands, and from the CNN alone or
+    the k-mer LR alone; promoter (EPDnew TATA) at 300 bp and read as its central 70 bp,
+    one strand: the windows whose token counts vary most (a 70 bp window is cut into 4
+    to 25 pieces)."""
+    gue = gue_subset(shared_data, tmp_path / "gue", with_n=True)
+    windows, _ = check_start(real_model, gue, tmp_path / "g", None, rc_average=True)
+    assert any("N" in w for w in windows) and {len(w) for w in windows} == {101}
+    check_start(real_model, gue, tmp_path / "cnn", None, rc_average=False, base_kmers=0)
+    check_start(real_model, gue, tmp_path / "kmers", None, rc_average=True, base_cnn_channels=0)
+    tata = epdnew_subset(shared_data, tmp_path / "tata")
+    for window_bp in (70, None):
+        windows, _ = check_start(real_model, tata, tmp_path / f"t{window_bp}", window_bp,
+                                    rc_average=False)  # fmt: skip
+        assert {len(w) for w in windows} == {window_bp or 300}
+
+
+@pytest.mark.slow
+def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
+    real_model, shared_data, tmp_path
+):
+    """chromatin: 1,000 bp windows of the soft-masked hg19 chr19 piece labelled by four
+    Roadmap H3K4me3 tables (multi-label), both strands."""
+    table = shared_data / "chromatin" / "encode_hg19" / "features_h3k4me3_chr19.tsv"
+    data = tmp_path / "chromatin.h5"
+    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
+                 str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"),
+                 "--out", str(data), "--context-bp", "1000", "--max-bins", "300",
+                 "--chromosomes", "chr19", "--valid-chromosomes", "chr19:2000001-2500000",
+                 "--test-chromosomes", "chr19:2500001-3119000"]) == 0  # fmt: skip
+    windows, _ = check_start(real_model, data, tmp_path / "both", None, rc_average=True)
+    assert {len(w) for w in windows} == {1000}
+    # windows soft-masked (lowercase, repeats) in the FASTA were among those checked
+    import h5py
+    import pyfaidx
+
+    fasta = pyfaidx.Fasta(str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"))
+    with h5py.File(data, "r") as handle:
+        valid = handle["split"][:].astype(str) == "valid"
+        starts, ends = handle["start"][:][valid], handle["end"][:][valid]
+    masked = [str(fasta["chr19"][int(a) : int(b)]) for a, b in zip(starts, ends, strict=True)]
+    assert sum(any(base.islower() for base in window) for window in masked) > len(masked) // 4
+
+
+def test_the_start_is_the_baselines_on_the_demo_genome(pretraining_data, demo_reference,
+                                                       tmp_path):  # fmt: skip
+    """The demo's promoter windows (500 bp, oriented by their TSS strand) from its
+    tokenizer, with N padding at the contig ends."""
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2,
+                           num_heads=4, intermediate_size=64, max_position=256, block_size=16,
+                           base_conv_channels=8, pad_token_id=tokenizer.pad_id)  # fmt: skip
+    model = BigBirdForPretraining(config)
+    model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
+    save_pretrained(model, tmp_path / "model")
+    tokenizer.save(tmp_path / "model")
+    data = tmp_path / "promoter.h5"
+    assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
+                 "--reference", str(demo_reference / "genome.fa"), "--out", str(data),
+                 "--upstream-bp", "300", "--downstream-bp", "200", "--valid-chromosomes",
+                 "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
+    for rc_average in (False, True):
+        check_start(tmp_path / "model", data, tmp_path / f"run{rc_average}", None, rc_average,
+                    base_cnn_channels=8, base_kmers=4)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["gue", "tata70"])
+def test_finetune_checks_its_start_against_the_baselines(real_model, shared_data, tmp_path,
+                                                        task):  # fmt: skip
+    """`genobird finetune` as a user runs it: the check before its first step gives the
+    blend's validation AUROC to 4 digits, metrics.json and the report say so."""
+    if task == "gue":
+        data = gue_subset(shared_data, tmp_path)
+        command = ["finetune", "classify", "--probe-steps", "0"]
+    else:
+        data = epdnew_subset(shared_data, tmp_path)
+        command = ["finetune", "promoter", "--window-bp", "70", "--base-cnn-channels", "16",
+                   "--base-kmers", "5", "--eval-every", "1", "--patience", "1"]  # fmt: skip
+    out = tmp_path / "run"
+    assert main(["-q", *command, "--data", str(data), "--model", str(real_model),
+                 "--max-steps", "2", "--out", str(out)]) == 0  # fmt: skip
+    metrics = json.loads((out / "report" / "metrics.json").read_text())
+    check = metrics["training"]["start_check"]
+    assert check["agree"] and round(check["step_0"], 4) == round(check["baselines"], 4), check
+    start = json.loads((out / "base-start.json").read_text())
+    assert start["start_validation_auroc"] == check["baselines"]
+    assert 0.5 < start["start_test_auroc"] <= 1
+    history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert history[0]["step"] == 0 and history[0]["eval_auroc"] == pytest.approx(
+        check["step_0"], abs=1e-5
+    )
+
+
+def test_a_start_that_is_not_the_baselines_is_reported(caplog):
+    from genobird.tasks.finetune import start_check
+
+    history = [{"step": 0, "eval_auroc": 0.6847}, {"step": 10, "loss": 0.5}]
+    assert start_check(history, {"start_validation_auroc": 0.68468}) == {
+        "baselines": 0.68468, "step_0": 0.6847, "agree": True}  # fmt: skip
+    with caplog.at_level("WARNING"):
+        check = start_check(history, {"start_validation_auroc": 0.9457})
+    assert check["agree"] is False and "did not start as its baselines" in caplog.text
+    assert start_check(history[1:], {"start_validation_auroc": 0.9457}) is None
