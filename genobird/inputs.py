@@ -11,7 +11,26 @@ import numpy as np
 import torch
 
 from genobird.corpus.tokenizer import Tokenizer
-from genobird.genome.alphabet import reverse_complement
+from genobird.errors import SequenceError
+from genobird.genome.alphabet import normalise_dna, reverse_complement
+
+
+def scorable_sequences(sequences, what: str = "sequences") -> list[str]:
+    """A list of DNA strings given to a scorer, normalised, with what the command line
+    refuses refused here too: a bare string (a TypeError: it would be read as one
+    sequence per character), an empty sequence, or one without an A/C/G/T base."""
+    if isinstance(sequences, (str, bytes)):
+        raise TypeError(f"{what} must be a list of DNA strings, got one string: pass "
+                        f"[sequence] to score a single sequence")  # fmt: skip
+    checked = []
+    for index, sequence in enumerate(sequences):
+        dna = normalise_dna(sequence, record=f"sequence {index}")
+        if not dna.strip("N"):
+            what_it_is = "is empty" if not dna else f"is all N ({len(dna)} bp)"
+            raise SequenceError(f"sequence {index} {what_it_is}: it has no A/C/G/T base to "
+                                "score; leave it out")  # fmt: skip
+        checked.append(dna)
+    return checked
 
 
 def token_limit(max_tokens: int, max_position: int, sampled_cuts: bool) -> int:

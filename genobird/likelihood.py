@@ -36,9 +36,9 @@ from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.device import resolve_device
 from genobird.errors import CheckpointError, ConfigError
 from genobird.genome import open_reference, read_bed, read_fasta
-from genobird.genome.alphabet import normalise_dna, reverse_complement
+from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
-from genobird.inputs import model_padding, pad_ids
+from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.predict import ScoreResult, wanted_contigs
 
@@ -156,10 +156,14 @@ class LikelihoodScorer:
         self.window = self.model.config.max_position - 2  # [CLS] window [SEP]
 
     def score(self, sequences: list[str]) -> pd.DataFrame:
-        """bp scored, pieces, bits and bits per bp of each sequence (normalised here, as
-        every scorer normalises: soft-masked lowercase and RNA's U count as bases; NaN
-        bits where it has no A/C/G/T base)."""
-        sequences = [normalise_dna(s, record=f"sequence {i}") for i, s in enumerate(sequences)]
+        """bp scored, pieces, bits and bits per bp of each sequence in a list (normalised
+        here, as every scorer normalises: soft-masked lowercase and RNA's U count as
+        bases). A bare string, an empty sequence or one without an A/C/G/T base is
+        refused, as `genobird likelihood` refuses them (`inputs.scorable_sequences`)."""
+        return self._score(scorable_sequences(sequences))
+
+    def _score(self, sequences: list[str]) -> pd.DataFrame:
+        """`score` of normalised sequences, NaN bits where one has no A/C/G/T base."""
         strands = [sequences]
         if self.both_strands:
             strands.append([reverse_complement(s) for s in sequences])
@@ -194,23 +198,24 @@ class LikelihoodScorer:
     def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
         """FASTA records scored whole (`tiles` is `score`'s option; a record is not cut)."""
         rejected: list[BadRecord] = []
-        names: list[str] = []
+        ids: dict[str, list] = {"name": [], "line": []}
         sequences: list[str] = []
         for record in read_fasta(path, problems=rejected):
-            names.append(record.name)
+            ids["name"].append(record.name)
+            ids["line"].append(record.line)
             sequences.append(record.sequence)
             if len(sequences) == self.chunk_size:
-                yield self._chunk({"name": names}, sequences, rejected, str(path))
-                names, sequences, rejected = [], [], []
+                yield self._chunk(ids, sequences, rejected, str(path))
+                ids, sequences, rejected = {k: [] for k in ids}, [], []
         if sequences or rejected:
-            yield self._chunk({"name": names}, sequences, rejected, str(path))
+            yield self._chunk(ids, sequences, rejected, str(path))
 
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """BED regions as they are (not resized): on their own strand with one strand."""
         reference = open_reference(reference)
         wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
-        ids: dict[str, list] = {k: [] for k in ("chrom", "start", "end", "strand")}
+        ids: dict[str, list] = {k: [] for k in ("chrom", "start", "end", "name", "strand", "line")}
         sequences: list[str] = []
         for interval in read_bed(path, contigs=reference.lengths, problems=rejected):
             if wanted is not None and reference.resolve(interval.chrom) not in wanted:
@@ -218,7 +223,7 @@ class LikelihoodScorer:
             strand = "-" if interval.strand == "-" else "+"
             sequences.append(reference.fetch(interval.chrom, interval.start, interval.end, strand))
             for key in ids:
-                ids[key].append(getattr(interval, key))
+                ids[key].append(getattr(interval, key) or ("." if key == "name" else 0))
             if len(sequences) == self.chunk_size:
                 yield self._chunk(ids, sequences, rejected, str(path))
                 ids, sequences, rejected = {k: [] for k in ids}, [], []
@@ -228,9 +233,10 @@ class LikelihoodScorer:
     def _chunk(self, ids: dict, sequences: list[str], rejected: list[BadRecord],
                source: str) -> ScoreResult:  # fmt: skip
         """Scores of a chunk; sequences without an A/C/G/T base join the rejected."""
-        table = pd.concat([pd.DataFrame(ids), self.score(sequences)], axis=1)
+        table = pd.concat([pd.DataFrame(ids), self._score(sequences)], axis=1)
         empty = table["bp"] == 0
         for _, row in table[empty].iterrows():
-            record = "\t".join(str(row[k]) for k in ids)
-            rejected.append(BadRecord(source, 0, "no A/C/G/T base to score", record))
+            record = "\t".join(str(row[k]) for k in ids if k != "line")
+            rejected.append(BadRecord(source, int(row["line"]), "no A/C/G/T base to score",
+                                      record))  # fmt: skip
         return ScoreResult(table[~empty].reset_index(drop=True), rejected)

@@ -39,14 +39,19 @@ from genobird.fileio import require_unique_names
 from genobird.genome import (
     Reference,
     centered_window,
-    normalise_dna,
     open_reference,
     read_bed,
     read_fasta,
     read_vcf,
 )
 from genobird.genome.regions import BadRecord, Interval
-from genobird.inputs import model_padding, pad_ids, token_limit, window_views
+from genobird.inputs import (
+    model_padding,
+    pad_ids,
+    scorable_sequences,
+    token_limit,
+    window_views,
+)
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
 
@@ -244,11 +249,11 @@ class Predictor:
         return logits if problem == "regression" else torch.sigmoid(logits)
 
     def predict(self, sequences: list[str]) -> np.ndarray:
-        """Probabilities [N, F] for DNA strings (normalised, then fitted to the window)."""
-        windows = [
-            fit_window(normalise_dna(s, record=f"sequence {i}"), self.input_length_bp)
-            for i, s in enumerate(sequences)
-        ]
+        """Probabilities [N, F] for a list of DNA strings (normalised, then centre-cropped
+        or N-padded to the model's window, as `score` fits FASTA records). A bare string,
+        an empty sequence or one without an A/C/G/T base is refused, as `score` refuses
+        them (`inputs.scorable_sequences`)."""
+        windows = [fit_window(s, self.input_length_bp) for s in scorable_sequences(sequences)]
         return self._probabilities(windows)
 
     def _table(self, ids: dict, probabilities: np.ndarray) -> pd.DataFrame:
@@ -258,33 +263,48 @@ class Predictor:
 
     # ------------------------------------------------------------------ FASTA
     def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
+        """Chunks of scores of the FASTA's records: each row names its record (`name`,
+        and `line`, its header's line), the bases of the record it read (`first_bp`,
+        `last_bp`: 0-based, half-open) and whether its window was `cropped` from a longer
+        record or `padded` with N to the model's window. A record without an A/C/G/T base
+        is rejected, as `predict` refuses it."""
         rejected: list[BadRecord] = []
-        rows: list[tuple] = []
+        rows: list[dict] = []
         for record in read_fasta(path, problems=rejected):
-            for name, sequence in self._fasta_windows(record, tiles):
-                rows.append((name, sequence))
+            if not record.sequence.strip("N"):
+                rejected.append(BadRecord(str(path), record.line, f"record {record.name!r} "
+                                          "has no A/C/G/T base to score", record.name))  # fmt: skip
+                continue
+            for row in self._fasta_windows(record, tiles):
+                rows.append(row)
                 if len(rows) == self.chunk_size:
                     yield self._fasta_chunk(rows, rejected)
                     rows, rejected = [], []
         if rows or rejected:
             yield self._fasta_chunk(rows, rejected)
 
-    def _fasta_windows(self, record, tiles: bool):
-        length = self.input_length_bp
-        if not tiles or len(record.sequence) <= length:
-            yield record.name, fit_window(record.sequence, length)
-            return
-        for start in range(0, len(record.sequence), length):
-            tile = record.sequence[start : start + length]
-            yield f"{record.name}/{start}-{start + len(tile)}", fit_window(tile, length)
+    def _fasta_windows(self, record, tiles: bool) -> Iterator[dict]:
+        """The windows scored of a record (one, or its tiles), each with its provenance."""
+        length, size = self.input_length_bp, len(record.sequence)
+        spans = [(0, size)]
+        if tiles and size > length:
+            spans = [(start, min(start + length, size)) for start in range(0, size, length)]
+        for start, end in spans:
+            name = record.name if len(spans) == 1 else f"{record.name}/{start}-{end}"
+            first = start + max(0, (end - start - length) // 2)  # a longer span's centre
+            last = min(end, first + length)
+            yield {"name": name, "line": record.line, "first_bp": first, "last_bp": last,
+                   "cropped": last - first < end - start, "padded": last - first < length,
+                   "window": fit_window(record.sequence[start:end], length)}  # fmt: skip
 
-    def _fasta_chunk(self, rows, rejected) -> ScoreResult:
+    def _fasta_chunk(self, rows: list[dict], rejected) -> ScoreResult:
         probabilities = (
-            self._probabilities([s for _, s in rows])
+            self._probabilities([row["window"] for row in rows])
             if rows
             else np.zeros((0, len(self.feature_names)))
         )
-        return ScoreResult(self._table({"name": [n for n, _ in rows]}, probabilities), rejected)
+        ids = {key: [row[key] for row in rows] for key in FASTA_IDS}
+        return ScoreResult(self._table(ids, probabilities), rejected)
 
     def score_fasta(self, path, tiles: bool = False) -> pd.DataFrame:
         return _collect(self.iter_fasta(path, tiles))
@@ -307,14 +327,14 @@ class Predictor:
             yield self._bed_chunk(chunk, reference, rejected)
 
     def _bed_chunk(self, intervals, reference, rejected) -> ScoreResult:
-        windows, ids = [], {k: [] for k in ("chrom", "start", "end", "strand")}
+        windows, ids = [], {k: [] for k in BED_IDS}
         for interval in intervals:
             window = centered_window(interval, self.input_length_bp)
             strand = interval.strand if interval.strand in ("+", "-") else "+"
             windows.append(Interval(window.chrom, window.start, window.end, strand=strand))
-            for key, value in zip(
-                ids, (interval.chrom, interval.start, interval.end, interval.strand), strict=True
-            ):
+            values = (interval.chrom, interval.start, interval.end, interval.name or ".",
+                      interval.strand, interval.line, window.start, window.end)  # fmt: skip
+            for key, value in zip(ids, values, strict=True):
                 ids[key].append(value)
         probabilities, has_n = self._score_windows(windows, reference)
         return ScoreResult(self._table({**ids, "contains_N": has_n}, probabilities), rejected)
@@ -335,7 +355,8 @@ class Predictor:
             try:
                 contig = reference.resolve(variant.chrom)
             except GenobirdError as exc:
-                rejected.append(BadRecord(str(path), 0, f"{variant.chrom}:{variant.pos}: {exc}"))
+                rejected.append(BadRecord(str(path), variant.line,
+                                          f"{variant.chrom}:{variant.pos}: {exc}"))  # fmt: skip
                 continue
             if wanted is not None and contig not in wanted:
                 continue
@@ -415,6 +436,12 @@ class Predictor:
         for table in result.values():
             table.attrs["rejected"] = rejected
         return result
+
+
+# the id columns of a FASTA record's scores (Predictor._fasta_windows)
+FASTA_IDS = ("name", "line", "first_bp", "last_bp", "cropped", "padded")
+# of a BED region's: the region as given, its input line, and the window scored around it
+BED_IDS = ("chrom", "start", "end", "name", "strand", "line", "window_start", "window_end")
 
 
 def wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:

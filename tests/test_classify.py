@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import h5py
+import numpy as np
 import pytest
 
 from genobird.cli import main
@@ -34,7 +35,7 @@ def test_classify_dataset_from_csv_with_bad_records_reported(tmp_path, capsys):
         "a,ACGTACGTAA,1,0,train\n"
         "b,acgunnRR,0,1,test\n"
         "c,ACGT-ACGT,1,1,train\n"  # bad DNA
-        "d,ACGTTT,2,0,train\n"  # not binary
+        "d,ACGTTT,,0,train\n"  # a missing label
         "e,GGGCCC,0,0,valid\n",
     )
     out = tmp_path / "c.h5"
@@ -60,6 +61,39 @@ def test_classify_dataset_from_fasta_with_class_names(tmp_path):
     assert [list(v) for v in windows.labels] == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
     assert windows.splits[1] == "test"
     assert len(problems) == 1 and "missing label 'kind'" in problems[0].reason
+
+
+def test_a_label_outside_the_columns_kind_is_an_error_naming_its_value_and_line(tmp_path,
+                                                                              capsys):  # fmt: skip
+    """A 0/1 column with a stray 'yes', '2' or '0.5' is not read as seven classes: the
+    first such value is named with its file and line, nothing is written. ' 1' is 1, an
+    empty or NA label skips its record (reported), words name classes, and integers
+    0..K-1 are classes only where each holds a real share of the records."""
+    rng = np.random.default_rng(0)
+    rows = [f"{''.join(rng.choice(list('ACGT'), 40))},{i % 2}" for i in range(290)]
+    body = "sequence,label\n" + "\n".join(rows)
+    for bad in ("yes", "2", "0.5"):
+        table = write(tmp_path / f"{bad}.csv", body + f"\nACGTACGT, 1\nACGT,NA\nGGCC,{bad}\n")
+        out = tmp_path / f"{bad}.h5"
+        assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out)]) == 1
+        err = capsys.readouterr().err.strip()
+        assert f"line 294 (row294): label 'label' is '{bad}'" in err, err
+        assert len(err.splitlines()) == 1 and not out.exists()
+    table = write(tmp_path / "ok.csv", body + "\nACGTACGT, 1\nACGT,NA\n")
+    assert main(["-q", "dataset", "classify", "--input", str(table), "--out",
+                 str(tmp_path / "ok.h5")]) == 0  # fmt: skip
+    assert "291 sequences, 1 label" in capsys.readouterr().out
+    assert read_metadata(tmp_path / "ok.h5")["feature_names"] == ["label"]
+    words = write(tmp_path / "w.csv", "sequence,kind\nACGT,yes\nGGCC,no\nTTTT,yes\n")
+    assert main(["-q", "dataset", "classify", "--input", str(words), "--out",
+                 str(tmp_path / "w.h5")]) == 0  # fmt: skip
+    assert read_metadata(tmp_path / "w.h5")["feature_names"] == ["no", "yes"]
+    three = write(
+        tmp_path / "3.csv", "sequence,c\n" + "\n".join(f"ACGT,{i % 3}" for i in range(30))
+    )
+    assert main(["-q", "dataset", "classify", "--input", str(three), "--out",
+                 str(tmp_path / "3.h5")]) == 0  # fmt: skip
+    assert read_metadata(tmp_path / "3.h5")["feature_names"] == ["0", "1", "2"]
 
 
 # --------------------------------------------------------------------------- names

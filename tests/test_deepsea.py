@@ -210,7 +210,7 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
     assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
                  "--out", str(tmp_path / "s.tsv")]) == 0  # fmt: skip
     header = (tmp_path / "s.tsv").read_text().splitlines()[0].split("\t")
-    assert header == ["index", "name", *names]
+    assert header == ["index", "name", "line", "first_bp", "last_bp", "cropped", "padded", *names]
 
 
 def test_deepsea_csv_with_a_header_and_a_split_column(tmp_path, capsys, caplog):

@@ -83,7 +83,7 @@ def test_scorer_sums_windows_and_runs_and_averages_the_strands(model, tokenizer,
     rng = np.random.default_rng(2)
     left, right = random_dna(rng, 700), random_dna(rng, 60)  # left needs several windows
     one_strand = LikelihoodScorer(model_dir, "cpu", both_strands=False, batch_size=4)
-    table = one_strand.score([left + "NNNNN" + right, left, right, "NNNN"])
+    table = one_strand.score([left + "NNNNN" + right, left, right])
     # runs between Ns are scored apart; a long run in windows of max_position - 2 pieces
     ids = tokenizer.encode(left)
     windows = [ids[i : i + MAX_POSITION - 2] for i in range(0, len(ids), MAX_POSITION - 2)]
@@ -93,7 +93,11 @@ def test_scorer_sums_windows_and_runs_and_averages_the_strands(model, tokenizer,
     assert table["bits"][0] == pytest.approx(table["bits"][1] + table["bits"][2], rel=1e-5)
     assert table["bp"].tolist()[:3] == [760, 700, 60]
     assert table["bits_per_bp"][2] == pytest.approx(table["bits"][2] / 60)
-    assert table["bp"][3] == 0 and np.isnan(table["bits"][3])
+    # a bare string, an empty or an all-N sequence is refused, as the command line does
+    with pytest.raises(TypeError, match="got one string"):
+        one_strand.score(right)
+    with pytest.raises(ValueError, match="sequence 1 is all N"):
+        one_strand.score([right, "NNNN"])
     both = LikelihoodScorer(model_dir, "cpu", batch_size=4).score([right])
     reverse = one_strand.score([reverse_complement(right)])
     assert both["bits"][0] == pytest.approx((table["bits"][2] + reverse["bits"][0]) / 2, rel=1e-5)
@@ -124,9 +128,12 @@ def test_cli_scores_fasta_and_bed_and_sets_empty_records_aside(model_dir, tmp_pa
 
     table = pd.read_csv(out, sep="\t")
     assert table["name"].tolist() == ["a", "b"]
-    assert table.columns.tolist() == ["index", "name", "bp", "pieces", "bits", "bits_per_bp"]
+    assert table.columns.tolist() == ["index", "name", "line", "bp", "pieces", "bits",
+                                      "bits_per_bp"]  # fmt: skip
+    assert table["line"].tolist() == [1, 5]
     rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
     assert rejected["record"].tolist() == ["gap"] and "no A/C/G/T" in rejected["reason"][0]
+    assert rejected["line"].tolist() == [3]
     # a BED region on '-' read on its own strand scores as its reverse complement
     bed = write(tmp_path / "r.bed", "chr1\t100\t220\tr\t0\t-\n")
     write(tmp_path / "rc.fa", f">rc\n{reverse_complement(chrom[100:220])}\n")

@@ -73,9 +73,13 @@ def test_windows_are_padded_or_centre_cropped():
 
 
 def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
+    """Each row names its record and header line, the record's bases it read and whether
+    its window was cropped or N-padded; an empty or all-N record is rejected on its own
+    header's line."""
     short = "ACGTACGTAC"
     long = "".join(np.random.default_rng(1).choice(list("ACGT"), 1000))
-    fasta = write(tmp_path / "s.fa", f">short\n{short}\n>long\n{long}\n")
+    fasta = write(tmp_path / "s.fa", f">short\n{short}\n>empty\n>long\n{long[:500]}\n"
+                  f"{long[500:]}\n>n\nNNNN\n")  # fmt: skip
     out = tmp_path / "s.tsv"
     assert (
         main(
@@ -93,13 +97,33 @@ def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
         == 0
     )
     table = pd.read_csv(out, sep="\t")
-    assert list(table.columns) == ["index", "name", *predictor.feature_names]
+    assert list(table.columns) == ["index", "name", "line", "first_bp", "last_bp", "cropped",
+                                   "padded", *predictor.feature_names]  # fmt: skip
+    assert table[["name", "line", "first_bp", "last_bp"]].values.tolist() == [
+        ["short", 1, 0, 10], ["long", 4, 300, 700]]  # fmt: skip
+    assert table["cropped"].tolist() == [False, True] and table["padded"].tolist() == [True, False]
+    rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
+    assert rejected["line"].tolist() == [3, 7], rejected
+    assert "no A/C/G/T base" in rejected["reason"][1]
     expected = predictor.predict([fit_window(short, 400), long[300:700]])
     np.testing.assert_allclose(table[predictor.feature_names].to_numpy(), expected, rtol=1e-6)
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--fasta", str(fasta),
                  "--out", str(tmp_path / "t.tsv"), "--tiles"]) == 0  # fmt: skip
     tiles = pd.read_csv(tmp_path / "t.tsv", sep="\t")
     assert tiles["name"].tolist() == ["short", "long/0-400", "long/400-800", "long/800-1000"]
+    assert tiles["first_bp"].tolist() == [0, 0, 400, 800]
+    assert tiles["padded"].tolist() == [True, False, False, True]
+
+
+def test_the_api_refuses_what_the_command_line_refuses(predictor, model_dir):
+    """A bare string is not a list of 600 one-base sequences; an empty or all-N sequence
+    has nothing to score: each refused with the reason and the fix."""
+    with pytest.raises(TypeError, match=r"got one string: pass \[sequence\]"):
+        predictor.predict("ACGT" * 150)
+    for bad, why in (("", "sequence 1 is empty"), ("nnNN", "sequence 1 is all N")):
+        with pytest.raises(ValueError, match=why):
+            predictor.predict(["ACGT" * 10, bad])
+    assert predictor.predict(("ACGT" * 10, "acgtn")).shape == (2, len(predictor.feature_names))
 
 
 def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_reference,
@@ -150,7 +174,10 @@ def test_bed_end_to_end_naming_padding_rejects_and_strict(
             "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]  # fmt: skip
     assert main(["-q", *argv]) == 0
     table = pd.read_csv(out, sep="\t")
-    assert list(table.columns[:6]) == ["index", "chrom", "start", "end", "strand", "contains_N"]
+    assert list(table.columns[:10]) == ["index", "chrom", "start", "end", "name", "strand", "line",
+                                        "window_start", "window_end", "contains_N"]  # fmt: skip
+    assert table[["name", "line", "window_start", "window_end"]].values.tolist() == [
+        ["a", 1, 100100 - 200, 100100 + 200], ["b", 2, 32 - 200, 32 + 200]]  # fmt: skip
     assert table["chrom"].tolist() == ["chr1", "chr1"]  # '1' resolved to the FASTA's chr1
     assert table["contains_N"].tolist() == [False, True]  # the second runs off chr1's start
     reference = Reference(demo_reference / "genome.fa")
@@ -188,13 +215,13 @@ def test_chromosomes_option_keeps_only_those_regions_and_variants(
 
 def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path):
     reference = Reference(demo_reference / "genome.fa")
-    base = reference.fetch("chr1", 120_000, 120_001)
+    base = reference.fetch("chr1", 50_000, 50_001)
     other = "A" if base != "A" else "C"
     vcf = write(
         tmp_path / "v.vcf",
         "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n"
-        f"chr1\t120001\tok\t{base}\t{other}\n"
-        f"1\t120001\tbadref\t{other}\t{base}\n",
+        f"chr1\t50001\tok\t{base}\t{other}\n"
+        f"1\t50001\tbadref\t{other}\t{base}\n",
     )
     out = tmp_path / "v.tsv"
     fasta = str(demo_reference / "genome.fa")
@@ -203,7 +230,8 @@ def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path):
     diff = pd.read_csv(out, sep="\t")
     assert list(diff.columns[:6]) == ["chrom", "pos", "id", "ref", "alt", "ref_match"]
     assert diff["ref_match"].tolist() == [True, False]
-    ref_window = reference.fetch("chr1", 120_000 - 200, 120_000 + 200)
+    ref_window = reference.fetch("chr1", 50_000 - 200, 50_000 + 200)
+    assert "N" not in ref_window  # DNA, not one of the demo genome's gaps
     alt_window = ref_window[:200] + other + ref_window[201:]
     ref_p, alt_p = predictor.predict([ref_window, alt_window])
     np.testing.assert_allclose(

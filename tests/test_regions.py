@@ -101,7 +101,19 @@ def test_bad_fasta_records_are_reported_and_reading_goes_on(tmp_path):
     assert "empty sequence" in reasons[0]
     assert "duplicate record name 'ok'" in reasons[1]
     assert "invalid DNA character '*' at 0-based position 2" in reasons[2]
-    assert [p.line for p in problems] == [1, 3, 4]  # record numbers
+    assert [p.line for p in problems] == [1, 4, 6]  # the lines of their headers
+    assert [r.line for r in read_fasta(path, problems=[])] == [2, 8]
+    # multi-line records, blank lines and CRLF are read as Biopython reads them
+    from Bio.SeqIO.FastaIO import SimpleFastaParser
+
+    text = ">a one\r\nAC GT\r\n\r\nacgt\n>b\n\nTTNN\n"
+    path = write(tmp_path / "b.fa", text)
+    records = list(read_fasta(path))
+    with open(path) as handle:
+        expected = list(SimpleFastaParser(handle))
+    assert [(r.name + " " + r.description).strip() for r in records] == [t for t, _ in expected]
+    assert [r.sequence for r in records] == [s.upper().replace(" ", "") for _, s in expected]
+    assert [r.line for r in records] == [1, 5]
 
 
 def test_text_that_is_not_fasta_is_a_format_error(tmp_path):

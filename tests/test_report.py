@@ -194,8 +194,9 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
     assert "fine-tuned before genobird checked it" in _recipe_parts(kept_start)[-2]
     wrong = {"base_kmers": 6, "training": {"start_check": {"baselines": 0.9457, "step_0": 0.6847,
                                                            "agree": False}}}  # fmt: skip
-    assert _recipe_parts(wrong)[-1] == ("WARNING: the start was not the baselines (validation "
-                                       "AUROC 0.6847 at step 0, the baselines' 0.9457)")  # fmt: skip
+    assert _recipe_parts(wrong)[-1] == ("WARNING: the start was not the baselines "
+                                       "(validation AUROC 0.6847 at step 0, the baselines' "
+                                       "0.9457)")  # fmt: skip
 
 
 def test_report_on_the_demo_genome_says_it_is_synthetic_and_what_it_holds(tmp_path):

@@ -17,9 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-
-from Bio.SeqIO.FastaIO import SimpleFastaParser
+from dataclasses import dataclass, field
 
 from genobird.errors import ContigError, FormatError, GenobirdError, RegionError
 from genobird.fileio import open_text
@@ -40,6 +38,9 @@ class Interval:
     strand: str = "."
     thick_start: int | None = None  # BED columns 7-8, when present (EPDnew: the TSS)
     thick_end: int | None = None
+    # the 1-based line of the file it was read from (0: not read from a file), so output
+    # rows and rejections name the input line; not part of the interval's identity
+    line: int = field(default=0, compare=False)
 
     @property
     def width(self) -> int:
@@ -65,6 +66,7 @@ class Variant:
     id: str
     ref: str
     alt: str
+    line: int = field(default=0, compare=False)  # the VCF line it was read from
 
     @property
     def start(self) -> int:
@@ -86,6 +88,7 @@ class SequenceRecord:
     name: str
     description: str
     sequence: str
+    line: int = field(default=0, compare=False)  # the line of its header
 
 
 @dataclass(frozen=True)
@@ -126,12 +129,12 @@ def read_bed(
             if not text.strip() or text.startswith(_HEADER_PREFIXES):
                 continue
             try:
-                yield _parse_bed_line(text, contigs)
+                yield _parse_bed_line(text, contigs, line_number)
             except (RegionError, ContigError, FormatError) as exc:
                 _report(problems, BadRecord(source, line_number, str(exc), text), RegionError)
 
 
-def _parse_bed_line(text: str, contigs: Mapping[str, int] | None) -> Interval:
+def _parse_bed_line(text: str, contigs: Mapping[str, int] | None, line: int = 0) -> Interval:
     fields = text.split("\t") if "\t" in text else text.split()
     if len(fields) < 3:
         raise FormatError(f"expected at least 3 columns (chrom, start, end), got {len(fields)}")
@@ -162,7 +165,7 @@ def _parse_bed_line(text: str, contigs: Mapping[str, int] | None) -> Interval:
         chrom = resolve_contig(chrom, contigs)
         if end > contigs[chrom]:
             raise RegionError(f"end {end} is past the end of {chrom} (length {contigs[chrom]})")
-    return Interval(chrom, start, end, name, strand, *thick)
+    return Interval(chrom, start, end, name, strand, *thick, line=line)
 
 
 def resolve_contig(chrom: str, contigs: Mapping[str, int]) -> str:
@@ -205,33 +208,40 @@ def read_fasta(
     """Stream normalised records from a FASTA file (plain or gzipped; CRLF accepted).
 
     Lowercase (soft-masked) bases are uppercased and IUPAC codes become N. Empty records,
-    duplicate names and invalid characters are bad records; `line` in a BadRecord is the
-    1-based record number, since Biopython's parser does not track lines.
+    duplicate names and invalid characters are bad records; `line` (in a record and in a
+    BadRecord) is the 1-based line of the record's header.
     """
     source = str(path)
     seen: set[str] = set()
     with open_text(path) as handle:
-        lines = _lines_from_first_header(handle, source)
-        for number, (title, raw) in enumerate(SimpleFastaParser(lines), 1):
+        for line, title, raw in _fasta_entries(handle, source):
             record = _fasta_record(title, raw, seen)
             if isinstance(record, BadRecord):
-                _report(problems, BadRecord(source, number, record.reason, title))
+                _report(problems, BadRecord(source, line, record.reason, title))
             else:
-                yield record
+                yield SequenceRecord(record.name, record.description, record.sequence, line)
 
 
-def _lines_from_first_header(handle, source: str) -> Iterator[str]:
-    """Biopython silently skips text before the first '>'; a FASTA must start with one."""
+def _fasta_entries(handle, source: str) -> Iterator[tuple[int, str, str]]:
+    """(header line, title, sequence text) of each record, as Biopython's
+    SimpleFastaParser reads them (lines joined, whitespace dropped), with the line
+    numbers it does not keep. Text before the first '>' is an error, not skipped."""
+    header, title, parts = 0, None, []
     for line_number, line in enumerate(handle, 1):
-        if line.strip():
-            if not line.startswith(">"):
+        if line.startswith(">"):
+            if title is not None:
+                yield header, title, "".join(parts)
+            header, title, parts = line_number, line[1:].rstrip(), []
+        elif title is None:
+            if line.strip():
                 raise FormatError(
                     f"{source}:{line_number}: not a FASTA file (expected '>' to start a record, "
                     f"got {line.strip()[:30]!r})"
                 )
-            yield line
-            break
-    yield from handle
+        else:
+            parts.append("".join(line.split()))
+    if title is not None:
+        yield header, title, "".join(parts)
 
 
 def _fasta_record(title: str, raw: str, seen: set[str]):
@@ -269,7 +279,7 @@ def read_vcf(
             if not text.strip() or text.startswith("#"):
                 continue
             try:
-                yield from _parse_vcf_line(text, max_allele_length)
+                yield from _parse_vcf_line(text, max_allele_length, line_number)
             except GenobirdError as exc:
                 _report(problems, BadRecord(source, line_number, str(exc), text))
 
@@ -277,7 +287,7 @@ def read_vcf(
 _SYMBOLIC = re.compile(r"[<>\[\]*.]")
 
 
-def _parse_vcf_line(text: str, max_allele_length: int) -> list[Variant]:
+def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Variant]:
     fields = text.split("\t")
     if len(fields) < 5:
         raise FormatError(f"expected at least 5 tab-separated columns, got {len(fields)}")
@@ -294,7 +304,7 @@ def _parse_vcf_line(text: str, max_allele_length: int) -> list[Variant]:
             raise FormatError(
                 f"allele longer than {max_allele_length} bp; only SNVs and small indels are scored"
             )
-        variants.append(Variant(chrom, int(pos_text), variant_id, ref, alt))
+        variants.append(Variant(chrom, int(pos_text), variant_id, ref, alt, line))
     return variants
 
 

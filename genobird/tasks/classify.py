@@ -86,7 +86,7 @@ def build_classify_dataset(
         if not found:
             raise InputError(f"{source}: no records")
         records += found
-    names, encode = _label_encoding([r[1:5] for r in records])
+    names, encode = _label_encoding(records)
     rng = np.random.default_rng(seed)
     windows = WindowSet("classify", names, ["label"] * len(names))
     for source, line, name, raw, labels, split in records:
@@ -139,28 +139,76 @@ def draw_split(rng, valid_fraction: float, test_fraction: float) -> str:
     )
 
 
+# a label left empty: the record is reported and skipped
+MISSING_VALUES = {"", "na", "n/a", "nan", "none", "null"}
+# integer class labels (0, 1, 2, ...) are classes only when each holds this share of the
+# records: a lone 2 among 0s and 1s is a typo in a binary column, not a third class
+MIN_CLASS_SHARE = 0.05
+
+
+def _is_missing(value) -> bool:
+    return value is None or str(value).strip().lower() in MISSING_VALUES
+
+
 def _label_encoding(records):
-    """0/1 columns as they are; a single column of class names as one output per class."""
-    columns = list(records[0][3])
-    values = {str(r[3].get(columns[0])) for r in records} if len(columns) == 1 else set()
-    if len(columns) == 1 and not values <= {"0", "1"}:
-        classes = sorted(v for v in values if v not in ("None", ""))
+    """How labels become a vector, from every record (source, line, name, raw, labels,
+    split): 0/1 columns as they are; a single column of class names (words, or integers
+    0..K-1 with K >= 3 each holding MIN_CLASS_SHARE of the records) as one output per
+    class. Anything else in a 0/1 column is an InputError naming the value, its file and
+    line; a missing label leaves its record to be reported and skipped."""
+    columns = list(records[0][4])
+    present = [(r, str(r[4].get(c)).strip()) for r in records for c in columns
+               if not _is_missing(r[4].get(c))]  # fmt: skip
+    values = {value for _, value in present}
+    if len(columns) == 1 and not values <= {"0", "1"} and _are_classes(values, present):
+        classes = sorted(values, key=lambda v: (len(v), v) if v.isdigit() else (0, v))
 
         def one_hot(labels):
-            value = labels.get(columns[0])
-            if value not in classes:
+            if _is_missing(labels.get(columns[0])):
                 raise InputError(f"missing label {columns[0]!r}")
+            value = str(labels[columns[0]]).strip()
             return [int(value == c) for c in classes]
 
         return classes, one_hot
+    for column in columns:
+        wrong = [(r, str(r[4][column]).strip()) for r in records
+                 if not _is_missing(r[4].get(column))
+                 and str(r[4][column]).strip() not in ("0", "1")]  # fmt: skip
+        if wrong:
+            (source, line, name, *_), value = wrong[0]
+            more = f" ({len(wrong) - 1} more such rows)" if len(wrong) > 1 else ""
+            raise InputError(
+                f"{source} line {line} ({name}): label {column!r} is {value!r}, but the column "
+                f"holds 0/1 labels{more}; give 0 or 1, leave it empty to skip the record, or "
+                "name classes in words (one column of class names: one output per class)"
+            )
 
     def binary(labels):
         vector = []
         for column in columns:
-            value = labels.get(column)
-            if value not in ("0", "1"):
-                raise InputError(f"label {column!r} must be 0 or 1, got {value!r}")
-            vector.append(int(value))
+            if _is_missing(labels.get(column)):
+                raise InputError(f"missing label {column!r}")
+            vector.append(int(str(labels[column]).strip()))
         return vector
 
     return columns, binary
+
+
+def _are_classes(values: set[str], present: list) -> bool:
+    """Whether a single column's values name classes: words (no value a number), or the
+    integers 0..K-1 (K >= 3), each class MIN_CLASS_SHARE of the records or more."""
+    numbers = {v for v in values if _is_number(v)}
+    if not numbers:
+        return True
+    if numbers != values or values != {str(k) for k in range(len(values))} or len(values) < 3:
+        return False
+    counts = {v: sum(value == v for _, value in present) for v in values}
+    return min(counts.values()) >= MIN_CLASS_SHARE * len(present)
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
