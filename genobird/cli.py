@@ -18,7 +18,13 @@ import sys
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from genobird.commands import build_parser
-from genobird.commands.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, warn_renamed
+from genobird.commands.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    unknown_options,
+    warn_renamed,
+)
 from genobird.errors import GenobirdError, UsageError
 
 log = logging.getLogger("genobird")
@@ -47,7 +53,9 @@ def hoisted(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = hoisted(list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # named with the command's usage and the closest options it has
+        unknown_options(args, extras)
     warn_renamed(argv)
     _configure_logging(args)
     try:

@@ -200,12 +200,25 @@ def run_ism(predictor, regions: Iterator[Region], out: Path, window: int,
 # ------------------------------------------------------------------ plot
 def plot_ism(result: IsmResult, feature: int, feature_name: str, path: Path,
              score: str = "diff") -> Path:  # fmt: skip
+    """Write `ism_figure` to `path`, in the format its suffix names (png, pdf, svg)."""
+    from matplotlib import pyplot as plt
+
+    figure = ism_figure(result, feature, feature_name, score)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
+    plt.close(figure)
+    return Path(path)
+
+
+def ism_figure(result: IsmResult, feature: int, feature_name: str, score: str = "diff"):
     """Heatmap of positions x bases for one feature, over a per-position importance track
-    (the largest |effect| of any change at that position)."""
+    (the largest |effect| of any change at that position). The position axis is labelled
+    at whole bases, as many as fit side by side at the figure's width."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     effects = result.effects[:, :, feature].T  # [4, W]
     limit = float(np.abs(effects).max()) or 1.0
@@ -220,11 +233,13 @@ def plot_ism(result: IsmResult, feature: int, feature_name: str, path: Path,
                         extent=(positions[0] - 0.5, positions[-1] + 0.5, 3.5, -0.5),
                         interpolation="nearest")  # fmt: skip
     heat.set_yticks(range(4), list(BASES))
-    heat.ticklabel_format(axis="x", style="plain", useOffset=False)  # whole coordinates
+    # whole positions only, about one label per inch of a coordinate's digits at 8 pt
+    digits = len(f"{positions[-1]:,}")
+    heat.xaxis.set_major_locator(MaxNLocator(nbins=max(2, int(width * 10 / digits)),
+                                             integer=True, min_n_ticks=2))  # fmt: skip
+    heat.xaxis.set_major_formatter(lambda value, _: f"{round(value):,}")
+    heat.tick_params(axis="x", labelsize=8)
     heat.set_xlabel(f"{result.region.chrom} position (0-based)")
     figure.colorbar(image, ax=heat, label=SCORE_LABELS[score], orientation="horizontal", pad=0.25)
     figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip(".") or "png")
-    plt.close(figure)
-    return Path(path)
+    return figure

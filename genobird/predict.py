@@ -386,7 +386,7 @@ class Predictor:
         return ref_window, alt_window, ref_match
 
     def _variant_chunk(self, variants, reference) -> dict:
-        ids = {k: [] for k in ("chrom", "pos", "id", "ref", "alt", "ref_match")}
+        ids = {k: [] for k in ("chrom", "pos", "id", "ref", "alt", "ref_match", "line")}
         ref_windows, alt_windows = [], []
         for variant in variants:
             ref_window, alt_window, ref_match = self._variant_windows(variant, reference)
@@ -394,7 +394,15 @@ class Predictor:
             alt_windows.append(alt_window)
             for key, value in zip(
                 ids,
-                (variant.chrom, variant.pos, variant.id, variant.ref, variant.alt, ref_match),
+                (
+                    variant.chrom,
+                    variant.pos,
+                    variant.id,
+                    variant.ref,
+                    variant.alt,
+                    ref_match,
+                    variant.line,
+                ),
                 strict=True,
             ):
                 ids[key].append(value)

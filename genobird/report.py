@@ -105,6 +105,8 @@ def genome_section(results: Path) -> str:
 def corpus_section(results: Path) -> str:
     from genobird.corpus import Tokenizer, read_documents
 
+    if not (results / "corpus").is_dir():
+        return ""
     rows = []
     for part in ("train", "heldout"):
         index_path = results / "corpus" / f"{part}.txt.index.json"
@@ -194,6 +196,8 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
     from genobird.training.pretraining import mlm_accuracy_by_context
 
     folder = results / "pretrain"
+    if not folder.is_dir():
+        return ""
     text = "<h2>Pretraining (MLM + NSP)</h2>"
     history = _read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
     steps = [row for row in history if "mlm_loss" in row]
@@ -728,6 +732,11 @@ def build_report(
         scores_section(results, out),
     ]
     rows = checks(results, findings)
+    if not any(sections) and not rows:
+        raise InputError(
+            f"{results}: nothing to report (no reference, corpus, pretrain, tasks or "
+            "chromatin results in it); give the folder a pipeline wrote, e.g. results/demo"
+        )
     notes = demo_notes(results, rows, findings)
     sections.insert(1, checks_section(rows, notes))
     title = html.escape(title or f"genobird report: {results}")

@@ -193,3 +193,21 @@ def test_help_imports_no_torch(argv):
                           check=True)  # fmt: skip
     assert "usage: genobird" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_mistyped_command_or_option_gets_the_closest_and_the_commands_usage(capsys):
+    """`--referance` is named with score's own usage and its closest option; a mistyped
+    command with the closest command; an option like no other gets no guess."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["score", "--model", "m", "--bed", "r.bed", "--referance", "g.fa", "--out", "o.tsv"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("usage: genobird score")
+    assert "unrecognized arguments: --referance g.fa; did you mean '--reference'?" in err
+    for argv, hint in ((["scroe"], "did you mean 'score'?"),
+                       (["dataset", "chromatn"], "did you mean 'chromatin'?")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert hint in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["score", "--model", "m", "--fasta", "x.fa", "--out", "o.tsv", "--bogus"])
+    assert "did you mean" not in capsys.readouterr().err

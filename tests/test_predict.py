@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 
@@ -213,7 +214,7 @@ def test_chromosomes_option_keeps_only_those_regions_and_variants(
     assert "contig 'chr9' is not in genome.fa" in capsys.readouterr().err
 
 
-def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path):
+def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path, capsys):
     reference = Reference(demo_reference / "genome.fa")
     base = reference.fetch("chr1", 50_000, 50_001)
     other = "A" if base != "A" else "C"
@@ -228,8 +229,11 @@ def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path):
     argv = ["score", "--model", str(predictor.model_dir), "--vcf", str(vcf), "--reference", fasta]
     assert main(["-q", *argv, "--out", str(out)]) == 0
     diff = pd.read_csv(out, sep="\t")
-    assert list(diff.columns[:6]) == ["chrom", "pos", "id", "ref", "alt", "ref_match"]
-    assert diff["ref_match"].tolist() == [True, False]
+    assert list(diff.columns[:7]) == ["chrom", "pos", "id", "ref", "alt", "ref_match", "line"]
+    assert diff["ref_match"].tolist() == [True, False] and diff["line"].tolist() == [3, 4]
+    err = capsys.readouterr().err  # the mismatch is scored, kept in its column, and said
+    assert "1 of 2 variants have a REF that is not the reference's bases there" in err
+    assert f"first: 1:50001 REF {other} (line 4)" in err and len(err.strip().splitlines()) == 1
     ref_window = reference.fetch("chr1", 50_000 - 200, 50_000 + 200)
     assert "N" not in ref_window  # DNA, not one of the demo genome's gaps
     alt_window = ref_window[:200] + other + ref_window[201:]
@@ -503,6 +507,37 @@ def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, c
     assert main([*base, "--fasta", str(empty), "--out", str(tmp_path / "e.h5")]) == 1
     assert "no record could be mutated" in capsys.readouterr().err
     assert not (tmp_path / "e.h5").exists()
+    # formats follow names: HDF5 is never written into a .tsv, nor a PNG into a .txt
+    for out_name, plot in (("x.tsv", None), ("x.h5", "x.txt")):
+        extra = ["--plot", str(tmp_path / plot)] if plot else []
+        assert main([*base, "--bed", str(bed), "--out", str(tmp_path / out_name), *extra]) == 1
+        err = capsys.readouterr().err
+        assert ("ism writes HDF5" if plot is None else "name the figure .png") in err
+        assert len(err.strip().splitlines()) == 1 and not (tmp_path / out_name).exists()
+
+
+@pytest.mark.parametrize("width", [6, 60, 400])
+def test_ism_heatmap_positions_are_whole_and_do_not_overlap(width):
+    """The position axis is labelled at whole bases (a 6 bp window once read 50,100.5),
+    its labels side by side without overlapping, at 6 to 400 mutated bases."""
+    from genobird.mutagenesis import IsmResult, Region, ism_figure
+
+    rng = np.random.default_rng(0)
+    region = Region("r", "chr1", 1_234_000, "A" * (width + 10))
+    result = IsmResult(region, 5, np.zeros(2, np.float32),
+                       rng.normal(size=(width, 4, 2)).astype(np.float32))  # fmt: skip
+    figure = ism_figure(result, 0, "CTCF")
+    figure.canvas.draw()
+    heat = figure.axes[1]
+    labels = [t for t in heat.get_xticklabels() if t.get_text()]
+    low, high = result.start - 0.5, result.start + width - 0.5
+    shown = [t for t in labels if low <= t.get_position()[0] <= high]
+    assert len(shown) >= 2
+    for label in shown:
+        assert "." not in label.get_text() and float(label.get_position()[0]).is_integer()
+    boxes = sorted((t.get_window_extent() for t in shown), key=lambda box: box.x0)
+    assert all(left.x1 <= right.x0 for left, right in itertools.pairwise(boxes)), [
+        t.get_text() for t in shown]  # fmt: skip
 
 
 def test_a_model_with_repeated_feature_names_is_refused(model_dir, tmp_path):

@@ -216,6 +216,7 @@ def test_report_on_the_demo_genome_says_it_is_synthetic_and_what_it_holds(tmp_pa
 def test_report_on_a_real_genome_has_no_demo_section(tmp_path):
     results = tmp_path / "results"
     _write_json(results / "reference" / "manifest.json", {"name": "GRCh37"})
+    (results / "pretrain").mkdir()  # something to report
     page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
     assert "The demo genome" not in page
 
@@ -363,3 +364,14 @@ def test_checks_section_lists_the_notes_under_the_table():
     assert page.index("</table>") < page.index("Why on this run")
     assert "<li>bits &lt;at&gt; the composition level</li>" in page
     assert "Why on this run" not in checks_section(rows, [])
+
+
+def test_a_folder_with_nothing_to_report_is_an_error_not_an_empty_page(tmp_path, capsys):
+    from genobird.cli import main
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("not a pipeline's results\n")
+    out = tmp_path / "r.html"
+    assert main(["-q", "report", "--results", str(tmp_path / "empty"), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "nothing to report" in err and len(err.splitlines()) == 1 and not out.exists()

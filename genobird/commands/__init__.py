@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from genobird import __version__
-from genobird.commands.common import HelpFormatter, subcommand
+from genobird.commands.common import HelpFormatter, Parser, subcommand
 from genobird.commands.convert import add_convert
 from genobird.commands.corpus import add_corpus, add_vocab
 from genobird.commands.dataset import add_dataset
@@ -20,7 +20,7 @@ from genobird.commands.scoring import add_ism, add_likelihood, add_score
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="genobird",
         description="BigBird block-sparse transformers for long DNA sequences.",
         formatter_class=HelpFormatter,

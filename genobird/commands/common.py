@@ -4,7 +4,9 @@ format, and the one-line summaries of results."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import re
 from pathlib import Path
 
 log = logging.getLogger("genobird")
@@ -40,6 +42,40 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors suggest the closest command or option: `scroe`
+    gets "did you mean 'score'?", and an option unknown to a command is reported with
+    that command's usage and its closest options (`unknown_options`)."""
+
+    def error(self, message: str):
+        choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            options = re.findall(r"'([^']*)'", choice.group(2))
+            message += did_you_mean(choice.group(1), options)
+        super().error(message)
+
+
+def did_you_mean(given: str, known, names=None) -> str:
+    """'; did you mean ...?' with the closest of `known` to `given` ('' when none is
+    close), each shown as `names` spells it (default: as it is)."""
+    close = difflib.get_close_matches(given, list(known), n=2, cutoff=0.6)
+    shown = [names[c] if names else c for c in close]
+    return f"; did you mean {' or '.join(map(repr, shown))}?" if close else ""
+
+
+def unknown_options(args: argparse.Namespace, extras: list[str]) -> None:
+    """Arguments no parser took (`parse_known_args`' extras): an error with the usage of
+    the command they were given to and, for each option, the closest it has."""
+    parser = getattr(args, "parser", None)
+    options = [o for action in parser._actions for o in action.option_strings] if parser else []
+    by_name = {option.lstrip("-"): option for option in options}  # '--' is no likeness
+    hints = "".join(did_you_mean(extra.split("=", 1)[0].lstrip("-"), by_name, by_name)
+                    for extra in extras if extra.startswith("-"))  # fmt: skip
+    (parser or argparse.ArgumentParser(prog="genobird")).error(
+        f"unrecognized arguments: {' '.join(extras)}{hints}"
+    )
+
+
 def command_group(commands, name: str, help_text: str, dest: str = "action",
                   metavar: str = "ACTION"):  # fmt: skip
     """A command whose own commands follow it (`genobird dataset chromatin`): the
@@ -55,7 +91,7 @@ def subcommand(commands, name: str, help_text: str, handler) -> argparse.Argumen
         description=help_text,
         formatter_class=HelpFormatter,
     )
-    sub.set_defaults(handler=handler)
+    sub.set_defaults(handler=handler, parser=sub)
     return sub
 
 

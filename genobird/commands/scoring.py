@@ -15,7 +15,7 @@ from genobird.commands.common import (
     report_rejected,
     subcommand,
 )
-from genobird.errors import GenobirdError
+from genobird.errors import ConfigError, GenobirdError
 
 log = logging.getLogger("genobird")
 
@@ -64,6 +64,11 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
         f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
         + ", ".join(str(p) for p in summary.outputs)
     )
+    if summary.ref_mismatches:
+        print(f"genobird: warning: {summary.ref_mismatches:,} of {summary.scored:,} variants "
+              "have a REF that is not the reference's bases there (ref_match False; first: "
+              f"{summary.first_mismatch}): scored as given; check that the VCF and --reference "
+              "are the same genome build", file=sys.stderr)  # fmt: skip
     if summary.scored == 0:
         reason = (
             f"all {summary.rejected:,} records were rejected (reasons in {args.out}.rejected.tsv)"
@@ -83,6 +88,7 @@ def cmd_ism(args: argparse.Namespace) -> int:
 
     if args.bed and args.reference is None:
         raise GenobirdError("--bed needs --reference FASTA to cut the windows from")
+    check_ism_outputs(args.out, args.plot)  # before any model is loaded or record mutated
     predictor = _load_predictor(args)
     features = args.features or predictor.feature_names
     plotted = args.feature or features[0]
@@ -107,6 +113,22 @@ def cmd_ism(args: argparse.Namespace) -> int:
         plot_ism(first, features.index(plotted), plotted, args.plot, args.score)
         print(f"wrote {args.plot} ({plotted}, {first.region.name})")
     return EXIT_OK
+
+
+# the figure formats `ism --plot` writes, by the name's suffix (matplotlib's)
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def check_ism_outputs(out: Path, plot: Path | None) -> None:
+    """`ism` writes HDF5 to --out and a figure to --plot, each in the format its name says."""
+    from genobird.scoring import H5_SUFFIXES
+
+    if Path(out).suffix.lower() not in H5_SUFFIXES:
+        raise ConfigError(f"--out {out}: ism writes HDF5 (every base x 3 changes x features); "
+                         f"name it .h5, e.g. {Path(out).with_suffix('.h5')}")  # fmt: skip
+    if plot is not None and Path(plot).suffix.lower() not in PLOT_SUFFIXES:
+        raise ConfigError(f"--plot {plot}: name the figure {', '.join(PLOT_SUFFIXES)}, e.g. "
+                         f"{Path(plot).with_suffix('.png')}")  # fmt: skip
 
 
 def add_score(commands) -> None:
