@@ -169,8 +169,10 @@ def add_finetune(commands) -> None:
                        "classify, else the model's own)")  # fmt: skip
     recipe = sub.add_argument_group("recipe")
     recipe.add_argument("--max-steps", type=int,
-                        help="optimiser steps, at most (default: 3000 for classify, stopped "
-                        "by validation; 300 otherwise)")  # fmt: skip
+                        help="optimiser steps of the run, at most, and of each recipe probe "
+                        "(default: 3000 for classify, stopped by validation; 300 otherwise); "
+                        "the base CNN trains first on its own clock (3 min at most per "
+                        "strand setting); the plan is logged at the start")  # fmt: skip
     recipe.add_argument(
         "--batch-size", type=int, help="windows per step (default: 32 for classify, 8 otherwise)"
     )

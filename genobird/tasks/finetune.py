@@ -28,10 +28,15 @@ from genobird.inputs import token_limit, window_collate
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
 from genobird.model.base_readers import base_kmer_lengths
 from genobird.model.io import WEIGHTS_FILE, read_model_description
-from genobird.tasks.base_start import BASE_CNN_LEARNING_RATE, BASE_START_FILE, start_from_baselines
+from genobird.tasks.base_start import (
+    BASE_CNN_LEARNING_RATE,
+    BASE_CNN_MINUTES,
+    BASE_START_FILE,
+    start_from_baselines,
+)
 from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
 from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
-from genobird.tasks.probes import choose_recipe
+from genobird.tasks.probes import choose_recipe, open_questions, probe_budget
 from genobird.tasks.recipe import PROBE_STEPS, QUESTIONS
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.averaging import check_decay
@@ -361,6 +366,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn")  # fmt: skip
+    log.info("plan: %s", plan(spec, meta))
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice)
     trainer = run(spec, output)
@@ -374,6 +380,32 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if trainer.is_main:
         save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
     return report
+
+
+def plan(spec: FinetuneSpec, meta: dict) -> str:
+    """What a fine-tuning run will do, said before it starts: the base readers it trains
+    first, the probes it runs, the run's own step budget and checks. `--max-steps` bounds
+    the run and each probe; the base CNN is bounded by its own clock."""
+    parts = []
+    if spec.base_cnn_channels:
+        parts.append(f"train a {spec.base_cnn_channels}-filter base CNN alone first (the CNN "
+                     f"baseline, at most {BASE_CNN_MINUTES:g} min per strand setting)")  # fmt: skip
+    if spec.base_kmers:
+        parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers")
+    if spec.base_cnn_channels and spec.base_kmers:
+        parts.append("start from their blend, chosen on validation")
+    if questions := open_questions(spec, meta):
+        probes, steps = probe_budget(spec, questions)
+        parts.append(f"choose {', '.join(questions)} on validation with at most {probes} "
+                     f"probes of at most {steps:,} steps")  # fmt: skip
+    steps, batch = spec.training.get("max_steps", 0), spec.training.get("batch_size")
+    run = f"fine-tune at most {steps:,} steps of {batch} windows"
+    if spec.eval_every:
+        run += f", validation every {spec.eval_every} steps or pass over the training windows"
+        if spec.patience:
+            run += f", stopped after {spec.patience} checks without improvement"
+    parts.append(run)
+    return "; ".join(parts)
 
 
 def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,

@@ -100,6 +100,14 @@ def open_questions(spec, meta: dict) -> list[str]:
     return asked + [q for q in QUESTIONS if q in spec.choose_on_validation]
 
 
+def probe_budget(spec, questions: list[str]) -> tuple[int, int]:
+    """(at most how many probes, of at most how many steps) answer `questions`: two
+    candidates each, the default of every question after the first being the best probe
+    so far; a probe is never longer than the run itself (--max-steps)."""
+    steps = min(spec.probe_steps, spec.training.get("max_steps") or spec.probe_steps)
+    return len(questions) + 1, steps
+
+
 def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
     """`spec` with the open questions answered on validation, and the record of each:
     {"probe_steps": N, "asked": [question, ...], question: {"validation_auroc": {candidate:
@@ -110,8 +118,7 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
     questions = open_questions(spec, meta)
     if not questions:
         return spec, {}
-    # never longer than the run itself
-    steps = min(spec.probe_steps, spec.training.get("max_steps") or spec.probe_steps)
+    steps = probe_budget(spec, questions)[1]
     saved = output / RECIPE_CHOICE_FILE
     if saved.is_file():  # a resumed run's answers, to the same questions and probe length
         record = json.loads(saved.read_text())
