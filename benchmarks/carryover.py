@@ -228,9 +228,12 @@ def run_jobs(jobs: list, parallel: int) -> dict:
 def metrics(run: Path) -> dict:
     report = json.loads((run / "report" / "metrics.json").read_text())
     figures = {key: report[key] for key in ("mcc", "auroc") if key in report}
-    validation = report.get("training", {}).get("best_validation_auroc")
-    if validation is not None:
+    training = report.get("training", {})
+    if (validation := training.get("best_validation_auroc")) is not None:
         figures["validation_auroc"] = validation
+    if (start := training.get("start_test_auroc")) is not None:  # base readers' start
+        figures["start_auroc"] = start
+        figures["start_agrees"] = (training.get("start_check") or {}).get("agree")
     return figures
 
 
@@ -416,6 +419,13 @@ def print_row(row: dict) -> None:
 def print_targets(rows: list, arms: list) -> None:
     for arm in arms:
         for row in rows:
+            figures = row["metrics"][arm]
+            if "start_auroc" in figures:  # fine-tuning kept or improved on its start
+                kept = figures["auroc"] >= figures["start_auroc"]
+                print(f"start {arm} on {row['task']}: test AUROC {figures['auroc']:.4f}, its "
+                      f"start's {figures['start_auroc']:.4f} (step-0 check agreed with the "
+                      f"baselines: {figures['start_agrees']}) -> "
+                      f"{'met' if kept else 'NOT met'} (at least the start's)")  # fmt: skip
             low = row["paired"][f"{arm} - cnn"]["mcc"][1]
             above_kmer = row["paired"][f"{arm} - kmer-lr"]["mcc"][0] > 0
             met = low > -0.02 and above_kmer

@@ -5,8 +5,8 @@ classify` with no recipe option, against their own k-mer LR.
         --reference results/demo/reference/genome.fa --out results/newcomer
 
 The task is what a newcomer brings: `--windows` (300) sequences of `--window-bp` (200)
-drawn from the reference (no N), half of them given a motif (CREB's TGACGTCA, at a
-random place and strand), labelled by whether the motif is present, in one CSV split by
+drawn from the reference (no N), half of them given a motif (`--motif`, CREB's TGACGTCA
+by default, at a random place), labelled by whether the motif is present, in one CSV split by
 `genobird dataset classify`'s defaults (10% validation, 10% test). Then, as the user
 would run them: the default recipe (base CNN and k-mer LR under the encoder, the start
 their blend, probes, early stop), timed; `genobird baseline kmer-lr` and `cnn`; and
@@ -38,10 +38,11 @@ def genobird(*args, log: Path | None = None) -> None:
         subprocess.run(command, check=True, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT)
 
 
-def motif_task(reference: Path, count: int, width: int, seed: int) -> list[tuple[str, int]]:
+def motif_task(reference: Path, count: int, width: int, seed: int,
+               motif: str = MOTIF) -> list[tuple[str, int]]:  # fmt: skip
     """(sequence, label) pairs: windows of the reference without N; the positives carry
-    MOTIF at a random place, the negatives hold it nowhere."""
-    from genobird.genome import open_reference
+    `motif` at a random place, the negatives hold it nowhere (on either strand)."""
+    from genobird.genome import open_reference, reverse_complement
 
     genome = open_reference([reference])
     rng = np.random.default_rng(seed)
@@ -51,12 +52,12 @@ def motif_task(reference: Path, count: int, width: int, seed: int) -> list[tuple
         contig = contigs[int(rng.integers(len(contigs)))]
         start = int(rng.integers(0, genome.lengths[contig] - width))
         window = genome.fetch(contig, start, start + width)
-        if "N" in window or MOTIF in window:
+        if "N" in window or motif in window or reverse_complement(motif) in window:
             continue
         label = len(rows) % 2
         if label:
-            place = int(rng.integers(0, width - len(MOTIF)))
-            window = window[:place] + MOTIF + window[place + len(MOTIF) :]
+            place = int(rng.integers(0, width - len(motif)))
+            window = window[:place] + motif + window[place + len(motif) :]
         rows.append((window, label))
     return rows
 
@@ -70,10 +71,11 @@ def main(argv=None) -> int:
     parser.add_argument("--windows", type=int, default=300)
     parser.add_argument("--window-bp", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--motif", default=MOTIF, help="planted in the positives")
     args = parser.parse_args(argv)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    rows = motif_task(args.reference, args.windows, args.window_bp, args.seed)
+    rows = motif_task(args.reference, args.windows, args.window_bp, args.seed, args.motif)
     table = out / "task.csv"
     table.write_text("sequence,label\n" + "".join(f"{s},{y}\n" for s, y in rows))
     data = out / "task.h5"
