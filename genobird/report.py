@@ -486,6 +486,16 @@ def spread_rows(metrics: dict, shown: int = 20) -> list[tuple]:
     return rows
 
 
+# what a promoter predictor of genobird's promoter data sets has learnt to tell apart
+PROMOTER_SCOPE = (
+    "What this model knows: its negatives are DeePromoter's, each promoter with 12 of its "
+    "20 segments replaced by random bases (unless the data set was built with "
+    "--hard-negatives). It tells a promoter from its scramble, not a promoter from the rest "
+    "of the genome, and scores most genomic windows high: judge it on genomic negatives "
+    "before scanning a genome with it (docs/scoring.md)."
+)
+
+
 def finetune_section(results: Path, folder: str) -> str:
     report_dir = results / folder / "report"
     metrics = json.loads((report_dir / "metrics.json").read_text())
@@ -493,6 +503,8 @@ def finetune_section(results: Path, folder: str) -> str:
     split = html.escape(metrics.get("split", "?"))
     text = f"<h2>Fine-tuning: {html.escape(name)} (split: {split})</h2>"
     text += how_evaluated(metrics)
+    if metrics.get("task") == "promoter":
+        text += f"<p>{PROMOTER_SCOPE}</p>"
     text += "<h3>Against baselines on the same data</h3>" + comparison_table(results, folder)
     text += zero_shot_table(results, folder)
     if "f1" in metrics:

@@ -49,6 +49,11 @@ def test_report_sets_genobird_beside_markov_and_classifier_baselines(tmp_path):
     assert "<td>0.6123</td>" in page and "<td>0.6512</td>" in page
     assert "prediction std, CTCF</td><td>5e-05" in page  # a collapsed feature shows
     assert "Fine-tuning: chromatin" in page
+    assert "What this model knows" not in page  # said of promoter models only
+    _write_json(results / "promoter" / "report" / "metrics.json", {**binary, "task": "promoter"})
+    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    promoter = page[page.index("Fine-tuning: promoter") :]
+    assert "not a promoter from the rest of the genome" in promoter
 
 
 def test_report_withholds_held_out_figures_scored_with_the_answers_visible(tmp_path):
