@@ -115,6 +115,67 @@ def test_bgzipped_fasta_is_read(tmp_path):
     assert Reference(path).fetch("chrM", 2, 6) == "TTCC"
 
 
+def bgzf_fasta(path, text: str, block_bytes: int):
+    """`text` written as BGZF in blocks of `block_bytes` uncompressed bytes: 65,536 as
+    Biopython's writer makes them, 65,280 as htslib's bgzip does."""
+    data = text.encode()
+    with bgzf.BgzfWriter(str(path), "wb") as handle:
+        if block_bytes == 65_536:  # the writer's own blocks
+            handle.write(data)
+            return path
+        for first in range(0, len(data), block_bytes):
+            handle.write(data[first : first + block_bytes])
+            handle.flush()  # one block per chunk
+    return path
+
+
+@pytest.mark.parametrize("block_bytes", [65_536, 65_280])
+def test_bgzf_reads_alike_at_every_offset_around_block_ends(tmp_path, block_bytes):
+    """A fetch may start or end exactly where a block does: each base around every block
+    boundary reads as the plain text has it (with 65,536-byte blocks a fetch starting at
+    a block's first base once stopped pyfaidx with 'within_block_offset ... 65536')."""
+    import numpy as np
+
+    rng = np.random.default_rng(block_bytes)
+    sequence = "".join(rng.choice(list("ACGTacgtN"), 400_000))
+    header, width = ">chr1\n", 60
+    lines = [sequence[i : i + width] for i in range(0, len(sequence), width)]
+    path = bgzf_fasta(tmp_path / "ref.fa.gz", header + "\n".join(lines) + "\n", block_bytes)
+    reference = Reference(path)
+    starts = [block.ustart for block in reference._open().faidx.gzi_index[1:]]
+    assert len(starts) >= 5 and starts[1] - starts[0] == block_bytes
+    upper = sequence.upper()
+    for boundary in starts:
+        base = (boundary - len(header)) * width // (width + 1)  # the base at the boundary
+        for start in range(base - 3, base + 4):
+            for length in (1, 2, 7):
+                assert (
+                    reference.fetch("chr1", start, start + length) == upper[start : start + length]
+                )
+
+
+@pytest.mark.shared_data
+def test_the_shared_bgzf_chr22_piece_reads_whole(shared_data):
+    """hg19_chr22_0-21Mb.fa.gz holds Biopython's 65,536-byte blocks: read whole, and at
+    each block boundary, it is its decompressed text."""
+    path = shared_data / "genome" / "hg19_chr22_0-21Mb.fa.gz"
+    with gzip.open(path, "rt") as handle:
+        text = handle.read()
+    header, body = text.split("\n", 1)
+    expected = "".join(body.split()).upper()
+    reference = Reference(path)
+    assert reference.fetch_contig("chr22") == expected
+    width = len(body.split("\n", 1)[0])
+    starts = 0
+    for block in reference._open().faidx.gzi_index[1:]:
+        line, column = divmod(block.ustart - len(header) - 1, width + 1)
+        if column < width:  # a base, not a newline, opens the block: fetch from it
+            base = line * width + column
+            assert reference.fetch("chr22", base, base + 3) == expected[base : base + 3]
+            starts += 1
+    assert starts > 100
+
+
 def test_plain_gzip_fasta_says_to_bgzip(tmp_path):
     path = tmp_path / "ref.fa.gz"
     with gzip.open(path, "wt") as handle:

@@ -24,6 +24,24 @@ log = logging.getLogger(__name__)
 _MITO_NAMES = ("chrM", "MT", "chrMT", "M")
 
 
+class _BlockAtItsStart(pyfaidx.BgzfBlock):
+    """A BGZF block of pyfaidx's .gzi index that counts as before an offset it starts at.
+
+    pyfaidx finds the block holding uncompressed offset x as the one before
+    bisect_left(blocks, x): for an x where a block starts, that is the block before, read
+    at offset x - its start = its whole size. A block of 65,536 bytes (Biopython's
+    bgzf writes them; htslib's bgzip writes 65,280) then makes a virtual offset of 2**16,
+    which BGZF cannot express, and the fetch fails. Ordered by `ustart <= x`, bisect_left
+    finds the block after the one that holds x, so pyfaidx reads it from there."""
+
+    __slots__ = ()
+
+    def __lt__(self, other):
+        if isinstance(other, (int, float)):
+            return self.ustart <= other
+        return super().__lt__(other)
+
+
 def contig_aliases(name: str) -> list[str]:
     """Other spellings of a contig name, most likely first: chr1 <-> 1, chrM <-> MT."""
     if name in _MITO_NAMES:
@@ -107,6 +125,9 @@ class Reference:
                 )
             except ValueError as exc:  # duplicate record names
                 raise FormatError(f"{self.path}: {exc}") from exc
+            faidx = self._fasta.faidx
+            if getattr(faidx, "_bgzf", False):
+                faidx.gzi_index = [_BlockAtItsStart(*block) for block in faidx.gzi_index]
         return self._fasta
 
     def close(self) -> None:
