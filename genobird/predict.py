@@ -327,17 +327,26 @@ class Predictor:
             yield self._bed_chunk(chunk, reference, rejected)
 
     def _bed_chunk(self, intervals, reference, rejected) -> ScoreResult:
-        windows, ids = [], {k: [] for k in BED_IDS}
+        ids = {k: [] for k in BED_IDS}
         for interval in intervals:
             window = centered_window(interval, self.input_length_bp)
-            strand = interval.strand if interval.strand in ("+", "-") else "+"
-            windows.append(Interval(window.chrom, window.start, window.end, strand=strand))
             values = (interval.chrom, interval.start, interval.end, interval.name or ".",
                       interval.strand, interval.line, window.start, window.end)  # fmt: skip
             for key, value in zip(ids, values, strict=True):
                 ids[key].append(value)
-        probabilities, has_n = self._score_windows(windows, reference)
+        probabilities, has_n = self.score_regions(intervals, reference)
         return ScoreResult(self._table({**ids, "contains_N": has_n}, probabilities), rejected)
+
+    def score_regions(self, intervals: list[Interval], reference) -> tuple[np.ndarray, list]:
+        """(probabilities [N, F], whether each window holds an N) of regions on an open
+        reference: each read as the model's window centred on it, on its own strand (+
+        when it has none), N-padded past a contig's ends."""
+        windows = []
+        for interval in intervals:
+            window = centered_window(interval, self.input_length_bp)
+            strand = interval.strand if interval.strand in ("+", "-") else "+"
+            windows.append(Interval(window.chrom, window.start, window.end, strand=strand))
+        return self._score_windows(windows, reference)
 
     def score_bed(self, path, reference, chromosomes=None) -> pd.DataFrame:
         return _collect(self.iter_bed(path, reference, chromosomes))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 
 import h5py
@@ -638,3 +639,42 @@ def test_a_pretrained_model_points_at_likelihood_and_near_feature_names_are_sugg
     assert main(["score", "--model", str(model_dir), "--fasta", str(fasta), "--out",
                  str(tmp_path / "t.tsv"), "--features", "ctcf"]) == 1  # fmt: skip
     assert "did you mean 'ctcf' -> 'CTCF'" in capsys.readouterr().err
+
+
+def test_tracks_are_bedgraphs_of_each_bin_scored_as_a_bed_region(
+    predictor, model_dir, demo_reference, tmp_path, capsys, monkeypatch
+):
+    """`genobird tracks`: one bedGraph per feature (or those chosen), a track line naming
+    it, every bin of the region (the last one shorter) with the score `score --bed` gives
+    that bin; a region past its contig's end or longer than the limit, or an existing
+    --out, refused by name with nothing written."""
+    fasta = str(demo_reference / "genome.fa")
+    out = tmp_path / "tracks"
+    chosen = predictor.feature_names[:2]
+    argv = ["-q", "tracks", "--model", str(model_dir), "--reference", fasta, "--features",
+            *chosen]  # fmt: skip
+    assert main([*argv, "--region", "chr1:50,001-51,050", "chr2:1-200", "--out", str(out)]) == 0
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == sorted(
+        re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".bedGraph" for name in chosen)  # fmt: skip
+    lines = files[0].read_text().splitlines()
+    safe = {re.sub(r"[^A-Za-z0-9._-]+", "_", n) + ".bedGraph": n for n in chosen}
+    feature = safe[files[0].name]
+    assert lines[0].startswith(f'track type=bedGraph name="{feature}"')
+    rows = [line.split("\t") for line in lines[1:]]
+    assert [(r[0], int(r[1]), int(r[2])) for r in rows[:2]] == [("chr1", 50000, 50200),
+                                                                ("chr1", 50200, 50400)]  # fmt: skip
+    assert rows[5][1:3] == ["51000", "51050"] and rows[6][:3] == ["chr2", "0", "200"]
+    bed = write(tmp_path / "bins.bed", "".join(f"{c}\t{a}\t{b}\n" for c, a, b, _ in rows))
+    expected = predictor.score_bed(bed, fasta)[feature].to_numpy()
+    np.testing.assert_allclose([float(r[3]) for r in rows], expected, rtol=1e-5)
+    monkeypatch.setattr("genobird.tracks.MAX_TRACK_BP", 1_000)  # the limit, within chr1
+    for region, message in (("chr1:215,001-216,001", "runs past the end of chr1"),
+                            ("chrZ:1-100", "contig 'chrZ' is not in"),
+                            ("chr1:1-1001", "1,001 bp, longer than the 1,000 bp")):  # fmt: skip
+        assert main([*argv, "--region", region, "--out", str(tmp_path / "bad")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "bad").exists() and len(list(tmp_path.glob(".bad*"))) == 0
+    assert main([*argv, "--region", "chr1:1-400", "--out", str(out)]) == 1
+    assert "exists; give a new folder" in capsys.readouterr().err

@@ -83,6 +83,16 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
     return EXIT_OK
 
 
+def cmd_tracks(args: argparse.Namespace) -> int:
+    from genobird.tracks import write_tracks
+
+    predictor = _load_predictor(args)
+    files = write_tracks(predictor, args.region, args.reference, args.out, args.features,
+                         args.step_bp, progress=not args.quiet)  # fmt: skip
+    print(f"wrote {len(files):,} bedGraph tracks ({args.step_bp} bp bins) to {args.out}")
+    return EXIT_OK
+
+
 def cmd_ism(args: argparse.Namespace) -> int:
     from genobird.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
 
@@ -164,6 +174,31 @@ def add_score(commands) -> None:
     sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
     _add_predictor_options(sub)
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+
+
+def add_tracks(commands) -> None:
+    from genobird.tracks import MAX_TRACK_BP
+
+    sub = subcommand(
+        commands,
+        "tracks",
+        "Score a region bin by bin with a fine-tuned model and write one bedGraph per "
+        "feature, for a genome browser (IGV, UCSC) beside the real peaks.",
+        cmd_tracks,
+    )
+    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    sub.add_argument("--region", nargs="+", required=True, metavar="CHROM:START-END",
+                     help=f"regions to score, 1-based inclusive as genome browsers show "
+                     f"them, each at most {MAX_TRACK_BP:,} bp")  # fmt: skip
+    sub.add_argument("--reference", type=Path, nargs="+", required=True,
+                     help="genome FASTA, or several read as one")  # fmt: skip
+    sub.add_argument("--out", type=Path, required=True,
+                     help="a new folder for the tracks: OUT/<feature>.bedGraph")  # fmt: skip
+    sub.add_argument("--features", nargs="+", help="only these features (default: all)")
+    sub.add_argument("--step-bp", type=int, default=200,
+                     help="bin size; each bin is scored with the model's window centred "
+                     "on it (default: %(default)s, the chromatin data sets' bin)")  # fmt: skip
+    _add_predictor_options(sub)
 
 
 def add_likelihood(commands) -> None:
