@@ -377,22 +377,7 @@ class Predictor:
             yield self._variant_chunk(chunk, reference), rejected
 
     def _variant_windows(self, variant, reference) -> tuple[str, str, bool]:
-        length = self.input_length_bp
-        centre = variant.start + len(variant.ref) // 2
-        start = centre - length // 2
-        ref_window = reference.fetch(variant.chrom, start, start + length, pad=True)
-        ref_match = (
-            reference.fetch(variant.chrom, variant.start, variant.end, pad=True) == variant.ref
-        )
-        left = ref_window[: variant.start - start]
-        right = ref_window[variant.start - start + len(variant.ref) :]
-        alt_window = left + variant.alt + right
-        if len(alt_window) != length:  # indels: re-centre on the variant and refit
-            flank = (length - len(variant.alt)) // 2 + 1
-            left_bp = reference.fetch(variant.chrom, variant.start - flank, variant.start, pad=True)
-            right_bp = reference.fetch(variant.chrom, variant.end, variant.end + flank, pad=True)
-            alt_window = fit_window(left_bp + variant.alt + right_bp, length)
-        return ref_window, alt_window, ref_match
+        return variant_windows(variant, reference, self.input_length_bp)
 
     def _variant_chunk(self, variants, reference) -> dict:
         ids = {k: [] for k in ("chrom", "pos", "id", "ref", "alt", "ref_match", "line")}
@@ -459,6 +444,25 @@ class Predictor:
 FASTA_IDS = ("name", "line", "first_bp", "last_bp", "cropped", "padded")
 # of a BED region's: the region as given, its input line, and the window scored around it
 BED_IDS = ("chrom", "start", "end", "name", "strand", "line", "window_start", "window_end")
+
+
+def variant_windows(variant, reference, length: int) -> tuple[str, str, bool]:
+    """(reference window, alternative window, whether REF is the reference's bases
+    there): `length` bp centred on the variant, the alternative with ALT in REF's place
+    (an indel's re-centred and refitted to `length`), N-padded past contig ends."""
+    centre = variant.start + len(variant.ref) // 2
+    start = centre - length // 2
+    ref_window = reference.fetch(variant.chrom, start, start + length, pad=True)
+    ref_match = reference.fetch(variant.chrom, variant.start, variant.end, pad=True) == variant.ref
+    left = ref_window[: variant.start - start]
+    right = ref_window[variant.start - start + len(variant.ref) :]
+    alt_window = left + variant.alt + right
+    if len(alt_window) != length:  # indels: re-centre on the variant and refit
+        flank = (length - len(variant.alt)) // 2 + 1
+        left_bp = reference.fetch(variant.chrom, variant.start - flank, variant.start, pad=True)
+        right_bp = reference.fetch(variant.chrom, variant.end, variant.end + flank, pad=True)
+        alt_window = fit_window(left_bp + variant.alt + right_bp, length)
+    return ref_window, alt_window, ref_match
 
 
 def wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:

@@ -79,18 +79,37 @@ class H5Sink:
         self.rows += len(first)
 
     def _append(self, name: str, values: np.ndarray) -> None:
-        if name not in self._file:
-            dtype = h5py.string_dtype() if values.dtype == object else values.dtype
-            shape = (0, *values.shape[1:])
-            self._file.create_dataset(name, shape=shape, maxshape=(None, *values.shape[1:]),
-                                      dtype=dtype, chunks=True)  # fmt: skip
-        dataset = self._file[name]
-        dataset.resize(dataset.shape[0] + len(values), axis=0)
-        dataset[-len(values) :] = values
+        append_rows(self._file, name, values)
 
     def close(self, ok: bool) -> None:
         self._file.close()
         _finish(self._context, ok)
+
+
+def append_rows(handle: h5py.File, name: str, values: np.ndarray) -> None:
+    """Append `values` along the first axis of dataset `name` (made resizable on first
+    use; text as variable-length strings), so a file grows chunk by chunk."""
+    if not len(values):
+        return
+    if name not in handle:
+        dtype = h5py.string_dtype() if values.dtype == object else values.dtype
+        shape = (0, *values.shape[1:])
+        handle.create_dataset(name, shape=shape, maxshape=(None, *values.shape[1:]),
+                              dtype=dtype, chunks=True)  # fmt: skip
+    dataset = handle[name]
+    dataset.resize(dataset.shape[0] + len(values), axis=0)
+    dataset[-len(values) :] = values
+
+
+def write_rejected(out: Path, rejected: list) -> Path:
+    """OUT.rejected.tsv: each record that could not be scored, where it was and why."""
+    path = Path(f"{out}.rejected.tsv")
+    with atomic_write(path) as handle:
+        handle.write("source\tline\treason\trecord\n")
+        for bad in rejected:
+            record = bad.record.replace("\t", " ")  # keep the side file's columns
+            handle.write(f"{bad.source}\t{bad.line}\t{bad.reason}\t{record}\n")
+    return path
 
 
 def _finish(context, ok: bool) -> None:
@@ -189,13 +208,7 @@ def write_scores(predictor, kind: str, source, out: Path, fmt: str | None, featu
         for sink in _unique(sinks):
             sink.close(ok)
     if rejected_rows:
-        path = Path(f"{out}.rejected.tsv")
-        with atomic_write(path) as handle:
-            handle.write("source\tline\treason\trecord\n")
-            for bad in rejected_rows:
-                record = bad.record.replace("\t", " ")  # keep the side file's columns
-                handle.write(f"{bad.source}\t{bad.line}\t{bad.reason}\t{record}\n")
-        summary.outputs.append(path)
+        summary.outputs.append(write_rejected(out, rejected_rows))
     if ok:
         summary.outputs[:0] = [sink.path for sink in _unique(sinks)]
     return summary

@@ -21,7 +21,7 @@ LAYERS = [
     ["genobird.baselines"],
     ["genobird.tasks"],
     ["genobird.predict", "genobird.scoring", "genobird.mutagenesis", "genobird.likelihood",
-     "genobird.copy_context", "genobird.convert", "genobird.tracks"],
+     "genobird.copy_context", "genobird.convert", "genobird.tracks", "genobird.embed"],
     ["genobird.report_checks"],
     ["genobird.zero_shot", "genobird.report"],
     ["genobird.nlp", "genobird.commands", "genobird.cli"],

@@ -397,3 +397,23 @@ def test_a_classifier_with_base_readers_is_refused_export_naming_the_options():
         model = BigBirdForSequenceClassification(config, 2, pooling="mean", **reader)
         with pytest.raises(ConfigError, match="--base-cnn-channels 0 --base-kmers 0"):
             _hf_config(model, {}, None)
+
+
+def test_a_converted_checkpoint_embeds_as_transformers_computes(gena_like, tmp_path):
+    """`genobird embed` of a GENA-LM-shaped model converted from transformers: each
+    layer's vectors of a sequence's pieces are transformers' hidden states."""
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.embed import Embedder
+
+    hf_dir, theirs = gena_like
+    out = tmp_path / "genobird"
+    assert main(["-q", "convert", "from-hf", str(hf_dir), "--out", str(out)]) == 0
+    sequence = dna(300, 11)
+    tokenizer = load_tokenizer(out)
+    ids = [tokenizer.cls_id, *tokenizer.encode(sequence), tokenizer.sep_id]
+    theirs.eval()
+    with torch.no_grad():
+        expected = theirs(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+    for layer in (0, 1, -1):
+        tokens = Embedder(out, device="cpu", layer=layer).embed([sequence], level="token")[0]
+        np.testing.assert_allclose(tokens.vectors, expected[layer][0, 1:-1].numpy(), atol=1e-5)

@@ -16,7 +16,7 @@ from genobird.commands.finetune import add_finetune
 from genobird.commands.layout import add_layout
 from genobird.commands.pretrain import add_pretrain
 from genobird.commands.reference import add_demo_reference, add_reference
-from genobird.commands.scoring import add_ism, add_likelihood, add_score, add_tracks
+from genobird.commands.scoring import add_embed, add_ism, add_likelihood, add_score, add_tracks
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in (add_demo_reference, add_reference, add_corpus, add_vocab, add_pretrain,
-                add_dataset, add_finetune, add_score, add_tracks, add_likelihood, add_zero_shot,
-                add_ism,
+                add_dataset, add_finetune, add_score, add_tracks, add_embed, add_likelihood,
+                add_zero_shot, add_ism,
                 add_baseline, add_report, add_layout, add_convert):  # fmt: skip
         add(commands)
     from genobird.nlp.cli import add_nlp_commands

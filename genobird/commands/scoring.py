@@ -93,6 +93,19 @@ def cmd_tracks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_embed(args: argparse.Namespace) -> int:
+    from genobird.embed import Embedder, write_embeddings
+
+    kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
+    embedder = Embedder(args.model, args.device, args.layer, args.mean_last, args.rc_average,
+                        args.batch_size, args.precision)  # fmt: skip
+    summary = write_embeddings(embedder, kind, source, args.out, args.level, args.pooling,
+                               args.reference, args.window_bp, progress=not args.quiet)  # fmt: skip
+    print(f"embedded {summary.embedded:,} records ({args.level}), rejected "
+          f"{summary.rejected:,}; wrote {', '.join(map(str, summary.outputs))}")  # fmt: skip
+    return EXIT_OK
+
+
 def cmd_ism(args: argparse.Namespace) -> int:
     from genobird.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
 
@@ -199,6 +212,51 @@ def add_tracks(commands) -> None:
                      help="bin size; each bin is scored with the model's window centred "
                      "on it (default: %(default)s, the chromatin data sets' bin)")  # fmt: skip
     _add_predictor_options(sub)
+
+
+def add_embed(commands) -> None:
+    sub = subcommand(
+        commands,
+        "embed",
+        "Embeddings of FASTA records, BED regions or VCF alleles from any layer of a "
+        "genobird model (pretrained, fine-tuned or converted): pooled, per BPE piece, or "
+        "per base (each piece's vector over its bases); HDF5, written as it goes.",
+        cmd_embed,
+    )
+    sub.add_argument("--model", type=Path, required=True, help="a genobird model directory")
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--fasta", type=Path, help="sequences, each whole")
+    inputs.add_argument("--bed", type=Path, help="regions, as given on their own strand")
+    inputs.add_argument("--vcf", type=Path, help="variants: REF and ALT windows of --window-bp")
+    sub.add_argument("--reference", type=Path, nargs="+",
+                     help="genome FASTA, or several read as one (for --bed and --vcf)")  # fmt: skip
+    sub.add_argument("--out", type=Path, required=True, help="HDF5 to write (.h5)")
+    what = sub.add_argument_group("what is embedded")
+    what.add_argument("--level", choices=["pooled", "token", "base"], default="pooled",
+                      help="one vector per record, per BPE piece (with its bases), or per "
+                      "base (default: %(default)s)")  # fmt: skip
+    what.add_argument("--pooling", choices=["mean", "cls"], default="mean",
+                      help="pooled: the mean of the pieces' vectors, or [CLS]'s")  # fmt: skip
+    what.add_argument("--layer", type=int, default=-1,
+                      help="0: the embeddings, 1..L: after that layer, -1: the last")  # fmt: skip
+    what.add_argument(
+        "--mean-last",
+        type=int,
+        default=1,
+        metavar="K",
+        help="the mean of the last K layers (default: 1, the --layer alone)",
+    )
+    what.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=False,
+                      help="average both strands, the reverse complement's vectors laid "
+                      "back onto the forward bases (pooled and base levels)")  # fmt: skip
+    what.add_argument("--window-bp", type=int,
+                      help="BED: each region centred and resized to this; VCF: the allele "
+                      "windows (default 1000)")  # fmt: skip
+    run = sub.add_argument_group("run")
+    run.add_argument("--batch-size", type=int, default=16)
+    run.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    run.add_argument("--precision", choices=["auto", "bf16", "no"], default="auto",
+                     help="bf16 autocast (default auto: on CUDA)")  # fmt: skip
 
 
 def add_likelihood(commands) -> None:

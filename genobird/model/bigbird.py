@@ -426,6 +426,9 @@ class EncoderOutput:
     sequence: torch.Tensor  # [B, N, C], one vector per input token
     pooled: torch.Tensor  # [B, C], tanh(dense([CLS]))
     global_states: torch.Tensor | None = None  # [B, G, C], ETC global tokens
+    # with `all_layers`: the states entering the first layer and leaving each layer (the
+    # last after `final_norm`, equal to `sequence`), num_layers + 1 of [B, N, C]
+    layers: list[torch.Tensor] | None = None
 
 
 class BigBirdEncoder(nn.Module):
@@ -474,6 +477,7 @@ class BigBirdEncoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         global_embeddings: torch.Tensor | None = None,
         global_mask: torch.Tensor | None = None,
+        all_layers: bool = False,
     ) -> EncoderOutput:
         """input_ids, segment_ids: long [B, N]; attention_mask: bool [B, N], True for real
         tokens (None: all real). ETC only: `global_embeddings` [B, G, C] (G at most
@@ -486,17 +490,22 @@ class BigBirdEncoder(nn.Module):
             x, mask, slots = self._prepend_global_tokens(x, mask, global_embeddings, global_mask)
         elif global_embeddings is not None:
             raise ConfigError("global_embeddings need attention_type 'etc'")
+        layers = [x[:, slots:]] if all_layers else None
         for layer in self.layers:
             if self.config.gradient_checkpointing and self.training:
                 x = checkpoint(layer, x, mask, use_reentrant=False)
             else:
                 x = layer(x, mask)
+            if all_layers:
+                layers.append(x[:, slots:])
         if self.final_norm is not None:
             x = self.final_norm(x)
+            if all_layers:
+                layers[-1] = x[:, slots:]
         sequence = x[:, slots:]
         pooled = torch.tanh(self.pooler(sequence[:, 0]))
         global_states = x[:, : self.config.num_global_tokens] if slots else None  # [B, G, C]
-        return EncoderOutput(sequence, pooled, global_states)
+        return EncoderOutput(sequence, pooled, global_states, layers)
 
     def _prepend_global_tokens(self, x, mask, global_embeddings=None, global_mask=None):
         """ETC: global tokens in front (learned, or the given ones), padded to whole
