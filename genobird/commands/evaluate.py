@@ -14,7 +14,7 @@ from genobird.commands.common import (
     renamed,
     subcommand,
 )
-from genobird.errors import GenobirdError, InputError
+from genobird.errors import GenobirdError, InputError, UsageError
 from genobird.fileio import atomic_write
 
 log = logging.getLogger("genobird")
@@ -65,6 +65,8 @@ def add_zero_shot(commands) -> None:
 def cmd_baseline_markov(args: argparse.Namespace) -> int:
     from genobird.baselines.markov import markov_baseline, parse_orders, read_dna
 
+    if args.vcf and (args.reference is None or args.scores is None):
+        raise UsageError("--vcf needs --reference FASTA and --scores OUT.tsv")
     orders = parse_orders(args.orders)
     train = [codes for path in args.train for codes in read_dna(path)]
     heldout = [codes for path in args.heldout for codes in read_dna(path)]
@@ -82,7 +84,34 @@ def cmd_baseline_markov(args: argparse.Namespace) -> int:
         f"{result.bits_per_bp:.4f} bits/bp on {result.heldout_bp:,} held-out bases "
         f"(trained on {result.train_bp:,})"
     )
+    if args.vcf:
+        markov_variant_scores(args, train, result)
     return EXIT_OK
+
+
+def markov_variant_scores(args: argparse.Namespace, train, result) -> None:
+    """The chosen Markov model's variant effects (`genobird likelihood --vcf`'s yardstick):
+    log2 P(ALT) - log2 P(REF) of each variant's windows, into --scores."""
+    import pandas as pd
+
+    from genobird.baselines.markov import fit_counts
+    from genobird.genome import open_reference
+    from genobird.scoring import TsvSink, write_rejected
+    from genobird.variant_effects import allele_windows, markov_variant_effects
+
+    both = not args.forward_only
+    counts = fit_counts(train, result.order, both)
+    rejected: list = []
+    windows = list(allele_windows(args.vcf, open_reference(args.reference), args.window_bp,
+                                  rejected))  # fmt: skip
+    table = pd.DataFrame([w.ids() for w in windows])
+    table["llr_bits"] = markov_variant_effects(counts, result.order, result.alpha, windows, both)
+    sink = TsvSink(args.scores)
+    sink.write(table)
+    sink.close(ok=True)
+    if rejected:
+        write_rejected(args.scores, rejected)
+    print(f"scored {len(windows):,} variants, rejected {len(rejected):,}; wrote {args.scores}")
 
 
 def cmd_baseline_classifier(args: argparse.Namespace) -> int:
@@ -208,6 +237,16 @@ def add_baseline(commands) -> None:
     markov.add_argument("--forward-only", action="store_true",
                         help="count the given strand only (default: both strands)")  # fmt: skip
     markov.add_argument("--out", type=Path, help="JSON report")
+    variants = markov.add_argument_group("variant effects (the yardstick of likelihood --vcf)")
+    variants.add_argument("--vcf", type=Path, help="variants to score, as `likelihood --vcf`")
+    variants.add_argument("--reference", type=Path, nargs="+", help="genome FASTA(s) for --vcf")
+    variants.add_argument(
+        "--window-bp",
+        type=int,
+        default=1000,
+        help="the window read around each variant (default: %(default)s)",
+    )
+    variants.add_argument("--scores", type=Path, help="TSV of the variants' scores")
     for kind, text in (
         ("kmer-lr", "k-mer (3-6) counts and logistic regression, C chosen on the validation "
                     "split"),

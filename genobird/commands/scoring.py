@@ -36,7 +36,9 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
     from genobird.likelihood import LikelihoodScorer
     from genobird.scoring import write_scores
 
-    kind, source = _score_source(args, ("fasta", "bed"))
+    kind, source = _score_source(args, ("fasta", "bed", "vcf"))
+    if kind == "vcf":
+        return _variant_effects(args, source)
     scorer = LikelihoodScorer(
         args.model, args.device, args.stride, args.rc_average, args.batch_size
     )
@@ -45,6 +47,24 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
         progress=not args.quiet, chromosomes=args.chromosomes,
     )  # fmt: skip
     return _finish_scoring(summary, kind, source, args)
+
+
+def _variant_effects(args: argparse.Namespace, vcf: Path) -> int:
+    from genobird.variant_effects import VariantEffectScorer, write_variant_effects
+
+    scorer = VariantEffectScorer(args.model, args.device, args.rc_average, args.batch_size)
+    scored, rejected = write_variant_effects(scorer, vcf, args.reference, args.out,
+                                             args.window_bp, args.chromosomes)  # fmt: skip
+    print(f"scored {scored:,} variants, rejected {len(rejected):,}; wrote {args.out}"
+          + (f", {args.out}.rejected.tsv" if rejected else ""))  # fmt: skip
+    if not scored:
+        print(f"genobird: error: nothing could be scored: all {len(rejected):,} variants were "
+              f"rejected (reasons in {args.out}.rejected.tsv)", file=sys.stderr)  # fmt: skip
+        return EXIT_FAILURE
+    if args.strict and rejected:
+        print(f"genobird: error: --strict and {len(rejected)} variants rejected", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
 
 
 def _score_source(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[str, Path]:
@@ -265,7 +285,8 @@ def add_likelihood(commands) -> None:
         "likelihood",
         "Score FASTA records or BED regions zero-shot with a pretrained language model: "
         "the bits it needs to predict each sequence's pieces from their context (every "
-        "piece masked once), in all and per bp. Exit 1 when nothing was scored.",
+        "piece masked once), in all and per bp; or VCF variants: log2 P(ALT) - log2 P(REF) "
+        "of the pieces that differ, in a window around each. Exit 1 when nothing was scored.",
         cmd_likelihood,
     )
     sub.add_argument("--model", type=Path, required=True,
@@ -273,8 +294,14 @@ def add_likelihood(commands) -> None:
     inputs = sub.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--fasta", type=Path, help="sequences to score, each whole")
     inputs.add_argument("--bed", type=Path, help="regions to score as they are")
+    inputs.add_argument("--vcf", type=Path, help="variants: each allele's window scored")
+    sub.add_argument("--reference", type=Path, nargs="+",
+                     help="genome FASTA, or several read as one (for --bed and --vcf)")  # fmt: skip
     sub.add_argument(
-        "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
+        "--window-bp",
+        type=int,
+        default=1000,
+        help="--vcf: the window read around each variant (default: %(default)s)",
     )
     sub.add_argument("--chromosomes", nargs="+", help="only the BED regions on these chromosomes")
     sub.add_argument("--out", type=Path, required=True, help="output file")

@@ -1,0 +1,209 @@
+"""Zero-shot variant effects (`genobird likelihood --vcf`): how much less likely the
+pretrained language model finds the ALT allele than the REF one, in bits, as GPN and the
+Nucleotide Transformer score variants.
+
+Each allele is read in a window of `window_bp` centred on the variant. Both windows are
+cut into pieces; the pieces they share at either end (the same ids from the start, and
+from the end) are context, and the pieces between, those that differ between the
+alleles (an SNV can re-cut a few pieces around it), are masked together and scored:
+the bits the model needs for them given the rest of the window. The score is
+log2 P(ALT) - log2 P(REF) = bits(REF pieces) - bits(ALT pieces), averaged over both
+strands (each strand cut and masked on its own); negative: the model finds ALT less
+likely. The same score of an order-k Markov model (`genobird baseline markov --vcf`) is
+the yardstick: its bits of the whole REF window minus the ALT window's.
+
+A variant is rejected, with the reason in OUT.rejected.tsv, when its REF is not the
+reference's bases there, its record has several ALT alleles, an allele is longer than
+MAX_ALLELE_BP, its window runs past a contig end, or its contig is not in the reference.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from genobird.errors import ConfigError, GenobirdError
+from genobird.genome.alphabet import reverse_complement
+from genobird.genome.regions import BadRecord, Variant
+
+DEFAULT_WINDOW_BP = 1000
+# SNVs and short indels: a longer allele changes more than a local likelihood can say
+MAX_ALLELE_BP = 20
+ID_COLUMNS = ("chrom", "pos", "id", "ref", "alt", "line", "window_start", "window_end")
+SCORE_COLUMNS = ("llr_bits", "ref_bits", "alt_bits", "ref_pieces", "alt_pieces")
+
+
+@dataclass
+class AlleleWindows:
+    """A variant's REF and ALT windows and where the REF window lies (0-based)."""
+
+    variant: Variant
+    ref: str
+    alt: str
+    start: int
+    end: int
+
+    def ids(self) -> dict:
+        v = self.variant
+        return {"chrom": v.chrom, "pos": v.pos, "id": v.id, "ref": v.ref, "alt": v.alt,
+                "line": v.line, "window_start": self.start, "window_end": self.end}  # fmt: skip
+
+
+def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
+                   chromosomes=None) -> Iterator[AlleleWindows]:  # fmt: skip
+    """The variants of a VCF that can be scored, as allele windows; the others (and the
+    VCF's bad lines) go to `rejected` with their reason."""
+    from genobird.genome import read_vcf
+    from genobird.predict import variant_windows, wanted_contigs
+
+    if window_bp < 2 * MAX_ALLELE_BP:
+        raise ConfigError(f"--window-bp must be at least {2 * MAX_ALLELE_BP}, got {window_bp}")
+    source = str(path)
+    variants = list(read_vcf(path, problems=rejected, max_allele_length=10**9))
+    per_line = Counter(v.line for v in variants)
+    wanted = wanted_contigs(reference, chromosomes)
+    for variant in variants:
+        label = f"{variant.chrom}:{variant.pos} {variant.ref}>{variant.alt}"
+        reason = None
+        if per_line[variant.line] > 1:
+            reason = "several ALT alleles in one record: split it (bcftools norm -m-)"
+        elif max(len(variant.ref), len(variant.alt)) > MAX_ALLELE_BP:
+            reason = f"an allele longer than {MAX_ALLELE_BP} bp: SNVs and short indels only"
+        if reason is None:
+            try:
+                contig = reference.resolve(variant.chrom)
+            except GenobirdError as exc:
+                reason = str(exc)
+        if reason is None:
+            if wanted is not None and contig not in wanted:
+                continue
+            start = variant.start + len(variant.ref) // 2 - window_bp // 2
+            if start < 0 or start + window_bp > reference.length(contig):
+                reason = f"its {window_bp} bp window runs past the end of {contig}"
+        if reason is None:
+            ref, alt, ref_match = variant_windows(variant, reference, window_bp)
+            if not ref_match:
+                reason = "REF is not the reference's bases there (check the genome build)"
+        if reason is not None:
+            rejected.append(BadRecord(source, variant.line, reason, label))
+            continue
+        yield AlleleWindows(variant, ref, alt, start, start + window_bp)
+
+
+def differing_pieces(ref_ids: list[int], alt_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the pieces of each allele's window that are not shared at either end:
+    the pieces with the same ids from the start, and from the end, spell the same bases
+    in both windows and are context; the rest are scored."""
+    shortest = min(len(ref_ids), len(alt_ids))
+    prefix = 0
+    while prefix < shortest and ref_ids[prefix] == alt_ids[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < shortest - prefix and ref_ids[-1 - suffix] == alt_ids[-1 - suffix]:
+        suffix += 1
+    return (np.arange(prefix, len(ref_ids) - suffix),
+            np.arange(prefix, len(alt_ids) - suffix))  # fmt: skip
+
+
+class VariantEffectScorer:
+    """A pretraining model directory as a zero-shot scorer of variants."""
+
+    def __init__(self, model_dir, device="auto", both_strands: bool = True,
+                 batch_size: int = 32):  # fmt: skip
+        from genobird.likelihood import LikelihoodScorer
+
+        self.language_model = LikelihoodScorer(model_dir, device, both_strands=both_strands,
+                                               batch_size=batch_size)  # fmt: skip
+        self.both_strands = both_strands
+
+    def score(self, windows: list[AlleleWindows]) -> pd.DataFrame:
+        """SCORE_COLUMNS of each variant (bits averaged over the strands read)."""
+        strands = [(False,), (False, True)][self.both_strands]
+        totals = np.zeros((len(windows), 4))  # ref bits, alt bits, ref pieces, alt pieces
+        for reverse in strands:
+            totals += self._strand(windows, reverse)
+        totals /= len(strands)
+        return pd.DataFrame({"llr_bits": totals[:, 0] - totals[:, 1], "ref_bits": totals[:, 0],
+                             "alt_bits": totals[:, 1], "ref_pieces": totals[:, 2],
+                             "alt_pieces": totals[:, 3]})  # fmt: skip
+
+    def _strand(self, windows: list[AlleleWindows], reverse: bool) -> np.ndarray:
+        from genobird.inputs import model_padding
+        from genobird.likelihood import masked_batch_at, masked_bits
+
+        lm = self.language_model
+        texts = [text for w in windows for text in (w.ref, w.alt)]
+        if reverse:
+            texts = [reverse_complement(text) for text in texts]
+        pieces = lm.tokenizer.encode_batch(texts)
+        if any(len(ids) > lm.window for ids in pieces):
+            raise ConfigError(f"a {len(windows[0].ref)} bp window is more pieces than the model "
+                              f"reads ({lm.window}); give a smaller --window-bp")  # fmt: skip
+        scored = []
+        for index in range(0, len(pieces), 2):
+            scored += differing_pieces(pieces[index], pieces[index + 1])
+        bits = np.zeros(len(pieces))
+        padding = model_padding(lm.model)
+        for first in range(0, len(pieces), lm.batch_size):
+            rows = slice(first, first + lm.batch_size)
+            batch = masked_batch_at(pieces[rows], scored[rows], lm.tokenizer, padding)
+            values, done = masked_bits(lm.model, batch, lm.device), 0
+            for offset, picked in enumerate(scored[rows]):
+                bits[first + offset] = values[done : done + len(picked)].sum()
+                done += len(picked)
+        counts = np.array([len(picked) for picked in scored], dtype=float)
+        return np.stack([bits[0::2], bits[1::2], counts[0::2], counts[1::2]], axis=1)
+
+
+def write_variant_effects(scorer: VariantEffectScorer, vcf, reference, out: Path,
+                          window_bp: int = DEFAULT_WINDOW_BP, chromosomes=None,
+                          chunk: int = 256) -> tuple[int, list[BadRecord]]:  # fmt: skip
+    """Score a VCF into a TSV (the variant's ids, its window, SCORE_COLUMNS), written
+    atomically chunk by chunk; returns (scored, rejected)."""
+    from genobird.genome import open_reference
+    from genobird.scoring import TsvSink, output_format, write_rejected
+
+    if output_format(out, None) != "tsv":
+        raise ConfigError(f"--out {out}: variant effects are written as TSV; name it .tsv")
+    reference = open_reference(reference)
+    rejected: list[BadRecord] = []
+    sink, ok, scored = TsvSink(Path(out)), False, 0
+    try:
+        pending = []
+        for windows in allele_windows(vcf, reference, window_bp, rejected, chromosomes):
+            pending.append(windows)
+            if len(pending) == chunk:
+                scored += _write_chunk(scorer, pending, sink)
+                pending = []
+        if pending:
+            scored += _write_chunk(scorer, pending, sink)
+        ok = scored > 0
+    finally:
+        sink.close(ok)
+    if rejected:
+        write_rejected(Path(out), rejected)
+    return scored, rejected
+
+
+def _write_chunk(scorer, windows: list[AlleleWindows], sink) -> int:
+    ids = pd.DataFrame([w.ids() for w in windows])
+    sink.write(pd.concat([ids, scorer.score(windows)], axis=1))
+    return len(windows)
+
+
+def markov_variant_effects(counts, order: int, alpha: float, windows: list[AlleleWindows],
+                           both_strands: bool = True) -> np.ndarray:  # fmt: skip
+    """An order-k Markov model's log2 P(ALT) - log2 P(REF) of each variant: its bits of the
+    REF window minus the ALT window's, averaged over both strands."""
+    from genobird.baselines.markov import dna_codes, sequence_bits
+
+    def bits(text: str) -> float:
+        strands = [text, reverse_complement(text)] if both_strands else [text]
+        return float(np.mean([sequence_bits(counts, dna_codes(s), order, alpha) for s in strands]))
+
+    return np.array([bits(w.ref) - bits(w.alt) for w in windows])
