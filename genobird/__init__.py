@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ChromatinPredictor",
+    "Embedder",
     "LikelihoodScorer",
     "Predictor",
     "PromoterPredictor",
@@ -22,4 +23,8 @@ def __getattr__(name: str):
         from genobird.likelihood import LikelihoodScorer
 
         return LikelihoodScorer
+    if name == "Embedder":
+        from genobird.embed import Embedder
+
+        return Embedder
     raise AttributeError(f"module 'genobird' has no attribute {name!r}")

@@ -113,7 +113,7 @@ def _leaf_commands(parser, prefix=()):
 def test_every_subcommand_has_help(capsys):
     commands = list(_leaf_commands(build_parser()))
     assert ("score",) in commands and ("nlp", "finetune") in commands
-    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 31
+    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 32
     assert ("likelihood",) in commands and ("zero-shot",) in commands
     assert ("baseline", "compare") in commands
     assert ("convert", "from-hf") in commands and ("convert", "to-hf") in commands

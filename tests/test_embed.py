@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from genobird import Embedder
 from genobird.cli import main
-from genobird.embed import Embedder
 from genobird.genome import reverse_complement
 from tests.conftest import saved_model_dir, tiny_language_model, write
 
