@@ -435,14 +435,16 @@ def test_multiple_choice_head_learns_which_candidate_the_supports_mention(text_t
     valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_choices(100, seed=2))
     # 64 long tokens in blocks of 8 (each block sees 2 global, 3 window and 3 random
     # blocks) plus the ETC global tokens (4 candidates, query tokens, paragraphs, sentences)
-    spec = learning_spec(max_tokens=64, learning_rate=1e-3, max_steps=1000)
+    spec = learning_spec(max_tokens=64, learning_rate=1e-3, max_steps=2000)
     tokenizer = text_tokenizer.path
     report = finetune_multiple_choice(train, tmp_path / "out", spec, valid,
                                       tokenizer_path=tokenizer, max_globals=24)  # fmt: skip
-    # measured with seeds 0, 1, 2: accuracy 0.97, 0.88, 0.90 after 1000 steps (~50 s) on
-    # one 2-core machine, 0.63 (seed 0) on another: the loss sits at ln 4 for ~400-600
-    # steps, then drops, and where it drops depends on the CPU's kernels. Chance is 0.25.
-    assert report["accuracy"] >= 0.5, report
+    # The loss sits at ln 4 (chance, 0.25) until it drops, at a step that depends on the
+    # CPU's kernels and threads: at 300-600 steps with seeds 0, 1, 2 and 1 or 2 threads
+    # here, near 1,000 on another machine (accuracy 0.47 after 1,000 steps). 2,000 steps
+    # leave it 1,000 more: accuracy 0.88-0.98 on those seeds and threads. The bar is
+    # well above chance (100 windows: chance +- 0.04) and well below those.
+    assert report["accuracy"] >= 0.6, report
 
 
 def test_multiple_choice_runs_through_the_commands(text_tokenizer, tmp_path):

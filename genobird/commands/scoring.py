@@ -174,6 +174,17 @@ def check_ism_outputs(out: Path, plot: Path | None) -> None:
                          f"{Path(plot).with_suffix('.png')}")  # fmt: skip
 
 
+def add_inputs(sub, **kinds: str) -> None:
+    """The records a command reads, one of FASTA, BED or VCF (`kinds`: each one's help),
+    and the --reference that BED and VCF need."""
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    for kind, text in kinds.items():
+        inputs.add_argument(f"--{kind}", type=Path, help=text)
+    needing = " and ".join(f"--{kind}" for kind in kinds if kind != "fasta")
+    sub.add_argument("--reference", type=Path, nargs="+",
+                     help=f"genome FASTA, or several read as one (for {needing})")  # fmt: skip
+
+
 def add_score(commands) -> None:
     sub = subcommand(
         commands,
@@ -184,16 +195,8 @@ def add_score(commands) -> None:
         cmd_score,
     )
     sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
-    inputs = sub.add_mutually_exclusive_group(required=True)
-    inputs.add_argument("--fasta", type=Path, help="sequences to score")
-    inputs.add_argument("--bed", type=Path, help="regions (centred, resized to the window)")
-    inputs.add_argument("--vcf", type=Path, help="variants (ref and alt windows)")
-    sub.add_argument(
-        "--reference",
-        type=Path,
-        nargs="+",
-        help="genome FASTA, or several read as one (for --bed and --vcf)",
-    )
+    add_inputs(sub, fasta="sequences to score", bed="regions (centred, resized to the window)",
+               vcf="variants (ref and alt windows)")  # fmt: skip
     sub.add_argument(
         "--chromosomes", nargs="+", help="only the BED regions or variants on these chromosomes"
     )
@@ -244,12 +247,8 @@ def add_embed(commands) -> None:
         cmd_embed,
     )
     sub.add_argument("--model", type=Path, required=True, help="a genobird model directory")
-    inputs = sub.add_mutually_exclusive_group(required=True)
-    inputs.add_argument("--fasta", type=Path, help="sequences, each whole")
-    inputs.add_argument("--bed", type=Path, help="regions, as given on their own strand")
-    inputs.add_argument("--vcf", type=Path, help="variants: REF and ALT windows of --window-bp")
-    sub.add_argument("--reference", type=Path, nargs="+",
-                     help="genome FASTA, or several read as one (for --bed and --vcf)")  # fmt: skip
+    add_inputs(sub, fasta="sequences, each whole", bed="regions, as given on their own strand",
+               vcf="variants: REF and ALT windows of --window-bp")  # fmt: skip
     sub.add_argument("--out", type=Path, required=True, help="HDF5 to write (.h5)")
     what = sub.add_argument_group("what is embedded")
     what.add_argument("--level", choices=["pooled", "token", "base"], default="pooled",
@@ -291,12 +290,8 @@ def add_likelihood(commands) -> None:
     )
     sub.add_argument("--model", type=Path, required=True,
                      help="pretraining model directory (e.g. RESULTS/pretrain/model)")  # fmt: skip
-    inputs = sub.add_mutually_exclusive_group(required=True)
-    inputs.add_argument("--fasta", type=Path, help="sequences to score, each whole")
-    inputs.add_argument("--bed", type=Path, help="regions to score as they are")
-    inputs.add_argument("--vcf", type=Path, help="variants: each allele's window scored")
-    sub.add_argument("--reference", type=Path, nargs="+",
-                     help="genome FASTA, or several read as one (for --bed and --vcf)")  # fmt: skip
+    add_inputs(sub, fasta="sequences to score, each whole", bed="regions to score as they are",
+               vcf="variants: each allele's window scored")  # fmt: skip
     sub.add_argument(
         "--window-bp",
         type=int,
@@ -333,12 +328,8 @@ def add_ism(commands) -> None:
         cmd_ism,
     )
     sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
-    inputs = sub.add_mutually_exclusive_group(required=True)
-    inputs.add_argument("--fasta", type=Path, help="sequences (fitted to the model's window)")
-    inputs.add_argument("--bed", type=Path, help="regions (centred, + strand)")
-    sub.add_argument(
-        "--reference", type=Path, nargs="+", help="genome FASTA, or several read as one (for --bed)"
-    )
+    add_inputs(sub, fasta="sequences (fitted to the model's window)",
+               bed="regions (centred, + strand)")  # fmt: skip
     sub.add_argument("--window-bp", type=int, required=True, help="bp mutated, centred")
     renamed(sub, "--window", "--window-bp")
     sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
