@@ -421,7 +421,7 @@ def print_targets(rows: list, arms: list) -> None:
         for row in rows:
             figures = row["metrics"][arm]
             if "start_auroc" in figures:  # fine-tuning kept or improved on its start
-                kept = figures["auroc"] >= figures["start_auroc"]
+                kept = round(figures["auroc"], 4) >= round(figures["start_auroc"], 4)
                 print(f"start {arm} on {row['task']}: test AUROC {figures['auroc']:.4f}, its "
                       f"start's {figures['start_auroc']:.4f} (step-0 check agreed with the "
                       f"baselines: {figures['start_agrees']}) -> "
