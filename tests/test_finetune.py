@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from genobird.cli import main
@@ -614,7 +615,7 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
         out = tmp_path / "scores.tsv"
         assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
                      "--out", str(out), *option]) == 0  # fmt: skip
-        scored = np.loadtxt(out, delimiter="\t", skiprows=1, usecols=2)
+        scored = pd.read_csv(out, sep="\t")[predictor.feature_names[0]].to_numpy()
         assert np.allclose(scored, np.ravel(expected), atol=1e-5)
 
     # the finished run is evaluated again with another K: resumed, not refused or retrained

@@ -396,7 +396,9 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
     for task in ("promoter", "chromatin"):
         assert (results / task / "report" / "metrics.json").is_file()
         scores = (results / "score" / f"{task}_heldout_tss.tsv").read_text()
-        assert scores.splitlines()[0].startswith("index\tchrom\tstart\tend\tstrand\tcontains_N")
+        assert scores.splitlines()[0].startswith(
+            "index\tchrom\tstart\tend\tname\tstrand\tline\twindow_start\twindow_end\tcontains_N"
+        )
         assert len((results / "score" / f"{task}_samples.tsv").read_text().splitlines()) > 10
         assert (results / "score" / f"{task}_variants.tsv.log_odds_diff.tsv").is_file()
     page = (results / "report.html").read_text()
