@@ -12,9 +12,10 @@ the other) before the two are averaged; pooled vectors are averaged as they are.
 are cut per strand, so the token level reads the given strand only.
 
 A sequence longer than the model's input is read in windows of its longest input, each
-between [CLS] and [SEP]; records are embedded `chunk_size` at a time, so a large BED
-streams through in bounded memory (the longest record times the hidden size at the base
-level: records over MAX_RECORD_BP are rejected with the advice to tile them).
+between [CLS] and [SEP]; records are embedded a chunk at a time (CHUNK_RECORDS records or
+CHUNK_BP bases, whichever ends it first), so a large BED streams through in bounded memory
+whatever its records' lengths (records over MAX_RECORD_BP are rejected with the advice to
+tile them).
 """
 
 from __future__ import annotations
@@ -186,21 +187,27 @@ def spread(tokens: TokenVectors) -> np.ndarray:
     return np.repeat(tokens.vectors, lengths, axis=0)
 
 
-def iter_chunks(items: Iterator, size: int) -> Iterator[list]:
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
+def iter_chunks(records: Iterator[tuple[dict, str]], size: int, bases: int) -> Iterator[list]:
+    """Lists of (ids, sequence) records, closed at `size` records or `bases` bp, whichever
+    comes first: a chunk's vectors are what embedding holds in memory at once."""
+    chunk, held = [], 0
+    for record in records:
+        chunk.append(record)
+        held += len(record[1])
+        if len(chunk) == size or held >= bases:
             yield chunk
-            chunk = []
+            chunk, held = [], 0
     if chunk:
         yield chunk
 
 
 # =========================================================================== files
 FORMAT = "genobird-embeddings/1"
-# records embedded per chunk: what one chunk holds in memory
+# a chunk of records embedded at once ends at this many records or bases: what embedding
+# holds in memory (at the base level, 4 x hidden size bytes per base and strand: 1 Mb of a
+# 128-wide model is 512 MB), whatever the records' lengths
 CHUNK_RECORDS = 256
+CHUNK_BP = 1_000_000
 
 
 @dataclass
@@ -239,7 +246,7 @@ def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: st
                             rc_average=embedder.rc_average,
                             hidden_size=embedder.hidden_size)  # fmt: skip
         offsets = [0]
-        for chunk in iter_chunks(records, CHUNK_RECORDS):
+        for chunk in iter_chunks(records, CHUNK_RECORDS, CHUNK_BP):
             sequences = [sequence for _, sequence in chunk]
             vectors = embedder.embed(sequences, level, pooling)
             for column in chunk[0][0]:

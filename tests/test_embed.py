@@ -156,3 +156,27 @@ def test_embed_writes_hdf5_for_fasta_bed_and_vcf(model_dir, demo_reference, tmp_
     assert main(["-q", "embed", "--model", str(model_dir), "--fasta", str(fasta), "--out",
                  str(tmp_path / "x.tsv")]) == 1  # fmt: skip
     assert "embeddings are written as HDF5" in capsys.readouterr().err
+
+
+def test_chunks_end_at_a_base_budget_and_the_file_is_the_same(model_dir, tmp_path, monkeypatch):
+    """Long records are embedded a few at a time (CHUNK_BP), so memory follows the chunk,
+    not the file; the HDF5 is the one a single chunk writes."""
+    import genobird.embed as embed
+
+    records = [({"name": str(i)}, "A" * length) for i, length in enumerate((50, 300, 20, 400))]
+    sizes = [[len(s) for _, s in chunk] for chunk in embed.iter_chunks(iter(records), 256, 320)]
+    assert sizes == [[50, 300], [20, 400]]
+    assert [len(c) for c in embed.iter_chunks(iter(records), 3, 10_000)] == [3, 1]
+    fasta = write(tmp_path / "s.fa", "".join(f">r{i}\n{dna(150 + 40 * i, i)}\n" for i in range(6)))
+    embedder = Embedder(model_dir, device="cpu")
+    whole, chunked = tmp_path / "whole.h5", tmp_path / "chunked.h5"
+    embed.write_embeddings(embedder, "fasta", fasta, whole, "base")
+    calls = []
+    original = embedder.embed
+    monkeypatch.setattr(embedder, "embed", lambda s, *a: calls.append(len(s)) or original(s, *a))
+    monkeypatch.setattr(embed, "CHUNK_BP", 400)
+    embed.write_embeddings(embedder, "fasta", fasta, chunked, "base")
+    assert len(calls) > 1 and sum(calls) == 6
+    with h5py.File(whole, "r") as a, h5py.File(chunked, "r") as b:
+        assert a["base_offsets"][:].tolist() == b["base_offsets"][:].tolist()
+        np.testing.assert_allclose(a["base"][:], b["base"][:], atol=1e-6)
