@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from genobird.baselines.data import BaselineData, load_baseline_data
+from genobird.baselines.data import BaselineData, load_baseline_data, validation_auroc
 from genobird.errors import ConfigError
 from genobird.tasks.metrics import write_evaluation
 
@@ -39,6 +39,9 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **optio
     else:
         raise ValueError(f"unknown baseline {kind!r}; choose from {CLASSIFIERS}")
     details["window_bp"] = window_bp or data.meta["window_bp"]
+    # the kept model's mean validation AUROC: what a comparison across contexts or arms
+    # chooses by, as genobird's runs record their best_validation_auroc
+    details["validation_auroc"] = validation_auroc(data, valid)
     return write_evaluation(
         Path(output) / "report",
         data.meta,

@@ -208,7 +208,8 @@ def read_feature_table(path: str | Path, assayed: str = "") -> list[dict]:
     assayed: where the feature was measured, as comma-separated chromosome names or a BED
     file of regions (relative to the table); empty or absent: everywhere, or `assayed`
     where given for the whole table. Outside it the feature's label is unknown
-    (`MISSING_LABEL`), not negative."""
+    (`MISSING_LABEL`), not negative. An optional `scale` column (e.g. local, broad) is
+    kept with the data set, and the context ablation reports medians per scale."""
     path = Path(path)
     header, rows = _read_tsv(path)
     if not {"name", "category", "peak_file"} <= set(header):
@@ -437,9 +438,9 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     if spec.max_bins is not None and len(chosen) > spec.max_bins:
         chosen = rng.choice(chosen, spec.max_bins, replace=False)
     chosen = np.sort(chosen)
-    windows = WindowSet(
-        "chromatin", [f["name"] for f in features], [f["category"] for f in features]
-    )
+    windows = WindowSet("chromatin", [f["name"] for f in features],
+                        [f["category"] for f in features],
+                        scales=[f.get("scale") or "" for f in features])  # fmt: skip
     guarded = 0
     for index in chosen:
         chrom, start = bins.locate(int(index))

@@ -8,7 +8,8 @@ One format serves the promoter, chromatin and generic classification tasks:
                             assayed there, ignored by the loss, the metrics and baselines)
     chrom S, start int64, end int64, strand S1 [N]   0-based half-open window
     split      S5 [N]       "train", "valid" or "test"
-    attrs: format, task, feature_names (JSON), categories (JSON), window_bp
+    attrs: format, task, feature_names (JSON), categories (JSON), window_bp, and scales
+           (JSON, where the feature tables give a scale column)
 
 Windows are tokenised when read. A window longer than the model's input keeps its
 central tokens, so the TSS or bin centre stays in the middle of what the model sees.
@@ -65,6 +66,8 @@ class WindowSet:
     task: str
     feature_names: list[str]
     categories: list[str] = field(default_factory=list)
+    # each feature's scale where its table gives one (e.g. local or broad), else empty
+    scales: list[str] = field(default_factory=list)
     sequences: list[str] = field(default_factory=list)
     labels: list[np.ndarray] = field(default_factory=list)
     chroms: list[str] = field(default_factory=list)
@@ -102,7 +105,7 @@ class WindowSet:
         width = max(len(s) for s in self.sequences)
         name_width = max(len(c) for c in self.chroms)
         with window_writer(path, self.task, self.feature_names, self.categories,
-                           len(self), width, name_width) as writer:  # fmt: skip
+                           len(self), width, name_width, self.scales) as writer:  # fmt: skip
             writer.write(self.sequences, np.stack(self.labels), self.chroms, self.starts,
                          self.ends, self.strands, self.splits)  # fmt: skip
         return Path(path)
@@ -128,7 +131,8 @@ class _SliceWriter:
 
 @contextlib.contextmanager
 def window_writer(path, task: str, feature_names: list[str], categories: list[str],
-                  count: int, width: int, name_width: int) -> Iterator[_SliceWriter]:  # fmt: skip
+                  count: int, width: int, name_width: int,
+                  scales: list[str] | None = None) -> Iterator[_SliceWriter]:  # fmt: skip
     """A data set of `count` windows (sequences of at most `width` bp, names of at most
     `name_width` characters) written slice by slice, so millions of 8 kb windows need not
     be held in memory; the file appears only when all `count` rows were written."""
@@ -148,6 +152,8 @@ def window_writer(path, task: str, feature_names: list[str], categories: list[st
             categories=json.dumps(categories),
             window_bp=width,
         )
+        if any(scales or []):
+            handle.attrs["scales"] = json.dumps(list(scales))
         writer = _SliceWriter(handle, count)
         yield writer
         if writer.rows != count:
@@ -167,6 +173,7 @@ def read_metadata(path: str | Path) -> dict:
             "task": str(handle.attrs["task"]),
             "feature_names": names,
             "categories": json.loads(handle.attrs["categories"]),
+            "scales": json.loads(handle.attrs.get("scales", "[]")),
             "window_bp": int(handle.attrs["window_bp"]),
             "counts": {split: int((splits == split).sum()) for split in SPLITS},
             "positives": (labels == 1).sum(axis=0).tolist(),
