@@ -524,42 +524,64 @@ def finetune_section(results: Path, folder: str) -> str:
 
 def chromatin_task_section(task: Path) -> str:
     """A chromatin task fine-tuned at several contexts (the pipeline's chromatin_tasks):
-    positives per split, each context and baseline by category, each context's gain over
-    the narrowest and genobird against each baseline, paired over the test bins."""
-    from genobird.tasks.context_ablation import plot_context_ablation, summarise
+    positives per split, every arm at every context by category (and by scale, where the
+    feature tables give one), each context's gain over the narrowest per arm, and genobird
+    against each baseline at the same context and at each one's best, paired over the test
+    bins."""
+    from genobird.tasks.context_ablation import feature_scales, plot_context_ablation, summarise
 
     summary = summarise(task)
-    least = summary["min_positives"]
     text = f"<h2>Chromatin profiles: {html.escape(task.name)}</h2>"
     text += positives_table(task / "data.h5")
-    categories = sorted({c for runs in summary["genobird"].values() for c in runs})
     first = json.loads((context_runs_metrics(task, summary)).read_text())
     text += how_evaluated(first)
     pretrained = (first.get("training") or {}).get("pretrained")
     if pretrained:
         text += f"<p>Every context fine-tunes the pretrained model {html.escape(pretrained)}.</p>"
-    rows = [(f"genobird, {bp:,} bp" + (" (chosen on validation)" if bp == summary["chosen_context"]
-                                       else ""),
-             *(_median_cell(runs.get(c)) for c in categories))
-            for bp, runs in summary["genobird"].items()]  # fmt: skip
-    rows += [(b["name"], *(_median_cell(b["medians"].get(c)) for c in categories))
-             for b in summary["baselines"]]  # fmt: skip
-    text += (f"<p>Test median AUROC / AUPRC by category over the features with at least "
-             f"{least} test positives (their count in brackets).</p>")  # fmt: skip
-    text += _table(rows, ("model", *categories))
-    gains = [(f"{bp:,} bp minus {min(summary['genobird']):,} bp",
-              *(_difference_cell(categories_row.get(c)) for c in categories))
-             for bp, categories_row in summary["gain_over_narrowest"].items()]  # fmt: skip
-    if gains:
-        text += ("<p>What more context adds: the median AUROC difference with its 95% "
-                 f"interval over {summary['resamples']:,} paired resamples of the test "
-                 "bins.</p>" + _table(gains, ("genobird", *categories)))  # fmt: skip
-    against = [(f"genobird {summary['chosen_context']:,} bp minus {row['name']}",
-                *(_difference_cell(row["categories"].get(c)) for c in categories))
-               for row in summary["genobird_minus_baseline"]]  # fmt: skip
-    if against:
-        text += _table(against, ("comparison", *categories))
+    text += context_ablation_tables(summary)
+    if any(feature_scales(task).values()):
+        text += "<h3>By scale</h3>" + context_ablation_tables(summarise(task, by="scale"))
     text += _image(_figure_png(plot_context_ablation(summary)), "median AUROC by context")
+    return text
+
+
+def context_ablation_tables(summary: dict) -> str:
+    """The ablation's tables, grouped as the summary is (by category or by scale)."""
+    groups = sorted({g for arm in summary["arms"].values()
+                     for row in arm["contexts"].values() for g in row["medians"]})  # fmt: skip
+    rows = []
+    for arm in summary["arms"].values():
+        for bp, row in arm["contexts"].items():
+            best = " (best on validation)" if bp == arm["best_context"] else ""
+            valid = row["validation_auroc"]
+            rows.append((f"{arm['name']}, {bp:,} bp{best}",
+                         "-" if valid is None else f"{valid:.3f}",
+                         "-" if row["seconds"] is None else f"{row['seconds'] / 60:.1f}",
+                         *(_median_cell(row["medians"].get(g)) for g in groups)))  # fmt: skip
+    text = (f"<p>Test median AUROC / AUPRC by {summary['by']} over the features with at least "
+            f"{summary['min_positives']} test positives (their count in brackets), beside "
+            "each run's mean validation AUROC (what chooses an arm's best context) and wall "
+            "time.</p>")  # fmt: skip
+    text += _table(rows, ("model", "validation AUROC", "minutes", *groups))
+    gains = []
+    for arm, runs in summary["gain_over_narrowest"].items():
+        narrowest = min(summary["arms"][arm]["contexts"])
+        gains += [(f"{summary['arms'][arm]['name']}, {bp:,} bp minus {narrowest:,} bp",
+                   *(_difference_cell(row.get(g)) for g in groups))
+                  for bp, row in runs.items()]  # fmt: skip
+    if gains:
+        text += ("<p>What more context adds to each arm: the median AUROC difference with "
+                 f"its 95% interval over {summary['resamples']:,} paired resamples of the test "
+                 "bins.</p>" + _table(gains, ("comparison", *groups)))  # fmt: skip
+    against = [(f"genobird minus {row['name']}, both at {row['context']:,} bp",
+                *(_difference_cell(row["categories"].get(g)) for g in groups))
+               for row in summary["same_context"]]  # fmt: skip
+    against += [(f"genobird {row['genobird_context']:,} bp minus {row['name']} "
+                 f"{row['context']:,} bp, each at its best",
+                 *(_difference_cell(row["categories"].get(g)) for g in groups))
+                for row in summary["best_against_best"]]  # fmt: skip
+    if against:
+        text += _table(against, ("comparison", *groups))
     return text
 
 

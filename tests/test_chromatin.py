@@ -164,6 +164,21 @@ def test_assayed_given_for_a_whole_table_from_the_command_line(demo_reference, t
     assert (labels[~outside, -1] != MISSING_LABEL).all()
 
 
+def test_a_scale_column_is_kept_with_the_data_set(demo_reference, tmp_path):
+    """A table's optional scale column (local, broad) travels with the data set, for the
+    context ablation's medians per scale; a table without one gives empty scales."""
+    tf, histone = _two_tables(tmp_path, demo_reference, None)
+    lines = tf.read_text().splitlines()
+    rows = [f"{line}\t{scale}" for line, scale in zip(lines[1:], ("local", "broad"), strict=True)]
+    scaled = write(tmp_path / "scaled.tsv", "\n".join([lines[0] + "\tscale", *rows]) + "\n")
+    spec = ChromatinSpec(context=600, valid_chromosomes=("chr3",), test_chromosomes=("chrX",))
+    out = tmp_path / "c.h5"
+    build_chromatin_dataset([scaled, histone], demo_reference / "genome.fa", out, spec)
+    assert read_metadata(out)["scales"] == ["local", "broad", ""]
+    build_chromatin_dataset([tf], demo_reference / "genome.fa", out, spec)
+    assert read_metadata(out)["scales"] == []
+
+
 @pytest.mark.parametrize(
     ("assayed", "message"),
     [

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from genobird.report import build_report
-from genobird.tasks.context_ablation import chosen_context, summarise
+from genobird.tasks.context_ablation import best_baseline, chosen_context, summarise
 from genobird.tasks.data import WindowSet
 from genobird.tasks.metrics import write_evaluation
 
@@ -19,15 +19,18 @@ REPO = Path(__file__).resolve().parents[1]
 CATEGORIES = ["TF"] * 4 + ["Histone"] * 2
 
 
-def _task(tmp_path: Path) -> Path:
-    """A task folder: a data set, genobird at 1 and 8 kb (8 kb better on histone marks
-    only, and chosen on validation), and a CNN at 1 kb (as good as genobird at 1 kb)."""
+def _task(tmp_path: Path, scales: bool = True) -> Path:
+    """A task folder: a data set (TF features local, histone marks broad), genobird at 1
+    and 8 kb (8 kb better on histone marks only, and chosen on validation), a CNN at 1 kb
+    (as good as genobird at 1 kb) and a k-mer LR at 1 and 8 kb (8 kb chosen on validation,
+    better on histone marks than at 1 kb, below genobird at 8 kb)."""
     task = tmp_path / "chromatin_tasks" / "toy"
     rng = np.random.default_rng(0)
     examples = 800
     labels = rng.integers(0, 2, (examples, 6)).astype(np.uint8)
     labels[: examples // 4, 4:] = 255  # histone marks unknown on a quarter of the bins
-    windows = WindowSet("chromatin", [f"f{i}" for i in range(6)], CATEGORIES)
+    windows = WindowSet("chromatin", [f"f{i}" for i in range(6)], CATEGORIES,
+                        scales=["local"] * 4 + ["broad"] * 2 if scales else [])  # fmt: skip
     for row in range(examples):
         windows.add("ACGT" * 50, labels[row], "chr1", row * 200, row * 200 + 200, "+", "test")
     windows.add("ACGT" * 50, np.zeros(6), "chr2", 0, 200, "+", "train")
@@ -37,15 +40,19 @@ def _task(tmp_path: Path) -> Path:
             "window_bp": 200}  # fmt: skip
     test_labels = np.where(labels == 255, np.nan, labels).astype(float)
 
-    def run(folder: str, signal: np.ndarray, validation: float | None):
+    def run(folder: str, signal: np.ndarray, extra: dict):
         probabilities = np.clip(known * signal + rng.normal(0.3, 0.2, known.shape), 0, 1)
-        extra = {"training": {"best_validation_auroc": validation}}
         write_evaluation(task / folder / "report", meta, (test_labels, probabilities), None,
                          extra, data)  # fmt: skip
 
-    run("context-1000", np.array([0.3] * 6), 0.70)
-    run("context-8000", np.array([0.3] * 4 + [0.8] * 2), 0.75)
-    run("baselines/deepsea-cnn-1000", np.array([0.3] * 6), None)
+    run("context-1000", np.array([0.3] * 6), {"training": {"best_validation_auroc": 0.70}})
+    run("context-8000", np.array([0.3] * 4 + [0.8] * 2),
+        {"training": {"best_validation_auroc": 0.75}})  # fmt: skip
+    run("baselines/deepsea-cnn-1000", np.array([0.3] * 6), {"baseline": {}})
+    run("baselines/kmer-lr-1000", np.array([0.3] * 6), {"baseline": {"validation_auroc": 0.6}})
+    run("baselines/kmer-lr-8000", np.array([0.3] * 4 + [0.5] * 2),
+        {"baseline": {"validation_auroc": 0.65}})  # fmt: skip
+    (task / "context-8000" / "benchmark.tsv").write_text("s\th:m:s\tmax_rss\n90.0\t0:01:30\t1\n")
     return task
 
 
@@ -56,14 +63,35 @@ def test_context_gains_and_baseline_differences_are_paired_by_category(tmp_path)
     assert set(summary["genobird"]) == {1000, 8000}
     auroc_8k, _, features = summary["genobird"][8000]["Histone"]
     assert features == 2 and auroc_8k > summary["genobird"][1000]["Histone"][0]
-    gain = summary["gain_over_narrowest"][8000]
+    gain = summary["gain_over_narrowest"]["genobird"][8000]
     assert gain["Histone"]["low"] > 0  # the planted gain is found
     assert gain["TF"]["low"] < 0 < gain["TF"]["high"] or abs(gain["TF"]["difference"]) < 0.05
-    (cnn,) = summary["genobird_minus_baseline"]
-    assert cnn["kind"] == "deepsea-cnn" and cnn["context"] == 1000
-    assert cnn["categories"]["Histone"]["difference"] > 0
+    kmer = summary["arms"]["kmer-lr"]
+    assert kmer["best_context"] == 8000 and kmer["contexts"][1000]["validation_auroc"] == 0.6
+    assert summary["gain_over_narrowest"]["kmer-lr"][8000]["Histone"]["low"] > 0
+    assert summary["arms"]["genobird"]["contexts"][8000]["seconds"] == 90.0
+    assert summary["arms"]["genobird"]["contexts"][1000]["seconds"] is None
+    same = {(row["kind"], row["context"]): row["categories"] for row in summary["same_context"]}
+    assert set(same) == {("deepsea-cnn", 1000), ("kmer-lr", 1000), ("kmer-lr", 8000)}
+    assert same[("kmer-lr", 8000)]["Histone"]["low"] > 0  # 0.8 against 0.5 of signal
+    assert abs(same[("deepsea-cnn", 1000)]["Histone"]["difference"]) < 0.05
+    best = {row["kind"]: row for row in summary["best_against_best"]}
+    assert best["kmer-lr"]["context"] == 8000 and best["kmer-lr"]["genobird_context"] == 8000
+    assert best_baseline(summary)["kind"] == "kmer-lr"  # the CNN recorded no validation
     # features with too few test positives drop out of every median
     assert summarise(task, min_positives=10_000, resamples=200)["genobird"][1000] == {}
+
+
+def test_features_group_by_scale_where_the_tables_give_one(tmp_path):
+    task = _task(tmp_path)
+    summary = summarise(task, min_positives=20, resamples=200, by="scale")
+    assert set(summary["genobird"][8000]) == {"local", "broad"}
+    assert summary["genobird"][8000]["broad"][2] == 2
+    assert summary["gain_over_narrowest"]["genobird"][8000]["broad"]["low"] > 0
+    from genobird.errors import InputError
+
+    with pytest.raises(InputError, match="group the features by one of"):
+        summarise(task, by="cell")
 
 
 def test_chosen_context_reads_validation_never_test(tmp_path):
@@ -80,20 +108,46 @@ def test_report_and_benchmark_show_the_ablation(tmp_path, capsys):
     task = _task(tmp_path)
     out = build_report(tmp_path, tmp_path / "report.html")
     page = out.read_text()
-    assert "Chromatin profiles: toy" in page and "8,000 bp minus 1,000 bp" in page
-    assert "genobird 8,000 bp minus DeepSEA CNN, 1,000 bp" in page
+    assert "Chromatin profiles: toy" in page and "genobird, 8,000 bp minus 1,000 bp" in page
+    assert "genobird minus DeepSEA CNN, both at 1,000 bp" in page
+    assert "k-mer LR, 8,000 bp minus 1,000 bp" in page and "By scale" in page
     assert "features with 20+" in page  # positives per split
+    module = _benchmark()
+    assert module.main([str(task), "--resamples", "200", "--out", str(tmp_path / "s.json")]) == 0
+    printed = capsys.readouterr().out
+    # the toy's tables give scales, so its targets are the chromatin states'
+    assert (
+        "by scale: median AUROC" in printed and "genobird minus k-mer LR, both at 8,000" in printed
+    )
+    assert "target, genobird 8,000 bp (its best of 4 kb or more) above 1,000 bp on every " \
+           "broad group: met (Histone +" in printed  # fmt: skip
+    assert "at least the best baseline (k-mer LR 8,000 bp, chosen on validation)" in printed
+    assert "wall time, minutes: genobird 8,000 bp 1.5" in printed
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert (
+        saved["category"]["chosen_context"] == 8000
+        and "broad" in saved["scale"]["genobird"]["8000"]
+    )
+
+
+def test_peak_tasks_get_the_peak_targets(tmp_path, capsys):
+    task = _task(tmp_path, scales=False)
+    module = _benchmark()
+    assert module.main([str(task), "--resamples", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "by scale" not in printed
+    assert "target, TF median AUROC >= the 1,000 bp DeepSEA CNN's" in printed
+    assert "target, 8,000 bp above 1,000 bp with the interval above zero in a category: met " \
+           "(Histone)" in printed  # fmt: skip
+
+
+def _benchmark():
     spec = importlib.util.spec_from_file_location(
         "chromatin_context", REPO / "benchmarks" / "chromatin_context.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main([str(task), "--resamples", "200", "--out", str(tmp_path / "s.json")]) == 0
-    printed = capsys.readouterr().out
-    assert "target, TF median AUROC >= the 1,000 bp DeepSEA CNN's" in printed
-    assert "target, 8,000 bp above 1,000 bp with the interval above zero in a category: met " \
-           "(Histone)" in printed  # fmt: skip
-    assert json.loads((tmp_path / "s.json").read_text())["chosen_context"] == 8000
+    return module
 
 
 def test_a_task_without_runs_is_a_one_line_error(tmp_path):

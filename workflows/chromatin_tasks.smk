@@ -4,7 +4,8 @@
 # the same bins (the paper's Table 7 as an ablation), DeepSEA's CNN at each of
 # `cnn_contexts` and the k-mer LR at each of `kmer_contexts`, held-out regions scored with
 # the widest context's model, and the report's comparison.
-# Outputs: RESULTS/chromatin_tasks/NAME/{data.h5, context-BP/, baselines/KIND-BP/, score.tsv}.
+# Outputs: RESULTS/chromatin_tasks/NAME/{data.h5, context-BP/, baselines/KIND-BP/, score.tsv};
+# each run's wall time and peak memory in its benchmark.tsv, which the report reads.
 
 rule chromatin_task_data:
     input:
@@ -46,6 +47,8 @@ rule chromatin_task_finetune:
         bp="[0-9]+",
     log:
         f"{RESULTS}/logs/chromatin_task_finetune_{{name}}_{{bp}}.log",
+    benchmark:
+        f"{RESULTS}/chromatin_tasks/{{name}}/context-{{bp}}/benchmark.tsv"
     threads: 2
     priority: CRITICAL_PATH
     resources:
@@ -74,6 +77,8 @@ rule chromatin_task_baseline:
         bp="[0-9]+",
     log:
         f"{RESULTS}/logs/chromatin_task_baseline_{{name}}_{{kind}}_{{bp}}.log",
+    benchmark:
+        f"{RESULTS}/chromatin_tasks/{{name}}/baselines/{{kind}}-{{bp}}/benchmark.tsv"
     threads: lambda wildcards: 2 if wildcards.kind == "deepsea-cnn" else 1
     resources:
         mem_mb=8000,

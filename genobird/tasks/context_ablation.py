@@ -1,30 +1,46 @@
-"""A chromatin task fine-tuned at several contexts, beside its baselines: the paper's
-Table 7 as an ablation, on one task folder of the pipeline
+"""A chromatin task fine-tuned at several contexts, beside its baselines at the same
+contexts: the paper's Table 7 as an ablation, on one task folder of the pipeline
 (RESULTS/chromatin_tasks/NAME: context-BP/ for genobird at each context,
 baselines/KIND-BP/ for each baseline, every run's report/test_predictions.npz on the same
 test bins).
 
-Each figure is a median over a category's features (DNase, TF, Histone), counting the
-features with at least `min_positives` test positives: a feature with five positives has
-an AUROC of little meaning. Differences are paired over the test bins
-(`paired_median_auroc`): each context's gain over the narrowest, and genobird at its
-chosen context against each baseline. The context genobird is judged at is chosen on the
-validation split (its mean validation AUROC), never on the test split.
+Each arm (genobird, and each baseline kind) is read at every context it ran. A figure is
+a median over a group's features, counting the features with at least `min_positives`
+test positives (a feature with five positives has an AUROC of little meaning); groups are
+the features' categories, or (`by="scale"`) the scale the feature tables give them (local,
+broad). Differences are paired over the test bins (`paired_median_auroc`): each arm's
+gain at each context over its narrowest, genobird minus each baseline at the same
+context, and each arm at its best context against the others at theirs. An arm's best
+context is chosen on the validation split (the kept model's mean validation AUROC), never
+on the test split. Each run's wall time comes from the pipeline's benchmark file beside
+its report, where the pipeline wrote one.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from genobird.errors import InputError
-from genobird.tasks.compare import feature_groups, paired_median_auroc, read_feature_predictions
-from genobird.tasks.metrics import PREDICTIONS
+from genobird.tasks.compare import (
+    FeaturePredictions,
+    feature_groups,
+    paired_median_auroc,
+    read_feature_predictions,
+)
+from genobird.tasks.metrics import PREDICTIONS, multilabel_metrics
 
-BASELINE_NAMES = {"deepsea-cnn": "DeepSEA CNN", "kmer-lr": "k-mer LR", "cnn": "3-layer CNN"}
+GENOBIRD = "genobird"
+ARM_NAMES = {GENOBIRD: "genobird", "deepsea-cnn": "DeepSEA CNN", "kmer-lr": "k-mer LR",
+             "cnn": "3-layer CNN"}  # fmt: skip
+GROUPINGS = ("category", "scale")
+# the pipeline's per-run benchmark file (Snakemake `benchmark:`), beside report/
+BENCHMARK_FILE = "benchmark.tsv"
 _RUN = re.compile(r"^(?P<kind>.+)-(?P<bp>\d+)$")
 
 
@@ -48,21 +64,22 @@ def baseline_runs(task: Path) -> list[tuple[str, int, Path]]:
     return runs
 
 
-def medians(run, min_positives: int) -> dict:
-    """{category: (median AUROC, median AUPRC, features)} over the features with enough
-    test positives, from one run's metrics.json."""
+def arm_runs(task: Path) -> dict[str, dict[int, Path]]:
+    """{arm: {context bp: report folder}}: genobird first, then each baseline kind."""
+    arms = {GENOBIRD: context_runs(task)}
+    for kind, bp, folder in baseline_runs(task):
+        arms.setdefault(kind, {})[bp] = folder
+    return {arm: dict(sorted(runs.items())) for arm, runs in arms.items()}
+
+
+def validation_auroc(run: Path) -> float | None:
+    """The kept model's mean validation AUROC: genobird's best check, a baseline's chosen
+    setting (None where the run recorded none)."""
     metrics = json.loads((run / "metrics.json").read_text())
-    per_feature = metrics["per_feature"]
-    predictions = read_feature_predictions(run)
-    out = {}
-    for category, columns in feature_groups(predictions, min_positives).items():
-        names = [predictions.feature_names[c] for c in columns if
-                 predictions.feature_names[c] in per_feature]  # fmt: skip
-        if names:
-            out[category] = (float(np.median([per_feature[n]["auroc"] for n in names])),
-                             float(np.median([per_feature[n]["auprc"] for n in names])),
-                             len(names))  # fmt: skip
-    return out
+    value = (metrics.get("training") or {}).get("best_validation_auroc")
+    if value is None:
+        value = (metrics.get("baseline") or {}).get("validation_auroc")
+    return None if value is None else float(value)
 
 
 def chosen_context(runs: dict[int, Path]) -> int:
@@ -70,69 +87,160 @@ def chosen_context(runs: dict[int, Path]) -> int:
     where runs tie or recorded none)."""
 
     def score(bp: int) -> float:
-        metrics = json.loads((runs[bp] / "metrics.json").read_text())
-        value = (metrics.get("training") or {}).get("best_validation_auroc")
-        return float(value) if value is not None else float("-inf")
+        value = validation_auroc(runs[bp])
+        return float("-inf") if value is None else value
 
     return max(runs, key=lambda bp: (score(bp), bp))
 
 
+def run_seconds(run: Path) -> float | None:
+    """The wall time of the pipeline job that wrote a run (its benchmark file), if any."""
+    path = run.parent / BENCHMARK_FILE
+    if not path.is_file():
+        return None
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    return float(rows[-1]["s"]) if rows else None
+
+
+def feature_scales(task: Path) -> dict[str, str]:
+    """{feature name: scale} from the task's data set (empty where the tables gave none)."""
+    from genobird.tasks.data import read_metadata
+
+    meta = read_metadata(task / "data.h5")
+    return dict(zip(meta["feature_names"], meta["scales"], strict=False))
+
+
+def grouped(run: FeaturePredictions, by: str, scales: dict[str, str]) -> FeaturePredictions:
+    """The run with its features grouped by category, or by scale (features without one
+    left out of every group)."""
+    if by == "category":
+        return run
+    return replace(run, categories=[scales.get(name) or "" for name in run.feature_names])
+
+
+def medians(run: FeaturePredictions, min_positives: int) -> dict:
+    """{group: (median AUROC, median AUPRC, features)} over the features with enough
+    test positives."""
+    out = {}
+    for group, columns in feature_groups(run, min_positives).items():
+        if not group:
+            continue
+        metrics = multilabel_metrics(run.labels[:, columns], run.probabilities[:, columns],
+                                     [run.feature_names[c] for c in columns],
+                                     [group] * len(columns))["per_feature"]  # fmt: skip
+        if metrics:
+            out[group] = (float(np.median([m["auroc"] for m in metrics.values()])),
+                          float(np.median([m["auprc"] for m in metrics.values()])),
+                          len(metrics))  # fmt: skip
+    return out
+
+
 def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
-              seed: int = 0) -> dict:  # fmt: skip
+              seed: int = 0, by: str = "category") -> dict:  # fmt: skip
     """The context ablation of one chromatin task folder, as a dict (the report's tables
-    and `benchmarks/chromatin_context.py`'s targets read it)."""
+    and `benchmarks/chromatin_context.py`'s targets read it):
+    arms            {arm: {name, best_context, contexts: {bp: {medians, validation_auroc,
+                    seconds}}}}
+    gain_over_narrowest  {arm: {bp: {group: paired difference}}}
+    same_context    genobird minus each baseline at each context both ran
+    best_against_best    genobird at its best context minus each baseline at its best
+    chosen_context  genobird's best context; genobird: its medians by context"""
     task = Path(task)
-    runs = context_runs(task)
-    if not runs:
+    if by not in GROUPINGS:
+        raise InputError(f"group the features by one of {GROUPINGS}, not {by!r}")
+    arms = arm_runs(task)
+    if not arms[GENOBIRD]:
         raise InputError(f"{task}: no context-BP/report/{PREDICTIONS}; fine-tune the task first")
-    narrowest, chosen = min(runs), chosen_context(runs)
-    predictions = {bp: read_feature_predictions(folder) for bp, folder in runs.items()}
-    summary = {
-        "task": task.name,
-        "min_positives": min_positives,
-        "resamples": resamples,
-        "chosen_context": chosen,
-        "genobird": {bp: medians(folder, min_positives) for bp, folder in runs.items()},
-        "gain_over_narrowest": {},
-        "baselines": [],
-        "genobird_minus_baseline": [],
-    }
-    for bp in runs:
-        if bp != narrowest:
-            summary["gain_over_narrowest"][bp] = paired_median_auroc(
-                predictions[bp], predictions[narrowest], resamples, seed, min_positives
-            )["categories"]
-    for kind, bp, folder in baseline_runs(task):
-        name = f"{BASELINE_NAMES.get(kind, kind)}, {bp:,} bp"
-        summary["baselines"].append({"name": name, "kind": kind, "context": bp,
-                                     "medians": medians(folder, min_positives)})  # fmt: skip
-        difference = paired_median_auroc(predictions[chosen], read_feature_predictions(folder),
-                                         resamples, seed, min_positives)  # fmt: skip
-        summary["genobird_minus_baseline"].append({"name": name, "kind": kind, "context": bp,
-                                                   **difference})  # fmt: skip
+    scales = feature_scales(task) if by == "scale" else {}
+    if by == "scale" and not any(scales.values()):
+        raise InputError(f"{task}: its feature tables give no scale column to group by")
+    predictions = {arm: {bp: grouped(read_feature_predictions(folder), by, scales)
+                         for bp, folder in runs.items()}
+                   for arm, runs in arms.items()}  # fmt: skip
+
+    def paired(a, b) -> dict:
+        return paired_median_auroc(a, b, resamples, seed, min_positives)["categories"]
+
+    summary = {"task": task.name, "by": by, "min_positives": min_positives,
+               "resamples": resamples, "arms": {}, "gain_over_narrowest": {},
+               "same_context": [], "best_against_best": []}  # fmt: skip
+    for arm, runs in arms.items():
+        summary["arms"][arm] = {
+            "name": ARM_NAMES.get(arm, arm),
+            "best_context": chosen_context(runs),
+            "contexts": {
+                bp: {
+                    "medians": medians(predictions[arm][bp], min_positives),
+                    "validation_auroc": validation_auroc(folder),
+                    "seconds": run_seconds(folder),
+                }
+                for bp, folder in runs.items()
+            },
+        }
+        narrowest = min(runs)
+        summary["gain_over_narrowest"][arm] = {
+            bp: paired(predictions[arm][bp], predictions[arm][narrowest])
+            for bp in runs if bp != narrowest
+        }  # fmt: skip
+    ours = predictions[GENOBIRD]
+    best = summary["arms"][GENOBIRD]["best_context"]
+    for arm, runs in arms.items():
+        if arm == GENOBIRD:
+            continue
+        name = ARM_NAMES.get(arm, arm)
+        for bp in runs:
+            if bp in ours:
+                difference = paired(ours[bp], predictions[arm][bp])
+                summary["same_context"].append({"name": name, "kind": arm, "context": bp,
+                                                "categories": difference})  # fmt: skip
+        theirs = summary["arms"][arm]["best_context"]
+        summary["best_against_best"].append({
+            "name": name, "kind": arm, "context": theirs, "genobird_context": best,
+            "categories": paired(ours[best], predictions[arm][theirs]),
+        })  # fmt: skip
+    summary["chosen_context"] = best
+    contexts = summary["arms"][GENOBIRD]["contexts"]
+    summary["genobird"] = {bp: row["medians"] for bp, row in contexts.items()}
     return summary
 
 
+def best_baseline(summary: dict) -> dict | None:
+    """The best_against_best row of the baseline arm with the highest validation AUROC at
+    its best context (chosen on validation, as each arm's context is)."""
+    rows = summary["best_against_best"]
+    if not rows:
+        return None
+
+    def score(row: dict) -> float:
+        value = summary["arms"][row["kind"]]["contexts"][row["context"]]["validation_auroc"]
+        return float("-inf") if value is None else value
+
+    return max(rows, key=score)
+
+
 def plot_context_ablation(summary: dict, path: Path | None = None):
-    """Median AUROC by context per category (genobird's line, the baselines' markers);
-    returns the figure (saved to `path` where given)."""
+    """Median AUROC by context per group, one line per arm; returns the figure (saved to
+    `path` where given)."""
     from genobird.tasks.metrics import _figure
 
     plt = _figure()
-    categories = sorted({c for values in summary["genobird"].values() for c in values})
-    figure, axes = plt.subplots(1, max(len(categories), 1), figsize=(4 * len(categories), 3.4),
+    groups = sorted({g for arm in summary["arms"].values()
+                     for row in arm["contexts"].values() for g in row["medians"]})  # fmt: skip
+    columns = max(min(len(groups), 4), 1)
+    rows = max(-(-len(groups) // columns), 1)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows),
                                 squeeze=False)  # fmt: skip
-    contexts = sorted(summary["genobird"])
-    for axis, category in zip(axes[0], categories, strict=False):
-        values = [summary["genobird"][bp].get(category, (np.nan,))[0] for bp in contexts]
-        axis.plot(contexts, values, marker="o", label="genobird")
-        for baseline in summary["baselines"]:
-            if category in baseline["medians"]:
-                axis.scatter([baseline["context"]], [baseline["medians"][category][0]],
-                             marker="x", label=baseline["name"])  # fmt: skip
+    for axis, group in zip(axes.flat, groups, strict=False):
+        for arm in summary["arms"].values():
+            contexts = sorted(arm["contexts"])
+            values = [arm["contexts"][bp]["medians"].get(group, (np.nan,))[0] for bp in contexts]
+            axis.plot(contexts, values, marker="o", label=arm["name"])
         axis.set_xscale("log")
-        axis.set(title=category, xlabel="context (bp)", ylabel="median AUROC")
+        axis.set(title=group, xlabel="context (bp)", ylabel="median AUROC")
         axis.legend(fontsize=7)
+    for axis in list(axes.flat)[len(groups) :]:
+        axis.axis("off")
     figure.tight_layout()
     if path is not None:
         figure.savefig(path, dpi=110)
