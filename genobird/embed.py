@@ -58,9 +58,14 @@ class Embedder:
 
     def __init__(self, model_dir, device="auto", layer: int = -1, mean_last: int = 1,
                  rc_average: bool = False, batch_size: int = 16,
-                 precision: str = "auto"):  # fmt: skip
+                 precision: str = "auto", num_workers: int | None = None):  # fmt: skip
+        from genobird.predict import default_workers
+
         self.model_dir = Path(model_dir)
         self.device = resolve_device(device)
+        # processes that tokenise the next chunks of a file while the model embeds this one
+        # (`write_embeddings`; default as `score`: up to 8 on CUDA, none on CPU)
+        self.num_workers = default_workers(self.device) if num_workers is None else num_workers
         self.autocast_dtype = autocast_dtype(precision, self.device)
         self.tokenizer = load_tokenizer(self.model_dir)
         model = from_pretrained(self.model_dir, self.device).eval()
@@ -83,27 +88,31 @@ class Embedder:
             if len(sequence) > MAX_RECORD_BP:
                 raise SequenceError(f"sequence {index} is {len(sequence):,} bp, over the "
                                     f"{MAX_RECORD_BP:,} bp a record may have: tile it")  # fmt: skip
-        forward = self._strand(sequences)
+        return self._embed(sequences, level, pooling, strand_pieces(self.tokenizer, sequences,
+                                                                    self.rc_average))  # fmt: skip
+
+    def _embed(self, sequences: list[str], level: str, pooling: str, pieces: tuple):
+        """`embed` of sequences already checked and cut into pieces (`strand_pieces`)."""
+        forward = self._strand(sequences, pieces[0])
         if level == "token":
             return [tokens for tokens, _ in forward]
         if level == "pooled":
             pooled = [pool(tokens, cls, pooling) for tokens, cls in forward]
             if self.rc_average:
-                other = self._strand([reverse_complement(s) for s in sequences])
+                other = self._strand([reverse_complement(s) for s in sequences], pieces[1])
                 pooled = [(a + pool(t, c, pooling)) / 2
                           for a, (t, c) in zip(pooled, other, strict=True)]  # fmt: skip
             return np.stack(pooled).astype(np.float32)
         bases = [spread(tokens) for tokens, _ in forward]
         if self.rc_average:
-            other = self._strand([reverse_complement(s) for s in sequences])
+            other = self._strand([reverse_complement(s) for s in sequences], pieces[1])
             bases = [(a + spread(t)[::-1]) / 2 for a, (t, _) in zip(bases, other, strict=True)]
         return [b.astype(np.float32) for b in bases]
 
     # ------------------------------------------------------------------ internals
-    def _strand(self, sequences: list[str]) -> list[tuple[TokenVectors, np.ndarray]]:
+    def _strand(self, sequences: list[str], pieces: list) -> list[tuple[TokenVectors, np.ndarray]]:
         """(TokenVectors, [CLS] vectors [W, C] of its windows) of each sequence, read as
-        given."""
-        pieces = self.tokenizer.encode_batch(sequences)
+        given and cut into `pieces`."""
         for index, (sequence, ids) in enumerate(zip(sequences, pieces, strict=True)):
             spelled = int(self.tokenizer.piece_lengths[np.asarray(ids, dtype=np.int64)].sum())
             if spelled != len(sequence):
@@ -147,6 +156,56 @@ class Embedder:
             for row, index in enumerate(chunk):
                 out[index] = chosen[row, : len(rows[row])]
         return out
+
+
+def strand_pieces(tokenizer, sequences: list[str], both_strands: bool) -> tuple:
+    """(the forward strands' piece ids, the reverse complements' or None): the tokenising
+    that `write_embeddings` hands to worker processes."""
+    forward = tokenizer.encode_batch(sequences)
+    if not both_strands:
+        return forward, None
+    return forward, tokenizer.encode_batch([reverse_complement(s) for s in sequences])
+
+
+_WORKER_TOKENIZER = None
+
+
+def _load_worker_tokenizer(model_dir: str) -> None:
+    global _WORKER_TOKENIZER
+    _WORKER_TOKENIZER = load_tokenizer(Path(model_dir))
+
+
+def _worker_pieces(sequences: list[str], both_strands: bool) -> tuple:
+    return strand_pieces(_WORKER_TOKENIZER, sequences, both_strands)
+
+
+def tokenised_chunks(embedder: Embedder, chunks: Iterator[list]) -> Iterator[tuple[list, tuple]]:
+    """(chunk, its `strand_pieces`) for each chunk of (ids, sequence) records, tokenised
+    `embedder.num_workers` chunks ahead in worker processes while the model embeds (in
+    this process when there are none)."""
+    if not embedder.num_workers:
+        for chunk in chunks:
+            sequences = [sequence for _, sequence in chunk]
+            yield chunk, strand_pieces(embedder.tokenizer, sequences, embedder.rc_average)
+        return
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # no forked copy of torch's threads
+    with ProcessPoolExecutor(embedder.num_workers, mp_context=context,
+                             initializer=_load_worker_tokenizer,
+                             initargs=(str(embedder.model_dir),)) as pool:  # fmt: skip
+        pending: deque = deque()
+        for chunk in chunks:
+            sequences = [sequence for _, sequence in chunk]
+            pending.append((chunk, pool.submit(_worker_pieces, sequences, embedder.rc_average)))
+            if len(pending) > embedder.num_workers:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
 
 
 def chosen_layers(num_layers: int, layer: int, mean_last: int) -> list[int]:
@@ -246,9 +305,10 @@ def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: st
                             rc_average=embedder.rc_average,
                             hidden_size=embedder.hidden_size)  # fmt: skip
         offsets = [0]
-        for chunk in iter_chunks(records, CHUNK_RECORDS, CHUNK_BP):
+        chunks = iter_chunks(records, CHUNK_RECORDS, CHUNK_BP)
+        for chunk, pieces in tokenised_chunks(embedder, chunks):
             sequences = [sequence for _, sequence in chunk]
-            vectors = embedder.embed(sequences, level, pooling)
+            vectors = embedder._embed(sequences, level, pooling, pieces)
             for column in chunk[0][0]:
                 values = np.asarray([ids[column] for ids, _ in chunk])
                 if values.dtype.kind in "OU":

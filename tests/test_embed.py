@@ -171,12 +171,35 @@ def test_chunks_end_at_a_base_budget_and_the_file_is_the_same(model_dir, tmp_pat
     embedder = Embedder(model_dir, device="cpu")
     whole, chunked = tmp_path / "whole.h5", tmp_path / "chunked.h5"
     embed.write_embeddings(embedder, "fasta", fasta, whole, "base")
-    calls = []
-    original = embedder.embed
-    monkeypatch.setattr(embedder, "embed", lambda s, *a: calls.append(len(s)) or original(s, *a))
+    chunks = []
+    original = embed.iter_chunks
+
+    def counted(*args):
+        for chunk in original(*args):
+            chunks.append(len(chunk))
+            yield chunk
+
+    monkeypatch.setattr(embed, "iter_chunks", counted)
     monkeypatch.setattr(embed, "CHUNK_BP", 400)
     embed.write_embeddings(embedder, "fasta", fasta, chunked, "base")
-    assert len(calls) > 1 and sum(calls) == 6
+    assert len(chunks) > 1 and sum(chunks) == 6
     with h5py.File(whole, "r") as a, h5py.File(chunked, "r") as b:
+        assert a["base_offsets"][:].tolist() == b["base_offsets"][:].tolist()
+        np.testing.assert_allclose(a["base"][:], b["base"][:], atol=1e-6)
+
+
+def test_worker_processes_tokenise_ahead_and_write_the_same_file(model_dir, tmp_path, monkeypatch):
+    import genobird.embed as embed
+
+    monkeypatch.setattr(embed, "CHUNK_RECORDS", 2)  # several chunks in flight
+    fasta = write(tmp_path / "s.fa", "".join(f">r{i}\n{dna(120 + 30 * i, i)}\n" for i in range(7)))
+    files = {}
+    for workers in (0, 2):
+        files[workers] = tmp_path / f"w{workers}.h5"
+        assert main(["-q", "embed", "--model", str(model_dir), "--fasta", str(fasta), "--level",
+                     "base", "--rc-average", "--workers", str(workers), "--out",
+                     str(files[workers])]) == 0  # fmt: skip
+    with h5py.File(files[0], "r") as a, h5py.File(files[2], "r") as b:
+        assert a["rows/name"][:].tolist() == b["rows/name"][:].tolist()  # order kept
         assert a["base_offsets"][:].tolist() == b["base_offsets"][:].tolist()
         np.testing.assert_allclose(a["base"][:], b["base"][:], atol=1e-6)

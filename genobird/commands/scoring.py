@@ -118,7 +118,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
     embedder = Embedder(args.model, args.device, args.layer, args.mean_last, args.rc_average,
-                        args.batch_size, args.precision)  # fmt: skip
+                        args.batch_size, args.precision, args.workers)  # fmt: skip
     summary = write_embeddings(embedder, kind, source, args.out, args.level, args.pooling,
                                args.reference, args.window_bp, progress=not args.quiet)  # fmt: skip
     print(f"embedded {summary.embedded:,} records ({args.level}), rejected "
@@ -276,6 +276,9 @@ def add_embed(commands) -> None:
     run.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     run.add_argument("--precision", choices=["auto", "bf16", "no"], default="auto",
                      help="bf16 autocast (default auto: on CUDA)")  # fmt: skip
+    run.add_argument("--workers", type=int,
+                     help="processes tokenising the next records while the model embeds "
+                     "(default: up to 8 on CUDA, none on CPU)")  # fmt: skip
 
 
 def add_likelihood(commands) -> None:
