@@ -23,7 +23,6 @@ from genobird.commands.common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     unknown_options,
-    warn_renamed,
 )
 from genobird.errors import GenobirdError, UsageError
 
@@ -56,7 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:  # named with the command's usage and the closest options it has
         unknown_options(args, extras)
-    warn_renamed(argv)
     _configure_logging(args)
     try:
         return args.handler(args)

@@ -22,8 +22,11 @@ def test_usage_error_exits_2(capsys):
     with pytest.raises(SystemExit) as info:
         main(["demo-reference", "--seed", "x"])
     assert info.value.code == 2
-    assert main(["demo-reference"]) == 2  # no --out
-    assert "give the output with --out" in capsys.readouterr().err
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["demo-reference", "outdir"])  # the output is named, not positional
+    assert info.value.code == 2
+    assert "the following arguments are required: --out" in capsys.readouterr().err
 
 
 def test_demo_reference_twice_with_one_seed_gives_identical_files(tmp_path, capsys):

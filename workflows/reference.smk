@@ -34,7 +34,7 @@ if DEMO:
         conda:
             ENV
         shell:
-            "genobird demo-reference {params.outdir} --seed {params.seed} --size-mb {params.size}"
+            "genobird demo-reference --out {params.outdir} --seed {params.seed} --size-mb {params.size}"
             " > {log} 2>&1"
 
     GENOME = rules.demo_reference.output.fasta

@@ -16,19 +16,7 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 class HelpFormatter(argparse.HelpFormatter):
     """Help with each option's default where it has one worth saying: not for flags off
-    by default, options without a default (None), or help that states its own default;
-    former option names (`renamed`) are not shown."""
-
-    def _format_action_invocation(self, action) -> str:
-        hidden = getattr(action, "hidden_aliases", None)
-        if not hidden:
-            return super()._format_action_invocation(action)
-        shown = [option for option in action.option_strings if option not in hidden]
-        original, action.option_strings = action.option_strings, shown
-        try:
-            return super()._format_action_invocation(action)
-        finally:
-            action.option_strings = original
+    by default, options without a default (None), or help that states its own default."""
 
     def _get_help_string(self, action) -> str:
         text = action.help or ""
@@ -47,11 +35,24 @@ class Parser(argparse.ArgumentParser):
     gets "did you mean 'score'?", and an option unknown to a command is reported with
     that command's usage and its closest options (`unknown_options`)."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        self.given = list(args) if args is not None else []  # what error() may point at
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):
         choice = re.match(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if choice:
             options = re.findall(r"'([^']*)'", choice.group(2))
             message += did_you_mean(choice.group(1), options)
+        elif message.startswith("the following arguments are required"):
+            # a required option given under another name: say so, not only that it is missing
+            known = {o.lstrip("-"): o for o in self._option_string_actions}
+            given = [a.split("=", 1)[0] for a in getattr(self, "given", []) if a.startswith("--")]
+            strange = [a for a in given if a not in self._option_string_actions]
+            for option in strange:
+                message += (
+                    f"; unrecognized {option}{did_you_mean(option.lstrip('-'), known, known)}"
+                )
         super().error(message)
 
 
@@ -113,60 +114,5 @@ def report_rejected(problems, limit: int = 5) -> None:
         log.warning("... and %d more skipped records", len(problems) - limit)
 
 
-# former option names -> what to write instead, for the warning `main` prints
-RENAMED: dict[str, str] = {}
-
-
-def renamed(parser, old: str, new: str, note: str = "") -> None:
-    """Accept `old` as another spelling of the existing option `new` (the same action, so
-    a required option given by its old name is given), hidden from help; `main` warns
-    when it is used. For a --flag/--no-flag pair, name the spelling of the same sense."""
-    action = parser._option_string_actions[new]
-    action.option_strings.append(old)
-    parser._option_string_actions[old] = action
-    hidden = getattr(action, "hidden_aliases", set()) | {old}
-    action.hidden_aliases = hidden
-    if isinstance(action, argparse.BooleanOptionalAction):  # its usage lists every spelling
-        action.format_usage = lambda: " | ".join(
-            option for option in action.option_strings if option not in hidden
-        )
-    RENAMED[old] = f"{new}{' ' + note if note else ''}"
-
-
-def warn_renamed(argv: list[str]) -> None:
-    """One line on stderr for each former option name on the command line."""
-    import sys
-
-    for arg in argv:
-        if arg == "--":
-            break
-        name = arg.split("=", 1)[0]
-        if name in RENAMED:
-            print(f"genobird: warning: {name} is now {RENAMED[name]}; the old name goes in the "
-                  "next release", file=sys.stderr)  # fmt: skip
-
-
-def add_out(parser, help_text: str, legacy: str | None = None) -> None:
-    """`--out`, and (where a command took its output as a positional before) the old
-    positional, accepted with a warning: `out_from(args)` reads either."""
-    parser.add_argument("--out", type=Path, help=help_text)
-    if legacy:
-        parser.add_argument(legacy, type=Path, nargs="?", help=argparse.SUPPRESS)
-
-
-def out_from(args, legacy: str | None = None) -> Path:
-    """The output of a command given `--out` or, formerly, a positional."""
-    import sys
-
-    from genobird.errors import UsageError
-
-    old = getattr(args, legacy, None) if legacy else None
-    if args.out is not None and old is not None:
-        raise UsageError(f"give the output once: --out {args.out} (not also {old})")
-    if old is not None:
-        print(f"genobird: warning: the output is now given as --out {old}; the positional "
-              "goes in the next release", file=sys.stderr)  # fmt: skip
-        return old
-    if args.out is None:
-        raise UsageError("give the output with --out")
-    return args.out
+def add_out(parser, help_text: str) -> None:
+    parser.add_argument("--out", type=Path, required=True, help=help_text)

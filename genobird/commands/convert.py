@@ -10,10 +10,8 @@ from genobird.commands.common import (
     EXIT_OK,
     add_out,
     command_group,
-    out_from,
     subcommand,
 )
-from genobird.errors import GenobirdError
 
 log = logging.getLogger("genobird")
 
@@ -21,7 +19,7 @@ log = logging.getLogger("genobird")
 def cmd_convert_from_hf(args: argparse.Namespace) -> int:
     from genobird.convert import from_hf
 
-    out = out_from(args, "out_dir")
+    out = args.out
     result = from_hf(args.hf_dir, out, window_bp=args.window_bp)
     fresh = result["fresh_heads"]
     print(
@@ -35,11 +33,8 @@ def cmd_convert_from_hf(args: argparse.Namespace) -> int:
 def cmd_convert_to_hf(args: argparse.Namespace) -> int:
     from genobird.convert import to_hf
 
-    out = out_from(args, "out_dir")
-    model = args.model or args.model_dir
-    if model is None:
-        raise GenobirdError("give the genobird model directory with --model")
-    result = to_hf(model, out)
+    out = args.out
+    result = to_hf(args.model, out)
     print(
         f"wrote {out}: {result['architecture']} ({result['tensors']} tensors, "
         f"attention_type {result['attention_type']}) and tokenizer.json"
@@ -61,7 +56,7 @@ def add_convert(commands) -> None:
         cmd_convert_from_hf,
     )
     source.add_argument("hf_dir", type=Path, help="downloaded HuggingFace model folder")
-    add_out(source, "genobird model folder to write (new)", legacy="out_dir")
+    add_out(source, "genobird model folder to write (new)")
     source.add_argument("--window-bp", type=int,
                         help="classifiers: input length in bp they were fine-tuned on")  # fmt: skip
     target = subcommand(
@@ -72,6 +67,5 @@ def add_convert(commands) -> None:
         "classifier fine-tuned with --pooling hf).",
         cmd_convert_to_hf,
     )
-    target.add_argument("--model", type=Path, help="genobird model folder")
-    target.add_argument("model_dir", type=Path, nargs="?", help=argparse.SUPPRESS)
-    add_out(target, "HuggingFace folder to write (new)", legacy="out_dir")
+    target.add_argument("--model", type=Path, required=True, help="genobird model folder")
+    add_out(target, "HuggingFace folder to write (new)")

@@ -9,7 +9,6 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_OK,
     command_group,
-    renamed,
     subcommand,
 )
 
@@ -111,7 +110,6 @@ def add_corpus(commands) -> None:
     inst.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.model")
     inst.add_argument("--out", type=Path, required=True, help="output folder")
     inst.add_argument("--max-tokens", type=int, default=4096, help="tokens per instance")
-    renamed(inst, "--max-seq-length", "--max-tokens")
     inst.add_argument("--max-predictions", type=int, help="default: 15%% of max-seq-length")
     inst.add_argument("--masked-lm-prob", type=float, default=0.15)
     inst.add_argument("--dupe-factor", type=int, default=1)

@@ -9,7 +9,6 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_OK,
     command_group,
-    renamed,
     report_rejected,
     subcommand,
 )
@@ -170,8 +169,6 @@ def add_dataset(commands) -> None:
     promoter.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     promoter.add_argument("--upstream-bp", type=int, default=5000, help="bp before the TSS")
     promoter.add_argument("--downstream-bp", type=int, default=3000, help="bp from the TSS on")
-    renamed(promoter, "--upstream", "--upstream-bp")
-    renamed(promoter, "--downstream", "--downstream-bp")
     promoter.add_argument("--liftover", type=Path, help="chain file hg38 -> hg19")
     promoter.add_argument("--hard-negatives", type=int, default=0, help="per positive")
     _add_training_negatives_argument(promoter)
@@ -205,7 +202,6 @@ def add_dataset(commands) -> None:
     chromatin.add_argument("--bin-size", type=int, default=200)
     chromatin.add_argument("--context-bp", type=int, default=8000,
                            help="window around each bin")  # fmt: skip
-    renamed(chromatin, "--context", "--context-bp")
     chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
     chromatin.add_argument("--negative-ratio", type=float, default=1.0)
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
@@ -236,7 +232,6 @@ def add_dataset(commands) -> None:
                      help="BED of the bins: one split's, or genome-wide")  # fmt: skip
     mat.add_argument("--reference", type=Path, help="hg19 FASTA")
     mat.add_argument("--context-bp", type=int, default=8000, help="paper: 8 kb")
-    renamed(mat, "--context", "--context-bp")
     table = deepsea.add_argument_group("CSV route")
     table.add_argument("--split-column", help="column of train/valid/test (needs a header)")
     table.add_argument("--valid", type=Path, help="CSV of the validation split")

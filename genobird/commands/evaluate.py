@@ -11,7 +11,6 @@ from genobird.commands.common import (
     EXIT_OK,
     command_group,
     headline,
-    renamed,
     subcommand,
 )
 from genobird.errors import GenobirdError, InputError, UsageError
@@ -49,7 +48,6 @@ def add_zero_shot(commands) -> None:
     )
     sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
     sub.add_argument("--out", type=Path, required=True, help="writes OUT/report")
-    renamed(sub, "--output", "--out")
     scorer = sub.add_mutually_exclusive_group(required=True)
     scorer.add_argument("--model", type=Path, help="pretraining model directory")
     scorer.add_argument("--markov", type=Path,
@@ -261,7 +259,6 @@ def add_baseline(commands) -> None:
         )  # fmt: skip
         sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
         sub.add_argument("--out", type=Path, required=True, help="writes OUT/report")
-        renamed(sub, "--output", "--out")
         sub.add_argument("--seed", type=int, default=0)
         sub.add_argument("--window-bp", type=int,
                          help="read each window as its central WINDOW_BP bases (default: "
@@ -310,7 +307,6 @@ def add_report(commands) -> None:
     sub.add_argument("--out", type=Path, help="HTML file (default: RESULTS/report.html)")
     sub.add_argument("--context-tokens", type=int, nargs="+", default=[128, 256, 512, 1024],
                      help="tokens at which to measure the pretrained MLM accuracy")  # fmt: skip
-    renamed(sub, "--context-lengths", "--context-tokens")
     sub.add_argument("--context-windows", type=int, default=4000,
                      help="held-out windows scored at each context length (fewer: faster, "
                           "wider intervals)")  # fmt: skip

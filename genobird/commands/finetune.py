@@ -9,7 +9,6 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_OK,
     headline,
-    renamed,
     subcommand,
 )
 from genobird.errors import GenobirdError, UsageError
@@ -130,7 +129,6 @@ def add_finetune(commands) -> None:
                       "--rc-average), --learning-rate and --pooling is chosen on validation, "
                       "each candidate fine-tuned at most N steps, at most 4 such probes "
                       "(default %(default)s; 0: none, the defaults kept)")  # fmt: skip
-    renamed(data, "--strand-probe-steps", "--probe-steps")
     data.add_argument("--bpe-dropout", type=float, default=0.0,
                       help="cut each training window into pieces with BPE-dropout, each "
                       "merge skipped with this probability, e.g. 0.1 (0: the tokenizer's "
@@ -139,8 +137,6 @@ def add_finetune(commands) -> None:
     model.add_argument("--model", type=Path, metavar="PRETRAINED_DIR",
                        help="the pretraining model directory to start from (with "
                        "--from-scratch: only its architecture)")  # fmt: skip
-    renamed(model, "--pretrained", "--model")
-    renamed(model, "--shape-of", "--model", "(with --from-scratch)")
     model.add_argument("--from-scratch", action="store_true",
                        help="fresh weights: the architecture of --model, or a 2-layer, "
                        "128-wide model (then give --tokenizer)")  # fmt: skip
@@ -219,5 +215,4 @@ def add_finetune(commands) -> None:
     output.add_argument("--out", type=Path, required=True,
                         help="folder for the model (OUT/model) and the report "
                         "(OUT/report)")  # fmt: skip
-    renamed(output, "--output", "--out")
     output.add_argument("--checkpoint-every", type=int, default=1000)

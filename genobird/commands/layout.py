@@ -7,7 +7,6 @@ import logging
 
 from genobird.commands.common import (
     EXIT_OK,
-    renamed,
     subcommand,
 )
 
@@ -65,7 +64,6 @@ def add_layout(commands) -> None:
     )
     sub.add_argument("pattern", choices=LAYOUT_PATTERNS)
     sub.add_argument("--max-tokens", type=int, default=4096, help="sequence length")
-    renamed(sub, "--seq-len", "--max-tokens")
     sub.add_argument("--block-size", type=int, default=64)
     sub.add_argument("--heads", type=int, default=1)
     shape = sub.add_argument_group("pattern parameters")
@@ -75,7 +73,6 @@ def add_layout(commands) -> None:
     shape.add_argument("--random-blocks", type=int, default=3, help="bigbird, etc, random")
     shape.add_argument("--neighbour-blocks", type=int, default=1,
                        help="strided: neighbouring blocks each side")  # fmt: skip
-    renamed(shape, "--window", "--neighbour-blocks")
     shape.add_argument("--stride", type=int, default=4, help="strided stride; fixed group size")
     shape.add_argument("--seed", type=int, default=0)
     shape.add_argument("--layer", type=int, default=0)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
-    renamed,
     subcommand,
 )
 
@@ -63,7 +62,6 @@ def add_pretrain(commands) -> None:
     )
     sub.add_argument("--config", type=Path, required=True, help="YAML: model, training, data")
     sub.add_argument("--out", type=Path, help="output folder (overrides the config)")
-    renamed(sub, "--output", "--out")
     data = sub.add_argument_group("data overrides")
     data.add_argument("--train", type=Path, help="training instances folder")
     data.add_argument("--eval", type=Path, help="held-out instances folder")
@@ -71,7 +69,6 @@ def add_pretrain(commands) -> None:
     data.add_argument("--model", type=Path,
                       help="continue pretraining this model directory (e.g. one from "
                       "`convert from-hf`)")  # fmt: skip
-    renamed(data, "--init", "--model")
     overrides = sub.add_argument_group("training overrides")
     overrides.add_argument("--max-steps", type=int)
     overrides.add_argument("--batch-size", type=int, help="per process")
@@ -80,5 +77,4 @@ def add_pretrain(commands) -> None:
     sub.add_argument("--context-tokens", type=int, nargs="+",
                      help="also train and evaluate at each of these lengths in tokens (the "
                      "context-length ablation)")  # fmt: skip
-    renamed(sub, "--context-lengths", "--context-tokens")
     sub.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")

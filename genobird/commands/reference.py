@@ -10,8 +10,6 @@ from genobird.commands.common import (
     EXIT_OK,
     add_out,
     command_group,
-    out_from,
-    renamed,
     subcommand,
 )
 from genobird.errors import GenobirdError
@@ -24,7 +22,7 @@ def cmd_demo_reference(args: argparse.Namespace) -> int:
 
     if args.size_mb <= 0:
         raise GenobirdError(f"--size-mb must be positive, got {args.size_mb}")
-    out = out_from(args, "outdir")
+    out = args.out
     manifest = generate_demo_reference(out, DemoSpec(seed=args.seed, size_mb=args.size_mb))
     total = sum(manifest["chromosomes"].values())
     print(
@@ -86,7 +84,7 @@ def add_demo_reference(commands) -> None:
         "facing each other (each beside decoys of the same motifs).",
         cmd_demo_reference,
     )
-    add_out(sub, "output folder", legacy="outdir")
+    add_out(sub, "output folder")
     sub.add_argument("--seed", type=int, default=0, help="random seed (same seed: same files)")
     sub.add_argument("--size-mb", type=float, default=4.2, help="total genome size in Mb")
 
@@ -103,7 +101,6 @@ def add_reference(commands) -> None:
     )
     get.add_argument("names", nargs="+", metavar="NAME", help="data set names (see list)")
     get.add_argument("--out", type=Path, default=Path("reference/data"), help="folder")
-    renamed(get, "--dest", "--out")
     get.add_argument("--manifest", type=Path, help="manifest YAML (default: GRCh37)")
     fetch = subcommand(
         actions, "fetch", "Print a region of a FASTA (1-based chr:start-end).", cmd_reference_fetch

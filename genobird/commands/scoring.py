@@ -11,7 +11,6 @@ from pathlib import Path
 from genobird.commands.common import (
     EXIT_FAILURE,
     EXIT_OK,
-    renamed,
     report_rejected,
     subcommand,
 )
@@ -315,8 +314,6 @@ def add_likelihood(commands) -> None:
     sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=True,
                      help="average the scores of both strands (--no-rc-average: the given "
                      "strand; BED regions on their own)")  # fmt: skip
-    renamed(sub, "--both-strands", "--rc-average")
-    renamed(sub, "--no-both-strands", "--no-rc-average")
     sub.add_argument("--batch-size", type=int, default=32)
     sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
@@ -334,7 +331,6 @@ def add_ism(commands) -> None:
     add_inputs(sub, fasta="sequences (fitted to the model's window)",
                bed="regions (centred, + strand)")  # fmt: skip
     sub.add_argument("--window-bp", type=int, required=True, help="bp mutated, centred")
-    renamed(sub, "--window", "--window-bp")
     sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
                      help="alt - ref probability, or the log-odds change")  # fmt: skip

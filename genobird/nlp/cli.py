@@ -10,7 +10,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from genobird.commands.common import renamed
 from genobird.errors import InputError
 from genobird.fileio import atomic_write
 
@@ -179,10 +178,8 @@ def add_nlp_commands(commands, subparser) -> None:
     finetune.add_argument("--valid", type=Path, help="scored with exact match and F1")
     finetune.add_argument("--out", type=Path, required=True,
                           help="folder for the model (OUT/model) and its report")  # fmt: skip
-    renamed(finetune, "--output", "--out")
     source = finetune.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", type=Path, help="pretraining model directory")
-    renamed(source, "--pretrained", "--model")
     source.add_argument("--from-scratch", action="store_true", help="a fresh 2 x 128 model")
     finetune.add_argument("--tokenizer", type=Path, help="with --from-scratch")
     finetune.add_argument("--max-tokens", type=int, default=512, help="paper: 4096")
