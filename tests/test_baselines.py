@@ -220,6 +220,32 @@ def test_kmer_lr_learns_a_planted_motif_and_reports_like_finetune(tmp_path, caps
     assert report["baseline"]["model"] == "kmer_lr" and report["baseline"]["features"] == 5440
     assert (tmp_path / "kmer" / "report" / "roc_pr.png").is_file()
     assert f"mcc {report['mcc']:.3f}" in capsys.readouterr().out
+    assert report["baseline"]["validation_auroc"] == max(
+        report["baseline"]["validation_auroc_by_C"].values()
+    )
+
+
+def test_the_kept_kmer_lr_is_scikit_learns_fit_at_the_chosen_c(tmp_path):
+    """The C search keeps each C's models and returns the chosen one's: the same model
+    scikit-learn fits anew at that C, and the validation figures it was chosen by."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+
+    from genobird.baselines import load_baseline_data
+    from genobird.baselines.kmer import fit_kmer_lr
+
+    data = load_baseline_data(_motif_dataset(tmp_path / "motif.h5"))
+    fitted = fit_kmer_lr(data)
+    best = fitted.details["C"]
+    train = fitted.features(data.train.sequences)
+    oracle = LogisticRegression(C=best, max_iter=2000, random_state=0)
+    oracle.fit(train, data.train.labels[:, 0])
+    np.testing.assert_allclose(fitted.models[0].coef_, oracle.coef_, rtol=1e-6, atol=1e-8)
+    valid = oracle.predict_proba(fitted.features(data.valid.sequences))[:, 1]
+    np.testing.assert_allclose(fitted.validation[:, 0], valid, rtol=1e-6)
+    assert fitted.details["validation_auroc_by_C"][str(best)] == pytest.approx(
+        roc_auc_score(data.valid.labels[:, 0], valid)
+    )
 
 
 def test_cnn_learns_planted_motifs_multilabel(tmp_path):

@@ -121,10 +121,11 @@ def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
     train_counts = counts(data.train) if train_counts is None else train_counts
     scaler = MaxAbsScaler().fit(train_counts)
     train, valid = scaler.transform(train_counts), scaler.transform(counts(data.valid))
-    scores = {}
-    for c in c_grid:
-        models = _fit(train, data.train.labels, c, seed)
-        scores[c] = validation_auroc(data, _predict(models, valid))
+    scores, fitted, validation = {}, {}, {}
+    for c in c_grid:  # each C's models are kept: the chosen ones are not fitted again
+        fitted[c] = _fit(train, data.train.labels, c, seed)
+        validation[c] = _predict(fitted[c], valid)
+        scores[c] = validation_auroc(data, validation[c])
         log.info("k-mer LR C=%g: validation AUROC %.4f", c, scores[c])
     best = max(scores, key=lambda c: (scores[c], -c))
     details = {
@@ -134,9 +135,8 @@ def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
         "C": best,
         "validation_auroc_by_C": {str(c): v for c, v in scores.items()},
     }
-    models = _fit(train, data.train.labels, best, seed)
     details["seconds"] = round(time.perf_counter() - started, 1)
-    return KmerLR(tuple(ks), window_bp, scaler, models, details, _predict(models, valid))
+    return KmerLR(tuple(ks), window_bp, scaler, fitted[best], details, validation[best])
 
 
 def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
