@@ -24,13 +24,7 @@ import json
 from pathlib import Path
 
 from genobird.tasks.compare import describe_difference
-from genobird.tasks.context_ablation import best_baseline, feature_scales, summarise
-from genobird.tasks.data import read_metadata
-
-ABLATION_BUDGET_MINUTES = 90
-# the state groups where genobird must beat the best baseline, not only match it
-MUST_LEAD = ("polycomb", "enhancer")
-LEAD_MARGIN = -0.02
+from genobird.tasks.context_ablation import feature_scales, summarise, targets
 
 
 def main(argv=None) -> int:
@@ -51,11 +45,9 @@ def main(argv=None) -> int:
           f"{args.resamples:,} paired resamples of the test bins")  # fmt: skip
     for grouped in summaries.values():
         print_tables(grouped)
-    print_costs(summary)
-    if any(scales.values()):
-        print_state_targets(summary, broad_groups(args.task))
-    else:
-        print_peak_targets(summary)
+    print()
+    for target in targets(args.task, summary):
+        print(f"target, {target.claim}: {'met' if target.met else 'NOT met'} ({target.detail})")
     return 0
 
 
@@ -79,78 +71,6 @@ def print_tables(summary: dict) -> None:
         cells = ", ".join(f"{g} {describe_difference(r)}" for g, r in row["categories"].items())
         print(f"  genobird {row['genobird_context']:,} bp minus {row['name']} "
               f"{row['context']:,} bp (each at its best): {cells}")  # fmt: skip
-
-
-def print_costs(summary: dict) -> None:
-    total, unknown = 0.0, 0
-    cells = []
-    for arm in summary["arms"].values():
-        for bp, row in arm["contexts"].items():
-            if row["seconds"] is None:
-                unknown += 1
-                continue
-            total += row["seconds"]
-            cells.append(f"{arm['name']} {bp:,} bp {row['seconds'] / 60:.1f}")
-    print("\nwall time, minutes: " + (", ".join(cells) or "not recorded"))
-    if cells:
-        verdict = "met" if total / 60 <= ABLATION_BUDGET_MINUTES and not unknown else "NOT met"
-        missing = f"; {unknown} runs without a benchmark file" if unknown else ""
-        print(f"target, the whole ablation within {ABLATION_BUDGET_MINUTES} minutes: {verdict} "
-              f"({total / 60:.1f} minutes of runs{missing})")  # fmt: skip
-
-
-def print_state_targets(summary: dict, broad: list[str]) -> None:
-    """The chromatin-state targets: long context pays on broad groups, and genobird at its
-    best context is at least the best baseline at its best in every group."""
-    contexts = summary["arms"]["genobird"]["contexts"]
-    long = {bp: row for bp, row in contexts.items() if bp >= 4000}
-    if long and 1000 in contexts:
-        best_long = max(long, key=lambda bp: (long[bp]["validation_auroc"] or float("-inf"), bp))
-        gains = summary["gain_over_narrowest"]["genobird"].get(best_long, {})
-        rows = {group: gains[group] for group in broad if group in gains}
-        met = bool(rows) and all(row["low"] > 0 for row in rows.values())
-        cells = ", ".join(f"{g} {describe_difference(r)}" for g, r in rows.items())
-        print(f"target, genobird {best_long:,} bp (its best of 4 kb or more) above 1,000 bp on "
-              f"every broad group: {'met' if met else 'NOT met'} "
-              f"({cells or 'no broad group counted'})")  # fmt: skip
-    row = best_baseline(summary)
-    if row is None:
-        return
-    groups = {g: d for g, d in row["categories"].items() if g != "all"}
-    met = all(d["low"] > (0.0 if g in MUST_LEAD else LEAD_MARGIN) for g, d in groups.items())
-    cells = ", ".join(f"{g} {describe_difference(d)}" for g, d in groups.items())
-    print(f"target, genobird {row['genobird_context']:,} bp at least the best baseline "
-          f"({row['name']} {row['context']:,} bp, chosen on validation) in every group, above "
-          f"it on {' and '.join(MUST_LEAD)}: {'met' if met else 'NOT met'} ({cells})")  # fmt: skip
-
-
-def broad_groups(task: Path) -> list[str]:
-    """The categories whose features are all of broad scale."""
-    meta = read_metadata(task / "data.h5")
-    scales: dict[str, set] = {}
-    for category, scale in zip(meta["categories"], meta["scales"], strict=False):
-        scales.setdefault(category, set()).add(scale)
-    return sorted(c for c, found in scales.items() if found == {"broad"})
-
-
-def print_peak_targets(summary: dict) -> None:
-    """The peak-task targets: TF median AUROC at least the narrowest DeepSEA CNN's, and a
-    category where the widest context beats the narrowest."""
-    contexts = summary["arms"]["genobird"]["contexts"]
-    narrowest, widest = min(contexts), max(contexts)
-    cnn = [row for row in summary["same_context"]
-           if row["kind"] == "deepsea-cnn" and row["context"] == narrowest]  # fmt: skip
-    if cnn and "TF" in cnn[0]["categories"]:
-        row = cnn[0]["categories"]["TF"]
-        verdict = "met" if row["difference"] >= 0 else "NOT met"
-        print(f"target, TF median AUROC >= the {narrowest:,} bp DeepSEA CNN's: {verdict} "
-              f"(genobird {narrowest:,} bp {row['a']:.3f}, CNN {row['b']:.3f}, "
-              f"{describe_difference(row)})")  # fmt: skip
-    gains = summary["gain_over_narrowest"]["genobird"].get(widest, {})
-    helped = [c for c, row in gains.items() if c != "all" and row["low"] > 0]
-    verdict = f"met ({', '.join(helped)})" if helped else "NOT met"
-    print(f"target, {widest:,} bp above {narrowest:,} bp with the interval above zero in a "
-          f"category: {verdict}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -528,7 +528,12 @@ def chromatin_task_section(task: Path) -> str:
     feature tables give one), each context's gain over the narrowest per arm, and genobird
     against each baseline at the same context and at each one's best, paired over the test
     bins."""
-    from genobird.tasks.context_ablation import feature_scales, plot_context_ablation, summarise
+    from genobird.tasks.context_ablation import (
+        feature_scales,
+        plot_context_ablation,
+        summarise,
+        targets,
+    )
 
     summary = summarise(task)
     text = f"<h2>Chromatin profiles: {html.escape(task.name)}</h2>"
@@ -539,6 +544,9 @@ def chromatin_task_section(task: Path) -> str:
     if pretrained:
         text += f"<p>Every context fine-tunes the pretrained model {html.escape(pretrained)}.</p>"
     text += context_ablation_tables(summary)
+    claims = "".join(f"<li>{'met' if t.met else 'NOT met'}: {html.escape(t.claim)} "
+                     f"({html.escape(t.detail)})</li>" for t in targets(task, summary))  # fmt: skip
+    text += f"<p>Targets:</p><ul>{claims}</ul>"
     if any(feature_scales(task).values()):
         text += "<h3>By scale</h3>" + context_ablation_tables(summarise(task, by="scale"))
     text += _image(_figure_png(plot_context_ablation(summary)), "median AUROC by context")

@@ -3,7 +3,6 @@ runs whose test predictions are made up to differ in known ways."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,11 +10,10 @@ import numpy as np
 import pytest
 
 from genobird.report import build_report
-from genobird.tasks.context_ablation import best_baseline, chosen_context, summarise
+from genobird.tasks.context_ablation import best_baseline, chosen_context, summarise, targets
 from genobird.tasks.data import WindowSet
 from genobird.tasks.metrics import write_evaluation
 
-REPO = Path(__file__).resolve().parents[1]
 CATEGORIES = ["TF"] * 4 + ["Histone"] * 2
 
 
@@ -104,50 +102,36 @@ def test_chosen_context_reads_validation_never_test(tmp_path):
                            8000: task / "context-8000" / "report"}) == 1000  # fmt: skip
 
 
-def test_report_and_benchmark_show_the_ablation(tmp_path, capsys):
-    task = _task(tmp_path)
-    out = build_report(tmp_path, tmp_path / "report.html")
-    page = out.read_text()
+def test_the_report_shows_every_arm_both_groupings_and_the_targets(tmp_path):
+    _task(tmp_path)
+    page = build_report(tmp_path, tmp_path / "report.html").read_text()
     assert "Chromatin profiles: toy" in page and "genobird, 8,000 bp minus 1,000 bp" in page
     assert "genobird minus DeepSEA CNN, both at 1,000 bp" in page
     assert "k-mer LR, 8,000 bp minus 1,000 bp" in page and "By scale" in page
     assert "features with 20+" in page  # positives per split
-    module = _benchmark()
-    assert module.main([str(task), "--resamples", "200", "--out", str(tmp_path / "s.json")]) == 0
-    printed = capsys.readouterr().out
-    # the toy's tables give scales, so its targets are the chromatin states'
-    assert (
-        "by scale: median AUROC" in printed and "genobird minus k-mer LR, both at 8,000" in printed
-    )
-    assert "target, genobird 8,000 bp (its best of 4 kb or more) above 1,000 bp on every " \
-           "broad group: met (Histone +" in printed  # fmt: skip
-    assert "at least the best baseline (k-mer LR 8,000 bp, chosen on validation)" in printed
-    assert "wall time, minutes: genobird 8,000 bp 1.5" in printed
-    saved = json.loads((tmp_path / "s.json").read_text())
-    assert (
-        saved["category"]["chosen_context"] == 8000
-        and "broad" in saved["scale"]["genobird"]["8000"]
-    )
+    assert "met: genobird 8,000 bp (its best of 4 kb or more) above 1,000 bp" in page
 
 
-def test_peak_tasks_get_the_peak_targets(tmp_path, capsys):
+def test_state_targets_read_broad_groups_and_the_best_baseline(tmp_path):
+    task = _task(tmp_path)
+    summary = summarise(task, min_positives=20, resamples=200)
+    found = {t.claim.split(" (")[0]: t for t in targets(task, summary)}
+    cost = found["the whole ablation within 90 minutes"]
+    assert not cost.met and "1 runs" not in cost.detail and "4 runs without" in cost.detail
+    long = found["genobird 8,000 bp"]  # its best of 4 kb or more, above 1 kb on Histone
+    assert long.met and long.detail.startswith("Histone +")
+    lead = found["genobird 8,000 bp at least the best baseline"]
+    assert "k-mer LR 8,000 bp, chosen on validation" in lead.claim
+    assert "Histone +" in lead.detail and "TF " in lead.detail
+
+
+def test_peak_tasks_get_the_peak_targets(tmp_path):
     task = _task(tmp_path, scales=False)
-    module = _benchmark()
-    assert module.main([str(task), "--resamples", "200"]) == 0
-    printed = capsys.readouterr().out
-    assert "by scale" not in printed
-    assert "target, TF median AUROC >= the 1,000 bp DeepSEA CNN's" in printed
-    assert "target, 8,000 bp above 1,000 bp with the interval above zero in a category: met " \
-           "(Histone)" in printed  # fmt: skip
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "chromatin_context", REPO / "benchmarks" / "chromatin_context.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    found = targets(task, summarise(task, min_positives=20, resamples=200))
+    claims = {t.claim: t for t in found}
+    assert "TF median AUROC >= the 1,000 bp DeepSEA CNN's" in claims
+    widest = claims["8,000 bp above 1,000 bp with the interval above zero in a category"]
+    assert widest.met and widest.detail == "Histone"
 
 
 def test_a_task_without_runs_is_a_one_line_error(tmp_path):

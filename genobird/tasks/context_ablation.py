@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ import numpy as np
 from genobird.errors import InputError
 from genobird.tasks.compare import (
     FeaturePredictions,
+    describe_difference,
     feature_groups,
     paired_median_auroc,
     read_feature_predictions,
@@ -217,6 +218,117 @@ def best_baseline(summary: dict) -> dict | None:
         return float("-inf") if value is None else value
 
     return max(rows, key=score)
+
+
+# ------------------------------------------------------------------------- targets
+# the whole ablation (every arm at every context) on 2 cores
+ABLATION_BUDGET_MINUTES = 90
+# chromatin states: the groups where genobird must lead the best baseline, and how far
+# below it any other group may be (the paired interval's lower end)
+MUST_LEAD = ("polycomb", "enhancer")
+LEAD_MARGIN = -0.02
+
+
+@dataclass(frozen=True)
+class Target:
+    """One claim the ablation is held to, whether its figures meet it, and those figures."""
+
+    claim: str
+    met: bool
+    detail: str
+
+
+def targets(task: str | Path, summary: dict) -> list[Target]:
+    """The targets of a task's ablation (`summarise` by category): its cost, then on a
+    task whose features have scales (chromatin states) the state targets, else the peak
+    targets (TF, DNase and histone categories)."""
+    from genobird.tasks.data import read_metadata
+
+    meta = read_metadata(Path(task) / "data.h5")
+    cost = cost_target(summary)
+    found = [cost] if cost else []
+    if any(meta["scales"]):
+        return found + state_targets(summary, broad_groups(meta))
+    return found + peak_targets(summary)
+
+
+def cost_target(summary: dict) -> Target | None:
+    seconds = [row["seconds"] for arm in summary["arms"].values()
+               for row in arm["contexts"].values()]  # fmt: skip
+    known = [s for s in seconds if s is not None]
+    if not known:
+        return None
+    timed = [(arm["name"], bp, row["seconds"]) for arm in summary["arms"].values()
+             for bp, row in arm["contexts"].items() if row["seconds"] is not None]  # fmt: skip
+    cells = ", ".join(f"{name} {bp:,} bp {seconds / 60:.1f}" for name, bp, seconds in timed)
+    missing = len(seconds) - len(known)
+    detail = f"{sum(known) / 60:.1f} minutes of runs: {cells}"
+    if missing:
+        detail += f"; {missing} runs without a benchmark file"
+    met = not missing and sum(known) / 60 <= ABLATION_BUDGET_MINUTES
+    return Target(f"the whole ablation within {ABLATION_BUDGET_MINUTES} minutes", met, detail)
+
+
+def broad_groups(meta: dict) -> list[str]:
+    """The categories whose features are all of broad scale (a data set's metadata)."""
+    scales: dict[str, set] = {}
+    for category, scale in zip(meta["categories"], meta["scales"], strict=False):
+        scales.setdefault(category, set()).add(scale)
+    return sorted(c for c, found in scales.items() if found == {"broad"})
+
+
+def state_targets(summary: dict, broad: list[str]) -> list[Target]:
+    """Long context pays on every broad group (genobird's best context of 4 kb or more
+    above its 1 kb, interval above zero), and genobird at its best context is at least the
+    best baseline at its best in every group (interval's lower end above LEAD_MARGIN),
+    above it on MUST_LEAD."""
+    found = []
+    contexts = summary["arms"][GENOBIRD]["contexts"]
+    long = {bp: row for bp, row in contexts.items() if bp >= 4000}
+    if long and 1000 in contexts:
+        best_long = max(long, key=lambda bp: (long[bp]["validation_auroc"] or float("-inf"), bp))
+        gains = summary["gain_over_narrowest"][GENOBIRD].get(best_long, {})
+        rows = {group: gains[group] for group in broad if group in gains}
+        found.append(Target(
+            f"genobird {best_long:,} bp (its best of 4 kb or more) above 1,000 bp on every "
+            "broad group", bool(rows) and all(r["low"] > 0 for r in rows.values()),
+            ", ".join(f"{g} {describe_difference(r)}" for g, r in rows.items())
+            or "no broad group counted",
+        ))  # fmt: skip
+    row = best_baseline(summary)
+    if row is not None:
+        groups = {g: d for g, d in row["categories"].items() if g != "all"}
+        found.append(Target(
+            f"genobird {row['genobird_context']:,} bp at least the best baseline "
+            f"({row['name']} {row['context']:,} bp, chosen on validation) in every group, "
+            f"above it on {' and '.join(MUST_LEAD)}",
+            all(d["low"] > (0.0 if g in MUST_LEAD else LEAD_MARGIN) for g, d in groups.items()),
+            ", ".join(f"{g} {describe_difference(d)}" for g, d in groups.items()),
+        ))  # fmt: skip
+    return found
+
+
+def peak_targets(summary: dict) -> list[Target]:
+    """TF median AUROC at least the narrowest DeepSEA CNN's (both at the narrowest
+    context), and a category where the widest context beats the narrowest."""
+    found = []
+    contexts = summary["arms"][GENOBIRD]["contexts"]
+    narrowest, widest = min(contexts), max(contexts)
+    cnn = [row for row in summary["same_context"]
+           if row["kind"] == "deepsea-cnn" and row["context"] == narrowest]  # fmt: skip
+    if cnn and "TF" in cnn[0]["categories"]:
+        row = cnn[0]["categories"]["TF"]
+        found.append(Target(
+            f"TF median AUROC >= the {narrowest:,} bp DeepSEA CNN's", row["difference"] >= 0,
+            f"genobird {row['a']:.3f}, CNN {row['b']:.3f}, {describe_difference(row)}",
+        ))  # fmt: skip
+    gains = summary["gain_over_narrowest"][GENOBIRD].get(widest, {})
+    helped = [c for c, row in gains.items() if c != "all" and row["low"] > 0]
+    found.append(Target(
+        f"{widest:,} bp above {narrowest:,} bp with the interval above zero in a category",
+        bool(helped), ", ".join(helped) or "none",
+    ))  # fmt: skip
+    return found
 
 
 def plot_context_ablation(summary: dict, path: Path | None = None):
