@@ -1,5 +1,5 @@
 """The demo's targets, rerun: `make demo` from a fresh clone, timed, then the report's
-checks against the baselines (`genobird.report_checks`).
+checks against the baselines (`genobird.report.checks`).
 
     python benchmarks/demo.py                         # fresh clone, set-up included
     python benchmarks/demo.py --venv .venv            # fresh clone, this environment

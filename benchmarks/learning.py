@@ -73,7 +73,7 @@ def context_curves(results: Path, model: Path, short_windows: int = 10_000) -> N
     """Masked-token accuracy and BPC against context length, two ranges: short windows
     tiled over every held-out instance (at most `short_windows`: more score more tokens
     and narrow the intervals), long ones centred on it."""
-    from genobird.report import context_gain_text
+    from genobird.report.sections.pretraining import context_gain_text
     from genobird.training.pretraining import mlm_accuracy_by_context
 
     instances = results / "corpus" / "instances-heldout"

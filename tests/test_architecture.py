@@ -23,7 +23,7 @@ LAYERS = [
     ["genobird.predict", "genobird.scoring", "genobird.mutagenesis", "genobird.likelihood",
      "genobird.copy_context", "genobird.convert", "genobird.tracks", "genobird.embed",
      "genobird.variant_effects"],
-    ["genobird.report_checks"],
+    ["genobird.report.checks"],
     ["genobird.zero_shot", "genobird.report"],
     ["genobird.nlp", "genobird.commands", "genobird.cli"],
 ]  # fmt: skip

@@ -186,20 +186,20 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
             "test prediction reads one strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
     assert tf2.index(line) < tf2.index("Fine-tuning: tf3")
     assert "<p>genobird:" not in page[page.index("Fine-tuning: tf3") :]
-    from genobird.report import _recipe_parts
+    from genobird.report.evaluated import recipe_parts
 
     kept_start = {"base_kmers": 6, "training": {"steps": 57, "best_step": 0}}
-    assert _recipe_parts(kept_start)[-1] == ("the start kept: the encoder added nothing on "
+    assert recipe_parts(kept_start)[-1] == ("the start kept: the encoder added nothing on "
                                             "validation")  # fmt: skip
-    answers = _recipe_parts({"recipe_choice": started})[-1]
+    answers = recipe_parts({"recipe_choice": started})[-1]
     assert answers.endswith("trained on one strand (AUROC 0.800 vs both strands 0.710); "
                             f"pooling mean ({not_probed})")  # fmt: skip
-    assert "the start kept" not in " ".join(_recipe_parts({"training": kept_start["training"]}))
+    assert "the start kept" not in " ".join(recipe_parts({"training": kept_start["training"]}))
     # a model fine-tuned before the start was checked, and a start that was not the baselines
-    assert "fine-tuned before genobird checked it" in _recipe_parts(kept_start)[-2]
+    assert "fine-tuned before genobird checked it" in recipe_parts(kept_start)[-2]
     wrong = {"base_kmers": 6, "training": {"start_check": {"baselines": 0.9457, "step_0": 0.6847,
                                                            "agree": False}}}  # fmt: skip
-    assert _recipe_parts(wrong)[-1] == ("WARNING: the start was not the baselines "
+    assert recipe_parts(wrong)[-1] == ("WARNING: the start was not the baselines "
                                        "(validation AUROC 0.6847 at step 0, the baselines' "
                                        "0.9457)")  # fmt: skip
 
@@ -308,7 +308,7 @@ def _context_row(length, bits_gain=None, accuracy_gain=None):
 
 
 def test_the_context_check_needs_three_lengths_each_gain_above_zero():
-    from genobird.report_checks import context_check, rising_lengths
+    from genobird.report.checks import context_check, rising_lengths
 
     rows = [_context_row(8), _context_row(16, (0.01, 0.004, 0.02), (0.002, -0.001, 0.005)),
             _context_row(32, (0.005, 0.001, 0.009), (0.001, -0.002, 0.004)),
@@ -333,7 +333,7 @@ def test_demo_notes_say_what_kept_each_unmet_check_out_of_reach(tmp_path):
     named, a wide one is not; a real genome or met checks get no notes."""
     import h5py
 
-    from genobird.report_checks import demo_notes
+    from genobird.report.checks import demo_notes
 
     results = tmp_path / "results"
     _write_json(results / "reference" / "manifest.json", {"name": "genobird-demo"})

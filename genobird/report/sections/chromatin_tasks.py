@@ -1,0 +1,128 @@
+"""Each chromatin task's context ablation (the pipeline's chromatin_tasks): every arm
+at every context, by category and by scale, paired differences and targets."""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from pathlib import Path
+
+from genobird.report.evaluated import how_evaluated
+from genobird.report.page import (
+    difference_cell,
+    figure_png,
+    html_image,
+    html_table,
+    median_cell,
+)
+
+
+def chromatin_task_folders(results: Path) -> list[Path]:
+    folder = results / "chromatin_tasks"
+    if not folder.is_dir():
+        return []
+    return [task for task in sorted(folder.iterdir()) if list(task.glob("context-*/report"))]
+
+
+def chromatin_task_section(task: Path) -> str:
+    """A chromatin task fine-tuned at several contexts (the pipeline's chromatin_tasks):
+    positives per split, every arm at every context by category (and by scale, where the
+    feature tables give one), each context's gain over the narrowest per arm, and genobird
+    against each baseline at the same context and at each one's best, paired over the test
+    bins."""
+    from genobird.tasks.context_ablation import (
+        feature_scales,
+        plot_context_ablation,
+        summarise,
+        targets,
+    )
+
+    summary = summarise(task)
+    text = f"<h2>Chromatin profiles: {html.escape(task.name)}</h2>"
+    text += positives_table(task / "data.h5")
+    first = json.loads((context_runs_metrics(task, summary)).read_text())
+    text += how_evaluated(first)
+    pretrained = (first.get("training") or {}).get("pretrained")
+    if pretrained:
+        text += f"<p>Every context fine-tunes the pretrained model {html.escape(pretrained)}.</p>"
+    text += context_ablation_tables(summary)
+    claims = "".join(f"<li>{'met' if t.met else 'NOT met'}: {html.escape(t.claim)} "
+                     f"({html.escape(t.detail)})</li>" for t in targets(task, summary))  # fmt: skip
+    text += f"<p>Targets:</p><ul>{claims}</ul>"
+    if any(feature_scales(task).values()):
+        text += "<h3>By scale</h3>" + context_ablation_tables(summarise(task, by="scale"))
+    text += html_image(figure_png(plot_context_ablation(summary)), "median AUROC by context")
+    return text
+
+
+def context_ablation_tables(summary: dict) -> str:
+    """The ablation's tables, grouped as the summary is (by category or by scale)."""
+    groups = sorted({g for arm in summary["arms"].values()
+                     for row in arm["contexts"].values() for g in row["medians"]})  # fmt: skip
+    rows = []
+    for arm in summary["arms"].values():
+        for bp, row in arm["contexts"].items():
+            best = " (best on validation)" if bp == arm["best_context"] else ""
+            valid = row["validation_auroc"]
+            rows.append((f"{arm['name']}, {bp:,} bp{best}",
+                         "-" if valid is None else f"{valid:.3f}",
+                         "-" if row["seconds"] is None else f"{row['seconds'] / 60:.1f}",
+                         *(median_cell(row["medians"].get(g)) for g in groups)))  # fmt: skip
+    text = (f"<p>Test median AUROC / AUPRC by {summary['by']} over the features with at least "
+            f"{summary['min_positives']} test positives (their count in brackets), beside "
+            "each run's mean validation AUROC (what chooses an arm's best context) and wall "
+            "time.</p>")  # fmt: skip
+    text += html_table(rows, ("model", "validation AUROC", "minutes", *groups))
+    gains = []
+    for arm, runs in summary["gain_over_narrowest"].items():
+        narrowest = min(summary["arms"][arm]["contexts"])
+        gains += [(f"{summary['arms'][arm]['name']}, {bp:,} bp minus {narrowest:,} bp",
+                   *(difference_cell(row.get(g)) for g in groups))
+                  for bp, row in runs.items()]  # fmt: skip
+    if gains:
+        text += ("<p>What more context adds to each arm: the median AUROC difference with "
+                 f"its 95% interval over {summary['resamples']:,} paired resamples of the test "
+                 "bins.</p>" + html_table(gains, ("comparison", *groups)))  # fmt: skip
+    against = [(f"genobird minus {row['name']}, both at {row['context']:,} bp",
+                *(difference_cell(row["categories"].get(g)) for g in groups))
+               for row in summary["same_context"]]  # fmt: skip
+    against += [(f"genobird {row['genobird_context']:,} bp minus {row['name']} "
+                 f"{row['context']:,} bp, each at its best",
+                 *(difference_cell(row["categories"].get(g)) for g in groups))
+                for row in summary["best_against_best"]]  # fmt: skip
+    if against:
+        text += html_table(against, ("comparison", *groups))
+    return text
+
+
+def context_runs_metrics(task: Path, summary: dict) -> Path:
+    return task / f"context-{summary['chosen_context']}" / "report" / "metrics.json"
+
+
+def positives_table(data: Path) -> str:
+    """Positives per feature in each split, by category (a held-out split whose features
+    have few positives cannot evaluate them)."""
+    from genobird.tasks.data import read_metadata
+
+    if not data.is_file():
+        return ""
+    meta = read_metadata(data)
+    categories = meta["categories"] or ["all"] * len(meta["feature_names"])
+    rows = []
+    for split, positives in meta["positives_by_split"].items():
+        for category in sorted(set(categories)):
+            counts = [p for p, c in zip(positives, categories, strict=True) if c == category]
+            rows.append((split, category, meta["counts"][split], len(counts),
+                         int(statistics.median(counts)), min(counts),
+                         sum(count >= 20 for count in counts)))  # fmt: skip
+    header = ("split", "category", "windows", "features", "median positives", "fewest",
+              "features with 20+")  # fmt: skip
+    return html_table(rows, header)
+
+
+ORDER = 60
+
+
+def section(report) -> str:
+    return "".join(chromatin_task_section(task) for task in chromatin_task_folders(report.results))

@@ -1,0 +1,140 @@
+"""The pretraining curves, held-out bits per bp beside the Markov model, and
+masked-token accuracy and bits per bp against context length."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from genobird.report.page import figure_png, html_image, html_table
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def markov_comparison(results: Path, evaluation: dict, findings: dict | None = None,
+                      steps: int | None = None) -> str:  # fmt: skip
+    """genobird's held-out bits per base beside the Markov baseline's on the same DNA
+    (the pair also goes into `findings`, with the Markov model's order, the best order-0
+    figure on its validation DNA, the bases' composition, and the pretraining `steps`)."""
+    path = results / "baselines" / "markov.json"
+    if not path.is_file() or "bits_per_character" not in evaluation:
+        return ""
+    markov = json.loads(path.read_text())
+    if findings is not None:
+        order0 = [bits for key, bits in markov.get("validation_bits_per_bp", {}).items()
+                  if key.split(",")[0] == "0"]  # fmt: skip
+        findings["held_out"] = {"genobird": evaluation["bits_per_character"],
+                                "markov": markov["bits_per_bp"], "order": markov["order"],
+                                "composition": min(order0) if order0 else None,
+                                "steps": steps}  # fmt: skip
+    rows = [
+        ("genobird (masked tokens, both-sided context)", evaluation["bits_per_character"]),
+        (f"order-{markov['order']} Markov (alpha {markov['alpha']:g}, chosen on validation "
+         "DNA; every base, preceding context)", markov["bits_per_bp"]),
+        ("uniform over A, C, G, T", 2.0),
+    ]  # fmt: skip
+    return "<h3>Bits per base on the held-out chromosomes</h3>" + html_table(
+        rows, ("model", "bits per bp")
+    )
+
+
+def held_out_evaluation(summary: dict, model_dir: Path, instances: Path) -> tuple[dict, str]:
+    """(held-out figures, HTML note): the training summary's own, or, for a summary
+    written before every scored token was shown as [MASK] (its figures let the model
+    read a tenth of the answers), the saved model scored again, or nothing."""
+    from genobird.model.io import CONFIG_FILE
+    from genobird.training.pretraining import HELDOUT_SCORING, evaluate_saved_model
+
+    final = summary.get("eval") or {}
+    if not final or summary.get("heldout_scoring") == HELDOUT_SCORING:
+        return final, ""
+    if instances.is_dir() and (model_dir / CONFIG_FILE).is_file():
+        note = ("<p>Scored again for this report: the training summary was written when "
+                "scoring let the model see a tenth of the masked tokens.</p>")  # fmt: skip
+        return evaluate_saved_model(model_dir, instances), note
+    note = ("<p>Not shown: the training summary was written when scoring let the model see "
+            "a tenth of the masked tokens, and the held-out instances to score it again "
+            f"are missing ({instances}).</p>")  # fmt: skip
+    return {}, note
+
+
+def pretraining_section(results: Path, context_lengths: list[int], context_windows: int,
+                        findings: dict | None = None) -> str:  # fmt: skip
+    """Training curves, held-out figures beside the Markov model's, and accuracy and bits
+    by context length; the figures the checks read go into `findings`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from genobird.training.pretraining import mlm_accuracy_by_context
+
+    folder = results / "pretrain"
+    if not folder.is_dir():
+        return ""
+    text = "<h2>Pretraining (MLM + NSP)</h2>"
+    history = read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
+    steps = [row for row in history if "mlm_loss" in row]
+    if steps:
+        figure, axis = plt.subplots(figsize=(6, 3.5))
+        for key in ("loss", "mlm_loss", "nsp_loss"):
+            points = [(row["step"], row[key]) for row in steps if key in row]
+            axis.plot(*zip(*points, strict=True), label=key)
+        axis.set_xlabel("step")
+        axis.set_ylabel("training loss (nats)")
+        axis.legend()
+        text += html_image(figure_png(figure), "pretraining curves")
+        plt.close(figure)
+    summary_path = folder / "model" / "training_summary.json"
+    instances = results / "corpus" / "instances-heldout"
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        final, note = held_out_evaluation(summary, folder / "model", instances)
+        text += "<h3>Held-out evaluation</h3>" + note
+        if final:
+            text += html_table(sorted(final.items())) + markov_comparison(
+                results, final, findings, summary.get("steps")
+            )
+    if context_lengths and (folder / "model").is_dir() and instances.is_dir():
+        rows = mlm_accuracy_by_context(
+            folder / "model", instances, context_lengths, max_windows=context_windows
+        )
+        if findings is not None:
+            findings["context"] = rows
+        figure, axis = plt.subplots(figsize=(5, 3.5))
+        axis.plot([r["context_length"] for r in rows], [r["mlm_accuracy"] for r in rows], "o-")
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("context length (tokens)")
+        axis.set_ylabel("masked-token accuracy")
+        text += "<h3>Masked-token accuracy against context length</h3>"
+        text += html_image(figure_png(figure), "MLM accuracy against context length")
+        plt.close(figure)
+        text += html_table(
+            [(r["context_length"], r["mlm_accuracy"], r["bits_per_character"],
+              context_gain_text(r, "accuracy_gain"), context_gain_text(r, "bits_gain"),
+              r["windows"]) for r in rows],
+            ("tokens", "MLM accuracy", "bits per character",
+             "accuracy gain over the previous length [95% interval]",
+             "bits per bp saved over the previous length [95% interval]", "windows"),
+        )  # fmt: skip
+    return text
+
+
+def context_gain_text(row: dict, gain: str = "accuracy_gain") -> str:
+    """'+0.0123 [+0.0050, +0.0196]': a context length's `gain` ("accuracy_gain" or
+    "bits_gain") over the previous length with its 95% interval; '' for the first."""
+    if gain not in row:
+        return ""
+    low, high = row[gain + "_ci95"]
+    return f"{row[gain]:+.4f} [{low:+.4f}, {high:+.4f}]"
+
+
+ORDER = 30
+
+
+def section(report) -> str:
+    return pretraining_section(
+        report.results, list(report.context_lengths), report.context_windows, report.findings
+    )

@@ -1,0 +1,204 @@
+"""Each fine-tuned sequence task beside its baselines: figures, how they were made,
+paired differences, zero-shot scores, seeds."""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from pathlib import Path
+
+from genobird.errors import InputError
+from genobird.report.evaluated import how_evaluated
+from genobird.report.page import html_image, html_table
+
+TASKS = ("promoter", "chromatin")
+
+
+PROMOTER_KEYS = ("examples", "positives", "auroc", "auprc", "f1", "mcc", "f1_at_valid_threshold")
+
+
+BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")
+
+
+MULTILABEL_COLUMNS = ("median_auroc", "median_auprc")
+
+
+GENOBIRD_NAME = "genobird (fine-tuned BigBird)"
+
+
+MODEL_NAMES = {"kmer-lr": "k-mer (3-6) logistic regression", "cnn": "3-layer CNN, one-hot"}
+
+
+SHORT_NAMES = {"kmer-lr": "k-mer LR", "cnn": "CNN"}
+
+
+ZERO_SHOT_NAMES = {"genobird": "genobird zero-shot (pretrained BigBird)",
+                   "markov": "order-k Markov model zero-shot"}  # fmt: skip
+
+
+def task_folders(results: Path) -> list[str]:
+    """Results-relative folders of every fine-tuning task that has a report."""
+    folders = [task for task in TASKS if (results / task / "report" / "metrics.json").is_file()]
+    tasks = results / "tasks"
+    if tasks.is_dir():
+        folders += [
+            f"tasks/{folder.name}"
+            for folder in sorted(tasks.iterdir())
+            if (folder / "report" / "metrics.json").is_file()
+        ]
+    return folders
+
+
+def comparison_table(results: Path, folder: str) -> str:
+    """genobird against each baseline that ran on the same data set (test split); with
+    further fine-tuning seeds, each seed and their mean."""
+    main = results / folder / "report" / "metrics.json"
+    seeds = seed_runs(results / folder)
+    genobird = [("genobird, seed 0", main), *seeds] if seeds else [(GENOBIRD_NAME, main)]
+    baselines = [
+        (MODEL_NAMES.get(path.parts[-3], path.parts[-3]), path)
+        for path in sorted((results / folder / "baselines").glob("*/report/metrics.json"))
+    ]
+    return runs_table(genobird + baselines, seeds=len(genobird))
+
+
+def seed_runs(task: Path) -> list[tuple[str, Path]]:
+    """The further fine-tuning seeds of a task (a sequence task's `seeds`), by seed."""
+    found = [path for path in task.glob("seeds/*/report/metrics.json") if path.parts[-3].isdigit()]
+    found.sort(key=lambda path: int(path.parts[-3]))
+    return [(f"genobird, seed {path.parts[-3]}", path) for path in found]
+
+
+def zero_shot_table(results: Path, folder: str) -> str:
+    """The data set classified by likelihood alone (genobird zero-shot): the pretrained
+    model against the Markov models of the same DNA; empty where neither ran."""
+    runs = [(name, results / folder / "zero-shot" / kind / "report" / "metrics.json")
+            for kind, name in ZERO_SHOT_NAMES.items()]  # fmt: skip
+    runs = [(name, path) for name, path in runs if path.is_file()]
+    if not runs:
+        return ""
+    markov = results / folder / "zero-shot" / "markov" / "report" / "metrics.json"
+    order = json.loads(markov.read_text()).get("order") if markov.is_file() else "k"
+    note = (
+        "<p>No fine-tuning: each test sequence's bits per bp under the pretrained model, "
+        "and under order-k Markov models of the DNA it was pretrained on (order "
+        f"{order} chosen on the validation split), made a probability by a one-feature "
+        "logistic fit on the training split.</p>"
+    )
+    return "<h3>Zero-shot, by likelihood alone</h3>" + note + runs_table(runs)
+
+
+def runs_table(runs: list[tuple[str, Path]], seeds: int = 1) -> str:
+    """The test metrics of runs on one data set, and the first minus each other, paired.
+    The first `seeds` runs are one recipe's seeds: they get a row of their mean, and it is
+    their mean that is paired with each other run."""
+    reports = [(name, json.loads(path.read_text())) for name, path in runs]
+    columns = BINARY_COLUMNS if "f1" in reports[0][1] else MULTILABEL_COLUMNS
+    rows = [(name, *(report.get(key, "-") for key in columns)) for name, report in reports]
+    if seeds > 1:
+        means = [mean_cell([report.get(key) for _, report in reports[:seeds]]) for key in columns]
+        rows.insert(seeds, (f"{GENOBIRD_NAME}, mean of {seeds} seeds", *means))
+    text = html_table(rows, ("model", *columns))
+    if "f1" in reports[0][1]:
+        text += paired_difference_table([(name, path.parent) for name, path in runs], seeds)
+    return text
+
+
+def mean_cell(values: list):
+    """The mean of a column's figures, or '-' where a run lacks one."""
+    if any(value is None for value in values):
+        return "-"
+    return round(statistics.fmean(values), 4)
+
+
+def paired_difference_table(
+    reports: list[tuple[str, Path]], seeds: int = 1, resamples: int = 2000
+) -> str:
+    """genobird (the mean of its first `seeds` runs) minus each baseline on the same test
+    sequences, with 95% intervals (genobird.tasks.compare); empty where genobird's first
+    run wrote no test predictions."""
+    from genobird.tasks.compare import (
+        METRICS,
+        describe_difference,
+        paired_bootstrap,
+        read_predictions,
+    )
+    from genobird.tasks.metrics import PREDICTIONS
+
+    present = {folder for _, folder in reports if (folder / PREDICTIONS).is_file()}
+    others = [(name, folder) for name, folder in reports[seeds:] if folder in present]
+    if reports[0][1] not in present or not others:
+        return ""
+    genobird = [read_predictions(folder) for _, folder in reports[:seeds] if folder in present]
+    rows = []
+    for name, folder in others:
+        try:
+            result = paired_bootstrap(genobird, read_predictions(folder), resamples)
+        except InputError as error:  # another data set's split: no pairing, say why
+            rows.append((name, *["-"] * (len(METRICS) - 1), str(error)))
+            continue
+        rows.append((name, *(describe_difference(result["metrics"][m]) for m in METRICS)))
+    side = "genobird" if len(genobird) == 1 else f"The mean of genobird's {len(genobird)} seeds"
+    note = (f"<p>{side} minus each baseline on the same {genobird[0].labels.size:,} test "
+            f"sequences, with 95% paired bootstrap intervals ({resamples:,} resamples); "
+            "an interval that holds 0 is a tie on this split.</p>")  # fmt: skip
+    return note + html_table(rows, ("genobird minus", *METRICS))
+
+
+def spread_rows(metrics: dict, shown: int = 20) -> list[tuple]:
+    spread = metrics.get("prediction_spread")
+    if not spread:
+        return []
+    rows = [(f"prediction std over test sequences, {k.removesuffix('_std')}", spread[k])
+            for k in ("min_std", "median_std", "max_std")]  # fmt: skip
+    by_feature = spread["std_by_feature"]
+    if len(by_feature) > 1:
+        rows += [(f"prediction std, {name}", value)
+                 for name, value in list(by_feature.items())[:shown]]  # fmt: skip
+    return rows
+
+
+# what a promoter predictor of genobird's promoter data sets has learnt to tell apart
+PROMOTER_SCOPE = (
+    "What this model knows: its negatives are DeePromoter's, each promoter with 12 of its "
+    "20 segments replaced by random bases (unless the data set was built with "
+    "--hard-negatives). It tells a promoter from its scramble, not a promoter from the rest "
+    "of the genome, and scores most genomic windows high: judge it on genomic negatives "
+    "before scanning a genome with it (docs/scoring.md)."
+)
+
+
+def finetune_section(results: Path, folder: str) -> str:
+    report_dir = results / folder / "report"
+    metrics = json.loads((report_dir / "metrics.json").read_text())
+    name = folder.removeprefix("tasks/")
+    split = html.escape(metrics.get("split", "?"))
+    text = f"<h2>Fine-tuning: {html.escape(name)} (split: {split})</h2>"
+    text += how_evaluated(metrics)
+    if metrics.get("task") == "promoter":
+        text += f"<p>{PROMOTER_SCOPE}</p>"
+    text += "<h3>Against baselines on the same data</h3>" + comparison_table(results, folder)
+    text += zero_shot_table(results, folder)
+    if "f1" in metrics:
+        rows = [(key, metrics[key]) for key in PROMOTER_KEYS if key in metrics]
+    else:
+        rows = [("examples", metrics["examples"]), ("median AUROC", metrics["median_auroc"]),
+                ("median AUPRC", metrics["median_auprc"])]  # fmt: skip
+        rows += [
+            (f"median AUROC, {category}", value)
+            for category, value in sorted(metrics.get("median_auroc_by_category", {}).items())
+        ]
+    text += html_table(rows + spread_rows(metrics))
+    for png in sorted(report_dir.glob("*.png")):
+        text += html_image(png.read_bytes(), f"{name} {png.stem}")
+    return text
+
+
+ORDER = 50
+
+
+def section(report) -> str:
+    return "".join(
+        finetune_section(report.results, folder) for folder in task_folders(report.results)
+    )
