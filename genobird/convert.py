@@ -32,7 +32,7 @@ from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write, staging_folder
 from genobird.model import BigBirdForPretraining
-from genobird.model.bigbird import BigBirdForSequenceClassification
+from genobird.model.classifier import BigBirdForSequenceClassification
 from genobird.model.hf import config_from_hf, config_to_hf, state_dict_from_hf, state_dict_to_hf
 from genobird.model.io import from_pretrained, read_model_description, save_pretrained
 

@@ -15,7 +15,7 @@ from genobird.errors import FormatError, InputError, RegionError
 from genobird.genome import Reference, ReferenceSet, open_reference, reverse_complement
 from genobird.genome.demo import MOTIFS
 from genobird.inputs import central
-from genobird.model.bigbird import masked_bce
+from genobird.model.classifier import masked_bce
 from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
 from genobird.tasks.data import MISSING_LABEL, WindowDataset, label_values, read_metadata
 from genobird.tasks.metrics import mean_auroc, multilabel_metrics

@@ -17,7 +17,7 @@ from genobird.model import (
     from_pretrained,
     save_pretrained,
 )
-from genobird.model.bigbird import composed_weight
+from genobird.model.embeddings import composed_weight
 
 
 def tiny_config(**changes) -> BigBirdConfig:
@@ -280,7 +280,7 @@ def test_centre_pooling_reads_the_central_real_tokens_only(tmp_path):
     """Centre pooling equals the average of each input's central real token states (the
     middle fifth of them here), row by row, whatever lies outside; it survives a save."""
     from genobird.model import from_pretrained, save_pretrained
-    from genobird.model.bigbird import central_tokens
+    from genobird.model.classifier import central_tokens
 
     torch.manual_seed(0)
     model = BigBirdForSequenceClassification(tiny_config(), 2, pooling="centre",

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from genobird.commands import build_parser
-from genobird.model.bigbird import BigBirdForSequenceClassification
+from genobird.model.classifier import BigBirdForSequenceClassification
 from genobird.tasks.finetune import FinetuneSpec
 from genobird.tasks.recipe import (
     POOLINGS,

@@ -401,7 +401,7 @@ def test_a_training_step_reads_no_value_back_from_the_device(datasets, tmp_path)
 def test_a_fine_tuning_step_reads_no_value_back_from_the_device(problem):
     """The same watch over a classification step: mean pooling over padded windows and the
     positively weighted loss of a promoter or chromatin task."""
-    from genobird.model.bigbird import BigBirdForSequenceClassification
+    from genobird.model.classifier import BigBirdForSequenceClassification
 
     config = BigBirdConfig(vocab_size=500, **MODEL)
     model = BigBirdForSequenceClassification(config, 2, problem, pos_weight=8.0, pooling="mean")

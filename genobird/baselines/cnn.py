@@ -36,7 +36,7 @@ from genobird.baselines.markov import dna_codes
 from genobird.errors import ConfigError
 from genobird.inputs import central
 from genobird.model.base_readers import cnn_tower
-from genobird.model.bigbird import masked_bce
+from genobird.model.classifier import masked_bce
 from genobird.tasks.data import label_values
 
 log = logging.getLogger(__name__)

@@ -3,13 +3,12 @@
 from genobird.model.bigbird import (
     BigBirdEncoder,
     BigBirdForPretraining,
-    BigBirdForSequenceClassification,
-    ClassificationOutput,
     EncoderOutput,
     PretrainingOutput,
     count_parameters,
     model_flops_per_token,
 )
+from genobird.model.classifier import BigBirdForSequenceClassification, ClassificationOutput
 from genobird.model.config import BigBirdConfig
 from genobird.model.io import from_pretrained, load_weights, save_pretrained
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 
 from genobird.errors import CheckpointError
-from genobird.model.bigbird import composed_weight
 from genobird.model.config import BigBirdConfig
+from genobird.model.embeddings import composed_weight
 
 # HF config key -> BigBirdConfig field (same meaning, same value).
 SAME_VALUE = {

@@ -18,7 +18,8 @@ from torch import nn
 from genobird import __version__
 from genobird.errors import CheckpointError
 from genobird.fileio import atomic_path, atomic_write
-from genobird.model.bigbird import BigBirdForPretraining, BigBirdForSequenceClassification
+from genobird.model.bigbird import BigBirdForPretraining
+from genobird.model.classifier import BigBirdForSequenceClassification
 from genobird.model.config import BigBirdConfig
 
 CONFIG_FILE = "config.json"

@@ -69,7 +69,7 @@ class FinetuneSpec:
     # central `centre_bp`: a chromatin bin, read with its context through attention)
     pooling: str = "cls"
     centre_bp: int = 200
-    # Filters of a CNN on the window's bases beside the encoder (model.bigbird.BaseCNN),
+    # Filters of a CNN on the window's bases beside the encoder (model.base_readers.BaseCNN),
     # whose pooled features the head reads with the encoder's (0: none). It is trained
     # alone first, as the CNN baseline, and fine-tuning starts from it (tasks.base_start);
     # then it learns at BASE_CNN_LEARNING_RATE, the CNN baseline's rate.
