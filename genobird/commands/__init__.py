@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 
 from genobird import __version__
-from genobird.commands.common import HelpFormatter, Parser, subcommand
+from genobird.commands.common import HelpFormatter, Parser
 from genobird.commands.convert import add_convert
 from genobird.commands.corpus import add_corpus, add_vocab
 from genobird.commands.dataset import add_dataset
 from genobird.commands.evaluate import add_baseline, add_report, add_zero_shot
 from genobird.commands.finetune import add_finetune
 from genobird.commands.layout import add_layout
+from genobird.commands.nlp import add_nlp
 from genobird.commands.pretrain import add_pretrain
 from genobird.commands.reference import add_demo_reference, add_reference
 from genobird.commands.scoring import add_embed, add_ism, add_likelihood, add_score, add_tracks
@@ -34,9 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (add_demo_reference, add_reference, add_corpus, add_vocab, add_pretrain,
                 add_dataset, add_finetune, add_score, add_tracks, add_embed, add_likelihood,
                 add_zero_shot, add_ism,
-                add_baseline, add_report, add_layout, add_convert):  # fmt: skip
+                add_baseline, add_report, add_layout, add_convert, add_nlp):  # fmt: skip
         add(commands)
-    from genobird.nlp.cli import add_nlp_commands
-
-    add_nlp_commands(commands, subcommand)
     return parser

@@ -2,8 +2,8 @@
 extractive QA, multiple choice, GLUE-style classification, encoder-decoder summarisation,
 ETC-style global tokens, and a sentencepiece text tokenizer.
 
-The names below load on first use, so that `genobird --help` (which wires `genobird nlp`
-in through genobird.nlp.cli) imports no torch."""
+The names below load on first use, so that `genobird --help` (whose `genobird nlp`
+commands are in genobird.commands.nlp) imports no torch."""
 
 __all__ = ["TextTokenizer", "train_text_tokenizer"]
 

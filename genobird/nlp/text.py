@@ -9,9 +9,10 @@ spans two words, and its characters are exactly the word's.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +126,37 @@ class TextTokenizer:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(self.path.read_bytes())
         return target
+
+
+def iter_texts(paths: list[Path]) -> Iterator[str]:
+    """Text of plain files line by line; of JSON / JSON lines files, every string value
+    longer than one word (SQuAD's contexts and questions, documents, summaries...)."""
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"{path}: file not found")
+        if path.suffix in (".json", ".jsonl"):
+            text = path.read_text(encoding="utf-8")
+            try:
+                documents = [json.loads(text)]
+            except json.JSONDecodeError:
+                documents = [json.loads(line) for line in text.splitlines() if line.strip()]
+            for document in documents:
+                yield from _strings(document)
+        else:
+            with open(path, encoding="utf-8") as handle:
+                yield from handle
+
+
+def _strings(value) -> Iterator[str]:
+    if isinstance(value, str):
+        if " " in value.strip():
+            yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+# =========================================================================== handlers

@@ -1,56 +1,20 @@
-"""`genobird nlp ...`: text tokenizer, fine-tuning and prediction for the NLP heads.
-
-Wired into the main parser by genobird.cli; heavy modules load inside the handlers.
-"""
+"""`genobird nlp ...`: text tokenizer, fine-tuning and prediction for the NLP heads
+(genobird.nlp); heavy modules load inside the handlers."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-from genobird.errors import InputError
+from genobird.commands.common import EXIT_OK, subcommand
 from genobird.fileio import atomic_write
 
-EXIT_OK = 0
 ENCODER_LAYERS = "encoder.layers."  # parameter-name prefix of every task model's encoder layers
 
 
-def iter_texts(paths: list[Path]) -> Iterator[str]:
-    """Text of plain files line by line; of JSON / JSON lines files, every string value
-    longer than one word (SQuAD's contexts and questions, documents, summaries...)."""
-    for path in paths:
-        if not path.is_file():
-            raise InputError(f"{path}: file not found")
-        if path.suffix in (".json", ".jsonl"):
-            text = path.read_text(encoding="utf-8")
-            try:
-                documents = [json.loads(text)]
-            except json.JSONDecodeError:
-                documents = [json.loads(line) for line in text.splitlines() if line.strip()]
-            for document in documents:
-                yield from _strings(document)
-        else:
-            with open(path, encoding="utf-8") as handle:
-                yield from handle
-
-
-def _strings(value) -> Iterator[str]:
-    if isinstance(value, str):
-        if " " in value.strip():
-            yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-# =========================================================================== handlers
 def cmd_tokenizer(args: argparse.Namespace) -> int:
-    from genobird.nlp.text import train_text_tokenizer
+    from genobird.nlp.text import iter_texts, train_text_tokenizer
 
     tokenizer = train_text_tokenizer(
         iter_texts(args.input), args.out, args.vocab_size, args.model_type
@@ -146,11 +110,10 @@ def _predict_qa(args: argparse.Namespace) -> int:
 
 
 # =========================================================================== parser
-def add_nlp_commands(commands, subparser) -> None:
-    """`subparser(commands, name, help, handler)` is genobird.cli's factory."""
+def add_nlp(commands) -> None:
     nlp = commands.add_parser("nlp", help="NLP task heads on the BigBird encoder.")
     actions = nlp.add_subparsers(dest="action", metavar="ACTION", required=True)
-    tokenizer = subparser(
+    tokenizer = subcommand(
         actions,
         "tokenizer",
         "Train a sentencepiece text tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0-4) on "
@@ -162,7 +125,7 @@ def add_nlp_commands(commands, subparser) -> None:
     tokenizer.add_argument("--vocab-size", type=int, default=8000, help="at most this many")
     tokenizer.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
 
-    finetune = subparser(
+    finetune = subcommand(
         actions,
         "finetune",
         "Fine-tune an NLP head. qa: extractive question answering on SQuAD-style JSON or "
@@ -207,7 +170,7 @@ def add_nlp_commands(commands, subparser) -> None:
     finetune.add_argument("--checkpoint-every", type=int, default=1000)
     finetune.add_argument("--seed", type=int, default=0)
 
-    predict = subparser(
+    predict = subcommand(
         actions,
         "predict",
         "Predict with a fine-tuned NLP model. qa: OUT holds {id: answer text} (SQuAD's "
