@@ -40,6 +40,8 @@ GENOBIRD = "genobird"
 ARM_NAMES = {GENOBIRD: "genobird", "deepsea-cnn": "DeepSEA CNN", "kmer-lr": "k-mer LR",
              "cnn": "3-layer CNN"}  # fmt: skip
 GROUPINGS = ("category", "scale")
+# the scale group of features whose table has no scale column
+UNSCALED = "unscaled"
 # the pipeline's per-run benchmark file (Snakemake `benchmark:`), beside report/
 BENCHMARK_FILE = "benchmark.tsv"
 _RUN = re.compile(r"^(?P<kind>.+)-(?P<bp>\d+)$")
@@ -113,11 +115,11 @@ def feature_scales(task: Path) -> dict[str, str]:
 
 
 def grouped(run: FeaturePredictions, by: str, scales: dict[str, str]) -> FeaturePredictions:
-    """The run with its features grouped by category, or by scale (features without one
-    left out of every group)."""
+    """The run with its features grouped by category, or by scale (features whose table
+    gives none grouped as "unscaled")."""
     if by == "category":
         return run
-    return replace(run, categories=[scales.get(name) or "" for name in run.feature_names])
+    return replace(run, categories=[scales.get(name) or UNSCALED for name in run.feature_names])
 
 
 def medians(run: FeaturePredictions, min_positives: int) -> dict:
@@ -125,8 +127,6 @@ def medians(run: FeaturePredictions, min_positives: int) -> dict:
     test positives."""
     out = {}
     for group, columns in feature_groups(run, min_positives).items():
-        if not group:
-            continue
         metrics = multilabel_metrics(run.labels[:, columns], run.probabilities[:, columns],
                                      [run.feature_names[c] for c in columns],
                                      [group] * len(columns))["per_feature"]  # fmt: skip
