@@ -36,7 +36,9 @@ class Parser(argparse.ArgumentParser):
     that command's usage and its closest options (`unknown_options`)."""
 
     def parse_known_args(self, args=None, namespace=None):
-        self.given = list(args) if args is not None else []  # what error() may point at
+        import sys
+
+        self.given = list(sys.argv[1:] if args is None else args)  # what error() points at
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str):
@@ -46,13 +48,10 @@ class Parser(argparse.ArgumentParser):
             message += did_you_mean(choice.group(1), options)
         elif message.startswith("the following arguments are required"):
             # a required option given under another name: say so, not only that it is missing
-            known = {o.lstrip("-"): o for o in self._option_string_actions}
             given = [a.split("=", 1)[0] for a in getattr(self, "given", []) if a.startswith("--")]
-            strange = [a for a in given if a not in self._option_string_actions]
-            for option in strange:
-                message += (
-                    f"; unrecognized {option}{did_you_mean(option.lstrip('-'), known, known)}"
-                )
+            for option in given:
+                if option not in self._option_string_actions:
+                    message += f"; unrecognized {option}{closest_option(self, option)}"
         super().error(message)
 
 
@@ -64,14 +63,18 @@ def did_you_mean(given: str, known, names=None) -> str:
     return f"; did you mean {' or '.join(map(repr, shown))}?" if close else ""
 
 
+def closest_option(parser: argparse.ArgumentParser | None, given: str) -> str:
+    """'; did you mean ...?' with `parser`'s options closest to the option `given`."""
+    options = [o for action in parser._actions for o in action.option_strings] if parser else []
+    by_name = {option.lstrip("-"): option for option in options}  # '--' is no likeness
+    return did_you_mean(given.split("=", 1)[0].lstrip("-"), by_name, by_name)
+
+
 def unknown_options(args: argparse.Namespace, extras: list[str]) -> None:
     """Arguments no parser took (`parse_known_args`' extras): an error with the usage of
     the command they were given to and, for each option, the closest it has."""
     parser = getattr(args, "parser", None)
-    options = [o for action in parser._actions for o in action.option_strings] if parser else []
-    by_name = {option.lstrip("-"): option for option in options}  # '--' is no likeness
-    hints = "".join(did_you_mean(extra.split("=", 1)[0].lstrip("-"), by_name, by_name)
-                    for extra in extras if extra.startswith("-"))  # fmt: skip
+    hints = "".join(closest_option(parser, extra) for extra in extras if extra.startswith("-"))
     (parser or argparse.ArgumentParser(prog="genobird")).error(
         f"unrecognized arguments: {' '.join(extras)}{hints}"
     )
