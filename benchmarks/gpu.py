@@ -26,7 +26,11 @@ DIR/gpu.json and DIR/gpu.md as soon as the step ends (a run cut short keeps what
      DataLoader workers, then each half alone (inputs: fetch, tokenise, batch; model:
      the same batches on the device) to show which bounds it;
   e. the CUDA tests (`pytest -k "cuda or flex"`; the dry run only collects them);
-  f. step c with the model through torch.compile.
+  f. step c with the model through torch.compile;
+  g. the long-context study (benchmarks/long_context.py): two language models of one
+     shape pretrained at 4,096 and at 512 tokens for the same minutes, each scored on
+     held-out DNA at 512 to 4,096 tokens; its inputs are prepared on the CPU
+     (`long_context.py prepare --out .gpu/long-context`) and carried. Into DIR/long_context.
 
 The targets these are read against are in benchmarks/README.md.
 """
@@ -149,6 +153,12 @@ def load_benchmark(name: str):
 
 
 # --------------------------------------------------------------------------- steps
+def long_context(sizes, device: str, dry_run: bool) -> dict:
+    study = load_benchmark("long_context")
+    result = study.run(sizes.long_context_inputs, sizes.out / "long_context", dry_run, device)
+    return {"training": result["training"], "scores": result["scores"]}
+
+
 def cuda_tests(sizes, device: str, dry_run: bool) -> dict:
     # Only the files that hold CUDA tests: collecting every test module would need
     # packages the GPU machines lack (pybedtools, snakemake).
@@ -403,7 +413,8 @@ def timed_forward(logits, model, ids, dtype, device: str) -> float:
 STEPS = (("attention", attention), ("attention_graphed", attention_graphed),
          ("pretraining", pretraining), ("pretraining_graphed", pretraining_graphed),
          ("hf_model", hf_model), ("scoring", scoring), ("cuda_tests", cuda_tests),
-         ("pretraining_compiled", pretraining_compiled))  # fmt: skip
+         ("pretraining_compiled", pretraining_compiled),
+         ("long_context", long_context))  # fmt: skip
 
 
 def card_peak_tflops(device: str) -> float | None:
@@ -487,6 +498,19 @@ def main(argv=None) -> int:
                         help="download the wheels the GPU machine lacks into .whl/")  # fmt: skip
     parser.add_argument("--steps", nargs="+", choices=[name for name, _ in STEPS],
                         help="run only these steps (default: all, in order)")  # fmt: skip
+    parser.add_argument(
+        "--train-batch",
+        type=int,
+        help=f"instances per pretraining step (default: {FULL.train_batch})",
+    )
+    parser.add_argument(
+        "--score-shapes",
+        nargs="+",
+        choices=["base", "tiny"],
+        help="the model shapes the scoring step times (default: both)",
+    )
+    parser.add_argument("--long-context-inputs", type=Path, default=REPO / ".gpu" / "long-context",
+                        help="the long-context study's inputs (default: %(default)s)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.prepare:
         prepare()
@@ -503,7 +527,12 @@ def main(argv=None) -> int:
     if not args.dry_run and device != "cuda":
         print("no GPU here: the figures would be CPU ones; use --dry-run", file=sys.stderr)
         return 2
-    sizes = DRY if args.dry_run else FULL
+    sizes = SimpleNamespace(**vars(DRY if args.dry_run else FULL), out=args.out,
+                            long_context_inputs=args.long_context_inputs)  # fmt: skip
+    if args.score_shapes:
+        sizes.score_shapes = args.score_shapes
+    if args.train_batch:
+        sizes.train_batch = args.train_batch
     results = {"environment": environment(device), "dry_run": args.dry_run, "steps": {}}
     for name, step in STEPS:
         if args.steps and name not in args.steps:

@@ -5,24 +5,38 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
+def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
+    tmp_path, pretraining_data, demo_reference
+):
+    inputs = tmp_path / "inputs"
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "long_context.py"), "prepare", "--out",
+         str(inputs), "--corpus", str(pretraining_data["folder"]), "--heldout",
+         str(demo_reference / "genome.fa"), "--lengths", "256", "64"],
+        check=True, cwd=REPO,
+    )  # fmt: skip
     spec = importlib.util.spec_from_file_location("gpu", REPO / "benchmarks" / "gpu.py")
     gpu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu)
-    assert gpu.main(["--out", str(tmp_path), "--dry-run"]) == 0
-    results = json.loads((tmp_path / "gpu.json").read_text())
+    out = tmp_path / "out"
+    assert gpu.main(["--out", str(out), "--dry-run", "--long-context-inputs", str(inputs)]) == 0
+    results = json.loads((out / "gpu.json").read_text())
     assert results["dry_run"] is True
     assert list(results["steps"]) == ["attention", "attention_graphed", "pretraining",
                                       "pretraining_graphed", "hf_model", "scoring",
-                                      "cuda_tests", "pretraining_compiled"]  # fmt: skip
+                                      "cuda_tests", "pretraining_compiled",
+                                      "long_context"]  # fmt: skip
     steps = {name: step["result"] for name, step in results["steps"].items()}
     assert steps["cuda_tests"]["returncode"] == 0 and steps["cuda_tests"]["tests collected"] > 0
     assert [row["tokens"] for row in steps["attention"]["rows"]] == [256, 512]
@@ -41,5 +55,22 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(tmp_path):
     assert steps["scoring"]["encoder"] in ("fast_bpe", "sentencepiece")
     assert steps["hf_model"]["largest_difference_fp32"] < 1e-4
     assert steps["hf_model"]["training_genobird_over_transformers"] > 0
-    table = (tmp_path / "gpu.md").read_text()
+    study = steps["long_context"]
+    assert [study["training"][arm]["train_length"] for arm in ("long", "short")] == [256, 64]
+    assert all(study["training"][arm]["steps"] == 2 for arm in ("long", "short"))
+    # both arms scored on the same pieces at every length, every piece once per length
+    pieces = np.load(out / "long_context" / "pieces.npz")
+    assert len(pieces["piece_id"]) == study["scores"]["pieces"] > 0
+    for arm in ("long", "short"):
+        assert set(study["scores"]["arms"][arm]["bits_per_bp"]) == {"64", "128", "256"}
+        for length in (64, 128, 256):
+            bits = pieces[f"bits_{arm}_{length}"]
+            assert bits.shape == pieces["bp"].shape and np.all(np.isfinite(bits) & (bits > 0))
+    assert sorted(p.name for p in (out / "long_context").iterdir()) == [
+        "long_context.json",
+        "pieces.npz",
+        "train-256.jsonl",
+        "train-64.jsonl",
+    ]
+    table = (out / "gpu.md").read_text()
     assert "| pretraining | tokens_per_s |" in table and "| hf_model |" in table

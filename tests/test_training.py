@@ -822,6 +822,36 @@ def test_best_weights_are_kept_and_training_stops_after_patience(tmp_path):
     assert state.step == 10 and again.module.weight.item() == pytest.approx(seen[1])
 
 
+def test_a_time_limit_stops_training_and_saves_evaluates_and_checkpoints_its_last_step(
+    tmp_path,
+):
+    """max_minutes: the first step past the limit is the last one; it is evaluated and
+    checkpointed as a last step is, and the schedule is still that of max_steps."""
+    import time
+
+    evaluated = []
+
+    def slow_step(model, batch):
+        time.sleep(0.05)
+        return _step(model, batch)
+
+    def eval_fn(module, loader, device):
+        evaluated.append(float(module.weight))
+        return {"auroc": 0.5}
+
+    config = training_config(max_steps=100, eval_every=50, checkpoint_every=50,
+                             effective_batch_size=2, max_minutes=0.12 / 60)  # fmt: skip
+    trainer = Trainer(_Regression(), _Points(), config, tmp_path, slow_step, _Points(), eval_fn)
+    state = run(trainer)
+    assert 2 <= state.step <= 3 and state.stopped_at_time
+    assert latest_checkpoint(tmp_path / "checkpoints").name == f"step-{state.step:08d}"
+    assert evaluated == [float(trainer.module.weight)]
+    # the learning rate is that of step `state.step` of a 100-step schedule, not its end
+    assert trainer.optimizer.param_groups[0]["lr"] > 0.9 * config.learning_rate
+    with pytest.raises(ConfigError, match="max_minutes"):
+        training_config(max_minutes=-1)
+
+
 def test_a_warm_start_that_training_never_beats_is_kept(tmp_path):
     """eval_at_start: the starting weights are evaluated before the first step, kept when
     no later evaluation beats them; the last step is evaluated too (12 is no multiple of

@@ -58,6 +58,10 @@ class TrainingConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 10_000
     max_steps: int = 1_000_000
+    # Stop after the first step past this many minutes of training (0: no limit), saving
+    # as at max_steps; the learning-rate schedule still runs over max_steps. Runs that
+    # are compared at equal time (a longer input against a shorter one) use it.
+    max_minutes: float = 0.0
     # Micro-batch per process; gradients accumulate up to effective_batch_size over
     # all processes (accumulation = effective / (batch_size * world size)).
     batch_size: int = 8
@@ -89,6 +93,8 @@ class TrainingConfig:
 
     def __post_init__(self):
         check_decay(self.ema_decay)
+        if not (self.max_minutes >= 0 and math.isfinite(self.max_minutes)):
+            raise ConfigError(f"max_minutes must be 0 (no limit) or more, got {self.max_minutes}")
 
     def accumulation_steps(self, world_size: int) -> int:
         per_step = self.batch_size * world_size
@@ -138,6 +144,7 @@ class TrainState:
     best_step: int = 0
     stale_evaluations: int = 0  # evaluations since the best one
     stopped_early: bool = False  # a resumed run that had stopped early stays stopped
+    stopped_at_time: bool = False  # max_minutes reached (a resumed run gets its minutes anew)
 
 
 class EpochSampler(Sampler):
@@ -402,7 +409,9 @@ class Trainer:
             metrics = self.evaluate()
             self._log(metrics, prefix="eval_")
             self._select(metrics)
+        self.state.stopped_at_time = False
         started, tokens = time.perf_counter(), 0
+        deadline = started + config.max_minutes * 60 if config.max_minutes else math.inf
         while self.state.step < config.max_steps and not self.state.stopped_early:
             metrics, step_tokens = self._optimizer_step(batches)
             tokens += step_tokens
@@ -418,20 +427,23 @@ class Trainer:
                 bar.set_postfix(loss=f"{metrics['loss']:.3f}")
                 started, tokens = time.perf_counter(), 0
             stop = False
-            last = self.state.step == config.max_steps  # the final weights are a candidate too
+            if time.perf_counter() >= deadline:
+                log.info("stopping at step %d: %g minutes of training reached",
+                         self.state.step, config.max_minutes)  # fmt: skip
+                self.state.stopped_at_time = True
+            # the final weights are a candidate too
+            last = self.state.step == config.max_steps or self.state.stopped_at_time
             if self.eval_fn and config.eval_every and (self.state.step % config.eval_every == 0
                                                        or last):  # fmt: skip
                 self._check_finite()
                 metrics = self.evaluate()
                 self._log(metrics, prefix="eval_")
                 stop = self.state.stopped_early = self._select(metrics)
-            if (
-                stop
-                or self.state.step % config.checkpoint_every == 0
-                or self.state.step == config.max_steps
-            ):
+            if stop or last or self.state.step % config.checkpoint_every == 0:
                 self._check_finite()
                 self.save()
+            if self.state.stopped_at_time:
+                break
             if stop:
                 log.info("early stop at step %d: no better %s in %d evaluations",
                          self.state.step, config.best_metric, config.patience)  # fmt: skip

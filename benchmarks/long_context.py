@@ -1,0 +1,404 @@
+"""Does a language model trained at 4,096 tokens use them? One GPU study, prepared here.
+
+    python benchmarks/long_context.py prepare --out .gpu/long-context      # CPU, once
+    python benchmarks/gpu.py --out DIR --steps long_context                # GPU (carry .gpu)
+    python benchmarks/long_context.py summarise DIR/long_context           # CPU, after
+    python benchmarks/long_context.py run --inputs IN --out DIR --dry-run  # CPU, tiny
+
+`prepare` writes what the GPU run reads (under 64 MiB, so it travels with the tree): the
+human-mini corpus (pipelines/human-mini.yaml) as MLM instances of 4,096 and of 512
+tokens (new masks each epoch), its tokenizer, and the held-out GRCh37 22:20-21 Mb.
+
+`run` pretrains two models of one architecture (8 x 512, rotary positions, so either
+reads any length), one on 4,096-token instances and one on 512-token ones, with the same
+tokens per step, the same schedule and the same cap on minutes. Then both score the
+held-out Mb at 512, 1,024, 2,048 and 4,096 tokens on the same masked pieces: the
+pieces are cut into stretches of 256, each stretch read through a window of each length
+centred on it (only stretches whose 4,096-token window fits inside an A/C/G/T run), one
+piece in 7 of the stretch masked per pass (7 passes: every piece once). Only the context
+around the stretch changes with the length. Per-piece bits come back (pieces.npz), with
+each arm's bits per bp at each length and the gains, paired over stretches.
+
+`summarise` adds, on the CPU, what needs no GPU: the order-10 Markov model's bits on the
+same pieces (fitted on the training chromosomes) and the split into pieces inside copies
+(bases whose 24-mer occurs elsewhere in the held-out Mb, on either strand: the held-out
+piece is not soft-masked, and copies within reach are what a longer window can read) and
+outside them; it writes long_context.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CORPUS = REPO / "results" / "human-mini" / "corpus"
+SHARED = REPO.parent / "shared" / "data"
+HELDOUT_FASTA = SHARED / "genome" / "grch37_22_20-21Mb.fa"
+TRAIN_FASTAS = (SHARED / "genome" / "grch38_chr20_chr21_0-10Mb.fa.gz",
+                SHARED / "genome" / "hg19_chr19_0-3119000_softmasked.fa")  # fmt: skip
+LENGTHS = (512, 1024, 2048, 4096)
+STRETCH = 256  # pieces scored per window: half the shortest length
+STRIDE = 7  # one piece in 7 masked per pass, about pretraining's 15%
+CHUNK_BP = 100_000  # the held-out runs are tokenised in chunks, as the corpus cuts documents
+COPY_K = 24
+
+MODEL = dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048,
+             block_size=64, num_random_blocks=3, hidden_dropout=0.1, attention_dropout=0.0,
+             composed_token_embeddings=True, position_encoding="rotary",
+             base_conv_channels=256, base_conv_width=9)  # fmt: skip
+# Both arms see 32,768 token slots per step and one schedule; the minutes cap the run.
+FULL = dict(model=MODEL, tokens_per_step=32_768, max_steps=1_500, warmup_steps=100,
+            learning_rate=5e-4, minutes=3.0, workers=6, score_tokens=65_536,
+            lengths=LENGTHS, stretch=STRETCH, heldout_bp=None)  # fmt: skip
+DRY = dict(model={**MODEL, "hidden_size": 32, "num_layers": 1, "num_heads": 2,
+                  "intermediate_size": 64, "block_size": 16, "num_random_blocks": 1,
+                  "base_conv_channels": 8},
+           tokens_per_step=512, max_steps=2, warmup_steps=1, learning_rate=1e-3,
+           minutes=1.0, workers=0, score_tokens=1024, lengths=(64, 128, 256),
+           stretch=32, heldout_bp=30_000)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- prepare
+def prepare(out: Path, corpus: Path = CORPUS, heldout: Path = HELDOUT_FASTA,
+            lengths=(4096, 512)) -> None:  # fmt: skip
+    """Instances of each training length from the corpus's training documents, its
+    tokenizer and the held-out FASTA, into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.model",):
+        shutil.copy(corpus / name, out / name)
+    shutil.copy(heldout, out / "heldout.fa")
+    for length in lengths:
+        subprocess.run(
+            [sys.executable, "-m", "genobird.cli", "-q", "corpus", "instances", "--documents",
+             str(corpus / "train.txt"), "--tokenizer", str(corpus / "tokenizer.model"),
+             "--out", str(out / f"train-{length}"), "--max-tokens", str(length),
+             "--dynamic-masking"],
+            check=True, cwd=REPO,
+        )  # fmt: skip
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"{out}: {total / 2**20:.1f} MiB")
+
+
+# --------------------------------------------------------------------------- train
+def train_arm(inputs: Path, out: Path, length: int, sizes: dict) -> dict:
+    """Pretrain one arm on `length`-token instances; returns its steps, minutes, tokens/s."""
+    from genobird.training.pretraining import run_pretraining
+
+    batch = max(1, sizes["tokens_per_step"] // length)
+    config = {
+        "model": {**sizes["model"], "max_position": length},
+        "training": dict(learning_rate=sizes["learning_rate"], warmup_steps=sizes["warmup_steps"],
+                         max_steps=sizes["max_steps"], max_minutes=sizes["minutes"],
+                         batch_size=batch, effective_batch_size=batch, log_every=50,
+                         checkpoint_every=10**9, eval_every=0, num_workers=sizes["workers"],
+                         progress=False),
+        "data": {"train": str(inputs / f"train-{length}"), "dynamic_masking": True,
+                 "tokenizer": str(inputs / "tokenizer.model")},
+        "output": str(out),
+        "no_resume": True,
+    }  # fmt: skip
+    started = time.perf_counter()
+    summary = run_pretraining(config)
+    minutes = (time.perf_counter() - started) / 60
+    history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rates = [row["tokens_per_second"] for row in history if "tokens_per_second" in row]
+    losses = [row["loss"] for row in history if "loss" in row]
+    tokens_per_s = float(np.median(rates[1:] or rates)) if rates else None  # the first: start-up
+    return {"train_length": length, "batch": batch, "steps": summary["steps"],
+            "minutes": minutes, "tokens_per_s": tokens_per_s,
+            "mfu": utilisation(out / "model", length, tokens_per_s),
+            "last_loss": losses[-1] if losses else None}  # fmt: skip
+
+
+def utilisation(model_dir: Path, length: int, tokens_per_s: float | None) -> float | None:
+    """Model FLOPs utilisation of a training rate (real tokens) against the card's dense
+    bf16 peak (benchmarks/train.py's definition); None off a known GPU."""
+    import torch
+
+    from genobird.model import BigBirdConfig
+    from genobird.model.bigbird import model_flops_per_token
+    from genobird.model.io import read_model_description
+
+    if not (tokens_per_s and torch.cuda.is_available()):
+        return None
+    peaks = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # as benchmarks/gpu.py
+    peak = next((v for k, v in peaks.items() if k in torch.cuda.get_device_name()), None)
+    config = BigBirdConfig(**read_model_description(model_dir)["config"])
+    flops = 3 * model_flops_per_token(config, length) * tokens_per_s
+    return flops / (peak * 1e12) if peak else None
+
+
+# --------------------------------------------------------------------------- score
+def first_record(fasta: Path, max_bp: int | None = None) -> str:
+    """The sequence of a FASTA file's first record (its first `max_bp` bases)."""
+    lines = fasta.read_text().splitlines()
+    body = []
+    for line in lines[1:]:
+        if line.startswith(">"):
+            break
+        body.append(line.strip())
+    return "".join(body)[:max_bp]
+
+
+def heldout_pieces(fasta: Path, tokenizer, max_bp: int | None = None) -> list[dict]:
+    """The held-out record's A/C/G/T runs, each as piece ids and each piece's start (bp,
+    in the record); tokenised in CHUNK_BP chunks."""
+    text = first_record(fasta, max_bp)
+    runs = []
+    for match in re.finditer("[ACGTacgt]+", text):
+        ids, starts = [], []
+        for chunk_start in range(0, len(match.group()), CHUNK_BP):
+            chunk = match.group()[chunk_start : chunk_start + CHUNK_BP]
+            chunk_ids = tokenizer.encode(chunk.upper(), normalise=False)
+            lengths = tokenizer.piece_lengths[chunk_ids]
+            starts += (match.start() + chunk_start + np.cumsum(lengths) - lengths).tolist()
+            ids += list(chunk_ids)
+        runs.append({"ids": np.asarray(ids, dtype=np.int64),
+                     "starts": np.asarray(starts, dtype=np.int64)})  # fmt: skip
+    return runs
+
+
+def stretches(runs: list[dict], longest: int, stretch: int) -> list[tuple[int, int]]:
+    """(run, first piece) of every stretch whose window of `longest` tokens ([CLS] and
+    [SEP] included) centred on it lies inside its run."""
+    width = longest - 2
+    out = []
+    for index, run in enumerate(runs):
+        n = len(run["ids"])
+        first = max(0, width // 2 - stretch // 2)
+        for start in range(first, n, stretch):
+            window_start = start + stretch // 2 - width // 2
+            if start + stretch <= n and window_start >= 0 and window_start + width <= n:
+                out.append((index, start))
+    return out
+
+
+def score_lengths(model, tokenizer, runs, picked, lengths, stretch, score_tokens, device):
+    """Bits of every piece of every stretch at each length: {length: array}, in the order
+    of `picked` then position in the stretch."""
+    import torch
+
+    from genobird.inputs import model_padding
+    from genobird.likelihood import masked_batch_at, masked_bits
+    from genobird.model.precision import autocast, autocast_dtype
+
+    padding = model_padding(model)
+    dtype = autocast_dtype("auto", torch.device(device))
+    out = {}
+    for length in lengths:
+        width = length - 2
+        bits = np.zeros((len(picked), stretch))
+        windows, offsets_in_window = [], []
+        for run_index, start in picked:
+            window_start = start + stretch // 2 - width // 2
+            ids = runs[run_index]["ids"][window_start : window_start + width]
+            windows.append(ids.tolist())
+            offsets_in_window.append(start - window_start)
+        per_batch = max(1, score_tokens // length)
+        for offset in range(STRIDE):
+            in_stretch = np.arange(offset, stretch, STRIDE)
+            for first in range(0, len(windows), per_batch):
+                rows = range(first, min(first + per_batch, len(windows)))
+                scored = [in_stretch + offsets_in_window[row] for row in rows]
+                batch = masked_batch_at([windows[row] for row in rows], scored, tokenizer,
+                                        padding)  # fmt: skip
+                with autocast(torch.device(device), dtype):
+                    values = masked_bits(model, batch, device)
+                bits[first : first + len(rows), in_stretch] = values.reshape(len(rows), -1)
+        out[length] = bits.reshape(-1)
+    return out
+
+
+def paired(longer: np.ndarray, shorter: np.ndarray, bp: np.ndarray, groups: np.ndarray) -> dict:
+    """Bits per bp saved by `longer` over `shorter` on the same pieces, with a 95% interval
+    over groups (stretches): neighbouring pieces are not independent, stretches nearly are."""
+    saved = shorter - longer
+    ids = np.unique(groups)
+    sums = np.array([saved[groups == g].sum() for g in ids])
+    bps = np.array([bp[groups == g].sum() for g in ids])
+    mean = sums.sum() / bps.sum()
+    # ratio estimator's standard error over clusters
+    residual = sums - mean * bps
+    se = math.sqrt(len(ids) / max(len(ids) - 1, 1) * (residual**2).sum()) / bps.sum()
+    return {"saved_bits_per_bp": float(mean),
+            "ci95": [float(mean - 1.96 * se), float(mean + 1.96 * se)],
+            "stretches": len(ids)}  # fmt: skip
+
+
+def score_arms(inputs: Path, arms: dict, out: Path, sizes: dict, device: str) -> dict:
+    """Both arms' per-piece bits at each length: pieces.npz and the figures."""
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.model.io import from_pretrained
+
+    tokenizer = load_tokenizer(inputs / "tokenizer.model")
+    runs = heldout_pieces(inputs / "heldout.fa", tokenizer, sizes["heldout_bp"])
+    lengths, stretch = list(sizes["lengths"]), sizes["stretch"]
+    picked = stretches(runs, max(lengths), stretch)
+    piece_ids = np.concatenate([runs[r]["ids"][s : s + stretch] for r, s in picked])
+    starts = np.concatenate([runs[r]["starts"][s : s + stretch] for r, s in picked])
+    bp = tokenizer.piece_lengths[piece_ids].astype(np.float64)
+    group = np.repeat(np.arange(len(picked)), stretch)
+    arrays = {
+        "piece_id": piece_ids.astype(np.int32),
+        "start": starts.astype(np.int32),
+        "bp": bp.astype(np.int16),
+        "stretch": group.astype(np.int32),
+    }
+    figures = {"pieces": len(piece_ids), "bp": float(bp.sum()),
+               "stretches": len(picked), "arms": {}}  # fmt: skip
+    for name, model_dir in arms.items():
+        started = time.perf_counter()
+        model = from_pretrained(model_dir, device, {"max_position": max(lengths)}).eval()
+        bits = score_lengths(model, tokenizer, runs, picked, lengths, stretch,
+                             sizes["score_tokens"], device)  # fmt: skip
+        arm = {"bits_per_bp": {str(k): float(v.sum() / bp.sum()) for k, v in bits.items()},
+               "gain_over_shortest": {str(k): paired(v, bits[lengths[0]], bp, group)
+                                      for k, v in bits.items() if k != lengths[0]},
+               "seconds": time.perf_counter() - started}  # fmt: skip
+        figures["arms"][name] = arm
+        arrays.update({f"bits_{name}_{k}": v.astype(np.float32) for k, v in bits.items()})
+        del model
+    names = list(arms)
+    if len(names) == 2:
+        figures["long_minus_short_arm"] = {
+            str(k): paired(arrays[f"bits_{names[0]}_{k}"].astype(np.float64),
+                           arrays[f"bits_{names[1]}_{k}"].astype(np.float64), bp, group)
+            for k in lengths
+        }  # fmt: skip
+    np.savez_compressed(out / "pieces.npz", **arrays)
+    return figures
+
+
+def run(inputs: Path, out: Path, dry_run: bool = False, device: str | None = None,
+        minutes: float | None = None, work: Path | None = None) -> dict:  # fmt: skip
+    """Both arms trained (in `work`: models and checkpoints stay out of `out`), then
+    scored; `out` gets long_context.json after each stage, each arm's training log and
+    pieces.npz."""
+    import tempfile
+
+    import torch
+
+    work = work or Path(tempfile.mkdtemp(prefix="genobird-long-context-"))
+
+    sizes = dict(DRY if dry_run else FULL)
+    if minutes is not None:
+        sizes["minutes"] = minutes
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    out.mkdir(parents=True, exist_ok=True)
+    lengths = sizes["lengths"]
+    long_arm, short_arm = max(lengths), min(lengths)
+    if dry_run:  # the dry run's instances are the test's own
+        train_lengths = sorted({int(p.name.split("-")[1]) for p in inputs.glob("train-*")})
+        long_arm, short_arm = max(train_lengths), min(train_lengths)
+    result = {"device": device, "sizes": {k: v for k, v in sizes.items() if k != "model"},
+              "model": sizes["model"], "training": {}}  # fmt: skip
+    if device == "cuda":
+        result["card"] = torch.cuda.get_device_name()
+    arms = {}
+    for name, length in (("long", long_arm), ("short", short_arm)):
+        arm_out = work / f"arm-{length}"
+        result["training"][name] = train_arm(inputs, arm_out, length, sizes)
+        shutil.copy(arm_out / "metrics.jsonl", out / f"train-{length}.jsonl")
+        arms[name] = arm_out / "model"
+        write_json(out / "long_context.json", result)
+    result["scores"] = score_arms(inputs, arms, out, sizes, device)
+    write_json(out / "long_context.json", result)
+    return result
+
+
+def write_json(path: Path, value: dict) -> None:
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(value, indent=2))
+    partial.replace(path)
+
+
+# --------------------------------------------------------------------------- summarise
+def copy_mask(text: str, k: int = COPY_K) -> np.ndarray:
+    """True at bases covered by a k-mer that occurs at least twice in `text` (counting
+    both strands): bases inside copies within the region."""
+    from collections import Counter
+
+    upper = text.upper()
+    table = str.maketrans("ACGT", "TGCA")
+    kmers = [upper[i : i + k] for i in range(len(upper) - k + 1)]
+    counts = Counter(kmer for kmer in kmers if "N" not in kmer)
+    covered = np.zeros(len(upper) + 1, dtype=np.int32)
+    for i, kmer in enumerate(kmers):
+        if "N" in kmer:
+            continue
+        if counts[kmer] + counts.get(kmer.translate(table)[::-1], 0) >= 2:
+            covered[i] += 1
+            covered[i + k] -= 1
+    return np.cumsum(covered)[:-1] > 0
+
+
+def summarise(folder: Path) -> str:
+    result = json.loads((folder / "long_context.json").read_text())
+    arrays = dict(np.load(folder / "pieces.npz"))
+    text = first_record(HELDOUT_FASTA)
+    copies = copy_mask(text)
+    starts, bp = arrays["start"], arrays["bp"]
+    in_copy = np.array(
+        [copies[s : s + int(b)].mean() > 0.5 for s, b in zip(starts, bp, strict=True)]
+    )
+    lines = [f"# Long context on {result.get('card', result['device'])}", ""]
+    lines.append(json.dumps(result["scores"]["arms"], indent=1)[:2000])
+    lines.append(f"pieces in copies: {in_copy.mean():.3f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="the GPU run's inputs, on the CPU")
+    prep.add_argument("--out", type=Path, required=True)
+    prep.add_argument(
+        "--corpus",
+        type=Path,
+        default=CORPUS,
+        help="a folder with train.txt and tokenizer.model (default: %(default)s)",
+    )
+    prep.add_argument(
+        "--heldout",
+        type=Path,
+        default=HELDOUT_FASTA,
+        help="FASTA whose first record is scored (default: %(default)s)",
+    )
+    prep.add_argument(
+        "--lengths",
+        type=int,
+        nargs=2,
+        default=(4096, 512),
+        help="the two training lengths (default: %(default)s)",
+    )
+    go = commands.add_parser("run", help="train both arms and score them")
+    go.add_argument("--inputs", type=Path, required=True)
+    go.add_argument("--out", type=Path, required=True)
+    go.add_argument("--dry-run", action="store_true", help="tiny sizes, on the CPU")
+    go.add_argument("--minutes", type=float, help="each arm's cap (default: %(default)s)")
+    done = commands.add_parser("summarise", help="baselines and the copies split, on the CPU")
+    done.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        prepare(args.out, args.corpus, args.heldout, args.lengths)
+    elif args.command == "run":
+        run(args.inputs, args.out, args.dry_run, minutes=args.minutes)
+    else:
+        print(summarise(args.folder))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
