@@ -60,7 +60,7 @@ MODEL = dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048,
              base_conv_channels=256, base_conv_width=9)  # fmt: skip
 # Both arms see 32,768 token slots per step and one schedule; the minutes cap the run.
 FULL = dict(model=MODEL, tokens_per_step=32_768, max_steps=1_500, warmup_steps=100,
-            learning_rate=5e-4, minutes=3.0, workers=6, score_tokens=65_536,
+            learning_rate=5e-4, minutes=2.25, workers=6, score_tokens=65_536,
             lengths=LENGTHS, stretch=STRETCH, heldout_bp=None)  # fmt: skip
 DRY = dict(model={**MODEL, "hidden_size": 32, "num_layers": 1, "num_heads": 2,
                   "intermediate_size": 64, "block_size": 16, "num_random_blocks": 1,
