@@ -9,15 +9,22 @@
 human-mini corpus (pipelines/human-mini.yaml) as MLM instances of 4,096 and of 512
 tokens (new masks each epoch), its tokenizer, and the held-out GRCh37 22:20-21 Mb.
 
-`run` pretrains two models of one architecture (8 x 512, rotary positions, so either
-reads any length), one on 4,096-token instances and one on 512-token ones, with the same
-tokens per step, the same schedule and the same cap on minutes. Then both score the
-held-out Mb at 512, 1,024, 2,048 and 4,096 tokens on the same masked pieces: the
-pieces are cut into stretches of 256, each stretch read through a window of each length
-centred on it (only stretches whose 4,096-token window fits inside an A/C/G/T run), one
-piece in 7 of the stretch masked per pass (7 passes: every piece once). Only the context
-around the stretch changes with the length. Per-piece bits come back (pieces.npz), with
-each arm's bits per bp at each length and the gains, paired over stretches.
+`run` trains models of one architecture (8 x 512, rotary positions, so any reads any
+length), each step 32,768 token slots, each arm capped in minutes:
+1. from scratch on 4,096-token instances with FlexAttention (the CUDA default) and with
+   the PyTorch block-sparse kernel, briefly: their MLM loss curves tell a kernel that
+   trains wrongly from long instances that train slowly (trained from scratch at 4,096
+   tokens for 2.25 minutes, a model stayed at the unigram level where one at 512 did not);
+2. one model pretrained on 512-token instances, then continued for the same minutes on
+   4,096-token instances ("long") and on 512-token ones ("short"), as BigBird itself
+   starts from a model pretrained at 512 tokens.
+Then "long" and "short" score the held-out Mb at 512, 1,024, 2,048 and 4,096 tokens on
+the same masked pieces: the pieces are cut into stretches of 256, each stretch read
+through a window of each length centred on it (only stretches whose 4,096-token window
+fits inside an A/C/G/T run), one piece in 7 of the stretch masked per pass (7 passes:
+every piece once). Only the context around the stretch changes with the length.
+Per-piece bits come back (pieces.npz), with each arm's bits per bp at each length and
+the gains, paired over stretches; each arm's training log comes back as train-NAME.jsonl.
 
 `summarise` adds, on the CPU, what needs no GPU: the order-10 Markov model's bits on the
 same pieces (fitted on the training chromosomes) and the split into pieces inside copies
@@ -60,14 +67,18 @@ MODEL = dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048,
              base_conv_channels=256, base_conv_width=9)  # fmt: skip
 # Both arms see 32,768 token slots per step and one schedule; the minutes cap the run.
 FULL = dict(model=MODEL, tokens_per_step=32_768, max_steps=1_500, warmup_steps=100,
-            learning_rate=5e-4, minutes=2.25, workers=6, score_tokens=65_536,
+            learning_rate=5e-4, minutes=2.0, workers=6, score_tokens=65_536,
+            continued=dict(learning_rate=2e-4, warmup_steps=20, max_steps=1_000, minutes=1.25),
+            kernels=("flex", "block_sparse"), kernel_minutes=0.5,
             lengths=LENGTHS, stretch=STRETCH, heldout_bp=None)  # fmt: skip
 DRY = dict(model={**MODEL, "hidden_size": 32, "num_layers": 1, "num_heads": 2,
                   "intermediate_size": 64, "block_size": 16, "num_random_blocks": 1,
                   "base_conv_channels": 8},
            tokens_per_step=512, max_steps=2, warmup_steps=1, learning_rate=1e-3,
            minutes=1.0, workers=0, score_tokens=1024, lengths=(64, 128, 256),
-           stretch=32, heldout_bp=30_000)  # fmt: skip
+           continued=dict(learning_rate=1e-3, warmup_steps=1, max_steps=2, minutes=1.0),
+           kernels=("block_sparse",), kernel_minutes=1.0, stretch=32,
+           heldout_bp=30_000)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- prepare
@@ -92,34 +103,39 @@ def prepare(out: Path, corpus: Path = CORPUS, heldout: Path = HELDOUT_FASTA,
 
 
 # --------------------------------------------------------------------------- train
-def train_arm(inputs: Path, out: Path, length: int, sizes: dict) -> dict:
-    """Pretrain one arm on `length`-token instances; returns its steps, minutes, tokens/s."""
+def train_arm(inputs: Path, out: Path, length: int, sizes: dict, minutes: float,
+              init: Path | None = None, model_changes: dict | None = None) -> dict:  # fmt: skip
+    """Pretrain one arm on `length`-token instances for at most `minutes` (from scratch,
+    or continued from the model `init`); returns its steps, minutes and tokens/s."""
     from genobird.training.pretraining import run_pretraining
 
     batch = max(1, sizes["tokens_per_step"] // length)
+    model = {**sizes["model"], **(model_changes or {})} if init is None else {}
+    rates = sizes["continued"] if init is not None else sizes
     config = {
-        "model": {**sizes["model"], "max_position": length},
-        "training": dict(learning_rate=sizes["learning_rate"], warmup_steps=sizes["warmup_steps"],
-                         max_steps=sizes["max_steps"], max_minutes=sizes["minutes"],
-                         batch_size=batch, effective_batch_size=batch, log_every=50,
-                         checkpoint_every=10**9, eval_every=0, num_workers=sizes["workers"],
-                         progress=False),
+        "model": {**model, "max_position": length},
+        "training": dict(learning_rate=rates["learning_rate"], warmup_steps=rates["warmup_steps"],
+                         max_steps=rates["max_steps"], max_minutes=minutes, batch_size=batch,
+                         effective_batch_size=batch, log_every=50, checkpoint_every=10**9,
+                         eval_every=0, num_workers=sizes["workers"], progress=False),
         "data": {"train": str(inputs / f"train-{length}"), "dynamic_masking": True,
-                 "tokenizer": str(inputs / "tokenizer.model")},
+                 "tokenizer": str(inputs / "tokenizer.model"),
+                 **({"init": str(init)} if init is not None else {})},
         "output": str(out),
         "no_resume": True,
     }  # fmt: skip
     started = time.perf_counter()
     summary = run_pretraining(config)
-    minutes = (time.perf_counter() - started) / 60
+    elapsed = (time.perf_counter() - started) / 60
     history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rates = [row["tokens_per_second"] for row in history if "tokens_per_second" in row]
-    losses = [row["loss"] for row in history if "loss" in row]
+    losses = [(row["step"], row["mlm_loss"]) for row in history if "mlm_loss" in row]
     tokens_per_s = float(np.median(rates[1:] or rates)) if rates else None  # the first: start-up
     return {"train_length": length, "batch": batch, "steps": summary["steps"],
-            "minutes": minutes, "tokens_per_s": tokens_per_s,
+            "minutes": elapsed, "tokens_per_s": tokens_per_s, "continued": init is not None,
             "mfu": utilisation(out / "model", length, tokens_per_s),
-            "last_loss": losses[-1] if losses else None}  # fmt: skip
+            "mlm_loss_by_step": losses,
+            "last_loss": history[-1]["loss"] if history else None}  # fmt: skip
 
 
 def utilisation(model_dir: Path, length: int, tokens_per_s: float | None) -> float | None:
@@ -282,38 +298,54 @@ def score_arms(inputs: Path, arms: dict, out: Path, sizes: dict, device: str) ->
 
 
 def run(inputs: Path, out: Path, dry_run: bool = False, device: str | None = None,
-        minutes: float | None = None, work: Path | None = None) -> dict:  # fmt: skip
-    """Both arms trained (in `work`: models and checkpoints stay out of `out`), then
-    scored; `out` gets long_context.json after each stage, each arm's training log and
-    pieces.npz."""
+        work: Path | None = None, sizes: dict | None = None) -> dict:  # fmt: skip
+    """Every arm trained (in `work`: models and checkpoints stay out of `out`), then
+    "long" and "short" scored; `out` gets long_context.json after each stage, each arm's
+    training log and pieces.npz."""
     import tempfile
 
+    if work is None:  # models and checkpoints are not results: removed at the end
+        with tempfile.TemporaryDirectory(prefix="genobird-long-context-") as folder:
+            return run(inputs, out, dry_run, device, Path(folder), sizes)
     import torch
 
-    work = work or Path(tempfile.mkdtemp(prefix="genobird-long-context-"))
-
-    sizes = dict(DRY if dry_run else FULL)
-    if minutes is not None:
-        sizes["minutes"] = minutes
+    sizes = dict(sizes or (DRY if dry_run else FULL))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     out.mkdir(parents=True, exist_ok=True)
     lengths = sizes["lengths"]
     long_arm, short_arm = max(lengths), min(lengths)
-    if dry_run:  # the dry run's instances are the test's own
+    if dry_run or sizes["lengths"] != LENGTHS:  # instances of other lengths
         train_lengths = sorted({int(p.name.split("-")[1]) for p in inputs.glob("train-*")})
         long_arm, short_arm = max(train_lengths), min(train_lengths)
     result = {"device": device, "sizes": {k: v for k, v in sizes.items() if k != "model"},
               "model": sizes["model"], "training": {}}  # fmt: skip
     if device == "cuda":
         result["card"] = torch.cuda.get_device_name()
-    arms = {}
-    for name, length in (("long", long_arm), ("short", short_arm)):
-        arm_out = work / f"arm-{length}"
-        result["training"][name] = train_arm(inputs, arm_out, length, sizes)
-        shutil.copy(arm_out / "metrics.jsonl", out / f"train-{length}.jsonl")
-        arms[name] = arm_out / "model"
+
+    def train(name, length, minutes, init=None, **model_changes):
+        arm_out = work / name
+        result["training"][name] = train_arm(inputs, arm_out, length, sizes, minutes, init,
+                                             model_changes)  # fmt: skip
+        shutil.copy(arm_out / "metrics.jsonl", out / f"train-{name}.jsonl")
         write_json(out / "long_context.json", result)
+        return arm_out / "model"
+
+    # From scratch at the long length, FlexAttention (the CUDA default) against the
+    # PyTorch block-sparse kernel: where one leaves the unigram level and the other does
+    # not, the kernel's training is at fault, not long instances.
+    for impl in sizes["kernels"]:
+        train(f"scratch-{long_arm}-{impl}", long_arm, sizes["kernel_minutes"],
+              attention_impl=impl)  # fmt: skip
+    # The study: one model pretrained at the short length, then continued for the same
+    # minutes at the long length and at the short one (BigBird itself starts from a
+    # model pretrained at 512 tokens).
+    start = train(f"start-{short_arm}", short_arm, sizes["minutes"])
+    arms = {"long": train(f"continued-{long_arm}", long_arm, sizes["continued"]["minutes"], start),
+            "short": train(f"continued-{short_arm}", short_arm, sizes["continued"]["minutes"],
+                           start)}  # fmt: skip
     result["scores"] = score_arms(inputs, arms, out, sizes, device)
+    result["scores"]["trained_as"] = {"long": f"continued-{long_arm}",
+                                      "short": f"continued-{short_arm}"}  # fmt: skip
     write_json(out / "long_context.json", result)
     return result
 
@@ -344,19 +376,118 @@ def copy_mask(text: str, k: int = COPY_K) -> np.ndarray:
     return np.cumsum(covered)[:-1] > 0
 
 
-def summarise(folder: Path) -> str:
+def markov_piece_bits(heldout: str, starts: np.ndarray, bp: np.ndarray, order: int = 10,
+                      train_fastas=TRAIN_FASTAS, alpha: float = 4.0) -> np.ndarray:  # fmt: skip
+    """Bits of each piece's bases under the order-`order` Markov model of the training
+    chromosomes (both strands counted, add-`alpha` smoothing: `genobird baseline
+    markov`'s model and benchmarks/repeats.py's), reading the held-out record left to
+    right."""
+    import pyfaidx
+
+    from genobird.baselines.markov import base_bits, base_counts, dna_codes, fit_counts
+
+    training = []
+    for path in train_fastas:
+        fasta = pyfaidx.Fasta(str(path))
+        training += [dna_codes(str(record[:]).upper()) for record in fasta]
+    counts = fit_counts(training, order, both_strands=True)
+    codes = dna_codes(heldout.upper())
+    per_base = np.zeros(len(codes))
+    per_base[codes < 4] = base_bits(*base_counts(counts, codes, order), alpha)
+    cumulative = np.concatenate([[0.0], np.cumsum(per_base)])
+    return cumulative[starts + bp] - cumulative[starts]
+
+
+def split_rows(bits: dict, bp: np.ndarray, group: np.ndarray, subsets: dict) -> list[str]:
+    """Markdown rows: each model's bits per bp at each length, on each subset of pieces."""
+    rows = []
+    for name, values in bits.items():
+        cells = [f"{values[keep].sum() / bp[keep].sum():.4f}" for keep in subsets.values()]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def gain_rows(pairs: dict, bp: np.ndarray, group: np.ndarray, subsets: dict) -> list[str]:
+    """Markdown rows: bits per bp saved by the first of each pair over the second, paired
+    over stretches, on each subset."""
+    rows = []
+    for name, (better, worse) in pairs.items():
+        cells = []
+        for keep in subsets.values():
+            gain = paired(better[keep], worse[keep], bp[keep], group[keep])
+            low, high = gain["ci95"]
+            cells.append(f"{gain['saved_bits_per_bp']:+.4f} [{low:+.4f}, {high:+.4f}]")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def summarise(folder: Path, heldout_fasta: Path = HELDOUT_FASTA,
+              train_fastas=TRAIN_FASTAS) -> str:  # fmt: skip
+    """long_context.md: every arm's bits per bp at each length beside the Markov model's,
+    on all pieces, pieces inside copies and the rest; the gains with intervals."""
     result = json.loads((folder / "long_context.json").read_text())
     arrays = dict(np.load(folder / "pieces.npz"))
-    text = first_record(HELDOUT_FASTA)
-    copies = copy_mask(text)
-    starts, bp = arrays["start"], arrays["bp"]
-    in_copy = np.array(
-        [copies[s : s + int(b)].mean() > 0.5 for s, b in zip(starts, bp, strict=True)]
-    )
-    lines = [f"# Long context on {result.get('card', result['device'])}", ""]
-    lines.append(json.dumps(result["scores"]["arms"], indent=1)[:2000])
-    lines.append(f"pieces in copies: {in_copy.mean():.3f}")
-    return "\n".join(lines)
+    text = first_record(heldout_fasta)
+    starts, bp = arrays["start"].astype(np.int64), arrays["bp"].astype(np.float64)
+    group = arrays["stretch"]
+    copies = np.concatenate([[0], np.cumsum(copy_mask(text))])
+    in_copy = (copies[starts + bp.astype(np.int64)] - copies[starts]) * 2 > bp
+    subsets = {"all pieces": np.ones(len(bp), bool), "in copies": in_copy,
+               "outside copies": ~in_copy}  # fmt: skip
+    lengths = result["sizes"]["lengths"]
+    training, scores = result["training"], result["scores"]
+    trained_as = scores.get("trained_as", {arm: arm for arm in scores["arms"]})
+
+    def label(name):
+        row = training[name]
+        how = "continued" if row.get("continued") else "trained"
+        return f"{how} at {row['train_length']:,}"
+
+    names = {arm: label(trained_as[arm]) for arm in scores["arms"]}
+    bits = {f"{names[arm]}, read at {length:,}": arrays[f"bits_{arm}_{length}"].astype(float)
+            for arm in names for length in lengths}  # fmt: skip
+    markov = markov_piece_bits(text, starts, bp.astype(np.int64), train_fastas=train_fastas)
+    bits["Markov order 10 (left context)"] = markov
+    columns = [f"{name} ({int(keep.sum()):,} pieces)" for name, keep in subsets.items()]
+    header = "| model | " + " | ".join(columns) + " |"
+    rule = "| --- |" + " ---: |" * len(subsets)
+    short, long_ = min(lengths), max(lengths)
+
+    def scored(arm, length):
+        return arrays[f"bits_{arm}_{length}"].astype(float)
+
+    pairs = {}
+    for arm in names:
+        for length in lengths[1:]:
+            pairs[f"{names[arm]}: read at {length:,} over {short:,}"] = (
+                scored(arm, length), scored(arm, short))  # fmt: skip
+    for length in (short, long_):
+        pairs[f"{names['long']} over {names['short']}, read at {length:,}"] = (
+            scored("long", length), scored("short", length))  # fmt: skip
+    for arm in names:
+        pairs[f"{names[arm]} (read at {long_:,}) over Markov order 10"] = (
+            scored(arm, long_), markov)  # fmt: skip
+    card = result.get("card", result["device"])
+    lines = [f"# Long context: two language models on {card}", "",
+             f"Held-out {result['scores']['bp']:,.0f} bp of GRCh37 22:20-21 Mb in "
+             f"{result['scores']['stretches']} stretches of {result['sizes']['stretch']} pieces; "
+             f"in copies: most bases covered by a {COPY_K}-mer found again in the Mb (either "
+             "strand).", ""]  # fmt: skip
+    for name, row in training.items():
+        losses = row.get("mlm_loss_by_step") or []
+        curve = ", ".join(
+            f"{loss:.2f} at {step}" for step, loss in losses[:: max(1, len(losses) // 6)]
+        )
+        lines.append(f"- {name}: {row['steps']:,} steps of {row['batch']} in "
+                     f"{row['minutes']:.2f} min, {row['tokens_per_s']:,.0f} tokens/s, "
+                     f"last training loss {row['last_loss']:.3f}"
+                     + (f"; MLM loss {curve}" if curve else ""))  # fmt: skip
+    lines += ["", "Bits per bp:", "", header, rule, *split_rows(bits, bp, group, subsets), "",
+              "Bits per bp saved (95% interval over stretches):", "", header, rule,
+              *gain_rows(pairs, bp, group, subsets), ""]  # fmt: skip
+    report = "\n".join(lines)
+    (folder / "long_context.md").write_text(report)
+    return report
 
 
 def main(argv=None) -> int:
@@ -387,16 +518,23 @@ def main(argv=None) -> int:
     go.add_argument("--inputs", type=Path, required=True)
     go.add_argument("--out", type=Path, required=True)
     go.add_argument("--dry-run", action="store_true", help="tiny sizes, on the CPU")
-    go.add_argument("--minutes", type=float, help="each arm's cap (default: %(default)s)")
     done = commands.add_parser("summarise", help="baselines and the copies split, on the CPU")
     done.add_argument("folder", type=Path)
+    done.add_argument(
+        "--heldout",
+        type=Path,
+        default=HELDOUT_FASTA,
+        help="the FASTA the run scored (default: %(default)s)",
+    )
+    done.add_argument("--train-fastas", type=Path, nargs="+", default=TRAIN_FASTAS,
+                      help="the Markov model's training DNA (default: %(default)s)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.out, args.corpus, args.heldout, args.lengths)
     elif args.command == "run":
-        run(args.inputs, args.out, args.dry_run, minutes=args.minutes)
+        run(args.inputs, args.out, args.dry_run)
     else:
-        print(summarise(args.folder))
+        print(summarise(args.folder, args.heldout, args.train_fastas))
     return 0
 
 

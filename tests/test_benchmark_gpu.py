@@ -56,8 +56,14 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
     assert steps["hf_model"]["largest_difference_fp32"] < 1e-4
     assert steps["hf_model"]["training_genobird_over_transformers"] > 0
     study = steps["long_context"]
-    assert [study["training"][arm]["train_length"] for arm in ("long", "short")] == [256, 64]
-    assert all(study["training"][arm]["steps"] == 2 for arm in ("long", "short"))
+    training = study["training"]
+    # the kernel check from scratch, then one start continued at each length
+    assert list(training) == ["scratch-256-block_sparse", "start-64", "continued-256",
+                              "continued-64"]  # fmt: skip
+    assert [training[name]["train_length"] for name in training] == [256, 64, 256, 64]
+    assert [training[name]["continued"] for name in training] == [False, False, True, True]
+    assert all(row["steps"] == 2 and row["mlm_loss_by_step"] for row in training.values())
+    assert study["scores"]["trained_as"] == {"long": "continued-256", "short": "continued-64"}
     # both arms scored on the same pieces at every length, every piece once per length
     pieces = np.load(out / "long_context" / "pieces.npz")
     assert len(pieces["piece_id"]) == study["scores"]["pieces"] > 0
@@ -69,8 +75,17 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
     assert sorted(p.name for p in (out / "long_context").iterdir()) == [
         "long_context.json",
         "pieces.npz",
-        "train-256.jsonl",
-        "train-64.jsonl",
+        *(f"train-{name}.jsonl" for name in sorted(training)),
     ]
+    # the CPU's summary: every scored arm and length beside the Markov model, with gains
+    summary = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "long_context.py"), "summarise",
+         str(out / "long_context"), "--heldout", str(demo_reference / "genome.fa"),
+         "--train-fastas", str(demo_reference / "genome.fa")],
+        check=True, cwd=REPO, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert "| continued at 256, read at 128 |" in summary and "| Markov order 10" in summary
+    assert "| continued at 256 over continued at 64, read at 256 |" in summary
+    assert (out / "long_context" / "long_context.md").read_text().strip() == summary.strip()
     table = (out / "gpu.md").read_text()
     assert "| pretraining | tokens_per_s |" in table and "| hf_model |" in table
