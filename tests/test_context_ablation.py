@@ -108,8 +108,39 @@ def test_the_report_shows_every_arm_both_groupings_and_the_targets(tmp_path):
     assert "Chromatin profiles: toy" in page and "genobird, 8,000 bp minus 1,000 bp" in page
     assert "genobird minus DeepSEA CNN, both at 1,000 bp" in page
     assert "k-mer LR, 8,000 bp minus 1,000 bp" in page and "By scale" in page
+    assert 'alt="predicted and observed along the held-out region"' in page
     assert "features with 20+" in page  # positives per split
     assert "met: genobird 8,000 bp (its best of 4 kb or more) above 1,000 bp" in page
+
+
+def test_predictions_along_the_region_are_the_runs_own_in_genome_order(tmp_path):
+    from genobird.errors import InputError
+    from genobird.tasks.region_plot import broken_at_gaps, plot_along_region, shown_features
+
+    task = _task(tmp_path)
+    summary = summarise(task, min_positives=20, resamples=100)
+    axes = plot_along_region(task, summary, limit=3).axes
+    path = task / "context-8000" / "report" / "test_predictions.npz"
+    saved = dict(np.load(path))
+    # in each category the feature with the most test positives (TF, Histone), then the
+    # next TF; unknown labels (255) are not positives
+    positives = (saved["labels"] == 1).sum(axis=0)
+    tf = np.argsort(-positives[:4], kind="stable")
+    histone = 4 + np.argsort(-positives[4:], kind="stable")
+    expected = [f"f{tf[0]} (TF)", f"f{histone[0]} (Histone)", f"f{tf[1]} (TF)"]
+    assert [ax.get_title(loc="left") for ax in axes] == expected
+    genobird, kmer = axes[0].get_lines()
+    # the test windows were written 200 bp apart in order: centres 0.0001, 0.0003, ... Mb
+    assert np.allclose(genobird.get_xdata(), (np.arange(800) * 200 + 100) / 1e6)
+    assert np.array_equal(genobird.get_ydata(), saved["probabilities"][:, tf[0]])
+    assert genobird.get_label() == "genobird, 8,000 bp" and kmer.get_label() == "k-mer LR, 8,000 bp"
+    assert shown_features(np.array([[1, 0, 1], [1, 0, 0]]), ["a", "a", "b"], 5) == [0, 2]
+    x, y = broken_at_gaps(np.array([0.1, 0.105, 0.2]), np.array([1, 2, 3]))
+    assert np.array_equal(x, [0.1, 0.105, np.nan, 0.2], equal_nan=True) and np.isnan(y[2])
+    # predictions of another test split are refused, not drawn
+    np.savez(path, **{**saved, "fingerprint": "0" * 64})
+    with pytest.raises(InputError, match="another test split"):
+        plot_along_region(task, summary)
 
 
 def test_state_targets_read_broad_groups_and_the_best_baseline(tmp_path):

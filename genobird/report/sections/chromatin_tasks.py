@@ -53,7 +53,20 @@ def chromatin_task_section(task: Path) -> str:
     if any(feature_scales(task).values()):
         text += "<h3>By scale</h3>" + context_ablation_tables(summarise(task, by="scale"))
     text += html_image(figure_png(plot_context_ablation(summary)), "median AUROC by context")
+    text += along_region(task, summary)
     return text
+
+
+def along_region(task: Path, summary: dict) -> str:
+    """A few features' predictions along the held-out region beside what was observed."""
+    from genobird.tasks.region_plot import plot_along_region
+
+    text = ("<p>Predicted against observed along the held-out chromosome, in each category "
+            "the feature with the most test positives: genobird at its best context and the "
+            "best baseline at its own, each chosen on validation; grey ticks are the "
+            "positive test bins (the bins are those sampled for the test split).</p>")  # fmt: skip
+    return text + html_image(figure_png(plot_along_region(task, summary)),
+                             "predicted and observed along the held-out region")  # fmt: skip
 
 
 def context_ablation_tables(summary: dict) -> str:
