@@ -11,12 +11,18 @@ import torch
 from conftest import write
 
 from genobird.cli import main
-from genobird.errors import FormatError, InputError, RegionError
+from genobird.errors import ConfigError, FormatError, InputError, RegionError
 from genobird.genome import Reference, ReferenceSet, open_reference, reverse_complement
 from genobird.genome.demo import MOTIFS
 from genobird.inputs import central
 from genobird.model.classifier import masked_bce
-from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset
+from genobird.tasks.chromatin import (
+    AssayedMasks,
+    ChromatinSpec,
+    build_chromatin_dataset,
+    label_genome_bins,
+    profile_labels,
+)
 from genobird.tasks.data import MISSING_LABEL, WindowDataset, label_values, read_metadata
 from genobird.tasks.metrics import mean_auroc, multilabel_metrics
 from genobird.tasks.splits import GenomeSplit, HeldOutRegion, parse_held_out
@@ -404,3 +410,115 @@ def test_chromatin_dataset_on_demo_peaks(demo_reference, tmp_path):
         near = reference.fetch(chroms[row], centre - 250, centre + 250)
         assert MOTIFS["CTCF"] in near or reverse_complement(MOTIFS["CTCF"]) in near
     assert (ends - starts == 1000).all()
+
+
+# --------------------------------------------------------------------------- profile head
+def test_profile_labels_are_the_neighbouring_bins_own(demo_reference, tmp_path):
+    """Each window's profile labels are the labels its neighbouring bins get as windows of
+    their own (assayed masks included), its own bin in the middle; bins off the
+    chromosome are unknown."""
+    tf, histone = _two_tables(tmp_path, demo_reference, "chr1")
+    spec = ChromatinSpec(context=1200, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
+                         negative_ratio=1000, profile_bins=5)  # fmt: skip
+    out = tmp_path / "c.h5"
+    build_chromatin_dataset([tf, histone], demo_reference / "genome.fa", out, spec)
+    meta = read_metadata(out)
+    assert (meta["profile_bins"], meta["profile_bin_bp"]) == (5, 200)
+    with h5py.File(out, "r") as handle:
+        labels, profiles = handle["labels"][:], handle["profile_labels"][:]
+        chroms, starts = handle["chrom"][:].astype(str), handle["start"][:]
+    assert profiles.shape == (len(labels), 5, 3)
+    assert np.array_equal(profiles[:, 2], labels)  # the window's own bin in the middle
+    row_of = {(c, int(s)): i for i, (c, s) in enumerate(zip(chroms, starts, strict=True))}
+    compared = 0
+    for row in range(len(labels)):
+        for k in range(5):
+            neighbour = row_of.get((chroms[row], int(starts[row]) + (k - 2) * 200))
+            if neighbour is not None:
+                assert np.array_equal(profiles[row, k], labels[neighbour])
+                compared += 1
+    assert compared > 4 * len(labels)  # (all bins are windows here, but those near N)
+    assert (profiles[chroms != "chr1", :, 2] == MISSING_LABEL).all()  # the mark: chr1 only
+    # bins off the chromosome (before its first bin, after its last) are unknown
+    bins = label_genome_bins({"c1": 1000, "c2": 600}, ["c1", "c2"], 200,
+                             [{"c1": (np.array([200]), np.array([400])),
+                               "c2": (np.array([0]), np.array([200]))}], 0.5)  # fmt: skip
+    everywhere = AssayedMasks([], None)
+    assert profile_labels(bins, 0, 3, everywhere)[:, 0].tolist() == [255, 0, 1]  # c1's first
+    assert profile_labels(bins, 4, 3, everywhere)[:, 0].tolist() == [0, 0, 255]  # c1's last
+    assert profile_labels(bins, 5, 3, everywhere)[:, 0].tolist() == [255, 1, 0]  # c2's first
+    with pytest.raises(ConfigError, match="odd"):
+        ChromatinSpec(profile_bins=4)
+    with pytest.raises(ConfigError, match="do not fit"):
+        ChromatinSpec(context=1000, profile_bins=7)
+
+
+def test_a_profile_read_on_the_other_strand_reverses_its_bins(demo_reference, pretraining_data,
+                                                             tmp_path):  # fmt: skip
+    from genobird.corpus.tokenizer import load_tokenizer
+
+    tf, _ = _two_tables(tmp_path, demo_reference, None)
+    spec = ChromatinSpec(context=1000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
+                         max_bins=50, profile_bins=3)  # fmt: skip
+    out = tmp_path / "c.h5"
+    build_chromatin_dataset([tf], demo_reference / "genome.fa", out, spec)
+    with h5py.File(out, "r") as handle:
+        train = np.flatnonzero(handle["split"][:].astype(str) == "train")
+        profiles = label_values(handle["profile_labels"][:][train])
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    forward = WindowDataset(out, "train", tokenizer, 512, profile=True)
+    reverse = WindowDataset(out, "train", tokenizer, 512, profile=True, reverse_complement=True)
+    for index in range(len(forward)):
+        assert np.array_equal(forward[index]["labels"], profiles[index], equal_nan=True)
+        assert np.array_equal(reverse[index]["labels"], profiles[index][::-1], equal_nan=True)
+    assert WindowDataset(out, "train", tokenizer, 512)[0]["labels"].shape == (2,)
+    plain = tmp_path / "plain.h5"
+    build_chromatin_dataset([tf], demo_reference / "genome.fa", plain,
+                            ChromatinSpec(context=1000, valid_chromosomes=("chr3",),
+                                          test_chromosomes=("chrX",), max_bins=50))  # fmt: skip
+    with pytest.raises(InputError, match="--profile-bins"):
+        WindowDataset(plain, "train", tokenizer, 512, profile=True)
+
+
+@pytest.mark.slow
+def test_a_profile_head_fine_tunes_saves_and_scores_from_the_command_line(
+    demo_reference, pretraining_data, tmp_path, capsys
+):
+    """`dataset chromatin --profile-bins` and `finetune chromatin --pooling profile`: the
+    run trains on every bin's labels, is evaluated and scored on the window's own bin;
+    the saved model scores regions; a data set without profile labels, or bins wider than
+    the context read, are one-line errors."""
+    import json
+
+    data, plain = tmp_path / "profile.h5", tmp_path / "plain.h5"
+    base = ["-q", "dataset", "chromatin", "--features", str(demo_reference / "features.tsv"),
+            "--reference", str(demo_reference / "genome.fa"), "--context-bp", "1000",
+            "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
+            "--max-bins", "120"]  # fmt: skip
+    assert main([*base, "--out", str(data), "--profile-bins", "3"]) == 0
+    assert main([*base, "--out", str(plain)]) == 0
+    pretrained = _tiny_pretrained(pretraining_data, tmp_path / "lm", "rotary")
+    out = tmp_path / "run"
+    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out", str(out), "--model",
+                 str(pretrained), "--pooling", "profile", "--max-steps", "3",
+                 "--batch-size", "4"]) == 0  # fmt: skip
+    head = json.loads((out / "model" / "config.json").read_text())["head"]
+    assert head["pooling"] == "profile" and head["profile_bins"] == 3
+    assert head["centre_fraction"] == pytest.approx(0.2)
+    with np.load(out / "report" / "test_predictions.npz") as saved:  # the windows' own bins
+        assert saved["probabilities"].shape == (read_metadata(data)["counts"]["test"], 16)
+    bed = write(tmp_path / "r.bed", "chr1\t1000\t2000\nchr2\t5000\t6000\n")
+    scored = tmp_path / "s.tsv"
+    assert main(["-q", "score", "--model", str(out / "model"), "--bed", str(bed), "--reference",
+                 str(demo_reference / "genome.fa"), "--out", str(scored)]) == 0  # fmt: skip
+    assert len(scored.read_text().splitlines()) == 3
+    capsys.readouterr()
+    assert main(["-q", "finetune", "chromatin", "--data", str(plain), "--out",
+                 str(tmp_path / "x"), "--model", str(pretrained), "--pooling", "profile",
+                 "--max-steps", "1"]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "needs profile labels" in err and "--profile-bins" in err and "Traceback" not in err
+    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out",
+                 str(tmp_path / "y"), "--model", str(pretrained), "--pooling", "profile",
+                 "--window-bp", "400", "--max-steps", "1"]) == 1  # fmt: skip
+    assert "span 600 bp, more than the 400 bp read" in capsys.readouterr().err

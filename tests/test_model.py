@@ -276,6 +276,76 @@ def test_mean_pooling_reads_the_real_tokens_only():
     )
 
 
+def test_profile_pooling_reads_each_bins_tokens_and_scores_the_middle_bin(tmp_path):
+    """Pooling "profile": each of K bins is the mean of its own slice of the real tokens
+    (the middle one the slice centre pooling reads), all read by one head; `logits` are
+    the middle bin's; labels [B, K, F] train every bin, [B, F] the middle one; the base
+    readers' window features sit beside every bin's vector; it survives a save."""
+    from genobird.model import from_pretrained, save_pretrained
+    from genobird.model.classifier import central_tokens, masked_bce, profile_tokens
+
+    torch.manual_seed(0)
+    model = BigBirdForSequenceClassification(tiny_config(), 2, problem="multi_label",
+                                             pooling="profile", centre_fraction=0.2,
+                                             profile_bins=3).eval()  # fmt: skip
+    ids, segments, mask = batch()
+    states = encode(model, ids, segments, mask)
+    weights = profile_tokens(mask, 0.2, 3)
+    assert torch.equal(weights[:, :, 1], central_tokens(mask, 0.2))
+    for row in range(2):  # adjacent slices of the real tokens, none outside them
+        slots = [weights[row, :, k].nonzero().ravel() for k in range(3)]
+        assert all(len(slot) for slot in slots) and not weights[row, ~mask[row]].any()
+        assert slots[0][-1] + 1 == slots[1][0] and slots[1][-1] + 1 == slots[2][0]
+    pooled = torch.stack([torch.stack([states[row, weights[row, :, k]].mean(0) for k in range(3)])
+                          for row in range(2)])  # fmt: skip
+    profile = model.head(pooled)  # [B, K, F]
+    out = model(ids, segments, mask)
+    torch.testing.assert_close(out.logits, profile[:, 1])
+    labels = torch.tensor([[[1.0, 0], [0, float("nan")], [1, 1]], [[0, 0], [1, 0], [0, 1]]])
+    pos_weight = model.pos_weight_on_device
+    torch.testing.assert_close(model(ids, segments, mask, labels).loss,
+                               masked_bce(profile, labels, pos_weight))  # fmt: skip
+    torch.testing.assert_close(model(ids, segments, mask, labels[:, 1]).loss,
+                               masked_bce(profile[:, 1], labels[:, 1], pos_weight))  # fmt: skip
+    save_pretrained(model, tmp_path / "m")
+    loaded = from_pretrained(tmp_path / "m").eval()
+    assert (loaded.profile_bins, loaded.centre_fraction) == (3, 0.2)
+    torch.testing.assert_close(loaded(ids, segments, mask).logits, out.logits)
+    with pytest.raises(ConfigError, match="odd number of bins"):
+        BigBirdForSequenceClassification(tiny_config(), 2, pooling="profile",
+                                         centre_fraction=0.2, profile_bins=2)  # fmt: skip
+    with pytest.raises(ConfigError, match="odd number of bins"):
+        BigBirdForSequenceClassification(tiny_config(), 2, pooling="profile",
+                                         centre_fraction=0.4, profile_bins=3)  # fmt: skip
+
+
+def test_a_profile_head_started_from_a_kmer_lr_gives_every_bin_its_logits():
+    """Base readers read the window: started from a k-mer LR (encoder columns zero), each
+    bin of the profile starts at the k-mer LR's logit of the window, the middle one too."""
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=len(PIECES), composed_token_embeddings=True,
+                         base_conv_channels=4)  # fmt: skip
+    model = BigBirdForSequenceClassification(config, 2, problem="multi_label", pooling="profile",
+                                             centre_fraction=0.2, profile_bins=3,
+                                             base_kmers=3).eval()  # fmt: skip
+    model.encoder.embeddings.set_vocabulary(PIECES)
+    features = model.base_kmer_counts.output_size
+    generator = torch.Generator().manual_seed(1)
+    coefficients = torch.randn(2, features, generator=generator)
+    intercepts, scale = torch.tensor([0.5, -1.0]), torch.rand(features, generator=generator) + 0.5
+    model.start_from_baselines(kmer_lr=(coefficients, intercepts, scale))
+    ids = torch.randint(5, len(PIECES), (2, 64), generator=generator)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    captured = {}
+    model.head.register_forward_hook(lambda module, args, output: captured.update(out=output))
+    logits = model(ids, torch.zeros_like(ids), mask).logits
+    spelled, _ = model.speller().spelled_bases(ids, mask, markers=False)
+    expected = model.base_kmer_counts(spelled) @ coefficients.T + intercepts
+    for k in range(3):
+        torch.testing.assert_close(captured["out"][:, k], expected)
+    torch.testing.assert_close(logits, expected)
+
+
 def test_centre_pooling_reads_the_central_real_tokens_only(tmp_path):
     """Centre pooling equals the average of each input's central real token states (the
     middle fifth of them here), row by row, whatever lies outside; it survives a save."""

@@ -100,6 +100,8 @@ def chromatin_task_data_options(wildcards):
         options.append(f"--negative-ratio {task['negative_ratio']}")
     if "max_bins" in task:
         options.append(f"--max-bins {task['max_bins']}")
+    if "profile_bins" in task:
+        options.append(f"--profile-bins {task['profile_bins']}")
     if assayed:
         options.append("--assayed " + " ".join(f"'{e['table']}={e['assayed']}'" for e in assayed))
     return " ".join(options)

@@ -71,6 +71,7 @@ def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
         test_chromosomes=tuple(args.test_chromosomes),
         assayed=_assayed_pairs(args.assayed),
         seed=args.seed,
+        profile_bins=args.profile_bins,
     )
     windows = build_chromatin_dataset(args.features, args.reference, args.out, spec,
                                       progress=not args.quiet)  # fmt: skip
@@ -205,6 +206,10 @@ def add_dataset(commands) -> None:
     chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
     chromatin.add_argument("--negative-ratio", type=float, default=1.0)
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
+    chromatin.add_argument("--profile-bins", type=int, default=0, metavar="K",
+                           help="also store the labels of the K bins centred on each window's "
+                           "bin (odd), for `finetune chromatin --pooling profile`, which "
+                           "learns all K from one pass (default 0: none)")  # fmt: skip
     chromatin.add_argument("--assayed", nargs="+", metavar="TABLE=WHERE", default=[],
                            help="where the features of a table without an assayed column "
                            "were measured: chromosomes (comma-separated) or a BED of regions, "

@@ -146,8 +146,10 @@ def add_finetune(commands) -> None:
                        "chromatin), the mean of the token states (classify's default), "
                        "HuggingFace BigBird's head on [CLS] (exportable with `convert "
                        "to-hf`), or the mean of the states of the tokens over the window's "
-                       "central --centre-bp (a chromatin bin); classify: mean or cls, chosen "
-                       "on validation")  # fmt: skip
+                       "central --centre-bp (a chromatin bin), or one such mean for each bin of a "
+                       "data set built with --profile-bins, every bin learnt from one pass "
+                       "(the window's own is scored); classify: mean or cls, chosen on "
+                       "validation")  # fmt: skip
     model.add_argument("--centre-bp", type=int, default=200,
                        help="with --pooling centre: the bases pooled, centred")  # fmt: skip
     model.add_argument("--base-cnn-channels", type=int, metavar="C",

@@ -72,12 +72,17 @@ class BigBirdForSequenceClassification(nn.Module):
     mean of the real tokens' final states (no pooler), for short DNA inputs where [CLS]
     has little context to gather (docs/experiments); "hf": HuggingFace BigBird's
     head on the [CLS] state (`HFClassificationHead`), for classifiers converted from or
-    exported to transformers.
+    exported to transformers; "centre": the mean of the central `centre_fraction` of the
+    real tokens' states (a chromatin bin read with its context); "profile": one such
+    mean for each of `profile_bins` adjacent bins of `centre_fraction` each, centred, all
+    read by the same head (a profile head: labels [B, K, F] train every bin from one
+    pass; `logits` are the middle bin's, the window's own, so that evaluation and
+    scoring read a profile model as any other).
     """
 
     task = "classification"
     PROBLEMS = ("single_label", "multi_label", "regression")
-    POOLINGS = ("cls", "mean", "hf", "centre")
+    POOLINGS = ("cls", "mean", "hf", "centre", "profile")
 
     def __init__(
         self,
@@ -90,6 +95,7 @@ class BigBirdForSequenceClassification(nn.Module):
         base_cnn_channels: int = 0,
         base_kmers: int = 0,
         base_markers: bool = False,
+        profile_bins: int = 0,
     ):
         super().__init__()
         if problem not in self.PROBLEMS:
@@ -98,6 +104,12 @@ class BigBirdForSequenceClassification(nn.Module):
             raise ConfigError(f"pooling must be one of {self.POOLINGS}, got {pooling!r}")
         if not 0 < centre_fraction <= 1:
             raise ConfigError(f"centre_fraction must be in (0, 1], got {centre_fraction}")
+        if pooling == "profile" and (profile_bins < 1 or profile_bins % 2 == 0
+                                     or profile_bins * centre_fraction > 1 + 1e-9):  # fmt: skip
+            raise ConfigError(f"pooling profile needs an odd number of bins that fit in the "
+                              f"window, got {profile_bins} of {centre_fraction:g} of "
+                              "it")  # fmt: skip
+        self.profile_bins = profile_bins if pooling == "profile" else 0
         # "centre": the mean of the central `centre_fraction` of each input's real tokens
         # (a chromatin bin's 200 bp of an 8 kb window: 0.025), whose states attention has
         # filled with the context around them
@@ -143,8 +155,10 @@ class BigBirdForSequenceClassification(nn.Module):
             "pos_weight": self.pos_weight,
             "pooling": self.pooling,
         }
-        if self.pooling == "centre":
+        if self.pooling in ("centre", "profile"):
             head["centre_fraction"] = self.centre_fraction
+        if self.profile_bins:
+            head["profile_bins"] = self.profile_bins
         if self.base_cnn_channels:
             head["base_cnn_channels"] = self.base_cnn_channels
         if self.base_kmers:
@@ -233,7 +247,8 @@ class BigBirdForSequenceClassification(nn.Module):
                 linear.bias.add_(kmer_share * intercepts)
 
     def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """One [B, C] vector per input, read by the head."""
+        """One [B, C] vector per input (with pooling "profile", [B, K, C]: one per bin),
+        read by the head."""
         if self.pooling == "cls":
             return encoded.pooled
         if self.pooling == "hf":
@@ -244,6 +259,11 @@ class BigBirdForSequenceClassification(nn.Module):
             if attention_mask is not None
             else torch.ones(states.shape[:2], dtype=torch.bool, device=states.device)
         )
+        if self.pooling == "profile":
+            weights = profile_tokens(real, self.centre_fraction, self.profile_bins).to(states.dtype)
+            return torch.einsum("bnk,bnc->bkc", weights, states) / weights.sum(1)[..., None].clamp(
+                min=1
+            )
         if self.pooling == "centre":
             real = central_tokens(real, self.centre_fraction)
         weights = real.to(states.dtype)[..., None]
@@ -262,16 +282,22 @@ class BigBirdForSequenceClassification(nn.Module):
             spelled, _ = self.speller().spelled_bases(input_ids, attention_mask,
                                                       markers=self.base_markers)  # fmt: skip
             features = [reader(spelled).to(pooled.dtype) for reader in readers]
-            pooled = torch.cat([pooled, *features], dim=1)
+            if self.profile_bins:  # the window's base features, beside each bin's vector
+                features = [f[:, None].expand(-1, self.profile_bins, -1) for f in features]
+            pooled = torch.cat([pooled, *features], dim=-1)
         logits = self.head(pooled)
+        profile = None
+        if self.profile_bins:
+            profile, logits = logits, logits[:, self.profile_bins // 2]
         loss = None
         if labels is not None:
             if self.problem == "single_label":
                 loss = F.cross_entropy(logits.float(), labels)
             elif self.problem == "regression":
                 loss = F.mse_loss(logits.float(), labels.float().view_as(logits))
-            else:
-                loss = masked_bce(logits.float(), labels.float(), self.pos_weight_on_device)
+            else:  # a profile's labels [B, K, F] train every bin; [B, F] the middle one
+                scored = profile if profile is not None and labels.dim() == 3 else logits
+                loss = masked_bce(scored.float(), labels.float(), self.pos_weight_on_device)
         return ClassificationOutput(loss, logits)
 
 
@@ -284,6 +310,20 @@ def central_tokens(real: torch.Tensor, fraction: float) -> torch.Tensor:
     centre = (length - 1) / 2
     half = torch.clamp(length * fraction, min=1.0) / 2
     return real & ((position - centre).abs() < half)
+
+
+def profile_tokens(real: torch.Tensor, fraction: float, bins: int) -> torch.Tensor:
+    """bool [B, N, K]: for each of `bins` adjacent bins of `fraction` of the real tokens
+    each, centred on the window's middle (as `central_tokens` centres one), the tokens
+    that fall in it; inputs' real tokens come first. Computed on the device from the mask
+    alone."""
+    length = real.sum(1, keepdim=True).to(torch.float32)  # [B, 1]
+    position = torch.arange(real.shape[1], device=real.device, dtype=torch.float32)[None]
+    width = torch.clamp(length * fraction, min=1.0)
+    # offset from the middle in bins, shifted so that bin 0 is the leftmost
+    slot = torch.floor((position - (length - 1) / 2) / width + 0.5 + bins // 2)
+    index = torch.arange(bins, device=real.device, dtype=torch.float32)
+    return real[..., None] & (slot[..., None] == index)
 
 
 def masked_bce(logits: torch.Tensor, labels: torch.Tensor, pos_weight: torch.Tensor):

@@ -201,6 +201,18 @@ class ChromatinSpec:
     # column (chromosomes comma-separated, or a BED of regions)
     assayed: dict | None = None
     seed: int = 0
+    # Labels of the `profile_bins` bins centred on each window's bin stored beside its own
+    # (an odd count; 0: none), for a profile head that learns every one of them from one
+    # pass over the window (fine-tuning's pooling "profile")
+    profile_bins: int = 0
+
+    def __post_init__(self):
+        if self.profile_bins < 0 or (self.profile_bins and self.profile_bins % 2 == 0):
+            raise ConfigError(f"profile_bins must be 0 (none) or odd, so that the window's own "
+                              f"bin is the middle one; got {self.profile_bins}")  # fmt: skip
+        if self.profile_bins * self.bin_size > self.context:
+            raise ConfigError(f"profile_bins {self.profile_bins} x {self.bin_size} bp bins do not "
+                              f"fit in the {self.context} bp window")  # fmt: skip
 
 
 def read_feature_table(path: str | Path, assayed: str = "") -> list[dict]:
@@ -358,6 +370,21 @@ class LabelledBins:
         return np.zeros(self.features, dtype=np.uint8)
 
 
+def profile_labels(bins: LabelledBins, index: int, count: int, assayed: AssayedMasks):
+    """uint8 [count, F]: the labels of the `count` bins centred on bin `index`, with each
+    feature's assayed regions applied; MISSING_LABEL where a bin lies off its chromosome."""
+    chromosome = int(np.searchsorted(bins.first_index, index, side="right")) - 1
+    first, end = int(bins.first_index[chromosome]), int(bins.first_index[chromosome + 1])
+    half = count // 2
+    neighbours = np.arange(max(first, index - half), min(end, index + half + 1))
+    out = np.full((count, bins.features), MISSING_LABEL, dtype=np.uint8)
+    labels = np.stack([bins.labels_of(int(j)) for j in neighbours])
+    starts = (neighbours - first) * bins.bin_size
+    chrom = bins.chromosomes[chromosome]
+    out[neighbours - (index - half)] = assayed.apply(labels, chrom, starts, starts + bins.bin_size)
+    return out
+
+
 def peaks_on_reference(peaks: dict, reference, path) -> dict:
     """Peaks keyed by the reference's own contig names (chr1 <-> 1, chrM <-> MT), as BED
     regions are resolved when scored; contigs the reference lacks are left out. A peak
@@ -440,7 +467,9 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     chosen = np.sort(chosen)
     windows = WindowSet("chromatin", [f["name"] for f in features],
                         [f["category"] for f in features],
-                        scales=[f.get("scale") or "" for f in features])  # fmt: skip
+                        scales=[f.get("scale") or "" for f in features],
+                        profile_bins=spec.profile_bins,
+                        profile_bin_bp=spec.bin_size if spec.profile_bins else 0)  # fmt: skip
     guarded = 0
     for index in chosen:
         chrom, start = bins.locate(int(index))
@@ -455,7 +484,9 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
             continue
         labels = bins.labels_of(int(index))[None, :]
         labels = assayed.apply(labels, chrom, np.array([start]), np.array([bin_end]))[0]
-        windows.add(sequence, labels, chrom, window.start, window.end, "+", window_split)
+        profile = (profile_labels(bins, int(index), spec.profile_bins, assayed)
+                   if spec.profile_bins else None)  # fmt: skip
+        windows.add(sequence, labels, chrom, window.start, window.end, "+", window_split, profile)
     windows.write(out_path)
     log.info(
         "chromatin data: %d bins (%d with a peak) of %d; %d left out where their context "

@@ -11,6 +11,13 @@ One format serves the promoter, chromatin and generic classification tasks:
     attrs: format, task, feature_names (JSON), categories (JSON), window_bp, and scales
            (JSON, where the feature tables give a scale column)
 
+and, in a chromatin data set built with profile bins (`dataset chromatin --profile-bins`):
+
+    profile_labels uint8 [N, K, F]  the labels of the K bins centred on each window's bin
+                            (its own in the middle), read 5'->3' like the window; 255
+                            where a bin lies off its chromosome
+    attrs: profile_bins (K), profile_bin_bp (each bin's width)
+
 Windows are tokenised when read. A window longer than the model's input keeps its
 central tokens, so the TSS or bin centre stays in the middle of what the model sees.
 """
@@ -75,19 +82,30 @@ class WindowSet:
     ends: list[int] = field(default_factory=list)
     strands: list[str] = field(default_factory=list)
     splits: list[str] = field(default_factory=list)
+    # with profile_bins: each window's [K, F] profile labels, K bins of profile_bin_bp
+    profile_bins: int = 0
+    profile_bin_bp: int = 0
+    profiles: list[np.ndarray] = field(default_factory=list)
 
     def __post_init__(self):
         # One model output per name: scores, metrics and tables are keyed by it.
         require_unique_names(self.feature_names, "feature names", f"the {self.task} data set",
                              "each feature needs its own name")  # fmt: skip
 
-    def add(self, sequence, labels, chrom, start, end, strand, split) -> None:
+    def add(self, sequence, labels, chrom, start, end, strand, split, profile=None) -> None:
         labels = np.asarray(labels, dtype=np.uint8).reshape(-1)
         if len(labels) != len(self.feature_names):
             raise InputError(
                 f"{chrom}:{start}-{end}: {len(labels)} labels for {len(self.feature_names)} "
                 "features; the label matrix must have one column per feature name"
             )
+        if self.profile_bins:
+            profile = np.asarray(profile, dtype=np.uint8)
+            if profile.shape != (self.profile_bins, len(self.feature_names)):
+                raise InputError(f"{chrom}:{start}-{end}: profile labels of shape "
+                                 f"{profile.shape}, expected ({self.profile_bins}, "
+                                 f"{len(self.feature_names)})")  # fmt: skip
+            self.profiles.append(profile)
         self.sequences.append(sequence)
         self.labels.append(labels)
         self.chroms.append(chrom)
@@ -108,6 +126,11 @@ class WindowSet:
                            len(self), width, name_width, self.scales) as writer:  # fmt: skip
             writer.write(self.sequences, np.stack(self.labels), self.chroms, self.starts,
                          self.ends, self.strands, self.splits)  # fmt: skip
+            if self.profile_bins:
+                writer.handle.create_dataset("profile_labels", data=np.stack(self.profiles),
+                                             compression="lzf")  # fmt: skip
+                writer.handle.attrs.update(profile_bins=self.profile_bins,
+                                           profile_bin_bp=self.profile_bin_bp)  # fmt: skip
         return Path(path)
 
 
@@ -175,6 +198,8 @@ def read_metadata(path: str | Path) -> dict:
             "categories": json.loads(handle.attrs["categories"]),
             "scales": json.loads(handle.attrs.get("scales", "[]")),
             "window_bp": int(handle.attrs["window_bp"]),
+            "profile_bins": int(handle.attrs.get("profile_bins", 0)),
+            "profile_bin_bp": int(handle.attrs.get("profile_bin_bp", 0)),
             "counts": {split: int((splits == split).sum()) for split in SPLITS},
             "positives": (labels == 1).sum(axis=0).tolist(),
             "positives_by_split": {
@@ -260,12 +285,15 @@ class WindowDataset(torch.utils.data.Dataset):
     pieces with BPE-dropout, the draws fixed by (`bpe_seed`, epoch, index) likewise
     (genobird.corpus.bpe_dropout: the same cut in every process), or with `cut` given,
     the window's `cut`-th sampled cut (`sampled_cut`: the cuts evaluation averages over).
-    With `window_bp`, each window is read as its central `window_bp` bases (`central`)."""
+    With `window_bp`, each window is read as its central `window_bp` bases (`central`).
+    With `profile`, its labels are the window's profile labels [K, F] (in reverse bin
+    order where the window is read on the other strand), not its own bin's [F]."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
                  reverse_complement: bool = False, rc_augment_seed: int | None = None,
                  bpe_dropout: float = 0.0, bpe_seed: int = 0,
-                 cut: int | None = None, window_bp: int | None = None):  # fmt: skip
+                 cut: int | None = None, window_bp: int | None = None,
+                 profile: bool = False):  # fmt: skip
         if split not in SPLITS:
             raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
@@ -273,9 +301,13 @@ class WindowDataset(torch.utils.data.Dataset):
         self.reverse = reverse_complement
         self.rc_augment_seed, self.epoch = rc_augment_seed, 0
         self.bpe_dropout, self.bpe_seed, self.cut = bpe_dropout, bpe_seed, cut
+        self.labels = "profile_labels" if profile else "labels"
         with h5py.File(self.path, "r") as handle:
             if handle.attrs.get("format") != FORMAT:
                 raise InputError(f"{path}: not a genobird sequence data set")
+            if self.labels not in handle:
+                raise InputError(f"{path}: no profile labels; rebuild it with `genobird "
+                                 "dataset chromatin --profile-bins K`")  # fmt: skip
             self.rows = np.nonzero(handle["split"][:].astype(str) == split)[0]
         self._handle = None
 
@@ -310,13 +342,13 @@ class WindowDataset(torch.utils.data.Dataset):
             self._handle = h5py.File(self.path, "r")
         row = int(self.rows[index])
         sequence = central(self._handle["sequences"][row].decode("ascii"), self.window_bp)
+        labels = label_values(self._handle[self.labels][row])
         if self._flip(index):
             sequence = reverse_complement(sequence)
+            if labels.ndim == 2:  # the profile's bins, read from the other end
+                labels = np.ascontiguousarray(labels[::-1])
         ids = self._token_ids(sequence, index)
-        return {
-            "input_ids": framed_ids(self.tokenizer, ids, self.max_tokens),
-            "labels": label_values(self._handle["labels"][row]),
-        }
+        return {"input_ids": framed_ids(self.tokenizer, ids, self.max_tokens), "labels": labels}
 
 
 def chromosome_split(chrom: str, valid: tuple[str, ...], test: tuple[str, ...]) -> str:

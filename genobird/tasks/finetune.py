@@ -315,9 +315,12 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
     if spec.dropout is not None:
         config = replace(config, hidden_dropout=spec.dropout)
     head = {}
+    window = spec.window_bp or task_meta["window_bp"]
     if spec.pooling == "centre":
-        window = spec.window_bp or task_meta["window_bp"]
         head["centre_fraction"] = min(1.0, spec.centre_bp / window)
+    if spec.pooling == "profile":  # the data set's bins, each its own share of the window
+        head["profile_bins"] = task_meta["profile_bins"]
+        head["centre_fraction"] = task_meta["profile_bin_bp"] / window
     if spec.base_cnn_channels:
         head["base_cnn_channels"] = spec.base_cnn_channels
     if spec.base_kmers:
@@ -418,7 +421,8 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     windows = partial(WindowDataset, data_path, tokenizer=tokenizer, window_bp=spec.window_bp)
     train = windows("train", max_tokens=training_max_tokens(spec, model),
                     rc_augment_seed=spec.seed if rc_augment else None,
-                    bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed)  # fmt: skip
+                    bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed,
+                    profile=spec.pooling == "profile")  # fmt: skip
     valid = windows("valid", max_tokens=spec.max_tokens)
     warm_start = bool(spec.base_cnn_channels or spec.base_kmers)
     if warm_start and latest_checkpoint(output / "checkpoints") is None:
@@ -504,13 +508,25 @@ def settle_strands(spec: FinetuneSpec, meta: dict, choice: dict) -> tuple[Finetu
 
 
 def check_window(spec: FinetuneSpec, meta: dict, data_path) -> None:
-    """A context wider than the data set's windows cannot be cut from them."""
+    """A context wider than the data set's windows cannot be cut from them, and a profile
+    head needs a data set of profile labels whose bins fit in the context read."""
     if spec.window_bp is not None and spec.window_bp > meta["window_bp"]:
         raise ConfigError(
             f"--window-bp {spec.window_bp} is wider than the windows of {data_path} "
             f"({meta['window_bp']} bp); rebuild the data set with that context or give at most "
             f"{meta['window_bp']}"
         )
+    if spec.pooling != "profile":
+        return
+    if not meta["profile_bins"]:
+        raise ConfigError(f"--pooling profile needs profile labels, which {data_path} has "
+                          "not; rebuild it with `genobird dataset chromatin --profile-bins "
+                          "K`")  # fmt: skip
+    span, read = meta["profile_bins"] * meta["profile_bin_bp"], spec.window_bp or meta["window_bp"]
+    if span > read:
+        raise ConfigError(f"--pooling profile: the data set's {meta['profile_bins']} profile bins "
+                          f"span {span} bp, more than the {read} bp read; give --window-bp "
+                          f"{span} or more")  # fmt: skip
 
 
 def run_identity(spec: FinetuneSpec, pretrained: Path | None, meta: dict) -> dict:

@@ -29,7 +29,7 @@ QUESTIONS = ("learning_rate", "pooling")
 REQUIRED_RECIPE = ("max_steps", "learning_rate", "batch_size")
 # how a window becomes one vector for the head: BigBirdForSequenceClassification.POOLINGS,
 # named here too so that building the command line imports no torch (a test holds them equal)
-POOLINGS = ("cls", "mean", "hf", "centre")
+POOLINGS = ("cls", "mean", "hf", "centre", "profile")
 # `genobird finetune`'s setting for each option left out, by task kind. classify (a
 # user's own labelled sequences, of any family): the recipe that benchmarks/carryover.py
 # measures on task families it was not chosen on (docs/results.md, "One recipe on tasks it
