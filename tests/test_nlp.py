@@ -133,9 +133,9 @@ def test_squad_answers_are_checked_against_their_context(tmp_path):
             qa.read_squad(path)
 
 
-def test_sliding_windows_cover_the_context_and_carry_the_answer(text_tokenizer):
+def test_sliding_windows_cover_the_context_and_carry_the_answer(text_tokenizer, tmp_path):
     [record] = synthetic_qa(1, seed=5, words=(150, 150))
-    question = qa._question(record, "mem")
+    [question] = qa.read_squad(write_jsonl(tmp_path / "one.jsonl", [record]))
     spec = qa.QAWindowSpec(max_tokens=64, stride=24, max_question_tokens=16)
     windows = qa.make_windows([question], text_tokenizer, spec)
     context_ids, _ = text_tokenizer.encode_with_offsets(question.context)

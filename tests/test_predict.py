@@ -160,8 +160,8 @@ def test_scoring_masks_the_tokenizers_own_pad_id(model_dir):
     rng = np.random.default_rng(9)
     short = "".join(rng.choice(list("ACGT"), 400))
     repeat = "A" * 400  # few, long tokens: a much shorter input than `short`
-    alone = predictor._probabilities([repeat])
-    batched = predictor._probabilities([repeat, short])
+    alone = predictor.predict([repeat])
+    batched = predictor.predict([repeat, short])
     np.testing.assert_allclose(batched[0], alone[0], atol=1e-5)
 
 

@@ -239,8 +239,8 @@ def test_a_checkpoint_from_before_run_settings_is_checked_on_its_training_config
     datasets, tmp_path
 ):
     class OlderTrainer(Trainer):  # wrote checkpoints without the "run" entry
-        def _training_state(self):
-            return {k: v for k, v in super()._training_state().items() if k != "run"}
+        def checkpoint_state(self):
+            return {k: v for k, v in super().checkpoint_state().items() if k != "run"}
 
     train, _ = datasets
     config = training_config(max_steps=3, checkpoint_every=3)
@@ -387,7 +387,7 @@ def test_a_training_step_reads_no_value_back_from_the_device(datasets, tmp_path)
     train, _ = datasets
     config = training_config(max_steps=4, checkpoint_every=1000, log_every=1000)
     trainer = Trainer(make_model(), train, config, tmp_path, pretraining_step)
-    batch, _ = next(trainer._micro_batches())
+    batch, _ = next(trainer.micro_batches())
     loss, _ = pretraining_step(trainer.model, batch)  # warm-up: layouts built, then cached
     watch = HostReads()
     with watch:
@@ -424,11 +424,11 @@ def test_a_cuda_training_step_never_synchronises_with_the_host(datasets, tmp_pat
     train, _ = datasets
     config = training_config(max_steps=4, checkpoint_every=1000, log_every=1000)
     trainer = Trainer(make_model(), train, config, tmp_path, pretraining_step, device="cuda")
-    batches = trainer._micro_batches()
-    trainer._optimizer_step(batches)  # warm-up: allocations, lazy initialisation
+    batches = trainer.micro_batches()
+    trainer.optimizer_step(batches)  # warm-up: allocations, lazy initialisation
     torch.cuda.set_sync_debug_mode("error")
     try:
-        trainer._optimizer_step(batches)
+        trainer.optimizer_step(batches)
     finally:
         torch.cuda.set_sync_debug_mode("default")
 

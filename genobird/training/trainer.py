@@ -323,7 +323,9 @@ class Trainer:
             ]  # fmt: skip
             path.write_text("".join(line + "\n" for line in kept))
 
-    def _training_state(self) -> dict:
+    def checkpoint_state(self) -> dict:
+        """What a checkpoint holds besides the weights: optimiser, scheduler, RNG states,
+        the position in the data and the run's settings (`run_settings`)."""
         state = {
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -345,7 +347,7 @@ class Trainer:
                 self.checkpoint_root,
                 self.state.step,
                 self.module,
-                self._training_state(),
+                self.checkpoint_state(),
                 self.config.keep_checkpoints,
             )
         distributed.barrier()
@@ -372,8 +374,9 @@ class Trainer:
             pin_memory=self.device.type == "cuda",  # non-blocking copies to the GPU
         )
 
-    def _micro_batches(self):
-        """Endless micro-batches, tracking (epoch, batch_in_epoch) for resume."""
+    def micro_batches(self):
+        """Endless (micro-batch on the device, its real tokens), tracking (epoch,
+        batch_in_epoch) for resume: what `optimizer_step` draws from."""
         while True:
             produced = False
             for batch in self._loader():
@@ -396,7 +399,7 @@ class Trainer:
         from tqdm import tqdm
 
         config = self.config
-        batches = self._micro_batches()
+        batches = self.micro_batches()
         bar = tqdm(
             total=config.max_steps,
             initial=self.state.step,
@@ -413,7 +416,7 @@ class Trainer:
         started, tokens = time.perf_counter(), 0
         deadline = started + config.max_minutes * 60 if config.max_minutes else math.inf
         while self.state.step < config.max_steps and not self.state.stopped_early:
-            metrics, step_tokens = self._optimizer_step(batches)
+            metrics, step_tokens = self.optimizer_step(batches)
             tokens += step_tokens
             self.state.step += 1
             if self.average is not None:
@@ -495,10 +498,11 @@ class Trainer:
                  self.config.best_metric, self.state.best_score)  # fmt: skip
         return True
 
-    def _optimizer_step(self, batches) -> tuple[dict, int]:
-        """One update. Its metrics stay on the device (tensors) and its finiteness is
-        recorded there, so a step never waits for the device: `_check_finite` reads the
-        record at log, evaluation and checkpoint steps only."""
+    def optimizer_step(self, batches) -> tuple[dict, int]:
+        """One update from `micro_batches` (as many as the accumulation needs); returns its
+        metrics and real tokens. Its metrics stay on the device (tensors) and its
+        finiteness is recorded there, so a step never waits for the device:
+        `_check_finite` reads the record at log, evaluation and checkpoint steps only."""
         totals: dict = {}
         tokens = 0
         for micro in range(self.accumulation):
