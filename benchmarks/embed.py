@@ -55,7 +55,7 @@ def classifier_dir(model: Path, folder: Path, window_bp: int) -> Path:
     from genobird.corpus.tokenizer import load_tokenizer
     from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
     from genobird.model.io import read_model_description
-    from genobird.tasks.finetune import load_encoder
+    from genobird.model.task_model import load_encoder
 
     config = BigBirdConfig.from_dict(read_model_description(model)["config"])
     classifier = BigBirdForSequenceClassification(config, 1, "multi_label", pooling="mean")

@@ -397,7 +397,8 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     from genobird.corpus import Tokenizer
     from genobird.errors import ConfigError
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
-    from genobird.tasks.finetune import FinetuneSpec, layer_decay_scales
+    from genobird.model.task_model import layer_decay_scales
+    from genobird.tasks.finetune import FinetuneSpec
 
     assert layer_decay_scales(2, 1.0) == {}
     assert layer_decay_scales(2, 0.5) == {

@@ -1080,7 +1080,7 @@ def test_base_readers_of_an_encoder_without_a_base_convolution_spell_with_their_
     """A converted checkpoint's encoder spells no bases: the classifier keeps a table of
     the vocabulary's bases of its own (set with the vocabulary, saved with the weights),
     and its base readers see what they see beside an encoder that spells them."""
-    from genobird.tasks.finetune import build_task_model
+    from genobird.model.task_model import build_task_model
 
     spelling = base_cnn_classifier(base_cnn_channels=6, base_kmers=4)
     config = tiny_config(vocab_size=len(PIECES))

@@ -28,6 +28,11 @@ sits upstream on their strand (and that element). A 200 bp bin is only labelled 
 a model that sees kilobases around it; the TF and DNase features are local.
 
 Same seed and size -> byte-identical files (checked by the manifest's sha256 values).
+
+Over 600 lines on purpose: one generator, read top to bottom in the order the genome is
+layered, whose steps share the private plan (ChromosomePlan, _Canvas) and draw from one
+random stream in a fixed order (which the byte-identical output depends on); the
+long-range structure, which has its own plan, lives in demo_longrange.
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from torch.utils.data import Dataset
 from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import from_pretrained, save_pretrained
+from genobird.model.task_model import build_task_model, task_config
 from genobird.nlp import qa
 from genobird.nlp.models import BigBirdForQuestionAnswering
 from genobird.nlp.text import TextTokenizer
-from genobird.tasks.finetune import build_task_model, task_config
 from genobird.training import Trainer, TrainingConfig
 
 log = logging.getLogger(__name__)
