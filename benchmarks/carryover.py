@@ -14,13 +14,13 @@ task runs, in one process, on the same splits:
                  3e-4, batch 32, validation every 500, dropout 0.3, mean pooling, strands
                  as the task kind sets them), no base CNN
   defaults       `genobird finetune classify` with no recipe option, as a user first
-                 runs it (genobird.tasks.recipe's TASK_DEFAULTS): the same with base
+                 runs it (genobird.finetuning.recipe's TASK_DEFAULTS): the same with base
                  readers under the encoder, started from the baselines (a CNN of 128
                  filters, the CNN baseline's tower, trained alone first, and the k-mer
                  LR's 3- to 6-mer counts, fitted first, blended on validation), a stop
                  after 3 validation checks without improvement, and strands, learning
                  rate (3e-4 or 1e-4) and pooling (mean or [CLS]) chosen on the task's
-                 validation split by probes of at most 500 steps (genobird.tasks.probes);
+                 validation split by probes of at most 500 steps (genobird.finetuning.probes);
                  its settings are the baselines', chosen on no task here, so every
                  family is held out (a promoter data set is not asked: its strand is
                  known; it gets the same settings as options, the next arm's command)
@@ -383,7 +383,7 @@ def family_difference(runs: list[Path], baselines: list[Path], resamples: int = 
     compare`'s resampling, one task at a time)."""
     import numpy as np
 
-    from genobird.tasks.compare import (
+    from genobird.evaluation.compare import (
         check_same_split,
         interval,
         read_predictions,

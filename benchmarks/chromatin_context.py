@@ -23,8 +23,8 @@ import argparse
 import json
 from pathlib import Path
 
-from genobird.tasks.compare import describe_difference
-from genobird.tasks.context_ablation import feature_scales, summarise, targets
+from genobird.evaluation.compare import describe_difference
+from genobird.evaluation.context_ablation import feature_scales, summarise, targets
 
 
 def main(argv=None) -> int:

@@ -12,7 +12,7 @@ variants alternate step by step in the same process: the token embeddings compos
 the pieces in the batch only (genobird's `ComposedTokenEmbedding.forward`), and the
 whole [V, C] table composed every step, as before (the baseline). With `--padding` the
 variants are one model's steps on the batch padded as fine-tuning pads it
-(`genobird.tasks.data.padded_length` with the model's densely attended length) and padded
+(`genobird.datasets.windows.padded_length` with the model's densely attended length) and padded
 to whole blocks of 64 (the baseline). Medians of `--steps`; tokens/s counts real tokens.
 """
 

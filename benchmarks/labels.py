@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from genobird.tasks.chromatin import bin_labels, label_genome_bins
-from genobird.tasks.peaks import bedtools_bin_labels, read_peaks
+from genobird.datasets.chromatin import bin_labels, label_genome_bins
+from genobird.datasets.peaks import bedtools_bin_labels, read_peaks
 
 GRCH37_BIN_FEATURES = 15_500_000 * 919
 

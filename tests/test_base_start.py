@@ -94,11 +94,11 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     from genobird.baselines.cnn import encode
     from genobird.baselines.kmer import fit_kmer_lr, kmer_matrix
     from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.datasets.windows import WindowDataset, read_metadata
+    from genobird.finetuning import base_start
+    from genobird.finetuning.finetune import FinetuneSpec, build_model, fitted_spec
     from genobird.inputs import central, window_collate
     from genobird.model.base_readers import base_kmer_lengths
-    from genobird.tasks import base_start
-    from genobird.tasks.data import WindowDataset, read_metadata
-    from genobird.tasks.finetune import FinetuneSpec, build_model, fitted_spec
 
     tokenizer = load_tokenizer(model_dir)
     spec = FinetuneSpec(window_bp=window_bp, pooling="mean", dropout=0.3,
@@ -151,7 +151,7 @@ def check_start(model_dir, data, folder, window_bp, rc_average, **readers):
     assert np.abs(ours - theirs).max() < TOLERANCE, np.abs(ours - theirs).max()
     # the start's recorded validation AUROC is the blend's, scored as evaluation scores
     from genobird.baselines import load_baseline_data
-    from genobird.tasks.metrics import mean_auroc
+    from genobird.datasets.metrics import mean_auroc
 
     labels = load_baseline_data(data, 0).valid.labels
     probabilities = (1 / (1 + np.exp(-theirs))).mean(axis=0)
@@ -261,7 +261,7 @@ def test_finetune_checks_its_start_against_the_baselines(real_model, shared_data
 
 
 def test_a_start_that_is_not_the_baselines_is_reported(caplog):
-    from genobird.tasks.finetune import start_check
+    from genobird.finetuning.finetune import start_check
 
     history = [{"step": 0, "eval_auroc": 0.6847}, {"step": 10, "loss": 0.5}]
     assert start_check(history, {"start_validation_auroc": 0.68468}) == {

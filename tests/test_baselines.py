@@ -23,9 +23,9 @@ from genobird.baselines.markov import (
     sequence_bits,
 )
 from genobird.cli import main
+from genobird.datasets.windows import WindowSet
 from genobird.errors import InputError
 from genobird.genome.alphabet import reverse_complement
-from genobird.tasks.data import WindowSet
 from tests.conftest import write
 
 BASES = "ACGT"

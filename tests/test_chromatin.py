@@ -11,21 +11,21 @@ import torch
 from conftest import write
 
 from genobird.cli import main
-from genobird.errors import ConfigError, FormatError, InputError, RegionError
-from genobird.genome import Reference, ReferenceSet, open_reference, reverse_complement
-from genobird.genome.demo import MOTIFS
-from genobird.inputs import central
-from genobird.model.classifier import masked_bce
-from genobird.tasks.chromatin import (
+from genobird.datasets.chromatin import (
     AssayedMasks,
     ChromatinSpec,
     build_chromatin_dataset,
     label_genome_bins,
     profile_labels,
 )
-from genobird.tasks.data import MISSING_LABEL, WindowDataset, label_values, read_metadata
-from genobird.tasks.metrics import mean_auroc, multilabel_metrics
-from genobird.tasks.splits import GenomeSplit, HeldOutRegion, parse_held_out
+from genobird.datasets.metrics import mean_auroc, multilabel_metrics
+from genobird.datasets.splits import GenomeSplit, HeldOutRegion, parse_held_out
+from genobird.datasets.windows import MISSING_LABEL, WindowDataset, label_values, read_metadata
+from genobird.errors import ConfigError, FormatError, InputError, RegionError
+from genobird.genome import Reference, ReferenceSet, open_reference, reverse_complement
+from genobird.genome.demo import MOTIFS
+from genobird.inputs import central
+from genobird.model.classifier import masked_bce
 
 
 def _random_fasta(path, contigs: dict[str, int], seed: int = 0):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from genobird.cli import main
+from genobird.datasets.windows import WindowSet, read_metadata
 from genobird.errors import InputError
-from genobird.tasks.data import WindowSet, read_metadata
 from tests.conftest import write
 
 # --------------------------------------------------------------------------- negatives
@@ -49,7 +49,7 @@ def test_classify_dataset_from_csv_with_bad_records_reported(tmp_path, capsys):
 
 
 def test_classify_dataset_from_fasta_with_class_names(tmp_path):
-    from genobird.tasks.classify import build_classify_dataset
+    from genobird.datasets.classify import build_classify_dataset
 
     fasta = write(
         tmp_path / "x.fa",
@@ -110,7 +110,7 @@ def test_duplicate_column_names_are_one_line_errors_not_merged_columns(tmp_path,
 
 
 def test_feature_names_are_unique_in_every_data_set(tmp_path):
-    from genobird.tasks.chromatin import read_feature_table
+    from genobird.datasets.chromatin import read_feature_table
 
     with pytest.raises(InputError, match="duplicate feature names 'x'"):
         WindowSet("chromatin", ["x", "y", "x"])

@@ -12,8 +12,7 @@ from sklearn import metrics as skm
 
 from genobird.cli import main
 from genobird.errors import InputError
-from genobird.report import build_report
-from genobird.tasks.compare import (
+from genobird.evaluation.compare import (
     Predictions,
     paired_bootstrap,
     resample_counts,
@@ -21,6 +20,7 @@ from genobird.tasks.compare import (
     resampled_f1,
     resampled_mcc,
 )
+from genobird.report import build_report
 from tests.test_baselines import _motif_dataset
 
 # a fine-tuning run whose test is not about the base readers trains none (they are
@@ -201,7 +201,7 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
 def test_a_split_fingerprint_follows_that_split_only(tmp_path):
     import h5py
 
-    from genobird.tasks.data import split_fingerprint
+    from genobird.datasets.windows import split_fingerprint
 
     data = _motif_dataset(tmp_path / "motif.h5", n=50)
     test = split_fingerprint(data, "test")
@@ -218,14 +218,14 @@ def test_a_split_fingerprint_follows_that_split_only(tmp_path):
 
 # --------------------------------------------------------------------------- many features
 def _feature_run(probabilities, labels, name: str, categories, fingerprint: str = "split"):
-    from genobird.tasks.compare import FeaturePredictions
+    from genobird.evaluation.compare import FeaturePredictions
 
     names = [f"f{i}" for i in range(labels.shape[1])]
     return FeaturePredictions(labels, probabilities, names, categories, fingerprint, Path(name))
 
 
 def test_median_auroc_by_category_is_compared_paired_over_test_examples():
-    from genobird.tasks.compare import paired_median_auroc
+    from genobird.evaluation.compare import paired_median_auroc
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, (600, 5)).astype(np.uint8)
@@ -257,7 +257,7 @@ def test_median_auroc_by_category_is_compared_paired_over_test_examples():
 
 
 def test_feature_runs_on_other_test_splits_are_refused():
-    from genobird.tasks.compare import paired_median_auroc
+    from genobird.evaluation.compare import paired_median_auroc
 
     labels = np.random.default_rng(0).integers(0, 2, (50, 2)).astype(np.uint8)
     probabilities = np.random.default_rng(1).random((50, 2))

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from genobird.datasets.metrics import write_evaluation
+from genobird.datasets.windows import WindowSet
+from genobird.evaluation.context_ablation import best_baseline, chosen_context, summarise, targets
 from genobird.report import build_report
-from genobird.tasks.context_ablation import best_baseline, chosen_context, summarise, targets
-from genobird.tasks.data import WindowSet
-from genobird.tasks.metrics import write_evaluation
 
 CATEGORIES = ["TF"] * 4 + ["Histone"] * 2
 
@@ -115,7 +115,7 @@ def test_the_report_shows_every_arm_both_groupings_and_the_targets(tmp_path):
 
 def test_predictions_along_the_region_are_the_runs_own_in_genome_order(tmp_path):
     from genobird.errors import InputError
-    from genobird.tasks.region_plot import broken_at_gaps, plot_along_region, shown_features
+    from genobird.evaluation.region_plot import broken_at_gaps, plot_along_region, shown_features
 
     task = _task(tmp_path)
     summary = summarise(task, min_positives=20, resamples=100)

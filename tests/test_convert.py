@@ -305,7 +305,7 @@ def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(gena_
                                                                          capsys):  # fmt: skip
     """finetune classify --pretrained (converted) --pooling hf, then to-hf: transformers'
     BigBirdForSequenceClassification loads it whole and computes the same logits."""
-    from genobird.tasks.data import WindowSet
+    from genobird.datasets.windows import WindowSet
 
     hf_dir, _ = gena_like
     model_dir = tmp_path / "converted"

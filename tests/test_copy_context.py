@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from genobird.baselines.markov import dna_codes, fit_counts, sequence_bits
-from genobird.copy_context import (
+from genobird.corpus.tokenizer import load_tokenizer
+from genobird.errors import ConfigError
+from genobird.evaluation.copy_context import (
     bits_by_copy_context,
     copy_mask,
     scored_stretches,
     stretch_bits,
 )
-from genobird.corpus.tokenizer import load_tokenizer
-from genobird.errors import ConfigError
 from tests.conftest import saved_model_dir, tiny_language_model, write
 
 

@@ -11,16 +11,16 @@ import pytest
 import scipy.io
 
 from genobird.cli import main
-from genobird.errors import InputError
-from genobird.genome import Reference, one_hot, reverse_complement
-from genobird.genome.alphabet import acgt_to_deepsea_order
-from genobird.tasks.chromatin import (
+from genobird.datasets.chromatin import (
     check_label_width,
     deepsea_sequences,
     deepsea_split_of,
     read_deepsea_split,
 )
-from genobird.tasks.data import WindowSet, read_metadata
+from genobird.datasets.windows import WindowSet, read_metadata
+from genobird.errors import InputError
+from genobird.genome import Reference, one_hot, reverse_complement
+from genobird.genome.alphabet import acgt_to_deepsea_order
 from tests.conftest import write
 
 # --------------------------------------------------------------------------- negatives
@@ -107,7 +107,7 @@ def test_deepsea_import_of_several_splits_from_a_genome_wide_bin_list(
 ):
     """train.mat and test.mat in one HDF5: each split takes its bins from one genome-wide
     BED by the paper's split; without a feature table, DeepSEA's category layout."""
-    from genobird.tasks.chromatin import default_deepsea_features, read_deepsea_features
+    from genobird.datasets.chromatin import default_deepsea_features, read_deepsea_features
 
     fasta = shared_data / "genome" / "hg19_chr20_0-2Mb.fa"
     lengths = Reference(fasta).lengths
@@ -165,7 +165,7 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
 ):
     """The published layout (no header, sequence then 919 labels; gzipped), with real
     feature names: 55 repeated cell|target|treatment triples become unique by index."""
-    from genobird.tasks.chromatin import read_deepsea_features
+    from genobird.datasets.chromatin import read_deepsea_features
 
     table = shared_data / "chromatin" / "deepsea_919_features.tsv"
     sequences, labels = _deepsea_csv_rows(40, 120, seed=0)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from genobird.cli import main
+from genobird.datasets.windows import WindowSet
 from genobird.genome import reverse_complement
-from genobird.tasks.data import WindowSet
 from tests.conftest import write
 
 # --------------------------------------------------------------------------- negatives
@@ -81,7 +81,7 @@ NO_BASE_READERS = ["--base-cnn-channels", "0", "--base-kmers", "0"]
 def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretraining_data, tmp_path):
     from genobird import load_predictor
     from genobird.corpus import Tokenizer
-    from genobird.tasks.data import WindowDataset
+    from genobird.datasets.windows import WindowDataset
 
     rng = np.random.default_rng(4)
     windows = WindowSet("classify", ["bound"], ["label"])
@@ -126,8 +126,8 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     both_strands = (single.predict([sequence]) + single.predict([reverse])) / 2
     assert np.allclose(predictor.predict([sequence]), both_strands, atol=1e-6)
     # model selection scored the validation split on both strands too, as the report does
-    from genobird.tasks.finetune import FinetuneSpec, split_probabilities
-    from genobird.tasks.metrics import mean_auroc
+    from genobird.datasets.metrics import mean_auroc
+    from genobird.finetuning.finetune import FinetuneSpec, split_probabilities
 
     best = max(row["eval_auroc"] for row in checks if "eval_auroc" in row)
     kept = predictor.model
@@ -162,8 +162,8 @@ CLASSIFY_META = {"task": "classify", "feature_names": ["y"], "counts": {"valid":
 
 
 def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
-    from genobird.tasks.finetune import FinetuneSpec, settle_strands
-    from genobird.tasks.probes import choose_recipe
+    from genobird.finetuning.finetune import FinetuneSpec, settle_strands
+    from genobird.finetuning.probes import choose_recipe
 
     def choose(spec, meta, folder, probe):
         chosen, choice = choose_recipe(spec, meta, folder, probe)
@@ -221,8 +221,8 @@ def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given
 
 def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tmp_path):
     from genobird.errors import ConfigError
-    from genobird.tasks.finetune import FinetuneSpec
-    from genobird.tasks.probes import choose_recipe
+    from genobird.finetuning.finetune import FinetuneSpec
+    from genobird.finetuning.probes import choose_recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
     both = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
@@ -281,7 +281,7 @@ def test_the_standard_error_of_an_auroc_is_the_spread_of_its_resamples():
     """Hanley & McNeil's formula against the bootstrap of one scored split."""
     from sklearn.metrics import roc_auc_score
 
-    from genobird.tasks.probes import auroc_standard_error
+    from genobird.finetuning.probes import auroc_standard_error
 
     rng = np.random.default_rng(0)
     labels = np.repeat([1, 0], [150, 250])
@@ -396,9 +396,9 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
 
     from genobird.corpus import Tokenizer
     from genobird.errors import ConfigError
+    from genobird.finetuning.finetune import FinetuneSpec
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
     from genobird.model.task_model import layer_decay_scales
-    from genobird.tasks.finetune import FinetuneSpec
 
     assert layer_decay_scales(2, 1.0) == {}
     assert layer_decay_scales(2, 0.5) == {
@@ -495,7 +495,7 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
     import torch
 
     from genobird.corpus import Tokenizer
-    from genobird.tasks.data import WindowDataset, read_split
+    from genobird.datasets.windows import WindowDataset, read_split
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=3)
@@ -541,7 +541,7 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
 def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
     from types import SimpleNamespace
 
-    from genobird.tasks.finetune import FinetuneSpec, training_max_tokens
+    from genobird.finetuning.finetune import FinetuneSpec, training_max_tokens
 
     model = SimpleNamespace(config=SimpleNamespace(max_position=512))
     assert training_max_tokens(FinetuneSpec(max_tokens=32), model) == 32
@@ -561,9 +561,9 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
 
     from genobird import load_predictor
     from genobird.corpus import Tokenizer
+    from genobird.datasets.windows import WindowDataset, read_split
     from genobird.errors import CheckpointError
     from genobird.inputs import sampled_cut
-    from genobird.tasks.data import WindowDataset, read_split
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=8)
@@ -769,8 +769,8 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
     """A run started from its base readers whose best probe is still the start: a later
     question's probes would score that same start, so they are not run; their defaults are
     kept and the record says why. A probe that learnt past its start asks on."""
-    from genobird.tasks.finetune import FinetuneSpec
-    from genobird.tasks.probes import choose_recipe
+    from genobird.finetuning.finetune import FinetuneSpec
+    from genobird.finetuning.probes import choose_recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
     spec = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
@@ -798,7 +798,7 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
 def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
     """Base readers, probes and the step budget, as `finetune` logs them at its start;
     --max-steps bounds the probes too."""
-    from genobird.tasks.finetune import FinetuneSpec, plan
+    from genobird.finetuning.finetune import FinetuneSpec, plan
 
     meta = {"task": "classify", "feature_names": ["label"], "counts": {"valid": 30},
             "positives_by_split": {"valid": [14]}}  # fmt: skip

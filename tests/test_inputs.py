@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from genobird.tasks.data import WindowSet
+from genobird.datasets.windows import WindowSet
 
 # --------------------------------------------------------------------------- negatives
 
@@ -71,7 +71,7 @@ def test_windows_take_their_special_ids_from_the_tokenizer(pretraining_data):
 
 def test_max_tokens_defaults_to_what_the_windows_need(pretraining_data, tmp_path):
     from genobird.corpus import Tokenizer
-    from genobird.tasks.data import default_max_tokens
+    from genobird.datasets.windows import default_max_tokens
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     windows = WindowSet("classify", ["y"], ["label"])

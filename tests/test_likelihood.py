@@ -182,7 +182,7 @@ def markov_chain_dna(rng, transitions: np.ndarray, length: int) -> str:
 def structured_task(tmp_path_factory):
     """Promoter-like sequences of a skewed order-3 chain with DeePromoter negatives, and
     training DNA from the same chain for the Markov models."""
-    from genobird.tasks.promoter import PromoterSpec, build_promoter_sequence_dataset
+    from genobird.datasets.promoter import PromoterSpec, build_promoter_sequence_dataset
 
     folder = tmp_path_factory.mktemp("zero-shot")
     rng = np.random.default_rng(4)
@@ -196,7 +196,7 @@ def structured_task(tmp_path_factory):
 
 
 def test_markov_zero_shot_finds_the_chain_and_tells_its_dna_from_random(structured_task):
-    from genobird.zero_shot import zero_shot
+    from genobird.evaluation.zero_shot import zero_shot
 
     report = zero_shot(structured_task / "data.h5", structured_task / "markov",
                        markov_dna=structured_task / "train.fa", orders=range(0, 6))  # fmt: skip
@@ -214,7 +214,7 @@ def test_markov_zero_shot_finds_the_chain_and_tells_its_dna_from_random(structur
 def test_genobird_zero_shot_writes_a_run_that_pairs_with_the_markov_one(
     structured_task, model_dir, capsys
 ):
-    from genobird.zero_shot import zero_shot
+    from genobird.evaluation.zero_shot import zero_shot
 
     zero_shot(structured_task / "data.h5", structured_task / "markov-cli",
               markov_dna=structured_task / "train.fa", orders=range(2, 4))  # fmt: skip
@@ -233,9 +233,9 @@ def test_genobird_zero_shot_writes_a_run_that_pairs_with_the_markov_one(
 def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
     structured_task, tmp_path, capsys
 ):
+    from genobird.datasets.windows import WindowSet
     from genobird.errors import ConfigError
-    from genobird.tasks.data import WindowSet
-    from genobird.zero_shot import zero_shot
+    from genobird.evaluation.zero_shot import zero_shot
 
     with pytest.raises(ConfigError, match="not both"):
         zero_shot(structured_task / "data.h5", tmp_path / "x", model_dir="m", markov_dna="d")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from genobird.tasks.metrics import binary_metrics, multilabel_metrics
+from genobird.datasets.metrics import binary_metrics, multilabel_metrics
 
 # --------------------------------------------------------------------------- negatives
 
@@ -36,7 +36,7 @@ def test_multilabel_medians_by_category_and_skipped_features():
 
 
 def test_best_f1_threshold_matches_brute_force():
-    from genobird.tasks.metrics import best_f1_threshold
+    from genobird.datasets.metrics import best_f1_threshold
 
     rng = np.random.default_rng(3)
     labels = rng.integers(0, 2, 300)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from genobird.cli import main
-from genobird.genome import Reference
-from genobird.tasks.chromatin import (
+from genobird.datasets.chromatin import (
     bin_labels,
 )
+from genobird.genome import Reference
 from tests.conftest import write
 
 # --------------------------------------------------------------------------- negatives
@@ -68,7 +68,7 @@ def test_label_builder_on_real_peaks_matches_a_numpy_oracle(shared_data, tmp_pat
 def test_numpy_label_builder_equals_bedtools_on_real_peaks(shared_data, tmp_path):
     """20 Mb of hg19 chr10 (100,000 bins x 6 real DeepSEA-style features), at DeepSEA's
     rule and two others; the peak BED is split per feature, gzipped as published."""
-    from genobird.tasks.peaks import bedtools_bin_labels
+    from genobird.datasets.peaks import bedtools_bin_labels
 
     by_feature: dict[str, list[str]] = {}
     with gzip.open(
@@ -93,7 +93,7 @@ def test_numpy_label_builder_equals_bedtools_on_real_peaks(shared_data, tmp_path
 def test_interval_arithmetic_against_a_base_by_base_oracle(tmp_path):
     """Overlapping, nested, book-ended and empty peaks; bins of mixed widths that
     overlap each other; chromosomes without peaks; header and track lines."""
-    from genobird.tasks.peaks import merge_intervals
+    from genobird.datasets.peaks import merge_intervals
 
     rng = np.random.default_rng(11)
     starts = rng.integers(0, 5000, 300)
@@ -120,8 +120,8 @@ def test_peak_chromosomes_are_resolved_like_bed_regions(demo_reference, tmp_path
     """Peaks named '1' label the reference's chr1 bins (as a BED scored against it is
     resolved); a peak file on none of the reference's chromosomes is a one-line error,
     not a feature labelled 0 everywhere."""
-    from genobird.tasks.chromatin import peaks_on_reference
-    from genobird.tasks.peaks import read_peaks
+    from genobird.datasets.chromatin import peaks_on_reference
+    from genobird.datasets.peaks import read_peaks
 
     reference = Reference(demo_reference / "genome.fa")
     peaks = read_peaks(write(tmp_path / "p.bed", "1\t100\t300\nchr1\t250\t400\nchrUn\t0\t9\n"))
@@ -138,8 +138,8 @@ def test_peak_chromosomes_are_resolved_like_bed_regions(demo_reference, tmp_path
 
 
 def test_a_bad_peak_file_is_a_one_line_error_naming_it(tmp_path):
+    from genobird.datasets.peaks import read_peaks
     from genobird.errors import FormatError
-    from genobird.tasks.peaks import read_peaks
 
     bad = write(tmp_path / "bad.bed", "chr1\t10\t20\nchr1\tten\t30\n")
     with pytest.raises(FormatError, match=r"bad\.bed: not a BED file of integer starts and ends"):

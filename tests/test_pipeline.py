@@ -439,8 +439,8 @@ def test_download_pipeline_runs_offline_on_a_mini_grch37(tmp_path):
     """The GRCh37 branch end to end: downloads from file:// URLs (checksums, bgzip, untar,
     index), EPDnew promoters, DeepSEA's three .mat splits, then every later stage with the
     CI pipeline's small settings."""
+    from genobird.datasets.windows import read_metadata
     from genobird.genome.demo import DemoSpec, generate_demo_reference
-    from genobird.tasks.data import read_metadata
     from tests.mini_grch37 import build_mini_grch37
 
     generate_demo_reference(tmp_path / "demo", DemoSpec(seed=1, size_mb=1.0))

@@ -559,7 +559,7 @@ def test_ism_and_h5_scores_keep_deepsea_feature_names_that_are_not_ascii(
 ):
     """DeepSEA's own 919-feature table names cells with non-ASCII characters; ISM and
     HDF5 scores store every name as UTF-8 (they stopped with UnicodeEncodeError)."""
-    from genobird.tasks.chromatin import read_deepsea_features
+    from genobird.datasets.chromatin import read_deepsea_features
 
     names, _ = read_deepsea_features(shared_data / "chromatin" / "deepsea_919_features.tsv")
     unusual = [name for name in names if not name.isascii()][:4]

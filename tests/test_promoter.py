@@ -9,17 +9,17 @@ import h5py
 import numpy as np
 
 from genobird.cli import main
-from genobird.genome import Reference
-from genobird.genome.demo import MOTIFS
-from genobird.genome.regions import BadRecord, Interval
-from genobird.tasks.data import chromosome_split, read_metadata
-from genobird.tasks.promoter import (
+from genobird.datasets.promoter import (
     PromoterSpec,
     build_promoter_dataset,
     read_tss,
     shuffled_negative,
     tss_of,
 )
+from genobird.datasets.windows import chromosome_split, read_metadata
+from genobird.genome import Reference
+from genobird.genome.demo import MOTIFS
+from genobird.genome.regions import BadRecord, Interval
 from tests.conftest import write
 
 # --------------------------------------------------------------------------- negatives

@@ -1,6 +1,6 @@
 """One fine-tuning recipe, three spellings: `genobird finetune`'s options, the pipeline
 schema's fine-tuning sections, and the Snakemake options built from a section
-(genobird.tasks.recipe). A setting added to one and not the others fails here."""
+(genobird.finetuning.recipe). A setting added to one and not the others fails here."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 import yaml
 
 from genobird.commands import build_parser
-from genobird.model.classifier import BigBirdForSequenceClassification
-from genobird.tasks.finetune import FinetuneSpec
-from genobird.tasks.recipe import (
+from genobird.finetuning.finetune import FinetuneSpec
+from genobird.finetuning.recipe import (
     POOLINGS,
     RECIPE_OPTIONS,
     REQUIRED_RECIPE,
     TASK_DEFAULTS,
     finetune_options,
 )
+from genobird.model.classifier import BigBirdForSequenceClassification
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflows" / "schemas" / "config.schema.yaml").read_text())

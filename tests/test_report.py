@@ -94,7 +94,7 @@ def test_report_sets_zero_shot_genobird_beside_the_markov_models(tmp_path):
 
 
 def _write_run(folder: Path, labels, probabilities, mcc: float) -> None:
-    from genobird.tasks.metrics import write_test_predictions
+    from genobird.datasets.metrics import write_test_predictions
 
     report = {"split": "test", "f1": 0.8, "mcc": mcc, "auroc": 0.9, "auprc": 0.88,
               "examples": len(labels), "positives": int(sum(labels))}  # fmt: skip

@@ -1,6 +1,6 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
-from genobird.tasks.recipe import finetune_options
+from genobird.finetuning.recipe import finetune_options
 
 SEQUENCE_TASKS = config.get("sequence_tasks", {})
 # Snakemake priority of the jobs between the genome and the fine-tuned models (corpus,

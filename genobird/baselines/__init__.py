@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from genobird.baselines.data import BaselineData, load_baseline_data, validation_auroc
+from genobird.datasets.metrics import write_evaluation
 from genobird.errors import ConfigError
-from genobird.tasks.metrics import write_evaluation
 
 CLASSIFIERS = ("kmer-lr", "cnn", "deepsea-cnn")
 

@@ -33,11 +33,11 @@ from torch import nn
 
 from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import dna_codes
+from genobird.datasets.windows import label_values
 from genobird.errors import ConfigError
 from genobird.inputs import central
 from genobird.model.base_readers import cnn_tower
 from genobird.model.classifier import masked_bce
-from genobird.tasks.data import label_values
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.datasets.metrics import is_multilabel, mean_auroc
+from genobird.datasets.windows import read_metadata, read_split
 from genobird.errors import InputError
-from genobird.tasks.data import read_metadata, read_split
-from genobird.tasks.metrics import is_multilabel, mean_auroc
 
 log = logging.getLogger(__name__)
 

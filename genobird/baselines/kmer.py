@@ -17,9 +17,9 @@ from scipy import sparse
 
 from genobird.baselines.data import BaselineData, validation_auroc
 from genobird.baselines.markov import acgt_runs, dna_codes, kmer_indices
+from genobird.datasets.windows import known_labels
 from genobird.errors import InputError
 from genobird.inputs import central
-from genobird.tasks.data import known_labels
 
 log = logging.getLogger(__name__)
 

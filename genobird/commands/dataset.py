@@ -18,7 +18,7 @@ log = logging.getLogger("genobird")
 
 
 def cmd_dataset_promoter(args: argparse.Namespace) -> int:
-    from genobird.tasks.promoter import PromoterSpec, build_promoter_dataset
+    from genobird.datasets.promoter import PromoterSpec, build_promoter_dataset
 
     spec = PromoterSpec(
         upstream=args.upstream_bp,
@@ -40,7 +40,7 @@ def cmd_dataset_promoter(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_promoter_sequences(args: argparse.Namespace) -> int:
-    from genobird.tasks.promoter import PromoterSpec, build_promoter_sequence_dataset
+    from genobird.datasets.promoter import PromoterSpec, build_promoter_sequence_dataset
 
     spec = PromoterSpec(seed=args.seed, training_negatives=args.training_negatives)
     windows, problems = build_promoter_sequence_dataset(
@@ -58,7 +58,11 @@ def cmd_dataset_promoter_sequences(args: argparse.Namespace) -> int:
 def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from genobird.tasks.chromatin import ChromatinSpec, build_chromatin_dataset, positives_by_split
+    from genobird.datasets.chromatin import (
+        ChromatinSpec,
+        build_chromatin_dataset,
+        positives_by_split,
+    )
 
     spec = ChromatinSpec(
         bin_size=args.bin_size,
@@ -105,7 +109,7 @@ def _names_preview(names: list[str], shown: int = 5) -> str:
 
 
 def cmd_dataset_classify(args: argparse.Namespace) -> int:
-    from genobird.tasks.classify import build_classify_dataset
+    from genobird.datasets.classify import build_classify_dataset
 
     windows, problems = build_classify_dataset(
         args.input, args.out, args.label_columns, args.valid_fraction, args.test_fraction,
@@ -122,7 +126,7 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
 def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
     if args.csv:
         return _dataset_deepsea_csv(args)
-    from genobird.tasks.chromatin import import_deepsea
+    from genobird.datasets.chromatin import import_deepsea
 
     missing = [f"--{name}" for name in ("split", "coordinates", "reference")
                if getattr(args, name) is None]  # fmt: skip
@@ -139,7 +143,7 @@ def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
 
 
 def _dataset_deepsea_csv(args: argparse.Namespace) -> int:
-    from genobird.tasks.deepsea_csv import DEEPSEA_WINDOW_BP, import_deepsea_csv
+    from genobird.datasets.deepsea_csv import DEEPSEA_WINDOW_BP, import_deepsea_csv
 
     if args.split_column and (args.valid or args.test):
         raise GenobirdError("give either --split-column or --valid/--test files, not both")

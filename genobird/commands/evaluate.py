@@ -21,7 +21,7 @@ log = logging.getLogger("genobird")
 
 def cmd_zero_shot(args: argparse.Namespace) -> int:
     from genobird.baselines.markov import parse_orders
-    from genobird.zero_shot import zero_shot
+    from genobird.evaluation.zero_shot import zero_shot
 
     if args.stride is not None and args.model is None:
         raise GenobirdError("--stride is for --model (the language model's masking)")
@@ -126,7 +126,7 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline_compare(args: argparse.Namespace) -> int:
-    from genobird.tasks.compare import paired_bootstrap, read_predictions
+    from genobird.evaluation.compare import paired_bootstrap, read_predictions
 
     if args.against is None and len(args.runs) != 2:
         raise InputError(
@@ -148,14 +148,14 @@ def cmd_baseline_compare(args: argparse.Namespace) -> int:
 
 
 def _feature_count(run: Path) -> int:
-    from genobird.tasks.compare import read_feature_predictions
+    from genobird.evaluation.compare import read_feature_predictions
 
     return len(read_feature_predictions(run).feature_names)
 
 
 def _compare_feature_runs(a_runs: list[Path], b_runs: list[Path], args) -> int:
     """Two multi-feature runs (chromatin profiles): each category's median AUROC, paired."""
-    from genobird.tasks.compare import (
+    from genobird.evaluation.compare import (
         describe_difference,
         paired_median_auroc,
         read_feature_predictions,
@@ -181,7 +181,7 @@ def _compare_feature_runs(a_runs: list[Path], b_runs: list[Path], args) -> int:
 
 
 def _print_comparison(result: dict, sides: dict, resamples: int) -> None:
-    from genobird.tasks.compare import describe_difference, describe_value
+    from genobird.evaluation.compare import describe_difference, describe_value
 
     for label, runs in sides.items():
         if len(runs) == 1:

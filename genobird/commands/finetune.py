@@ -12,7 +12,7 @@ from genobird.commands.common import (
     subcommand,
 )
 from genobird.errors import GenobirdError, UsageError
-from genobird.tasks.recipe import POOLINGS, PROBE_STEPS, QUESTIONS, TASK_DEFAULTS
+from genobird.finetuning.recipe import POOLINGS, PROBE_STEPS, QUESTIONS, TASK_DEFAULTS
 
 log = logging.getLogger("genobird")
 # recipe options that add a base reader (a head transformers has no counterpart of)
@@ -45,8 +45,8 @@ def fill_task_defaults(args: argparse.Namespace, train_windows: int) -> None:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from genobird.tasks.data import read_metadata
-    from genobird.tasks.finetune import FinetuneSpec, finetune
+    from genobird.datasets.windows import read_metadata
+    from genobird.finetuning.finetune import FinetuneSpec, finetune
 
     meta = read_metadata(args.data)
     if meta["task"] != args.task:

@@ -1,6 +1,6 @@
 """A task model from a pretrained encoder: its config (the pretrained model's, or a fresh
 shape), the encoder's weights copied in under a seeded fresh head, and layer-wise
-learning-rate scales. Shared by DNA fine-tuning (genobird.tasks) and the NLP heads
+learning-rate scales. Shared by DNA fine-tuning (genobird.finetuning) and the NLP heads
 (genobird.nlp)."""
 
 from __future__ import annotations

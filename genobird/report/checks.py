@@ -84,8 +84,8 @@ def long_range_checks(findings: dict) -> list[dict]:
 
 def promoter_check(results: Path, resamples: int = 2000) -> dict | None:
     """The promoter predictor's test MCC against the k-mer LR's on the same windows."""
-    from genobird.tasks.compare import paired_bootstrap, read_predictions
-    from genobird.tasks.metrics import PREDICTIONS
+    from genobird.datasets.metrics import PREDICTIONS
+    from genobird.evaluation.compare import paired_bootstrap, read_predictions
 
     ours = results / "promoter" / "report"
     theirs = results / "promoter" / "baselines" / "kmer-lr" / "report"

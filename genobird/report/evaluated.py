@@ -51,7 +51,7 @@ def recipe_parts(metrics: dict) -> list[str]:
 
 def start_part(training: dict) -> str:
     """Whether the classifier started as its baselines: its check before the first step
-    against their own validation AUROC (tasks.finetune.start_check)."""
+    against their own validation AUROC (finetuning.finetune.start_check)."""
     check = training.get("start_check")
     if check is None:
         if "start_validation_auroc" in training:
@@ -68,7 +68,7 @@ def start_part(training: dict) -> str:
     return f"WARNING: the start was not the baselines ({figures})"
 
 
-# how the report names each question that tasks.probes answers on validation
+# how the report names each question that finetuning.probes answers on validation
 QUESTION_NAMES = {"strands": "trained on", "learning_rate": "learning rate", "pooling": "pooling"}
 
 

@@ -31,7 +31,7 @@ def chromatin_task_section(task: Path) -> str:
     feature tables give one), each context's gain over the narrowest per arm, and genobird
     against each baseline at the same context and at each one's best, paired over the test
     bins."""
-    from genobird.tasks.context_ablation import (
+    from genobird.evaluation.context_ablation import (
         feature_scales,
         plot_context_ablation,
         summarise,
@@ -59,7 +59,7 @@ def chromatin_task_section(task: Path) -> str:
 
 def along_region(task: Path, summary: dict) -> str:
     """A few features' predictions along the held-out region beside what was observed."""
-    from genobird.tasks.region_plot import plot_along_region
+    from genobird.evaluation.region_plot import plot_along_region
 
     text = ("<p>Predicted against observed along the held-out chromosome, in each category "
             "the feature with the most test positives: genobird at its best context and the "
@@ -116,7 +116,7 @@ def context_runs_metrics(task: Path, summary: dict) -> Path:
 def positives_table(data: Path) -> str:
     """Positives per feature in each split, by category (a held-out split whose features
     have few positives cannot evaluate them)."""
-    from genobird.tasks.data import read_metadata
+    from genobird.datasets.windows import read_metadata
 
     if not data.is_file():
         return ""

@@ -14,7 +14,7 @@ def copy_context_section(results: Path, lengths, windows: int) -> str:
     pretrained model on held-out bases in copies and on the others, by context length,
     beside the pipeline's Markov model on the same bases."""
     from genobird.baselines.markov import fit_counts, read_dna
-    from genobird.copy_context import bits_by_copy_context
+    from genobird.evaluation.copy_context import bits_by_copy_context
 
     copies = results / "reference" / "copies.bed"
     model = results / "pretrain" / "model"

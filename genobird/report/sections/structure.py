@@ -18,7 +18,7 @@ def structure_auroc_section(results: Path, resamples: int = 1000,
     into `findings`."""
     from dataclasses import replace
 
-    from genobird.tasks.compare import paired_median_auroc, read_feature_predictions
+    from genobird.evaluation.compare import paired_median_auroc, read_feature_predictions
 
     manifest_path = results / "reference" / "manifest.json"
     ours_path = results / "chromatin" / "report" / "test_predictions.npz"

@@ -116,15 +116,15 @@ def paired_difference_table(
     reports: list[tuple[str, Path]], seeds: int = 1, resamples: int = 2000
 ) -> str:
     """genobird (the mean of its first `seeds` runs) minus each baseline on the same test
-    sequences, with 95% intervals (genobird.tasks.compare); empty where genobird's first
+    sequences, with 95% intervals (genobird.evaluation.compare); empty where genobird's first
     run wrote no test predictions."""
-    from genobird.tasks.compare import (
+    from genobird.datasets.metrics import PREDICTIONS
+    from genobird.evaluation.compare import (
         METRICS,
         describe_difference,
         paired_bootstrap,
         read_predictions,
     )
-    from genobird.tasks.metrics import PREDICTIONS
 
     present = {folder for _, folder in reports if (folder / PREDICTIONS).is_file()}
     others = [(name, folder) for name, folder in reports[seeds:] if folder in present]

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.datasets.chromatin import default_deepsea_features, read_deepsea_features
+from genobird.datasets.classify import draw_split
+from genobird.datasets.windows import SPLITS, window_writer
 from genobird.errors import GenobirdError, InputError
 from genobird.fileio import open_text, require_unique_columns
 from genobird.genome import normalise_dna
 from genobird.genome.regions import BadRecord
-from genobird.tasks.chromatin import default_deepsea_features, read_deepsea_features
-from genobird.tasks.classify import draw_split
-from genobird.tasks.data import SPLITS, window_writer
 
 DEEPSEA_WINDOW_BP = 8000
 NOT_LABELS = {"sequence", "split", "name", "id"}

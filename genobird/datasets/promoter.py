@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from genobird.datasets.windows import WindowSet, chromosome_split
 from genobird.errors import ConfigError, InputError
 from genobird.genome import Reference, oriented_window, read_bed
 from genobird.genome.regions import BadRecord
-from genobird.tasks.data import WindowSet, chromosome_split
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def build_promoter_sequence_dataset(
     """Promoter sequences without coordinates (one per line, or FASTA), as DeePromoter
     publishes EPDnew's: each positive with its DeePromoter negatives, all kept in the
     positive's seeded split so no negative shares DNA with another split."""
-    from genobird.tasks.classify import draw_split, read_plain_sequences
+    from genobird.datasets.classify import draw_split, read_plain_sequences
 
     spec.validate()
     rng, extra_rng = np.random.default_rng(spec.seed), extra_negatives_rng(spec)

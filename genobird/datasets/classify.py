@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.datasets.windows import SPLITS, WindowSet
 from genobird.errors import GenobirdError, InputError
 from genobird.fileio import open_text, require_unique_columns, require_unique_names
 from genobird.genome import normalise_dna, read_fasta
 from genobird.genome.regions import BadRecord
-from genobird.tasks.data import SPLITS, WindowSet
 
 RESERVED = {"sequence", "name", "split", "id"}
 

@@ -21,23 +21,23 @@ import torch
 from torch.utils.data import DataLoader
 
 from genobird.corpus.tokenizer import load_tokenizer
+from genobird.datasets.metrics import is_multilabel, mean_auroc, write_evaluation
+from genobird.datasets.windows import WindowDataset, default_max_tokens, read_metadata
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write, file_digest
-from genobird.inputs import token_limit, window_collate
-from genobird.model import BigBirdForSequenceClassification, save_pretrained
-from genobird.model.base_readers import base_kmer_lengths
-from genobird.model.io import WEIGHTS_FILE, read_model_description
-from genobird.model.task_model import build_task_model, layer_decay_scales, task_config
-from genobird.tasks.base_start import (
+from genobird.finetuning.base_start import (
     BASE_CNN_LEARNING_RATE,
     BASE_CNN_MINUTES,
     BASE_START_FILE,
     start_from_baselines,
 )
-from genobird.tasks.data import WindowDataset, default_max_tokens, read_metadata
-from genobird.tasks.metrics import is_multilabel, mean_auroc, write_evaluation
-from genobird.tasks.probes import choose_recipe, open_questions, probe_budget
-from genobird.tasks.recipe import PROBE_STEPS, QUESTIONS
+from genobird.finetuning.probes import choose_recipe, open_questions, probe_budget
+from genobird.finetuning.recipe import PROBE_STEPS, QUESTIONS
+from genobird.inputs import token_limit, window_collate
+from genobird.model import BigBirdForSequenceClassification, save_pretrained
+from genobird.model.base_readers import base_kmer_lengths
+from genobird.model.io import WEIGHTS_FILE, read_model_description
+from genobird.model.task_model import build_task_model, layer_decay_scales, task_config
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.averaging import check_decay
 from genobird.training.checkpoint import latest_checkpoint
@@ -61,7 +61,7 @@ class FinetuneSpec:
     # A `classify` data set's open recipe questions (its labels held on both strands or
     # one: asked with neither strand option given; the settings named in
     # choose_on_validation: "learning_rate", "pooling") are answered by probes of this many
-    # fine-tuning steps each, scored on validation (tasks.probes); 0: none asked.
+    # fine-tuning steps each, scored on validation (finetuning.probes); 0: none asked.
     probe_steps: int = PROBE_STEPS
     choose_on_validation: tuple = ()
     # "cls" (the paper's [CLS] pooler), "mean" (mean of the token states), "hf"
@@ -71,7 +71,7 @@ class FinetuneSpec:
     centre_bp: int = 200
     # Filters of a CNN on the window's bases beside the encoder (model.base_readers.BaseCNN),
     # whose pooled features the head reads with the encoder's (0: none). It is trained
-    # alone first, as the CNN baseline, and fine-tuning starts from it (tasks.base_start);
+    # alone first, as the CNN baseline, and fine-tuning starts from it (finetuning.base_start);
     # then it learns at BASE_CNN_LEARNING_RATE, the CNN baseline's rate.
     base_cnn_channels: int = 0
     # Counts of the window's 3- to base_kmers-mers beside the encoder (BaseKmers), the k-mer
@@ -213,7 +213,7 @@ def base_rate_logits(data_path, pos_weight: float) -> np.ndarray:
     starts at 0 as before)."""
     import h5py
 
-    from genobird.tasks.data import label_values
+    from genobird.datasets.windows import label_values
 
     with h5py.File(data_path, "r") as handle:
         train = handle["split"][:].astype(str) == "train"
@@ -406,7 +406,7 @@ def evaluation_interval(eval_every: int, train_windows: int, training: TrainingC
 
 def settle_strands(spec: FinetuneSpec, meta: dict, choice: dict) -> tuple[FinetuneSpec, dict]:
     """`spec` with rc_augment and rc_average settled, and how: on validation (`choice`,
-    from tasks.probes), by the user's options (the one not given follows the task kind),
+    from finetuning.probes), by the user's options (the one not given follows the task kind),
     or by the task kind (`strand_symmetric`: both for classify when nothing was asked)."""
     if "strands" in choice:
         chosen_by = "validation"

@@ -10,7 +10,7 @@ Split as the paper: test = chr8 and chr9; validation = chr7:30,508,751-35,296,85
 the other autosomes train.
 
 For users' own features (and the demo), `build_chromatin_dataset` labels genome bins
-(200 bp by default) from peak BED files (interval arithmetic in numpy, tasks/peaks.py): a
+(200 bp by default) from peak BED files (interval arithmetic in numpy, datasets/peaks.py): a
 bin is positive for a feature when peaks of that feature cover at least `min_overlap` of
 it (default half, as DeepSEA's rule). Bins with at least one positive are kept, plus
 `negative_ratio` times as many all-negative bins drawn at random.
@@ -26,13 +26,13 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
+from genobird.datasets.peaks import group_by_chromosome, label_bins, merge_intervals, read_peaks
+from genobird.datasets.splits import GenomeSplit
+from genobird.datasets.windows import MISSING_LABEL, WindowSet
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import duplicated, require_unique_columns, require_unique_names
 from genobird.genome import one_hot_to_sequence, open_reference, point_window, read_bed
 from genobird.genome.alphabet import DEEPSEA_ORDER
-from genobird.tasks.data import MISSING_LABEL, WindowSet
-from genobird.tasks.peaks import group_by_chromosome, label_bins, merge_intervals, read_peaks
-from genobird.tasks.splits import GenomeSplit
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class ChromatinSpec:
     negative_ratio: float = 1.0
     max_bins: int | None = None  # random subsample of the labelled bins (small runs)
     chromosomes: tuple[str, ...] | None = None
-    # Held-out chromosomes or regions (tasks/splits.py): DeepSEA's are chr8 and chr9 for
+    # Held-out chromosomes or regions (datasets/splits.py): DeepSEA's are chr8 and chr9 for
     # test and a region of chr7 for validation
     valid_chromosomes: tuple[str, ...] = ("chr7",)
     test_chromosomes: tuple[str, ...] = ("chr8", "chr9")

@@ -23,7 +23,7 @@ RECIPE_OPTIONS = (
     "probe_steps",
 )
 # the settings besides strands (which the rc options settle) that a classify run left
-# without them chooses on validation (tasks.probes; FinetuneSpec.choose_on_validation)
+# without them chooses on validation (finetuning.probes; FinetuneSpec.choose_on_validation)
 QUESTIONS = ("learning_rate", "pooling")
 # the required ones, every fine-tuning section gives them
 REQUIRED_RECIPE = ("max_steps", "learning_rate", "batch_size")
@@ -34,9 +34,9 @@ POOLINGS = ("cls", "mean", "hf", "centre", "profile")
 # user's own labelled sequences, of any family): the recipe that benchmarks/carryover.py
 # measures on task families it was not chosen on (docs/results.md, "One recipe on tasks it
 # was not chosen on"): learning rate 3e-4 and mean pooling unless validation prefers 1e-4 or
-# [CLS] (tasks.probes), base readers under the encoder, started from genobird's baselines
+# [CLS] (finetuning.probes), base readers under the encoder, started from genobird's baselines
 # (a CNN of the CNN baseline's width, trained alone first, and the k-mer LR's 3- to
-# 6-mer counts, fitted first, blended on validation; tasks.base_start),
+# 6-mer counts, fitted first, blended on validation; finetuning.base_start),
 # dropout 0.3, up to 3,000 steps of 32 windows, validation
 # every 500 steps (or every pass over the windows, if sooner), the best weights kept, and
 # a stop after 3 checks without improvement. promoter and chromatin data sets come from
@@ -52,7 +52,7 @@ TASK_DEFAULTS = {
 TASK_DEFAULTS["chromatin"] = TASK_DEFAULTS["promoter"]
 
 # Fine-tuning steps of each probe that answers a classify run's open recipe questions
-# (tasks.probes: strands, learning rate, pooling; at most 4 probes, so at most 2,000 steps
+# (finetuning.probes: strands, learning rate, pooling; at most 4 probes, so at most 2,000 steps
 # beside the 3,000-step run, and fewer where validation stops them as it stops the run).
 PROBE_STEPS = 500
 

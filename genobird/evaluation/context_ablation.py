@@ -26,15 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.datasets.metrics import PREDICTIONS, multilabel_metrics
 from genobird.errors import InputError
-from genobird.tasks.compare import (
+from genobird.evaluation.compare import (
     FeaturePredictions,
     describe_difference,
     feature_groups,
     paired_median_auroc,
     read_feature_predictions,
 )
-from genobird.tasks.metrics import PREDICTIONS, multilabel_metrics
 
 GENOBIRD = "genobird"
 ARM_NAMES = {GENOBIRD: "genobird", "deepsea-cnn": "DeepSEA CNN", "kmer-lr": "k-mer LR",
@@ -108,7 +108,7 @@ def run_seconds(run: Path) -> float | None:
 
 def feature_scales(task: Path) -> dict[str, str]:
     """{feature name: scale} from the task's data set (empty where the tables gave none)."""
-    from genobird.tasks.data import read_metadata
+    from genobird.datasets.windows import read_metadata
 
     meta = read_metadata(task / "data.h5")
     return dict(zip(meta["feature_names"], meta["scales"], strict=False))
@@ -242,7 +242,7 @@ def targets(task: str | Path, summary: dict) -> list[Target]:
     """The targets of a task's ablation (`summarise` by category): its cost, then on a
     task whose features have scales (chromatin states) the state targets, else the peak
     targets (TF, DNase and histone categories)."""
-    from genobird.tasks.data import read_metadata
+    from genobird.datasets.windows import read_metadata
 
     meta = read_metadata(Path(task) / "data.h5")
     cost = cost_target(summary)
@@ -334,7 +334,7 @@ def peak_targets(summary: dict) -> list[Target]:
 def plot_context_ablation(summary: dict, path: Path | None = None):
     """Median AUROC by context per group, one line per arm; returns the figure (saved to
     `path` where given)."""
-    from genobird.tasks.metrics import _figure
+    from genobird.datasets.metrics import _figure
 
     plt = _figure()
     groups = sorted({g for arm in summary["arms"].values()

@@ -28,10 +28,10 @@ import numpy as np
 import safetensors.torch
 import torch
 
+from genobird.datasets.metrics import mean_auroc
 from genobird.fileio import atomic_path, atomic_write, file_digest
 from genobird.genome.alphabet import reverse_complement
 from genobird.inputs import central
-from genobird.tasks.metrics import mean_auroc
 
 log = logging.getLogger(__name__)
 

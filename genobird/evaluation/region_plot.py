@@ -11,9 +11,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from genobird.datasets.metrics import PREDICTIONS
 from genobird.errors import InputError
-from genobird.tasks.context_ablation import GENOBIRD, arm_runs, best_baseline
-from genobird.tasks.metrics import PREDICTIONS
+from genobird.evaluation.context_ablation import GENOBIRD, arm_runs, best_baseline
 
 
 def test_bins(data_path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,7 +73,7 @@ def plot_along_region(task: str | Path, summary: dict, limit: int = 4):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from genobird.tasks.data import read_metadata, split_fingerprint
+    from genobird.datasets.windows import read_metadata, split_fingerprint
 
     task = Path(task)
     data = task / "data.h5"

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 from sklearn import metrics as skm
 
+from genobird.datasets.windows import MISSING_LABEL, known_labels, split_fingerprint
 from genobird.fileio import atomic_path, atomic_write
-from genobird.tasks.data import MISSING_LABEL, known_labels, split_fingerprint
 
 
 def binary_metrics(labels: np.ndarray, probabilities: np.ndarray, threshold: float = 0.5) -> dict:
@@ -141,7 +141,7 @@ MAX_SAVED_PREDICTIONS = 20_000_000
 def write_test_predictions(report_dir: Path, meta: dict, test, fingerprint: str) -> Path:
     """labels [N, F] (uint8, `MISSING_LABEL` where unknown), probabilities [N, F]
     (float32), the feature names and categories, and the test split's fingerprint
-    (genobird.tasks.data.split_fingerprint)."""
+    (genobird.datasets.windows.split_fingerprint)."""
     labels, probabilities = test
     path = Path(report_dir) / PREDICTIONS
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,9 +40,9 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from genobird.datasets.metrics import is_multilabel
 from genobird.fileio import atomic_write
-from genobird.tasks.metrics import is_multilabel
-from genobird.tasks.recipe import QUESTIONS
+from genobird.finetuning.recipe import QUESTIONS
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.datasets.metrics import PREDICTIONS
+from genobird.datasets.windows import MISSING_LABEL
 from genobird.errors import InputError
-from genobird.tasks.data import MISSING_LABEL
-from genobird.tasks.metrics import PREDICTIONS
 
 METRICS = ("mcc", "f1", "auroc")
 THRESHOLD = 0.5  # as binary_metrics: predicted positive at probability >= 0.5

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.datasets.metrics import binary_metrics, is_multilabel, write_evaluation
+from genobird.datasets.windows import read_metadata, read_split
 from genobird.errors import ConfigError
-from genobird.tasks.data import read_metadata, read_split
-from genobird.tasks.metrics import binary_metrics, is_multilabel, write_evaluation
 
 log = logging.getLogger(__name__)
 

@@ -1,1 +1,0 @@
-"""Genomics tasks: promoter and chromatin-profile data sets, and fine-tuning."""
