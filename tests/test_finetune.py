@@ -134,6 +134,21 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     spec = FinetuneSpec(max_tokens=predictor.max_tokens)
     valid = split_probabilities(kept, data, "valid", tokenizer, spec, "cpu", rc_average=True)
     assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
+    # the recipe as run is saved beside the model, grouped as the options are, and given
+    # back with --config it is the same recipe (an option given beside it wins)
+    saved = json.loads((tmp_path / "run" / "model" / "finetune.json").read_text())
+    assert saved["model"]["pooling"] == "mean" and saved["recipe"]["max_steps"] == 40
+    assert saved["data"]["rc_augment"] is True and saved["evaluation"]["rc_average"] is True
+    assert saved["evaluation"]["eval_every"] == 10 and saved["model"]["base_cnn_channels"] == 0
+    assert main(["-q", "finetune", "classify", "--data", str(data), "--out",
+                 str(tmp_path / "again"), "--from-scratch", "--tokenizer",
+                 str(pretraining_data["tokenizer"]), "--config",
+                 str(tmp_path / "run" / "model" / "finetune.json"),
+                 "--max-steps", "9"]) == 0  # fmt: skip
+    again = json.loads((tmp_path / "again" / "model" / "finetune.json").read_text())
+    assert again["recipe"] == {**saved["recipe"], "max_steps": 9}
+    assert {k: v for k, v in again.items() if k != "recipe"} == {
+        k: v for k, v in saved.items() if k != "recipe"}  # fmt: skip
 
 
 class _Probe:

@@ -1,70 +1,93 @@
-"""One fine-tuning recipe, three spellings: `genobird finetune`'s options, the pipeline
-schema's fine-tuning sections, and the Snakemake options built from a section
-(genobird.finetuning.recipe). A setting added to one and not the others fails here."""
+"""The fine-tuning recipe is declared once (genobird.finetuning.recipe.SETTINGS); the
+command line, FinetuneSpec, the pipeline schema, a pipeline section's options and
+finetune.json all come from that declaration, and a setting added there appears in each."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from genobird.commands import build_parser
-from genobird.finetuning.finetune import FinetuneSpec
+from genobird.errors import ConfigError
+from genobird.finetuning import recipe
+from genobird.finetuning.finetune import FinetuneSpec, recipe_values
 from genobird.finetuning.recipe import (
     POOLINGS,
     RECIPE_OPTIONS,
     REQUIRED_RECIPE,
+    SETTINGS,
     TASK_DEFAULTS,
+    Setting,
     finetune_options,
+    read_config,
+    resolve,
+    tree,
 )
 from genobird.model.classifier import BigBirdForSequenceClassification
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflows" / "schemas" / "config.schema.yaml").read_text())
+# `genobird finetune`'s options that are not recipe settings: what to read, start from, write
+NOT_SETTINGS = {"-h", "--help", "--data", "--model", "--from-scratch", "--tokenizer", "--config",
+                "--out"}  # fmt: skip
 
 
-def finetune_cli() -> dict:
-    """option string -> argparse action of `genobird finetune`."""
+def finetune_parser():
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command")
-    return dict(commands.choices["finetune"]._option_string_actions)
+    return commands.choices["finetune"]
 
 
-def sections() -> dict[str, dict]:
-    """Every fine-tuning section of the schema: name -> its schema."""
-    properties = SCHEMA["properties"]
-    return {
-        "promoter": properties["promoter"],
-        "chromatin": properties["chromatin"],
-        "sequence_tasks": properties["sequence_tasks"]["additionalProperties"],
-        "chromatin_tasks": properties["chromatin_tasks"]["additionalProperties"],
+def test_every_option_of_finetune_is_a_setting_in_its_group():
+    parser = finetune_parser()
+    options = {option for action in parser._actions for option in action.option_strings}
+    settings = {s.option for s in SETTINGS} | {f"--no-{s.option[2:]}" for s in SETTINGS if s.toggle}
+    assert options - NOT_SETTINGS == settings
+    groups = {group.title: {o for a in group._group_actions for o in a.option_strings}
+              for group in parser._action_groups}  # fmt: skip
+    for setting in SETTINGS:
+        assert setting.option in groups[setting.group], setting.name
+    assert list(parser._option_string_actions["--pooling"].choices) == list(POOLINGS)
+    assert POOLINGS == BigBirdForSequenceClassification.POOLINGS
+
+
+def test_finetune_spec_has_a_field_per_setting_with_its_default():
+    fields = {f.name: f for f in dataclasses.fields(FinetuneSpec)}
+    for setting in SETTINGS:
+        if setting.training:
+            assert setting.name not in fields, setting.name
+        else:
+            assert fields[setting.name].default == setting.default, setting.name
+    assert set(fields) - {s.name for s in SETTINGS} == {"choose_on_validation", "training",
+                                                        "model"}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"layer_decay must be in \(0, 1\]"):
+        FinetuneSpec(layer_decay=0)
+    with pytest.raises(ConfigError, match="pooling must be one of"):
+        FinetuneSpec(pooling="max")
+    with pytest.raises(ConfigError, match="ema_decay"):
+        FinetuneSpec(training={"ema_decay": 1.5})
+
+
+def test_the_schema_file_holds_the_generated_recipe_and_every_section_takes_it():
+    assert SCHEMA["$defs"]["recipe"] == recipe.schema()
+    assert yaml.safe_load("$defs:\n" + recipe.schema_yaml())["$defs"]["recipe"] == recipe.schema()
+    properties = SCHEMA["$defs"]["recipe"]["properties"]
+    assert set(properties) == {*RECIPE_OPTIONS, *REQUIRED_RECIPE, "rc_augment"}
+    sections = {
+        "promoter": SCHEMA["properties"]["promoter"],
+        "chromatin": SCHEMA["properties"]["chromatin"],
+        "sequence_tasks": SCHEMA["properties"]["sequence_tasks"]["additionalProperties"],
+        "chromatin_tasks": SCHEMA["properties"]["chromatin_tasks"]["additionalProperties"],
     }
-
-
-def test_every_recipe_setting_is_a_finetune_option_and_a_spec_field():
-    options = finetune_cli()
-    fields = {field.name for field in dataclasses.fields(FinetuneSpec)}
-    training = {"learning_rate", "max_steps", "batch_size"}
-    for key in (*RECIPE_OPTIONS, *REQUIRED_RECIPE, "rc_augment"):
-        assert f"--{key.replace('_', '-')}" in options, key
-        assert key in fields or key in training, key
-
-
-def test_the_schema_names_the_recipe_once_and_every_section_takes_it():
-    recipe = SCHEMA["$defs"]["recipe"]["properties"]
-    assert set(recipe) == {*RECIPE_OPTIONS, *REQUIRED_RECIPE, "rc_augment"}
-    assert recipe["pooling"]["enum"] == list(POOLINGS)
-    for name, section in sections().items():
+    for name, section in sections.items():
         assert section["allOf"] == [{"$ref": "#/$defs/recipe"}], name
         assert section["unevaluatedProperties"] is False, name
-        assert not set(section["properties"]) & set(recipe), name  # not pasted again
+        assert not set(section["properties"]) & set(properties), name  # not pasted again
         assert set(REQUIRED_RECIPE) <= set(section["required"]), name
-
-
-def test_pooling_choices_are_the_models():
-    assert POOLINGS == BigBirdForSequenceClassification.POOLINGS
-    assert list(finetune_cli()["--pooling"].choices) == list(POOLINGS)
 
 
 def test_a_section_becomes_finetune_options_the_parser_reads():
@@ -82,37 +105,87 @@ def test_a_section_becomes_finetune_options_the_parser_reads():
     assert args.rc_augment is False and args.rc_average is False
 
 
-def test_options_left_out_take_their_task_kinds_defaults(tmp_path):
-    """classify: the recipe measured on task families it was not chosen on (base CNN,
+def test_settings_left_out_take_their_task_kinds_defaults():
+    """classify: the recipe measured on task families it was not chosen on (base readers,
     mean pooling, dropout, up to 3,000 steps stopped by validation); promoter and
-    chromatin: the short [CLS] runs their pipelines override. An option given is kept; a
-    head for export (--pooling hf) gets no base readers by default."""
-    from genobird.commands.finetune import fill_task_defaults
-    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
-
-    shape = dict(vocab_size=16, hidden_size=16, num_layers=1, num_heads=2,
-                 intermediate_size=32, max_position=128, block_size=16)  # fmt: skip
-    save_pretrained(BigBirdForPretraining(BigBirdConfig(**shape, base_conv_channels=4)),
-                    tmp_path / "reads-bases")  # fmt: skip
-    save_pretrained(BigBirdForPretraining(BigBirdConfig(**shape)), tmp_path / "plain")
-
-    def resolved(task, model, *options, train_windows=1000):
-        argv = ["finetune", task, "--data", "d.h5", "--out", "o", "--model",
-                str(tmp_path / model), *options]  # fmt: skip
-        args = build_parser().parse_args(argv)
-        fill_task_defaults(args, train_windows)
-        return {key: getattr(args, key) for key in TASK_DEFAULTS["classify"]}
-
-    assert resolved("classify", "reads-bases") == TASK_DEFAULTS["classify"]
-    assert resolved("classify", "reads-bases")["base_cnn_channels"] == 128
-    assert resolved("classify", "plain")["base_cnn_channels"] == 128  # its own table of bases
-    assert resolved("classify", "reads-bases", "--pooling", "hf")["base_cnn_channels"] == 0
-    given = resolved("classify", "reads-bases", "--pooling", "cls", "--base-cnn-channels",
-                     "0", "--max-steps", "10", "--patience", "0")  # fmt: skip
-    assert given == {**TASK_DEFAULTS["classify"], "pooling": "cls", "base_cnn_channels": 0,
-                     "max_steps": 10, "patience": 0}  # fmt: skip
-    assert resolved("classify", "plain", train_windows=20)["batch_size"] == 20
-    assert resolved("classify", "plain", "--batch-size", "64", train_windows=20)["batch_size"] == 64
+    chromatin: the short [CLS] runs their pipelines override. A setting given is kept; a
+    head for export (pooling hf) gets no base readers unless given; a default batch is
+    at most the training windows."""
+    classify = resolve({}, "classify", 1000)
+    assert {k: classify[k] for k in TASK_DEFAULTS["classify"]} == TASK_DEFAULTS["classify"]
+    assert classify["base_cnn_channels"] == 128 and classify["base_kmers"] == 6
+    assert classify["probe_steps"] == 500 and classify["centre_bp"] == 200
+    hf = resolve({"pooling": "hf"}, "classify", 1000)
+    assert hf["base_cnn_channels"] == hf["base_kmers"] == 0
+    given = resolve({"pooling": "cls", "base_cnn_channels": 0, "max_steps": 10}, "classify", 1000)
+    assert (given["pooling"], given["base_cnn_channels"], given["max_steps"]) == ("cls", 0, 10)
+    assert resolve({}, "classify", 20)["batch_size"] == 20
+    assert resolve({"batch_size": 64}, "classify", 20)["batch_size"] == 64
     for task in ("promoter", "chromatin"):
-        assert resolved(task, "reads-bases") == TASK_DEFAULTS["promoter"]
-        assert resolved(task, "reads-bases")["pooling"] == "cls"
+        values = resolve({}, task, 1000)
+        assert {k: values[k] for k in TASK_DEFAULTS[task]} == TASK_DEFAULTS["promoter"]
+        assert values["pooling"] == "cls" and values["dropout"] is None
+    with pytest.raises(ConfigError, match="segmentations needs bpe_dropout"):
+        resolve({"segmentations": 4}, "classify")
+    with pytest.raises(ConfigError, match="no recipe setting 'pooler'"):
+        resolve({"pooler": "cls"}, "classify")
+    with pytest.raises(ConfigError, match="learning_rate must be a number"):
+        resolve({"learning_rate": "fast"}, "classify")
+
+
+def test_a_recipe_file_is_read_grouped_or_flat_and_checked(tmp_path):
+    grouped = tmp_path / "recipe.yaml"
+    grouped.write_text("model:\n  pooling: centre\n  dropout: 0\nrecipe:\n  max_steps: 40\n")
+    assert read_config(grouped) == {"pooling": "centre", "dropout": 0.0, "max_steps": 40}
+    flat = tmp_path / "recipe.json"
+    flat.write_text(json.dumps({"pooling": "mean", "learning_rate": 1e-4}))
+    assert read_config(flat) == {"pooling": "mean", "learning_rate": 1e-4}
+    bad = tmp_path / "bad.yaml"
+    for text, message in (("recipe:\n  max_step: 4\n", "no recipe setting 'max_step'"),
+                          ("max_steps: -1\n", r"max_steps must be in \[1, inf\)"),
+                          ("- 1\n", "maps setting names to values")):  # fmt: skip
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            read_config(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        read_config(tmp_path / "missing.yaml")
+
+
+def test_a_new_setting_is_one_declaration(capsys):
+    """The worked example of docs/finetune.md: a setting declared once shows in --help,
+    in the pipeline schema and in finetune.json's tree, and is checked and defaulted."""
+    import argparse
+
+    new = Setting("label_smoothing", float, "recipe", default=0.0, low=0, high=0.5,
+                  help="move each label this far towards 0.5")  # fmt: skip
+    settings = (*SETTINGS, new)
+    parser = argparse.ArgumentParser(prog="finetune")
+    recipe.add_options({g: parser.add_argument_group(g) for g in recipe.GROUPS}, settings)
+    parser.print_help()
+    assert "--label-smoothing LABEL_SMOOTHING" in capsys.readouterr().out
+    assert recipe.schema(settings)["properties"]["label_smoothing"]["maximum"] == 0.5
+    values = resolve({"label_smoothing": 0.1}, "classify", settings=settings)
+    assert tree(values, settings)["recipe"]["label_smoothing"] == 0.1
+    assert resolve({}, "promoter", settings=settings)["label_smoothing"] == 0.0
+    with pytest.raises(ConfigError, match=r"label_smoothing must be in \[0, 0.5\]"):
+        resolve({"label_smoothing": 0.7}, "classify", settings=settings)
+
+
+def test_a_spec_round_trips_through_its_recipe_tree():
+    values = resolve({"pooling": "centre", "learning_rate": 1e-4, "seed": 3}, "chromatin", 100)
+    training = {s.name: values[s.name] for s in SETTINGS if s.training}
+    spec = FinetuneSpec(**{s.name: values[s.name] for s in SETTINGS if not s.training},
+                        training=training)  # fmt: skip
+    assert recipe_values(spec) == values
+    flat = {name: value for group in tree(values).values() for name, value in group.items()}
+    assert flat == values
+
+
+def test_the_docs_table_names_every_setting_in_its_group():
+    table = {}
+    for line in (REPO / "docs" / "finetune.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if len(cells) == 2 and cells[0] in recipe.GROUPS:
+            table[cells[0]] = cells[1]
+    for setting in SETTINGS:
+        assert f"`{setting.option}" in table[setting.group], setting.name

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, make_dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from genobird.finetuning.base_start import (
     start_from_baselines,
 )
 from genobird.finetuning.probes import choose_recipe, open_questions, probe_budget
-from genobird.finetuning.recipe import PROBE_STEPS, QUESTIONS
+from genobird.finetuning.recipe import QUESTIONS, SETTINGS, tree
 from genobird.inputs import token_limit, window_collate
 from genobird.model import BigBirdForSequenceClassification, save_pretrained
 from genobird.model.base_readers import base_kmer_lengths
@@ -43,107 +43,58 @@ from genobird.training.averaging import check_decay
 from genobird.training.checkpoint import latest_checkpoint
 
 log = logging.getLogger(__name__)
+# the recipe a fine-tuned model was trained with, beside its weights
+RECIPE_FILE = "finetune.json"
 
 
-@dataclass
-class FinetuneSpec:
-    # Longest input in tokens; None: what the data set's windows need (default_max_tokens)
-    max_tokens: int | None = None
-    # Read each window as its central window_bp bases (None: whole): one data set of 8 kb
-    # windows fine-tuned at 1, 2, 4 and 8 kb of context around the same bins
-    window_bp: int | None = None
-    pos_weight: float | None = None  # default: 8 for chromatin (paper), 1 otherwise
-    # Average forward and reverse-complement predictions at evaluation (and, recorded in
-    # the model, when scoring); default: every task but promoter (strand_symmetric).
-    rc_average: bool | None = None
-    # Read each training window on a random strand; default: every task but promoter.
-    rc_augment: bool | None = None
-    # A `classify` data set's open recipe questions (its labels held on both strands or
-    # one: asked with neither strand option given; the settings named in
-    # choose_on_validation: "learning_rate", "pooling") are answered by probes of this many
-    # fine-tuning steps each, scored on validation (finetuning.probes); 0: none asked.
-    probe_steps: int = PROBE_STEPS
-    choose_on_validation: tuple = ()
-    # "cls" (the paper's [CLS] pooler), "mean" (mean of the token states), "hf"
-    # (transformers' head) or "centre" (mean of the states of the tokens over the window's
-    # central `centre_bp`: a chromatin bin, read with its context through attention)
-    pooling: str = "cls"
-    centre_bp: int = 200
-    # Filters of a CNN on the window's bases beside the encoder (model.base_readers.BaseCNN),
-    # whose pooled features the head reads with the encoder's (0: none). It is trained
-    # alone first, as the CNN baseline, and fine-tuning starts from it (finetuning.base_start);
-    # then it learns at BASE_CNN_LEARNING_RATE, the CNN baseline's rate.
-    base_cnn_channels: int = 0
-    # Counts of the window's 3- to base_kmers-mers beside the encoder (BaseKmers), the k-mer
-    # LR baseline's features (0: none). The k-mer LR is fitted first and fine-tuning
-    # starts from it (blended with the base CNN on validation when there is one).
-    base_kmers: int = 0
-    # Dropout on the encoder's hidden states and the head while fine-tuning (None: the
-    # model's own; genobird's pretraining configs use 0, which overfits small tasks).
-    dropout: float | None = None
-    # Evaluate validation AUROC every `eval_every` steps (0: never), at least once per pass
-    # over the training windows (a data set of 500 windows is checked every 16 steps of
-    # 32, not every 30 passes), keep the best weights, and stop after `patience`
-    # evaluations without improvement (0: run all steps).
-    eval_every: int = 0
-    patience: int = 0
-    # The fresh head's learning rate as a multiple of the encoder's (None: 10 for
-    # chromatin, whose 100+ sparse outputs otherwise learn for hundreds of steps before
-    # the encoder's features count; 1 otherwise)
-    head_lr_scale: float | None = None
-    # Layer-wise learning-rate decay (ELECTRA's): the top encoder layer at the base rate,
-    # each layer below it `layer_decay` times the one above, the embeddings below the
-    # bottom layer; the head and pooler at the base rate. 1: one rate for all.
-    layer_decay: float = 1.0
-    # BPE-dropout on training windows: each merge skipped with this probability, so the
-    # model sees a window cut into pieces many ways (0: the tokenizer's one way).
-    # Validation checks while training read the tokenizer's own segmentation.
-    bpe_dropout: float = 0.0
-    # Test-time segmentation averaging: evaluation (and the saved predictor, when
-    # scoring) averages each window's probabilities over this many BPE-dropout cuts per
-    # strand, drawn at `bpe_dropout` (`sampled_cut`: the same cuts wherever a window is
-    # read; 0: the tokenizer's own cut). On GUE TF 2 and 3, 16 cuts raised the test MCC
-    # of two seeds by 0.017 and 0.026, and changed nothing measurable on TF 0, 1 and 4
-    # (docs/experiments, "Test-time segmentation averaging").
-    segmentations: int = 0
-    training: dict = field(default_factory=dict)
-    # Without pretrained weights: BigBirdConfig fields of the fresh model (the demo's
-    # tiny shape unless given; max_position grows to max_tokens when needed).
-    model: dict = field(
-        default_factory=lambda: dict(
-            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512, max_position=1024
-        )
-    )
-    seed: int = 0
+def fresh_model_shape() -> dict:
+    """Without pretrained weights: the BigBirdConfig fields of the fresh model (the demo's
+    tiny shape; max_position grows to max_tokens when needed)."""
+    return dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512,
+                max_position=1024)  # fmt: skip
 
-    def __post_init__(self):
-        # checked here, before any data or model is loaded
-        if not 0 < self.layer_decay <= 1:
-            raise ConfigError(f"layer_decay must be in (0, 1], got {self.layer_decay}")
-        if self.layer_decay != 1 and self.training.get("learning_rate_scales"):
-            # one would silently replace the other
-            raise ConfigError("give layer_decay or training.learning_rate_scales, not both")
-        check_decay(self.training.get("ema_decay", 0.0))
-        if not 0 <= self.bpe_dropout < 1:
-            raise ConfigError(f"bpe_dropout must be in [0, 1), got {self.bpe_dropout}")
-        if self.segmentations < 0:
-            raise ConfigError(f"segmentations must be 0 or more, got {self.segmentations}")
-        if self.head_lr_scale is not None and self.head_lr_scale <= 0:
-            raise ConfigError(f"head_lr_scale must be positive, got {self.head_lr_scale}")
-        if self.probe_steps < 0:
-            raise ConfigError(f"probe_steps must be 0 or more, got {self.probe_steps}")
-        if unknown := set(self.choose_on_validation) - set(QUESTIONS):
-            raise ConfigError(f"choose_on_validation: no question {sorted(unknown)}; "
-                              f"asked can be {', '.join(QUESTIONS)}")  # fmt: skip
-        if self.base_cnn_channels < 0:
-            raise ConfigError(f"base_cnn_channels must be 0 or more, got {self.base_cnn_channels}")
-        if self.base_kmers:
-            base_kmer_lengths(self.base_kmers)  # refuses a length outside 3-8
-        if self.window_bp is not None and self.window_bp < 1:
-            raise ConfigError(f"window_bp must be positive, got {self.window_bp}")
-        if self.segmentations and not self.bpe_dropout:
-            raise ConfigError("segmentations averages BPE-dropout cuts: give bpe_dropout too "
-                              "(the rate the model was trained with)")  # fmt: skip
+
+def _check_spec(spec) -> None:
+    """Each setting within its bounds (recipe.SETTINGS), and the checks between them,
+    before any data or model is loaded."""
+    for setting in SETTINGS:
+        value = spec.training.get(setting.name) if setting.training else getattr(spec, setting.name)
+        setting.check(value)
+    if spec.layer_decay != 1 and spec.training.get("learning_rate_scales"):
+        # one would silently replace the other
+        raise ConfigError("give layer_decay or training.learning_rate_scales, not both")
+    check_decay(spec.training.get("ema_decay", 0.0))
+    if unknown := set(spec.choose_on_validation) - set(QUESTIONS):
+        raise ConfigError(f"choose_on_validation: no question {sorted(unknown)}; "
+                          f"asked can be {', '.join(QUESTIONS)}")  # fmt: skip
+    if spec.base_kmers:
+        base_kmer_lengths(spec.base_kmers)  # refuses a length outside 3-8
+    if spec.segmentations and not spec.bpe_dropout:
+        raise ConfigError("segmentations averages BPE-dropout cuts: give bpe_dropout too "
+                          "(the rate the model was trained with)")  # fmt: skip
+
+
+# One field per recipe setting that is not the Trainer's (those go in `training`, a dict
+# of TrainingConfig fields), each with the setting's type and default: the settings are
+# declared once, in finetuning.recipe. Beside them: the questions a classify run answers
+# on validation (finetuning.probes), the training settings and a fresh model's shape.
+FinetuneSpec = make_dataclass(
+    "FinetuneSpec",
+    [*((s.name, s.type | None, field(default=s.default)) for s in SETTINGS if not s.training),
+     ("choose_on_validation", tuple, field(default=())),
+     ("training", dict, field(default_factory=dict)),
+     ("model", dict, field(default_factory=fresh_model_shape))],
+    namespace={"__post_init__": _check_spec,
+               "__doc__": "A fine-tuning run's recipe (finetuning.recipe declares each "
+                          "setting) and its training settings."},
+)  # fmt: skip
+FinetuneSpec.__module__ = __name__  # pickled by name, as a class defined here is
+
+
+def recipe_values(spec) -> dict:
+    """Every recipe setting's value in a spec (finetune.json, flat)."""
+    return {s.name: spec.training.get(s.name) if s.training else getattr(spec, s.name)
+            for s in SETTINGS}  # fmt: skip
 
 
 def strand_symmetric(meta: dict) -> bool:
@@ -545,3 +496,6 @@ def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, repo
     tokenizer.save(directory)
     with atomic_write(directory / "evaluation.json") as handle:
         json.dump(report, handle, indent=2)
+    # the recipe as run (what validation chose included), which `finetune --config` reads
+    with atomic_write(directory / RECIPE_FILE) as handle:
+        json.dump(tree(recipe_values(spec)), handle, indent=2)
