@@ -379,7 +379,7 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
                str(tmp_path / "run"), "--tokenizer", str(pretraining_data["tokenizer"]),
                "--model", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
     assert main([*command, "--from-scratch", "--dropout", "1.5"]) == 1
-    assert "hidden_dropout must be in [0, 1), got 1.5" in capsys.readouterr().err
+    assert "dropout must be in [0, 1), got 1.5" in capsys.readouterr().err
     assert main([*command, "--from-scratch", "--dropout", "0.2"]) == 0
     config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["config"]
     assert {key: config[key] for key in shape} == shape
