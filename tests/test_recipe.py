@@ -125,7 +125,9 @@ def test_settings_left_out_take_their_task_kinds_defaults():
         values = resolve({}, task, 1000)
         assert {k: values[k] for k in TASK_DEFAULTS[task]} == TASK_DEFAULTS["promoter"]
         assert values["pooling"] == "cls" and values["dropout"] is None
-    with pytest.raises(ConfigError, match="segmentations needs bpe_dropout"):
+    with pytest.raises(
+        ConfigError, match="segmentations needs bpe_dropout: give --bpe-dropout too"
+    ):
         resolve({"segmentations": 4}, "classify")
     with pytest.raises(ConfigError, match="no recipe setting 'pooler'"):
         resolve({"pooler": "cls"}, "classify")

@@ -247,7 +247,8 @@ def resolve(given: dict, task: str, train_windows: int | None = None,
         values["batch_size"] = max(1, min(values["batch_size"], train_windows))
     for name, setting in known.items():
         if setting.needs and values[name] and not values[setting.needs]:
-            raise ConfigError(f"{name} needs {setting.needs} (give both)")
+            raise ConfigError(f"{name} needs {setting.needs}: give "
+                              f"{known[setting.needs].option} too")  # fmt: skip
     return values
 
 
