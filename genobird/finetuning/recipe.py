@@ -117,7 +117,9 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    # ------------------------------------------------------------------ data
+    # In the order a pipeline section's options are written (finetune_options): the rules'
+    # commands, which Snakemake compares to decide what to rerun, stay as they were; --help
+    # and finetune.json group the settings by `group` whatever their order here.
     Setting("window_bp", int, "data", low=1, pipeline=False,
             help="read each window as its central WINDOW_BP bases (default: whole): one data "
             "set fine-tuned at several contexts around the same bins"),
@@ -127,15 +129,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("rc_augment", bool, "data", toggle=True,
             help="train on a random strand per window (default: chromatin yes, promoter no, "
             "classify chosen on validation: --probe-steps)"),
-    Setting("probe_steps", int, "data", default=PROBE_STEPS, low=0, metavar="N",
-            help="classify: what is not given of the strands (--rc-augment, --rc-average), "
-            "--learning-rate and --pooling is chosen on validation, each candidate "
-            "fine-tuned at most N steps, at most 4 such probes (0: none, the defaults kept)"),
-    Setting("bpe_dropout", float, "data", default=0.0, low=0, high=1, open_high=True,
-            help="cut each training window into pieces with BPE-dropout, each merge skipped "
-            "with this probability, e.g. 0.1 (0: the tokenizer's own pieces); validation "
-            "checks read the tokenizer's own"),
-    # ------------------------------------------------------------------ model
+    Setting("eval_every", int, "evaluation", default=0, defaults=by_task(500, 0), low=0,
+            help="steps between validation AUROC checks, at most one pass over the training "
+            "windows; the best weights are kept (0: none)"),
+    Setting("patience", int, "evaluation", default=0, defaults=by_task(3, 0), low=0,
+            help="stop after this many checks without improvement (0: never)"),
     Setting("pooling", str, "model", default="cls", defaults=by_task("mean", "cls"),
             choices=POOLINGS,
             help="[CLS] pooler (the paper's), the mean of the token states, HuggingFace "
@@ -160,7 +158,28 @@ SETTINGS: tuple[Setting, ...] = (
             open_high=True,
             help="dropout on hidden states while fine-tuning (default: 0.3 for classify, "
             "else the model's own)"),
-    # ------------------------------------------------------------------ recipe
+    Setting("layer_decay", float, "recipe", default=1.0, low=0, high=1, open_low=True,
+            help="layer-wise learning-rate decay: each encoder layer learns this times as "
+            "fast as the one above it, the embeddings slowest (1: one rate)"),
+    Setting("head_lr_scale", float, "recipe", low=0, open_low=True,
+            help="the fresh head's learning rate as a multiple of --learning-rate (default: "
+            "10 for chromatin, whose 100+ sparse outputs otherwise learn for hundreds of "
+            "steps before the encoder's features count; 1 otherwise)"),
+    Setting("bpe_dropout", float, "data", default=0.0, low=0, high=1, open_high=True,
+            help="cut each training window into pieces with BPE-dropout, each merge skipped "
+            "with this probability, e.g. 0.1 (0: the tokenizer's own pieces); validation "
+            "checks read the tokenizer's own"),
+    Setting("segmentations", int, "evaluation", default=0, low=0, needs="bpe_dropout",
+            help="average the test and validation predictions (and the saved model's scores) "
+            "over this many BPE-dropout cuts of each window per strand, e.g. 16; needs "
+            "--bpe-dropout (0: the tokenizer's own cut)"),
+    Setting("pos_weight", float, "recipe", low=0, open_low=True,
+            help="weight of a positive in the loss (default: 8 for chromatin, the paper's; "
+            "1 otherwise)"),
+    Setting("probe_steps", int, "data", default=PROBE_STEPS, low=0, metavar="N",
+            help="classify: what is not given of the strands (--rc-augment, --rc-average), "
+            "--learning-rate and --pooling is chosen on validation, each candidate "
+            "fine-tuned at most N steps, at most 4 such probes (0: none, the defaults kept)"),
     Setting("max_steps", int, "recipe", defaults=by_task(3000, 300), low=1, training=True,
             required=True,
             help="optimiser steps of the run, at most, and of each recipe probe (classify: "
@@ -177,37 +196,16 @@ SETTINGS: tuple[Setting, ...] = (
             "validation)"),
     Setting("warmup_steps", int, "recipe", default=20, low=0, training=True, pipeline=False,
             help="steps of linear warm-up"),
-    Setting("head_lr_scale", float, "recipe", low=0, open_low=True,
-            help="the fresh head's learning rate as a multiple of --learning-rate (default: "
-            "10 for chromatin, whose 100+ sparse outputs otherwise learn for hundreds of "
-            "steps before the encoder's features count; 1 otherwise)"),
-    Setting("layer_decay", float, "recipe", default=1.0, low=0, high=1, open_low=True,
-            help="layer-wise learning-rate decay: each encoder layer learns this times as "
-            "fast as the one above it, the embeddings slowest (1: one rate)"),
-    Setting("pos_weight", float, "recipe", low=0, open_low=True,
-            help="weight of a positive in the loss (default: 8 for chromatin, the paper's; "
-            "1 otherwise)"),
     Setting("ema_decay", float, "recipe", default=0.0, low=0, high=1, open_high=True,
             training=True, pipeline=False,
             help="evaluate, select and keep an exponential moving average of the weights "
             "with this decay per step, e.g. 0.999 (0: the weights as trained)"),
     Setting("seed", int, "recipe", default=0, low=0, pipeline=False,
             help="the seed of the head's initialisation, the data order and dropout"),
-    # ------------------------------------------------------------------ evaluation
-    Setting("eval_every", int, "evaluation", default=0, defaults=by_task(500, 0), low=0,
-            help="steps between validation AUROC checks, at most one pass over the training "
-            "windows; the best weights are kept (0: none)"),
-    Setting("patience", int, "evaluation", default=0, defaults=by_task(3, 0), low=0,
-            help="stop after this many checks without improvement (0: never)"),
     Setting("rc_average", bool, "evaluation", toggle=True, pipeline=False,
             help="evaluate on both strands, and score so with the saved model (default: "
             "chromatin yes, promoter no, classify as chosen on validation with "
             "--rc-augment)"),
-    Setting("segmentations", int, "evaluation", default=0, low=0, needs="bpe_dropout",
-            help="average the test and validation predictions (and the saved model's scores) "
-            "over this many BPE-dropout cuts of each window per strand, e.g. 16; needs "
-            "--bpe-dropout (0: the tokenizer's own cut)"),
-    # ------------------------------------------------------------------ output
     Setting("checkpoint_every", int, "output", default=1000, low=1, training=True,
             pipeline=False, help="steps between checkpoints"),
 )  # fmt: skip
