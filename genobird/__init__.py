@@ -1,6 +1,6 @@
 """genobird: BigBird block-sparse transformers for long DNA sequences."""
 
-__version__ = "0.1.0"
+from genobird.version import __version__
 
 __all__ = [
     "ChromatinPredictor",

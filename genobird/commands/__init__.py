@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-from genobird import __version__
 from genobird.commands.common import HelpFormatter, Parser
 from genobird.commands.convert import add_convert
 from genobird.commands.corpus import add_corpus, add_vocab
@@ -18,6 +17,7 @@ from genobird.commands.nlp import add_nlp
 from genobird.commands.pretrain import add_pretrain
 from genobird.commands.reference import add_demo_reference, add_reference
 from genobird.commands.scoring import add_embed, add_ism, add_likelihood, add_score, add_tracks
+from genobird.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,12 +15,12 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from genobird import __version__
 from genobird.errors import CheckpointError
 from genobird.fileio import atomic_path, atomic_write
 from genobird.model.bigbird import BigBirdForPretraining
 from genobird.model.classifier import BigBirdForSequenceClassification
 from genobird.model.config import BigBirdConfig
+from genobird.version import __version__
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
