@@ -82,7 +82,8 @@ def epdnew_subset(shared_data, folder: Path, promoters: int = 400) -> Path:
 
 
 def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int | None,
-                     rc_average: bool, base_cnn_channels=16, base_kmers=5):  # fmt: skip
+                     rc_average: bool, base_cnn_channels=16, base_kmers=5,
+                     pooling="mean"):  # fmt: skip
     """A classifier built and started as `finetune` builds and starts it, its logits on
     the validation windows of each strand through the evaluation path (WindowDataset, the
     collate that pads batches), and the baselines' own logits on the same windows: the
@@ -101,7 +102,7 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     from genobird.model.base_readers import base_kmer_lengths
 
     tokenizer = load_tokenizer(model_dir)
-    spec = FinetuneSpec(window_bp=window_bp, pooling="mean", dropout=0.3,
+    spec = FinetuneSpec(window_bp=window_bp, pooling=pooling, dropout=0.3,
                         base_cnn_channels=base_cnn_channels, base_kmers=base_kmers)  # fmt: skip
     spec = fitted_spec(spec, data, tokenizer, model_dir)
     meta = read_metadata(data)
@@ -195,6 +196,16 @@ def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
                  "--test-chromosomes", "chr19:2500001-3119000"]) == 0  # fmt: skip
     windows, _ = check_start(real_model, data, tmp_path / "both", None, rc_average=True)
     assert {len(w) for w in windows} == {1000}
+    # a profile head (3 bins of the same data set's windows) starts as the same blend:
+    # every bin reads the window's base features, the middle one is scored
+    profiled = tmp_path / "profile.h5"
+    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
+                 str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"),
+                 "--out", str(profiled), "--context-bp", "1000", "--max-bins", "300",
+                 "--chromosomes", "chr19", "--valid-chromosomes", "chr19:2000001-2500000",
+                 "--test-chromosomes", "chr19:2500001-3119000",
+                 "--profile-bins", "3"]) == 0  # fmt: skip
+    check_start(real_model, profiled, tmp_path / "both", None, rc_average=True, pooling="profile")
     # windows soft-masked (lowercase, repeats) in the FASTA were among those checked
     import h5py
     import pyfaidx

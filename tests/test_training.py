@@ -852,6 +852,16 @@ def test_a_time_limit_stops_training_and_saves_evaluates_and_checkpoints_its_las
         training_config(max_minutes=-1)
 
 
+def test_a_time_limit_is_refused_in_a_distributed_run(monkeypatch, tmp_path):
+    """Each process would stop on its own clock, at another step, and hang the rest."""
+    from genobird.training import distributed
+
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    config = training_config(max_steps=10, effective_batch_size=4, max_minutes=1.0)
+    with pytest.raises(ConfigError, match="a distributed run must stop by max_steps"):
+        Trainer(_Regression(), _Points(), config, tmp_path, _step)
+
+
 def test_a_warm_start_that_training_never_beats_is_kept(tmp_path):
     """eval_at_start: the starting weights are evaluated before the first step, kept when
     no later evaluation beats them; the last step is evaluated too (12 is no multiple of

@@ -482,10 +482,13 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
         sequence = reference.fetch(chrom, window.start, window.end, pad=True)
         if sequence.count("N") > 0.5 * len(sequence):
             continue
-        labels = bins.labels_of(int(index))[None, :]
-        labels = assayed.apply(labels, chrom, np.array([start]), np.array([bin_end]))[0]
-        profile = (profile_labels(bins, int(index), spec.profile_bins, assayed)
-                   if spec.profile_bins else None)  # fmt: skip
+        profile = None
+        if spec.profile_bins:  # the window's own bin is the profile's middle one
+            profile = profile_labels(bins, int(index), spec.profile_bins, assayed)
+            labels = profile[spec.profile_bins // 2]
+        else:
+            labels = bins.labels_of(int(index))[None, :]
+            labels = assayed.apply(labels, chrom, np.array([start]), np.array([bin_end]))[0]
         windows.add(sequence, labels, chrom, window.start, window.end, "+", window_split, profile)
     windows.write(out_path)
     log.info(

@@ -32,7 +32,7 @@ from genobird.finetuning.base_start import (
     start_from_baselines,
 )
 from genobird.finetuning.probes import choose_recipe, open_questions, probe_budget
-from genobird.finetuning.recipe import QUESTIONS, SETTINGS, tree
+from genobird.finetuning.recipe import QUESTIONS, SETTINGS, check_needs, tree
 from genobird.inputs import token_limit, window_collate
 from genobird.model import BigBirdForSequenceClassification, save_pretrained
 from genobird.model.base_readers import base_kmer_lengths
@@ -69,9 +69,7 @@ def _check_spec(spec) -> None:
                           f"asked can be {', '.join(QUESTIONS)}")  # fmt: skip
     if spec.base_kmers:
         base_kmer_lengths(spec.base_kmers)  # refuses a length outside 3-8
-    if spec.segmentations and not spec.bpe_dropout:
-        raise ConfigError("segmentations averages BPE-dropout cuts: give bpe_dropout too "
-                          "(the rate the model was trained with)")  # fmt: skip
+    check_needs(recipe_values(spec))
 
 
 # One field per recipe setting that is not the Trainer's (those go in `training`, a dict

@@ -243,11 +243,17 @@ def resolve(given: dict, task: str, train_windows: int | None = None,
                 values[name] = 0
     if given.get("batch_size") is None and train_windows is not None and values["batch_size"]:
         values["batch_size"] = max(1, min(values["batch_size"], train_windows))
+    check_needs(values, settings)
+    return values
+
+
+def check_needs(values: dict, settings: tuple[Setting, ...] = SETTINGS) -> None:
+    """A setting given (non-zero) without the one it needs is a one-line error."""
+    known = {s.name: s for s in settings}
     for name, setting in known.items():
-        if setting.needs and values[name] and not values[setting.needs]:
+        if setting.needs and values.get(name) and not values.get(setting.needs):
             raise ConfigError(f"{name} needs {setting.needs}: give "
                               f"{known[setting.needs].option} too")  # fmt: skip
-    return values
 
 
 def tree(values: dict, settings: tuple[Setting, ...] = SETTINGS) -> dict:

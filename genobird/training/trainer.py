@@ -236,6 +236,11 @@ class Trainer:
         self.collate_fn = collate_fn  # None: torch's default stacking
         self.output_dir = Path(output_dir)
         self.rank, self.world = distributed.rank(), distributed.world_size()
+        if config.max_minutes and self.world > 1:
+            # each process would stop on its own clock, at different steps, and the others
+            # would wait for it forever
+            raise ConfigError("max_minutes stops one process on its own clock; a distributed "
+                              "run must stop by max_steps")  # fmt: skip
         self.device = torch.device(device) if device else default_device()
         self.model = model.to(self.device)
         self.module = model  # unwrapped, for saving
