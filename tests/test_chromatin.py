@@ -466,18 +466,33 @@ def test_a_profile_read_on_the_other_strand_reverses_its_bins(demo_reference, pr
         train = np.flatnonzero(handle["split"][:].astype(str) == "train")
         profiles = label_values(handle["profile_labels"][:][train])
     tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    forward = WindowDataset(out, "train", tokenizer, 512, profile=True)
-    reverse = WindowDataset(out, "train", tokenizer, 512, profile=True, reverse_complement=True)
+    forward = WindowDataset(out, "train", tokenizer, 512, profile_bins=3)
+    reverse = WindowDataset(out, "train", tokenizer, 512, profile_bins=3, reverse_complement=True)
+    middle = WindowDataset(out, "train", tokenizer, 512, profile_bins=1)  # the central one
     for index in range(len(forward)):
         assert np.array_equal(forward[index]["labels"], profiles[index], equal_nan=True)
         assert np.array_equal(reverse[index]["labels"], profiles[index][::-1], equal_nan=True)
+        assert np.array_equal(middle[index]["labels"], profiles[index][1:2], equal_nan=True)
     assert WindowDataset(out, "train", tokenizer, 512)[0]["labels"].shape == (2,)
+    for wrong in (2, 5):  # even, or more than stored
+        with pytest.raises(InputError, match="give an odd number up to 3"):
+            WindowDataset(out, "train", tokenizer, 512, profile_bins=wrong)
     plain = tmp_path / "plain.h5"
     build_chromatin_dataset([tf], demo_reference / "genome.fa", plain,
                             ChromatinSpec(context=1000, valid_chromosomes=("chr3",),
                                           test_chromosomes=("chrX",), max_bins=50))  # fmt: skip
     with pytest.raises(InputError, match="--profile-bins"):
-        WindowDataset(plain, "train", tokenizer, 512, profile=True)
+        WindowDataset(plain, "train", tokenizer, 512, profile_bins=1)
+
+
+def test_a_profile_head_learns_the_central_bins_that_fit_its_context():
+    """One 15-bin data set serves every context of an ablation: each head learns the
+    central odd number of bins that fit in the bases it reads."""
+    from genobird.finetuning.finetune import profile_bins_read
+
+    meta = {"profile_bins": 15, "profile_bin_bp": 200}
+    reads = {bp: profile_bins_read(meta, bp) for bp in (200, 400, 1000, 2000, 3000, 4000, 8000)}
+    assert reads == {200: 1, 400: 1, 1000: 5, 2000: 9, 3000: 15, 4000: 15, 8000: 15}
 
 
 @pytest.mark.slow
@@ -486,8 +501,9 @@ def test_a_profile_head_fine_tunes_saves_and_scores_from_the_command_line(
 ):
     """`dataset chromatin --profile-bins` and `finetune chromatin --pooling profile`: the
     run trains on every bin's labels, is evaluated and scored on the window's own bin;
-    the saved model scores regions; a data set without profile labels, or bins wider than
-    the context read, are one-line errors."""
+    the saved model scores regions; a narrower context learns the central bins that fit in
+    it; a data set without profile labels, or bins wider than the context read, are
+    one-line errors."""
     import json
 
     data, plain = tmp_path / "profile.h5", tmp_path / "plain.h5"
@@ -518,7 +534,13 @@ def test_a_profile_head_fine_tunes_saves_and_scores_from_the_command_line(
                  "--max-steps", "1"]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "needs profile labels" in err and "--profile-bins" in err and "Traceback" not in err
+    narrow = tmp_path / "narrow"  # 400 bp hold 2 of the 3 bins: the central one is learnt
+    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out", str(narrow),
+                 "--model", str(pretrained), "--pooling", "profile", "--window-bp", "400",
+                 "--max-steps", "1"]) == 0  # fmt: skip
+    head = json.loads((narrow / "model" / "config.json").read_text())["head"]
+    assert head["profile_bins"] == 1 and head["centre_fraction"] == pytest.approx(0.5)
     assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out",
                  str(tmp_path / "y"), "--model", str(pretrained), "--pooling", "profile",
-                 "--window-bp", "400", "--max-steps", "1"]) == 1  # fmt: skip
-    assert "span 600 bp, more than the 400 bp read" in capsys.readouterr().err
+                 "--window-bp", "150", "--max-steps", "1"]) == 1  # fmt: skip
+    assert "profile bins are 200 bp, wider than the 150 bp read" in capsys.readouterr().err

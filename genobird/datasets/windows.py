@@ -286,14 +286,15 @@ class WindowDataset(torch.utils.data.Dataset):
     (genobird.corpus.bpe_dropout: the same cut in every process), or with `cut` given,
     the window's `cut`-th sampled cut (`sampled_cut`: the cuts evaluation averages over).
     With `window_bp`, each window is read as its central `window_bp` bases (`central`).
-    With `profile`, its labels are the window's profile labels [K, F] (in reverse bin
-    order where the window is read on the other strand), not its own bin's [F]."""
+    With `profile_bins` k, its labels are the central k of the window's profile labels
+    [k, F] (in reverse bin order where the window is read on the other strand), not its
+    own bin's [F]."""
 
     def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
                  reverse_complement: bool = False, rc_augment_seed: int | None = None,
                  bpe_dropout: float = 0.0, bpe_seed: int = 0,
                  cut: int | None = None, window_bp: int | None = None,
-                 profile: bool = False):  # fmt: skip
+                 profile_bins: int = 0):  # fmt: skip
         if split not in SPLITS:
             raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
@@ -301,13 +302,21 @@ class WindowDataset(torch.utils.data.Dataset):
         self.reverse = reverse_complement
         self.rc_augment_seed, self.epoch = rc_augment_seed, 0
         self.bpe_dropout, self.bpe_seed, self.cut = bpe_dropout, bpe_seed, cut
-        self.labels = "profile_labels" if profile else "labels"
+        self.labels = "profile_labels" if profile_bins else "labels"
         with h5py.File(self.path, "r") as handle:
             if handle.attrs.get("format") != FORMAT:
                 raise InputError(f"{path}: not a genobird sequence data set")
             if self.labels not in handle:
                 raise InputError(f"{path}: no profile labels; rebuild it with `genobird "
                                  "dataset chromatin --profile-bins K`")  # fmt: skip
+            stored = int(handle.attrs.get("profile_bins", 0))
+            if profile_bins and (profile_bins % 2 == 0 or profile_bins > stored):
+                raise InputError(f"{path}: {profile_bins} central profile bins asked for, "
+                                 f"the data set has {stored}; give an odd number up to "
+                                 f"{stored}")  # fmt: skip
+            # the central profile_bins of the stored ones: the window's bin stays the middle
+            first = (stored - profile_bins) // 2
+            self.profile_rows = slice(first, first + profile_bins) if profile_bins else None
             self.rows = np.nonzero(handle["split"][:].astype(str) == split)[0]
         self._handle = None
 
@@ -342,7 +351,8 @@ class WindowDataset(torch.utils.data.Dataset):
             self._handle = h5py.File(self.path, "r")
         row = int(self.rows[index])
         sequence = central(self._handle["sequences"][row].decode("ascii"), self.window_bp)
-        labels = label_values(self._handle[self.labels][row])
+        labels = self._handle[self.labels][row]
+        labels = label_values(labels if self.profile_rows is None else labels[self.profile_rows])
         if self._flip(index):
             sequence = reverse_complement(sequence)
             if labels.ndim == 2:  # the profile's bins, read from the other end

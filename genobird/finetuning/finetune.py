@@ -183,8 +183,8 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
     window = spec.window_bp or task_meta["window_bp"]
     if spec.pooling == "centre":
         head["centre_fraction"] = min(1.0, spec.centre_bp / window)
-    if spec.pooling == "profile":  # the data set's bins, each its own share of the window
-        head["profile_bins"] = task_meta["profile_bins"]
+    if spec.pooling == "profile":  # the data set's bins read, each its own share of the window
+        head["profile_bins"] = profile_bins_read(task_meta, window)
         head["centre_fraction"] = task_meta["profile_bin_bp"] / window
     if spec.base_cnn_channels:
         head["base_cnn_channels"] = spec.base_cnn_channels
@@ -287,7 +287,8 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     train = windows("train", max_tokens=training_max_tokens(spec, model),
                     rc_augment_seed=spec.seed if rc_augment else None,
                     bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed,
-                    profile=spec.pooling == "profile")  # fmt: skip
+                    profile_bins=profile_bins_read(meta, spec.window_bp or meta["window_bp"])
+                    if spec.pooling == "profile" else 0)  # fmt: skip
     valid = windows("valid", max_tokens=spec.max_tokens)
     warm_start = bool(spec.base_cnn_channels or spec.base_kmers)
     if warm_start and latest_checkpoint(output / "checkpoints") is None:
@@ -374,7 +375,8 @@ def settle_strands(spec: FinetuneSpec, meta: dict, choice: dict) -> tuple[Finetu
 
 def check_window(spec: FinetuneSpec, meta: dict, data_path) -> None:
     """A context wider than the data set's windows cannot be cut from them, and a profile
-    head needs a data set of profile labels whose bins fit in the context read."""
+    head needs a data set of profile labels whose bins are no wider than the context read
+    (it learns the central ones that fit: `profile_bins_read`)."""
     if spec.window_bp is not None and spec.window_bp > meta["window_bp"]:
         raise ConfigError(
             f"--window-bp {spec.window_bp} is wider than the windows of {data_path} "
@@ -387,11 +389,20 @@ def check_window(spec: FinetuneSpec, meta: dict, data_path) -> None:
         raise ConfigError(f"--pooling profile needs profile labels, which {data_path} has "
                           "not; rebuild it with `genobird dataset chromatin --profile-bins "
                           "K`")  # fmt: skip
-    span, read = meta["profile_bins"] * meta["profile_bin_bp"], spec.window_bp or meta["window_bp"]
-    if span > read:
-        raise ConfigError(f"--pooling profile: the data set's {meta['profile_bins']} profile bins "
-                          f"span {span} bp, more than the {read} bp read; give --window-bp "
-                          f"{span} or more")  # fmt: skip
+    read = spec.window_bp or meta["window_bp"]
+    if meta["profile_bin_bp"] > read:
+        raise ConfigError(f"--pooling profile: the data set's profile bins are "
+                          f"{meta['profile_bin_bp']} bp, wider than the {read} bp read; give "
+                          f"--window-bp {meta['profile_bin_bp']} or more")  # fmt: skip
+
+
+def profile_bins_read(meta: dict, window_bp: int) -> int:
+    """How many of the data set's profile bins a head reading `window_bp` bases learns: the
+    central ones that fit in the window (an odd number, so that the window's own bin stays
+    the middle one). One data set of the widest context thus serves every context of an
+    ablation: at 1 kb the central 5 bins of 200 bp, at 8 kb all 15 of a 15-bin set."""
+    fitting = min(meta["profile_bins"], window_bp // meta["profile_bin_bp"])
+    return fitting if fitting % 2 else fitting - 1
 
 
 def run_identity(spec: FinetuneSpec, pretrained: Path | None, meta: dict) -> dict:

@@ -139,8 +139,9 @@ SETTINGS: tuple[Setting, ...] = (
             help="[CLS] pooler (the paper's), the mean of the token states, HuggingFace "
             "BigBird's head on [CLS] (exportable with `convert to-hf`), the mean of the "
             "states over the window's central --centre-bp (a chromatin bin), or one such "
-            "mean for each bin of a data set built with --profile-bins, every bin learnt "
-            "from one pass (the window's own is scored); classify: mean or cls, chosen on "
+            "mean for each bin of a data set built with --profile-bins (the central ones "
+            "that fit in the window), every bin learnt from one pass (the window's own is "
+            "scored); classify: mean or cls, chosen on "
             "validation"),
     Setting("centre_bp", int, "model", default=200, low=1,
             help="with --pooling centre: the bases pooled, centred"),
