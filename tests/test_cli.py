@@ -214,3 +214,56 @@ def test_a_mistyped_command_or_option_gets_the_closest_and_the_commands_usage(ca
     with pytest.raises(SystemExit):
         main(["score", "--model", "m", "--fasta", "x.fa", "--out", "o.tsv", "--bogus"])
     assert "did you mean" not in capsys.readouterr().err
+
+
+def _options_by_command(parser, path=()):
+    """(command, action) for every option of every (sub)command."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options_by_command(sub, (*path, name))
+        elif action.option_strings:
+            yield " ".join(path), action
+
+
+# one flag, two concepts: the data set builders' --features are feature tables (files),
+# the scoring commands' the names of features to keep
+OTHER_CONCEPTS = {("dataset chromatin", "--features"), ("dataset deepsea", "--features")}
+
+
+def test_every_command_spells_a_shared_option_as_the_table_declares_it():
+    """No two commands spell one concept two ways: wherever a command has an option of
+    the shared table, it takes what the table says (type, values, action, choices)."""
+    import argparse
+
+    from genobird.commands.options import SHARED, flag
+
+    by_flag = {flag(name): name for name in SHARED}
+    probe = argparse.ArgumentParser()
+    checked = 0
+    for command, action in _options_by_command(build_parser()):
+        name = by_flag.get(action.option_strings[0])
+        if name is None or (command, action.option_strings[0]) in OTHER_CONCEPTS:
+            continue
+        model = probe.add_argument(f"--probe-{checked}", **SHARED[name])
+        for field in ("type", "nargs", "choices", "const"):
+            assert getattr(action, field) == getattr(model, field), (command, name, field)
+        assert type(action) is type(model), (command, name)
+        checked += 1
+    assert checked > 100  # most commands take most of their files and run options from it
+
+
+def test_a_shared_option_takes_only_a_commands_own_help_default_required_and_metavar():
+    import argparse
+
+    from genobird.commands.options import add_shared
+
+    parser = argparse.ArgumentParser()
+    add_shared(parser, "out", "batch_size", out="where", batch_size={"default": 4})
+    assert parser.parse_args(["--out", "x"]).batch_size == 4
+    with pytest.raises(TypeError, match="may give only"):
+        add_shared(argparse.ArgumentParser(), "out", out={"type": int})
+    with pytest.raises(TypeError, match="not added"):
+        add_shared(argparse.ArgumentParser(), "out", seed="a seed")

@@ -71,6 +71,25 @@ def test_promoter_windows_are_oriented_and_negatives_paired(demo_reference, tmp_
     assert not problems
 
 
+def test_several_fasta_files_give_the_promoter_windows_of_one(demo_reference, tmp_path):
+    """`dataset promoter --reference` takes several files read as one genome, as every
+    command's --reference does: the demo genome split in two gives the same data set."""
+    genome = Reference(demo_reference / "genome.fa")
+    parts = [tmp_path / "a.fa", tmp_path / "b.fa"]
+    half = len(genome.contigs) // 2
+    for path, contigs in zip(parts, (genome.contigs[:half], genome.contigs[half:]), strict=True):
+        write(path, "".join(f">{c}\n{genome.fetch(c, 0, genome.length(c))}\n" for c in contigs))
+    outputs = {}
+    for name, references in (("one", [demo_reference / "genome.fa"]), ("two", parts)):
+        outputs[name] = tmp_path / f"{name}.h5"
+        assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
+                     "--reference", *map(str, references), "--out", str(outputs[name]),
+                     "--upstream-bp", "200", "--downstream-bp", "100"]) == 0  # fmt: skip
+    with h5py.File(outputs["one"], "r") as one, h5py.File(outputs["two"], "r") as two:
+        assert one["sequences"][:].tolist() == two["sequences"][:].tolist()
+        assert np.array_equal(one["labels"][:], two["labels"][:])
+
+
 def test_promoter_windows_get_extra_negatives_in_training_only(demo_reference, tmp_path):
     splits = {"valid_chromosomes": ("chr3",), "test_chromosomes": ("chrX",)}
     built = {}

@@ -7,7 +7,6 @@ import argparse
 import difflib
 import logging
 import re
-from pathlib import Path
 
 log = logging.getLogger("genobird")
 
@@ -115,7 +114,3 @@ def report_rejected(problems, limit: int = 5) -> None:
         log.warning("skipped: %s", problem)
     if len(problems) > limit:
         log.warning("... and %d more skipped records", len(problems) - limit)
-
-
-def add_out(parser, help_text: str) -> None:
-    parser.add_argument("--out", type=Path, required=True, help=help_text)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
-    add_out,
     command_group,
     subcommand,
 )
+from genobird.commands.options import add_shared
 
 log = logging.getLogger("genobird")
 
@@ -56,9 +56,13 @@ def add_convert(commands) -> None:
         cmd_convert_from_hf,
     )
     source.add_argument("hf_dir", type=Path, help="downloaded HuggingFace model folder")
-    add_out(source, "genobird model folder to write (new)")
-    source.add_argument("--window-bp", type=int,
-                        help="classifiers: input length in bp they were fine-tuned on")  # fmt: skip
+    add_shared(
+        source,
+        "out",
+        "window_bp",
+        out="genobird model folder to write (new)",
+        window_bp="classifiers: input length in bp they were fine-tuned on",
+    )
     target = subcommand(
         actions,
         "to-hf",
@@ -67,5 +71,10 @@ def add_convert(commands) -> None:
         "classifier fine-tuned with --pooling hf).",
         cmd_convert_to_hf,
     )
-    target.add_argument("--model", type=Path, required=True, help="genobird model folder")
-    add_out(target, "HuggingFace folder to write (new)")
+    add_shared(
+        target,
+        "model",
+        "out",
+        model="genobird model folder",
+        out="HuggingFace folder to write (new)",
+    )

@@ -11,6 +11,7 @@ from genobird.commands.common import (
     command_group,
     subcommand,
 )
+from genobird.commands.options import add_shared
 
 log = logging.getLogger("genobird")
 
@@ -86,11 +87,17 @@ def add_corpus(commands) -> None:
         "Cut a genome into documents of consecutive sentences (paper appendix F.1).",
         cmd_corpus_documents,
     )
-    docs.add_argument("--reference", type=Path, nargs="+", required=True,
-                      help="genome FASTA (several: one documents file, in file order)")  # fmt: skip
-    docs.add_argument("--out", type=Path, required=True, help="documents text file")
-    docs.add_argument(
-        "--chromosomes", nargs="+", help="contigs to use (default: 1-22, X, Y; aliases ok)"
+    add_shared(
+        docs,
+        "reference",
+        "out",
+        "chromosomes",
+        reference={
+            "required": True,
+            "help": "genome FASTA (several: one documents file, in file order)",
+        },
+        out="documents text file",
+        chromosomes="contigs to use (default: 1-22, X, Y; aliases ok)",
     )
     docs.add_argument("--passes", type=int, default=10, help="passes over each chromosome")
     docs.add_argument("--min-sentence-bp", type=int, default=500)
@@ -98,18 +105,23 @@ def add_corpus(commands) -> None:
     docs.add_argument(
         "--max-n-fraction", type=float, default=0.5, help="drop sentences with more N"
     )
-    docs.add_argument("--seed", type=int, default=0)
-    docs.add_argument("--threads", type=int, default=1, help="chromosomes in parallel")
+    add_shared(docs, "seed", "threads", threads="chromosomes in parallel")
     inst = subcommand(
         actions,
         "instances",
         "Write MLM+NSP pretraining instances as HDF5 shards.",
         cmd_corpus_instances,
     )
-    inst.add_argument("--documents", type=Path, required=True, help="documents text file")
-    inst.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.model")
-    inst.add_argument("--out", type=Path, required=True, help="output folder")
-    inst.add_argument("--max-tokens", type=int, default=4096, help="tokens per instance")
+    add_shared(
+        inst,
+        "documents",
+        "tokenizer",
+        "out",
+        "max_tokens",
+        tokenizer={"required": True},
+        out="output folder",
+        max_tokens={"default": 4096, "help": "tokens per instance"},
+    )
     inst.add_argument("--max-predictions", type=int, help="default: 15%% of max-seq-length")
     inst.add_argument("--masked-lm-prob", type=float, default=0.15)
     inst.add_argument("--dupe-factor", type=int, default=1)
@@ -118,8 +130,7 @@ def add_corpus(commands) -> None:
     inst.add_argument(
         "--dynamic-masking", action="store_true", help="store no masks; mask when loading"
     )
-    inst.add_argument("--seed", type=int, default=0)
-    inst.add_argument("--threads", type=int, default=1, help="chunks in parallel")
+    add_shared(inst, "seed", "threads", threads="chunks in parallel")
 
 
 def add_vocab(commands) -> None:
@@ -130,10 +141,14 @@ def add_vocab(commands) -> None:
         "Train a BPE vocabulary on a seeded sample of document sentences.",
         cmd_vocab_train,
     )
-    train.add_argument("--documents", type=Path, required=True, help="documents text file")
-    train.add_argument("--out", type=Path, required=True, help="tokenizer.model to write")
-    train.add_argument("--vocab-size", type=int, default=32_000)
+    add_shared(
+        train,
+        "documents",
+        "out",
+        "vocab_size",
+        out="tokenizer.model to write",
+        vocab_size={"default": 32_000},
+    )
     train.add_argument("--sample-sentences", type=int, default=1_000_000)
     train.add_argument("--heldout", type=Path, help="documents to report bp/token on")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--threads", type=int, default=1)
+    add_shared(train, "seed", "threads")

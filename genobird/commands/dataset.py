@@ -12,6 +12,7 @@ from genobird.commands.common import (
     report_rejected,
     subcommand,
 )
+from genobird.commands.options import add_shared
 from genobird.errors import GenobirdError, InputError
 
 log = logging.getLogger("genobird")
@@ -170,13 +171,12 @@ def add_dataset(commands) -> None:
         cmd_dataset_promoter,
     )
     promoter.add_argument("--tss", type=Path, required=True, help="EPDnew-style TSS BED")
-    promoter.add_argument("--reference", type=Path, required=True, help="genome FASTA")
-    promoter.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    add_shared(promoter, "reference", "out", reference={"required": True}, out="HDF5 to write")
     promoter.add_argument("--upstream-bp", type=int, default=5000, help="bp before the TSS")
     promoter.add_argument("--downstream-bp", type=int, default=3000, help="bp from the TSS on")
     promoter.add_argument("--liftover", type=Path, help="chain file hg38 -> hg19")
     promoter.add_argument("--hard-negatives", type=int, default=0, help="per positive")
-    _add_training_negatives_argument(promoter)
+    add_shared(promoter, "training_negatives")
     promoter.add_argument("--min-distance", type=int, default=10_000)
     promoter.add_argument("--off-end", choices=["skip", "pad"], default="skip")
     _add_split_arguments(promoter)
@@ -188,9 +188,16 @@ def add_dataset(commands) -> None:
         cmd_dataset_promoter_sequences,
     )
     sequences.add_argument("--positives", type=Path, required=True, help="text or FASTA")
-    sequences.add_argument("--out", type=Path, required=True, help="HDF5 to write")
-    _add_training_negatives_argument(sequences)
-    _add_fraction_arguments(sequences)
+    add_shared(
+        sequences,
+        "out",
+        "training_negatives",
+        "valid_fraction",
+        "test_fraction",
+        "seed",
+        out="HDF5 to write",
+        seed="seed of the split",
+    )
     chromatin = subcommand(
         actions,
         "chromatin",
@@ -201,12 +208,9 @@ def add_dataset(commands) -> None:
                            help="feature table TSV(s): name, category, peak_file, and "
                            "optionally assayed (chromosomes, or a BED, where the feature was "
                            "measured; elsewhere its label is unknown)")  # fmt: skip
-    chromatin.add_argument("--reference", type=Path, nargs="+", required=True,
-                           help="genome FASTA, or several files read as one genome")  # fmt: skip
-    chromatin.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    add_shared(chromatin, "reference", "out", reference={"required": True}, out="HDF5 to write")
     chromatin.add_argument("--bin-size", type=int, default=200)
-    chromatin.add_argument("--context-bp", type=int, default=8000,
-                           help="window around each bin")  # fmt: skip
+    add_shared(chromatin, "context_bp", context_bp="window around each bin")
     chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
     chromatin.add_argument("--negative-ratio", type=float, default=1.0)
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
@@ -219,7 +223,7 @@ def add_dataset(commands) -> None:
                            "were measured: chromosomes (comma-separated) or a BED of regions, "
                            "e.g. histone.tsv=chr19; elsewhere their labels are unknown, not "
                            "negative")  # fmt: skip
-    chromatin.add_argument("--chromosomes", nargs="+")
+    add_shared(chromatin, "chromosomes")
     _add_split_arguments(chromatin, regions=True)
     deepsea = subcommand(
         actions,
@@ -239,19 +243,25 @@ def add_dataset(commands) -> None:
                      help="the split of each --mat, in order")  # fmt: skip
     mat.add_argument("--coordinates", type=Path,
                      help="BED of the bins: one split's, or genome-wide")  # fmt: skip
-    mat.add_argument("--reference", type=Path, help="hg19 FASTA")
-    mat.add_argument("--context-bp", type=int, default=8000, help="paper: 8 kb")
+    add_shared(mat, "reference", "context_bp", reference="hg19 FASTA", context_bp="paper: 8 kb")
     table = deepsea.add_argument_group("CSV route")
     table.add_argument("--split-column", help="column of train/valid/test (needs a header)")
-    table.add_argument("--valid", type=Path, help="CSV of the validation split")
-    table.add_argument("--test", type=Path, help="CSV of the test split")
-    table.add_argument("--valid-fraction", type=float, default=0.05)
-    table.add_argument("--test-fraction", type=float, default=0.05)
-    table.add_argument("--seed", type=int, default=0)
+    add_shared(
+        table,
+        "valid",
+        "test",
+        "valid_fraction",
+        "test_fraction",
+        "seed",
+        valid="CSV of the validation split",
+        test="CSV of the test split",
+        valid_fraction={"default": 0.05},
+        test_fraction={"default": 0.05},
+    )
     deepsea.add_argument("--features", type=Path,
                          help="919-feature table TSV (default: placeholder names, DeepSEA's "
                          "categories)")  # fmt: skip
-    deepsea.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    add_shared(deepsea, "out", out="HDF5 to write")
     classify = subcommand(
         actions,
         "classify",
@@ -260,40 +270,28 @@ def add_dataset(commands) -> None:
         cmd_dataset_classify,
     )
     classify.add_argument("--input", type=Path, required=True, help="CSV, TSV or FASTA")
-    classify.add_argument(
-        "--valid", type=Path, help="validation records in their own file (then --input is train)"
+    add_shared(
+        classify,
+        "valid",
+        "test",
+        "out",
+        valid="validation records in their own file (then --input is train)",
+        test="test records in their own file (then --input is train)",
+        out="HDF5 to write",
     )
-    classify.add_argument(
-        "--test", type=Path, help="test records in their own file (then --input is train)"
-    )
-    classify.add_argument("--out", type=Path, required=True, help="HDF5 to write")
     classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
-    _add_fraction_arguments(classify)
-
-
-def _add_training_negatives_argument(parser) -> None:
-    parser.add_argument(
-        "--training-negatives",
-        type=int,
-        default=1,
-        help="DeePromoter negatives per positive in the training split (validation and "
-        "test keep one each)",
-    )
-
-
-def _add_fraction_arguments(parser) -> None:
-    """A seeded random split for records without one."""
-    parser.add_argument("--valid-fraction", type=float, default=0.1, help="drawn to validation")
-    parser.add_argument("--test-fraction", type=float, default=0.1, help="drawn to test")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the split")
+    add_shared(classify, "valid_fraction", "test_fraction", "seed", seed="seed of the split")
 
 
 def _add_split_arguments(parser, regions: bool = False) -> None:
     what = ("chromosomes or regions chrom:start-end (1-based); a window whose context "
             "reaches into a held-out region from outside it is left out") if regions else (
             "chromosomes")  # fmt: skip
-    parser.add_argument("--valid-chromosomes", nargs="+", default=["chr7"],
-                        help=f"validation {what}")  # fmt: skip
-    parser.add_argument("--test-chromosomes", nargs="+", default=["chr8", "chr9"],
-                        help=f"test {what}")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0)
+    add_shared(
+        parser,
+        "valid_chromosomes",
+        "test_chromosomes",
+        "seed",
+        valid_chromosomes=f"validation {what}",
+        test_chromosomes=f"test {what}",
+    )

@@ -13,6 +13,7 @@ from genobird.commands.common import (
     headline,
     subcommand,
 )
+from genobird.commands.options import add_shared
 from genobird.errors import GenobirdError, InputError, UsageError
 from genobird.fileio import atomic_write
 
@@ -46,18 +47,20 @@ def add_zero_shot(commands) -> None:
         "the training split; writes OUTPUT/report as finetune does.",
         cmd_zero_shot,
     )
-    sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
-    sub.add_argument("--out", type=Path, required=True, help="writes OUT/report")
+    add_shared(sub, "data", "out", out="writes OUT/report")
     scorer = sub.add_mutually_exclusive_group(required=True)
-    scorer.add_argument("--model", type=Path, help="pretraining model directory")
+    add_shared(scorer, "model", model={"required": False, "help": "pretraining model directory"})
     scorer.add_argument("--markov", type=Path,
                         help="FASTA or genobird documents to fit the Markov models on "
                         "(e.g. the pretraining corpus's train.txt)")  # fmt: skip
-    sub.add_argument("--orders", default="0-10", help="Markov orders to choose from")
-    sub.add_argument("--stride", type=int,
-                     help="with --model: pieces this far apart masked together (default 7, "
-                     "as genobird likelihood)")  # fmt: skip
-    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    add_shared(
+        sub,
+        "orders",
+        "stride",
+        "device",
+        stride="with --model: pieces this far apart "
+        "masked together (default 7, as genobird likelihood)",
+    )
 
 
 def cmd_baseline_markov(args: argparse.Namespace) -> int:
@@ -229,20 +232,26 @@ def add_baseline(commands) -> None:
                         help="documents or FASTA files")  # fmt: skip
     markov.add_argument("--heldout", type=Path, nargs="+", required=True,
                         help="documents or FASTA files")  # fmt: skip
-    markov.add_argument("--orders", default="0-10", help="orders to choose from, e.g. 0-10")
-    markov.add_argument("--valid-fraction", type=float, default=0.1,
-                        help="tail of each training sequence that chooses k and alpha")  # fmt: skip
+    add_shared(
+        markov,
+        "orders",
+        "valid_fraction",
+        valid_fraction="tail of each training sequence that chooses k and alpha",
+    )
     markov.add_argument("--forward-only", action="store_true",
                         help="count the given strand only (default: both strands)")  # fmt: skip
-    markov.add_argument("--out", type=Path, help="JSON report")
+    add_shared(markov, "out", out={"required": False, "help": "JSON report"})
     variants = markov.add_argument_group("variant effects (the yardstick of likelihood --vcf)")
     variants.add_argument("--vcf", type=Path, help="variants to score, as `likelihood --vcf`")
-    variants.add_argument("--reference", type=Path, nargs="+", help="genome FASTA(s) for --vcf")
-    variants.add_argument(
-        "--window-bp",
-        type=int,
-        default=1000,
-        help="the window read around each variant (default: %(default)s)",
+    add_shared(
+        variants,
+        "reference",
+        "window_bp",
+        reference="genome FASTA(s) for --vcf",
+        window_bp={
+            "default": 1000,
+            "help": "the window read around each variant (default: %(default)s)",
+        },
     )
     variants.add_argument("--scores", type=Path, help="TSV of the variants' scores")
     for kind, text in (
@@ -257,19 +266,23 @@ def add_baseline(commands) -> None:
             kinds, kind, f"{text}; same splits and metrics.json as genobird finetune.",
             cmd_baseline_classifier,
         )  # fmt: skip
-        sub.add_argument("--data", type=Path, required=True, help="HDF5 from genobird dataset")
-        sub.add_argument("--out", type=Path, required=True, help="writes OUT/report")
-        sub.add_argument("--seed", type=int, default=0)
-        sub.add_argument("--window-bp", type=int,
-                         help="read each window as its central WINDOW_BP bases (default: "
-                         "whole)")  # fmt: skip
+        add_shared(
+            sub,
+            "data",
+            "out",
+            "seed",
+            "window_bp",
+            out="writes OUT/report",
+            window_bp="read each window as its central WINDOW_BP bases (default: whole)",
+        )
         if kind != "kmer-lr":
-            sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction,
-                             default=None, help="average both strands (default: all tasks "
-                             "but promoter)")  # fmt: skip
-            sub.add_argument("--max-minutes", type=float, default=10.0, help="training budget")
-            sub.add_argument("--channels", type=int,
-                             help="filters of the first convolution (default 128)")  # fmt: skip
+            add_shared(
+                sub,
+                "rc_average",
+                "max_minutes",
+                "channels",
+                rc_average="average both strands (default: all tasks but promoter)",
+            )
 
     compare = subcommand(
         kinds,
@@ -287,11 +300,11 @@ def add_baseline(commands) -> None:
                          "mean)")  # fmt: skip
     compare.add_argument("--resamples", type=int, default=2000,
                          help="resamples of the test sequences (at least 100)")  # fmt: skip
-    compare.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    add_shared(compare, "seed", seed="seed of the resampling")
     compare.add_argument("--min-positives", type=int, default=1,
                          help="runs of several features (chromatin): count the features with "
                          "at least this many test positives, e.g. 20")  # fmt: skip
-    compare.add_argument("--out", type=Path, help="JSON report")
+    add_shared(compare, "out", out={"required": False, "help": "JSON report"})
 
 
 def add_report(commands) -> None:
@@ -304,9 +317,16 @@ def add_report(commands) -> None:
         cmd_report,
     )
     sub.add_argument("--results", type=Path, required=True, help="the pipeline's results folder")
-    sub.add_argument("--out", type=Path, help="HTML file (default: RESULTS/report.html)")
-    sub.add_argument("--context-tokens", type=int, nargs="+", default=[128, 256, 512, 1024],
-                     help="tokens at which to measure the pretrained MLM accuracy")  # fmt: skip
+    add_shared(
+        sub,
+        "out",
+        "context_tokens",
+        out={"required": False, "help": "HTML file (default: RESULTS/report.html)"},
+        context_tokens={
+            "default": [128, 256, 512, 1024],
+            "help": "tokens at which to measure the pretrained MLM accuracy",
+        },
+    )
     sub.add_argument("--context-windows", type=int, default=4000,
                      help="held-out windows scored at each context length (fewer: faster, "
                           "wider intervals)")  # fmt: skip

@@ -11,6 +11,7 @@ from genobird.commands.common import (
     headline,
     subcommand,
 )
+from genobird.commands.options import add_shared
 from genobird.errors import GenobirdError, UsageError
 from genobird.finetuning.recipe import (
     BASE_READERS,
@@ -95,21 +96,32 @@ def add_finetune(commands) -> None:
     )
     sub.add_argument("task", choices=TASKS)
     groups = {group: sub.add_argument_group(group) for group in GROUPS}
-    groups["data"].add_argument("--data", type=Path, required=True,
-                                help="HDF5 from genobird dataset")  # fmt: skip
-    groups["model"].add_argument("--model", type=Path, metavar="PRETRAINED_DIR",
-                                 help="the pretraining model directory to start from (with "
-                                 "--from-scratch: only its architecture)")  # fmt: skip
-    groups["model"].add_argument("--from-scratch", action="store_true",
-                                 help="fresh weights: the architecture of --model, or a "
-                                 "2-layer, 128-wide model (then give --tokenizer)")  # fmt: skip
-    groups["model"].add_argument("--tokenizer", type=Path,
-                                 help="with --from-scratch and no --model")  # fmt: skip
-    groups["recipe"].add_argument("--config", type=Path, metavar="RECIPE",
-                                  help="a recipe file (YAML or JSON, e.g. a model's "
-                                  "finetune.json): its settings, under the options given "
-                                  "here")  # fmt: skip
+    add_shared(groups["data"], "data")
+    add_shared(
+        groups["model"],
+        "model",
+        "from_scratch",
+        "tokenizer",
+        model={
+            "required": False,
+            "metavar": "PRETRAINED_DIR",
+            "help": "the pretraining model directory to start from (with "
+            "--from-scratch: only its architecture)",
+        },
+        from_scratch="fresh weights: the architecture of --model, or a 2-layer, "
+        "128-wide model (then give --tokenizer)",
+        tokenizer="with --from-scratch and no --model",
+    )
+    add_shared(
+        groups["recipe"],
+        "config",
+        config={
+            "metavar": "RECIPE",
+            "help": "a recipe file (YAML or JSON, e.g. a model's finetune.json): its "
+            "settings, under the options given here",
+        },
+    )
     add_options(groups)
-    groups["output"].add_argument("--out", type=Path, required=True,
-                                  help="folder for the model (OUT/model) and the report "
-                                  "(OUT/report)")  # fmt: skip
+    add_shared(
+        groups["output"], "out", out="folder for the model (OUT/model) and the report (OUT/report)"
+    )

@@ -9,6 +9,7 @@ from genobird.commands.common import (
     EXIT_OK,
     subcommand,
 )
+from genobird.commands.options import add_shared
 
 log = logging.getLogger("genobird")
 
@@ -63,7 +64,7 @@ def add_layout(commands) -> None:
         cmd_layout,
     )
     sub.add_argument("pattern", choices=LAYOUT_PATTERNS)
-    sub.add_argument("--max-tokens", type=int, default=4096, help="sequence length")
+    add_shared(sub, "max_tokens", max_tokens={"default": 4096, "help": "sequence length"})
     sub.add_argument("--block-size", type=int, default=64)
     sub.add_argument("--heads", type=int, default=1)
     shape = sub.add_argument_group("pattern parameters")
@@ -74,5 +75,5 @@ def add_layout(commands) -> None:
     shape.add_argument("--neighbour-blocks", type=int, default=1,
                        help="strided: neighbouring blocks each side")  # fmt: skip
     shape.add_argument("--stride", type=int, default=4, help="strided stride; fixed group size")
-    shape.add_argument("--seed", type=int, default=0)
+    add_shared(shape, "seed")
     shape.add_argument("--layer", type=int, default=0)

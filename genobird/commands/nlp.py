@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from genobird.commands.common import EXIT_OK, subcommand
+from genobird.commands.options import add_shared
 from genobird.fileio import atomic_write
 
 ENCODER_LAYERS = "encoder.layers."  # parameter-name prefix of every task model's encoder layers
@@ -121,8 +122,13 @@ def add_nlp(commands) -> None:
         cmd_tokenizer,
     )
     tokenizer.add_argument("--input", type=Path, nargs="+", required=True)
-    tokenizer.add_argument("--out", type=Path, required=True, help="tokenizer .model to write")
-    tokenizer.add_argument("--vocab-size", type=int, default=8000, help="at most this many")
+    add_shared(
+        tokenizer,
+        "out",
+        "vocab_size",
+        out="tokenizer .model to write",
+        vocab_size={"default": 8000, "help": "at most this many"},
+    )
     tokenizer.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
 
     finetune = subcommand(
@@ -138,15 +144,30 @@ def add_nlp(commands) -> None:
     )
     finetune.add_argument("task", choices=["qa", "classify", "multiple-choice", "summarize"])
     finetune.add_argument("--train", type=Path, required=True)
-    finetune.add_argument("--valid", type=Path, help="scored with exact match and F1")
-    finetune.add_argument("--out", type=Path, required=True,
-                          help="folder for the model (OUT/model) and its report")  # fmt: skip
+    add_shared(
+        finetune,
+        "valid",
+        "out",
+        valid="scored with exact match and F1",
+        out="folder for the model (OUT/model) and its report",
+    )
     source = finetune.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", type=Path, help="pretraining model directory")
-    source.add_argument("--from-scratch", action="store_true", help="a fresh 2 x 128 model")
-    finetune.add_argument("--tokenizer", type=Path, help="with --from-scratch")
-    finetune.add_argument("--max-tokens", type=int, default=512, help="paper: 4096")
-    finetune.add_argument("--stride", type=int, help="between windows (default max-tokens/2)")
+    add_shared(
+        source,
+        "model",
+        "from_scratch",
+        model={"required": False, "help": "pretraining model directory"},
+        from_scratch="a fresh 2 x 128 model",
+    )
+    add_shared(
+        finetune,
+        "tokenizer",
+        "max_tokens",
+        "stride",
+        tokenizer="with --from-scratch",
+        max_tokens={"default": 512, "help": "paper: 4096"},
+        stride="between windows (default max-tokens/2)",
+    )
     finetune.add_argument("--max-answer-tokens", type=int, default=30, help="qa")
     finetune.add_argument("--problem", choices=["single_label", "multi_label", "regression"],
                           help="classify: default from the labels")  # fmt: skip
@@ -159,16 +180,23 @@ def add_nlp(commands) -> None:
                            help="decoder reuses the encoder layers' weights")  # fmt: skip
     summarize.add_argument("--beams", type=int, default=4, help="1: greedy decoding")
     summarize.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
-    finetune.add_argument("--learning-rate", type=float, default=3e-5)
+    add_shared(finetune, "learning_rate", learning_rate={"default": 3e-5})
     finetune.add_argument("--encoder-lr-scale", type=float, default=1.0,
                           help="learning-rate multiplier for the encoder layers (e.g. 0.1: "
                                "they move slower than a fresh head or decoder)")  # fmt: skip
-    finetune.add_argument("--warmup-steps", type=int, default=100)
-    finetune.add_argument("--max-steps", type=int, default=1000)
-    finetune.add_argument("--batch-size", type=int, default=8)
-    finetune.add_argument("--effective-batch-size", type=int)
-    finetune.add_argument("--checkpoint-every", type=int, default=1000)
-    finetune.add_argument("--seed", type=int, default=0)
+    add_shared(
+        finetune,
+        "warmup_steps",
+        "max_steps",
+        "batch_size",
+        "effective_batch_size",
+        "checkpoint_every",
+        "seed",
+        warmup_steps={"default": 100},
+        max_steps={"default": 1000},
+        batch_size={"default": 8},
+        checkpoint_every={"default": 1000},
+    )
 
     predict = subcommand(
         actions,
@@ -180,8 +208,8 @@ def add_nlp(commands) -> None:
         "per document (summary).",
         cmd_predict,
     )
-    predict.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    add_shared(predict, "model")
     predict.add_argument("--input", type=Path, required=True, help="as for finetune")
-    predict.add_argument("--out", type=Path, required=True)
-    predict.add_argument("--batch-size", type=int, default=8)
-    predict.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    add_shared(
+        predict, "out", "batch_size", "device", out={"help": None}, batch_size={"default": 8}
+    )

@@ -10,6 +10,7 @@ from genobird.commands.common import (
     EXIT_OK,
     subcommand,
 )
+from genobird.commands.options import add_shared
 
 log = logging.getLogger("genobird")
 
@@ -60,21 +61,38 @@ def add_pretrain(commands) -> None:
         "-m genobird.cli pretrain ...",
         cmd_pretrain,
     )
-    sub.add_argument("--config", type=Path, required=True, help="YAML: model, training, data")
-    sub.add_argument("--out", type=Path, help="output folder (overrides the config)")
+    add_shared(
+        sub,
+        "config",
+        "out",
+        config={"required": True, "help": "YAML: model, training, data"},
+        out={"required": False, "help": "output folder (overrides the config)"},
+    )
     data = sub.add_argument_group("data overrides")
     data.add_argument("--train", type=Path, help="training instances folder")
     data.add_argument("--eval", type=Path, help="held-out instances folder")
-    data.add_argument("--tokenizer", type=Path, help="tokenizer.model or tokenizer.json")
-    data.add_argument("--model", type=Path,
-                      help="continue pretraining this model directory (e.g. one from "
-                      "`convert from-hf`)")  # fmt: skip
-    overrides = sub.add_argument_group("training overrides")
-    overrides.add_argument("--max-steps", type=int)
-    overrides.add_argument("--batch-size", type=int, help="per process")
-    overrides.add_argument("--effective-batch-size", type=int)
-    overrides.add_argument("--learning-rate", type=float)
-    sub.add_argument("--context-tokens", type=int, nargs="+",
-                     help="also train and evaluate at each of these lengths in tokens (the "
-                     "context-length ablation)")  # fmt: skip
+    add_shared(
+        data,
+        "tokenizer",
+        "model",
+        tokenizer="tokenizer.model or tokenizer.json",
+        model={
+            "required": False,
+            "help": "continue pretraining this model directory (e.g. one from `convert from-hf`)",
+        },
+    )
+    add_shared(
+        sub.add_argument_group("training overrides"),
+        "max_steps",
+        "batch_size",
+        "effective_batch_size",
+        "learning_rate",
+        batch_size={"default": None, "help": "per process"},
+    )
+    add_shared(
+        sub,
+        "context_tokens",
+        context_tokens="also train and evaluate at each of these "
+        "lengths in tokens (the context-length ablation)",
+    )
     sub.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")

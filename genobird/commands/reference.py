@@ -8,10 +8,10 @@ from pathlib import Path
 
 from genobird.commands.common import (
     EXIT_OK,
-    add_out,
     command_group,
     subcommand,
 )
+from genobird.commands.options import add_shared
 from genobird.errors import GenobirdError
 
 log = logging.getLogger("genobird")
@@ -84,15 +84,14 @@ def add_demo_reference(commands) -> None:
         "facing each other (each beside decoys of the same motifs).",
         cmd_demo_reference,
     )
-    add_out(sub, "output folder")
-    sub.add_argument("--seed", type=int, default=0, help="random seed (same seed: same files)")
+    add_shared(sub, "out", "seed", out="output folder", seed="random seed (same seed: same files)")
     sub.add_argument("--size-mb", type=float, default=4.2, help="total genome size in Mb")
 
 
 def add_reference(commands) -> None:
     actions = command_group(commands, "reference", "Download and read reference data sets.")
     listing = subcommand(actions, "list", "List the data sets of a manifest.", cmd_reference_list)
-    listing.add_argument("--manifest", type=Path, help="manifest YAML (default: GRCh37)")
+    add_shared(listing, "manifest")
     get = subcommand(
         actions,
         "download",
@@ -100,8 +99,12 @@ def add_reference(commands) -> None:
         cmd_reference_download,
     )
     get.add_argument("names", nargs="+", metavar="NAME", help="data set names (see list)")
-    get.add_argument("--out", type=Path, default=Path("reference/data"), help="folder")
-    get.add_argument("--manifest", type=Path, help="manifest YAML (default: GRCh37)")
+    add_shared(
+        get,
+        "out",
+        "manifest",
+        out={"required": False, "default": Path("reference/data"), "help": "folder"},
+    )
     fetch = subcommand(
         actions, "fetch", "Print a region of a FASTA (1-based chr:start-end).", cmd_reference_fetch
     )

@@ -14,6 +14,7 @@ from genobird.commands.common import (
     report_rejected,
     subcommand,
 )
+from genobird.commands.options import add_shared
 from genobird.errors import ConfigError, GenobirdError
 
 log = logging.getLogger("genobird")
@@ -180,8 +181,7 @@ def add_inputs(sub, **kinds: str) -> None:
     for kind, text in kinds.items():
         inputs.add_argument(f"--{kind}", type=Path, help=text)
     needing = " and ".join(f"--{kind}" for kind in kinds if kind != "fasta")
-    sub.add_argument("--reference", type=Path, nargs="+",
-                     help=f"genome FASTA, or several read as one (for {needing})")  # fmt: skip
+    add_shared(sub, "reference", reference=f"genome FASTA, or several read as one (for {needing})")
 
 
 def add_score(commands) -> None:
@@ -193,22 +193,21 @@ def add_score(commands) -> None:
         "with --strict when anything was rejected.",
         cmd_score,
     )
-    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    add_shared(sub, "model")
     add_inputs(sub, fasta="sequences to score", bed="regions (centred, resized to the window)",
                vcf="variants (ref and alt windows)")  # fmt: skip
-    sub.add_argument(
-        "--chromosomes", nargs="+", help="only the BED regions or variants on these chromosomes"
+    add_shared(
+        sub,
+        "chromosomes",
+        "out",
+        "format",
+        "features",
+        chromosomes="only the BED regions or variants on these chromosomes",
+        features="only these feature columns",
     )
-    sub.add_argument("--out", type=Path, required=True, help="output file")
-    sub.add_argument(
-        "--format",
-        choices=["tsv", "h5"],
-        help="tsv or h5 (default: from --out's name: .h5/.hdf5 is HDF5, else TSV)",
-    )
-    sub.add_argument("--features", nargs="+", help="only these feature columns")
     sub.add_argument("--tiles", action="store_true", help="score long FASTA records in tiles")
     _add_predictor_options(sub)
-    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
+    add_shared(sub, "strict")
 
 
 def add_tracks(commands) -> None:
@@ -221,15 +220,18 @@ def add_tracks(commands) -> None:
         "feature, for a genome browser (IGV, UCSC) beside the real peaks.",
         cmd_tracks,
     )
-    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    add_shared(sub, "model")
     sub.add_argument("--region", nargs="+", required=True, metavar="CHROM:START-END",
                      help=f"regions to score, 1-based inclusive as genome browsers show "
                      f"them, each at most {MAX_TRACK_BP:,} bp")  # fmt: skip
-    sub.add_argument("--reference", type=Path, nargs="+", required=True,
-                     help="genome FASTA, or several read as one")  # fmt: skip
-    sub.add_argument("--out", type=Path, required=True,
-                     help="a new folder for the tracks: OUT/<feature>.bedGraph")  # fmt: skip
-    sub.add_argument("--features", nargs="+", help="only these features (default: all)")
+    add_shared(
+        sub,
+        "reference",
+        "out",
+        "features",
+        reference={"required": True},
+        out="a new folder for the tracks: OUT/<feature>.bedGraph",
+    )
     sub.add_argument("--step-bp", type=int, default=200,
                      help="bin size; each bin is scored with the model's window centred "
                      "on it (default: %(default)s, the chromatin data sets' bin)")  # fmt: skip
@@ -245,10 +247,10 @@ def add_embed(commands) -> None:
         "per base (each piece's vector over its bases); HDF5, written as it goes.",
         cmd_embed,
     )
-    sub.add_argument("--model", type=Path, required=True, help="a genobird model directory")
+    add_shared(sub, "model", model="a genobird model directory")
     add_inputs(sub, fasta="sequences, each whole", bed="regions, as given on their own strand",
                vcf="variants: REF and ALT windows of --window-bp")  # fmt: skip
-    sub.add_argument("--out", type=Path, required=True, help="HDF5 to write (.h5)")
+    add_shared(sub, "out", out="HDF5 to write (.h5)")
     what = sub.add_argument_group("what is embedded")
     what.add_argument("--level", choices=["pooled", "token", "base"], default="pooled",
                       help="one vector per record, per BPE piece (with its bases), or per "
@@ -264,20 +266,28 @@ def add_embed(commands) -> None:
         metavar="K",
         help="the mean of the last K layers (default: 1, the --layer alone)",
     )
-    what.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=False,
-                      help="average both strands, the reverse complement's vectors laid "
-                      "back onto the forward bases (pooled and base levels)")  # fmt: skip
-    what.add_argument("--window-bp", type=int,
-                      help="BED: each region centred and resized to this; VCF: the allele "
-                      "windows (default 1000)")  # fmt: skip
-    run = sub.add_argument_group("run")
-    run.add_argument("--batch-size", type=int, default=16)
-    run.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
-    run.add_argument("--precision", choices=["auto", "bf16", "no"], default="auto",
-                     help="bf16 autocast (default auto: on CUDA)")  # fmt: skip
-    run.add_argument("--workers", type=int,
-                     help="processes tokenising the next records while the model embeds "
-                     "(default: up to 8 on CUDA, none on CPU)")  # fmt: skip
+    add_shared(
+        what,
+        "rc_average",
+        "window_bp",
+        rc_average={
+            "default": False,
+            "help": "average both strands, the reverse "
+            "complement's vectors laid back onto the forward bases (pooled "
+            "and base levels)",
+        },
+        window_bp="BED: each region centred and resized to this; VCF: the allele "
+        "windows (default 1000)",
+    )
+    add_shared(
+        sub.add_argument_group("run"),
+        "batch_size",
+        "device",
+        "precision",
+        "workers",
+        workers="processes tokenising the next records while the model embeds "
+        "(default: up to 8 on CUDA, none on CPU)",
+    )
 
 
 def add_likelihood(commands) -> None:
@@ -290,33 +300,35 @@ def add_likelihood(commands) -> None:
         "of the pieces that differ, in a window around each. Exit 1 when nothing was scored.",
         cmd_likelihood,
     )
-    sub.add_argument("--model", type=Path, required=True,
-                     help="pretraining model directory (e.g. RESULTS/pretrain/model)")  # fmt: skip
+    add_shared(sub, "model", model="pretraining model directory (e.g. RESULTS/pretrain/model)")
     add_inputs(sub, fasta="sequences to score, each whole", bed="regions to score as they are",
                vcf="variants: each allele's window scored")  # fmt: skip
-    sub.add_argument(
-        "--window-bp",
-        type=int,
-        default=1000,
-        help="--vcf: the window read around each variant (default: %(default)s)",
+    add_shared(
+        sub,
+        "window_bp",
+        "chromosomes",
+        "out",
+        "format",
+        "stride",
+        "rc_average",
+        "batch_size",
+        "device",
+        "strict",
+        window_bp={
+            "default": 1000,
+            "help": "--vcf: the window read around each variant (default: %(default)s)",
+        },
+        chromosomes="only the BED regions on these chromosomes",
+        stride="pieces this far apart are masked together, in as many passes (default "
+        "7: as pretraining scores its held-out bits per bp; one larger than a "
+        "sequence's piece count masks one piece at a time)",
+        rc_average={
+            "default": True,
+            "help": "average the scores of both strands (--no-rc-average: the "
+            "given strand; BED regions on their own)",
+        },
+        batch_size={"default": 32},
     )
-    sub.add_argument("--chromosomes", nargs="+", help="only the BED regions on these chromosomes")
-    sub.add_argument("--out", type=Path, required=True, help="output file")
-    sub.add_argument(
-        "--format",
-        choices=["tsv", "h5"],
-        help="tsv or h5 (default: from --out's name: .h5/.hdf5 is HDF5, else TSV)",
-    )
-    sub.add_argument("--stride", type=int,
-                     help="pieces this far apart are masked together, in as many passes "
-                     "(default 7: as pretraining scores its held-out bits per bp; one "
-                     "larger than a sequence's piece count masks one piece at a time)")  # fmt: skip
-    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=True,
-                     help="average the scores of both strands (--no-rc-average: the given "
-                     "strand; BED regions on their own)")  # fmt: skip
-    sub.add_argument("--batch-size", type=int, default=32)
-    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
-    sub.add_argument("--strict", action="store_true", help="exit 1 if any record is rejected")
 
 
 def add_ism(commands) -> None:
@@ -327,14 +339,19 @@ def add_ism(commands) -> None:
         "base, and the change of each feature's score (HDF5), with an optional heatmap.",
         cmd_ism,
     )
-    sub.add_argument("--model", type=Path, required=True, help="fine-tuned model directory")
+    add_shared(sub, "model")
     add_inputs(sub, fasta="sequences (fitted to the model's window)",
                bed="regions (centred, + strand)")  # fmt: skip
-    sub.add_argument("--window-bp", type=int, required=True, help="bp mutated, centred")
-    sub.add_argument("--out", type=Path, required=True, help="HDF5 to write")
+    add_shared(
+        sub,
+        "window_bp",
+        "out",
+        window_bp={"required": True, "help": "bp mutated, centred"},
+        out="HDF5 to write",
+    )
     sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
                      help="alt - ref probability, or the log-odds change")  # fmt: skip
-    sub.add_argument("--features", nargs="+", help="only these features (default: all)")
+    add_shared(sub, "features")
     sub.add_argument("--plot", type=Path, help="PNG heatmap of the first record")
     sub.add_argument("--feature", help="the feature to plot (default: the first)")
     _add_predictor_options(sub)
@@ -342,20 +359,7 @@ def add_ism(commands) -> None:
 
 def _add_predictor_options(sub) -> None:
     """How a fine-tuned model runs: the options of `load_predictor`."""
-    sub.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
-                     help="average both strands (default: as the model was evaluated at "
-                     "fine-tuning; promoter models: no)")  # fmt: skip
-    sub.add_argument("--segmentations", type=int,
-                     help="average this many BPE-dropout cuts of each window per strand "
-                     "(default: as the model was evaluated at fine-tuning; 0: the "
-                     "tokenizer's own cut)")  # fmt: skip
-    sub.add_argument("--batch-size", type=int, default=16)
-    sub.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
-    sub.add_argument("--precision", choices=("auto", "bf16", "no"), default="auto",
-                     help="auto: bf16 autocast on CUDA, fp32 on CPU")  # fmt: skip
-    sub.add_argument("--workers", type=int,
-                     help="processes fetching and tokenising windows (default: up to 8 on "
-                     "CUDA, none on CPU)")  # fmt: skip
+    add_shared(sub, "rc_average", "segmentations", "batch_size", "device", "precision", "workers")
 
 
 def _load_predictor(args: argparse.Namespace):

@@ -25,7 +25,7 @@ import numpy as np
 
 from genobird.datasets.windows import WindowSet, chromosome_split
 from genobird.errors import ConfigError, InputError
-from genobird.genome import Reference, oriented_window, read_bed
+from genobird.genome import open_reference, oriented_window, read_bed
 from genobird.genome.regions import BadRecord
 
 log = logging.getLogger(__name__)
@@ -136,9 +136,10 @@ def split_of(chrom: str, spec: PromoterSpec) -> str:
 def build_promoter_dataset(
     tss_bed, fasta, out_path, spec: PromoterSpec = PromoterSpec(), liftover_chain=None
 ) -> tuple[WindowSet, list[BadRecord]]:
-    """Positives, DeePromoter negatives (and optional hard negatives) -> HDF5."""
+    """Positives, DeePromoter negatives (and optional hard negatives) -> HDF5; `fasta`:
+    one FASTA or several read as one genome (`open_reference`)."""
     spec.validate()
-    reference = Reference(fasta)
+    reference = open_reference(fasta)
     problems: list[BadRecord] = []
     rows = read_tss(tss_bed, reference.lengths, problems, liftover_chain)
     rng, extra_rng = np.random.default_rng(spec.seed), extra_negatives_rng(spec)

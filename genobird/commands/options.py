@@ -1,0 +1,98 @@
+"""The options several commands share, each declared once: what it takes (type, number
+of values, action, choices), its usual default and the help it has unless a command says
+more. A command adds them by name (`add_shared`) and may give its own help, default,
+`required` or metavar where its use differs; what an option takes is the concept's and
+the same in every command, so no two commands spell one concept two ways
+(tests/test_cli.py holds every command to this table)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# what a command may say of its own use of a shared option
+OWN = frozenset({"help", "default", "required", "metavar"})
+
+# fmt: off
+SHARED: dict[str, dict] = {
+    # files in and out
+    "out": dict(type=Path, required=True, help="output file"),
+    "model": dict(type=Path, required=True, help="fine-tuned model directory"),
+    "data": dict(type=Path, required=True, help="HDF5 from genobird dataset"),
+    "reference": dict(type=Path, nargs="+", help="genome FASTA, or several read as one"),
+    "documents": dict(type=Path, required=True, help="documents text file"),
+    "tokenizer": dict(type=Path, help="tokenizer.model"),
+    "config": dict(type=Path),
+    "manifest": dict(type=Path, help="manifest YAML (default: GRCh37)"),
+    "valid": dict(type=Path),
+    "test": dict(type=Path),
+    "format": dict(choices=("tsv", "h5"), help="tsv or h5 (default: from --out's name: "
+                   ".h5/.hdf5 is HDF5, else TSV)"),
+    # what is read
+    "chromosomes": dict(nargs="+"),
+    "features": dict(nargs="+", help="only these features (default: all)"),
+    "window_bp": dict(type=int),
+    "context_bp": dict(type=int, default=8000),
+    "context_tokens": dict(type=int, nargs="+"),
+    "max_tokens": dict(type=int),
+    "stride": dict(type=int),
+    "orders": dict(default="0-10", help="Markov orders to choose from, e.g. 0-10"),
+    # held-out data
+    "valid_fraction": dict(type=float, default=0.1, help="drawn to validation"),
+    "test_fraction": dict(type=float, default=0.1, help="drawn to test"),
+    "valid_chromosomes": dict(nargs="+", default=["chr7"], help="validation chromosomes"),
+    "test_chromosomes": dict(nargs="+", default=["chr8", "chr9"], help="test chromosomes"),
+    "training_negatives": dict(type=int, default=1,
+                               help="DeePromoter negatives per positive in the training split "
+                               "(validation and test keep one each)"),
+    "seed": dict(type=int, default=0),
+    # how a model runs
+    "rc_average": dict(action=argparse.BooleanOptionalAction, default=None,
+                       help="average both strands (default: as the model was evaluated at "
+                       "fine-tuning; promoter models: no)"),
+    "segmentations": dict(type=int,
+                          help="average this many BPE-dropout cuts of each window per strand "
+                          "(default: as the model was evaluated at fine-tuning; 0: the "
+                          "tokenizer's own cut)"),
+    "batch_size": dict(type=int, default=16),
+    "device": dict(default="auto", help="auto, cpu, cuda, cuda:1 ..."),
+    "precision": dict(choices=("auto", "bf16", "no"), default="auto",
+                      help="auto: bf16 autocast on CUDA, fp32 on CPU"),
+    "workers": dict(type=int,
+                    help="processes fetching and tokenising windows (default: up to 8 on "
+                    "CUDA, none on CPU)"),
+    "threads": dict(type=int, default=1),
+    "strict": dict(action="store_true", help="exit 1 if any record is rejected"),
+    # training
+    "from_scratch": dict(action="store_true"),
+    "vocab_size": dict(type=int),
+    "max_steps": dict(type=int),
+    "learning_rate": dict(type=float),
+    "effective_batch_size": dict(type=int),
+    "warmup_steps": dict(type=int),
+    "checkpoint_every": dict(type=int),
+    "max_minutes": dict(type=float, default=10.0, help="training budget"),
+    "channels": dict(type=int, help="filters of the first convolution (default 128)"),
+}
+# fmt: on
+
+
+def flag(name: str) -> str:
+    """The option string of shared option `name`: --window-bp for window_bp."""
+    return "--" + name.replace("_", "-")
+
+
+def add_shared(parser, *names: str, **uses) -> None:
+    """Adds the shared options `names` to `parser` (a parser or an argument group), in
+    that order. `uses[name]` is the command's own help (a str), or its own help, default,
+    required and metavar (a dict)."""
+    for name in names:
+        use = uses.pop(name, {})
+        use = {"help": use} if isinstance(use, str) else use
+        if set(use) - OWN:  # a command that needs another type has another concept
+            raise TypeError(
+                f"{flag(name)}: a command may give only {sorted(OWN)}, not {sorted(set(use) - OWN)}"
+            )
+        parser.add_argument(flag(name), **{**SHARED[name], **use})
+    if uses:
+        raise TypeError(f"own uses given for options not added: {sorted(uses)}")
