@@ -1,20 +1,17 @@
-"""benchmarks/repeats.py: the counting behind "where a genome's predictable bits lie"."""
+"""benchmarks/repeats.py, run as a user runs it: the counting behind "where a genome's
+predictable bits lie", on a soft-masked genome whose repeat copies are known."""
 
-import importlib.util
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import write
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def repeats():
-    spec = importlib.util.spec_from_file_location("repeats", REPO / "benchmarks" / "repeats.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def random_dna(rng, length: int) -> str:
@@ -29,46 +26,64 @@ def genome_with_a_repeat(rng, element: str, length: int, copies: int) -> str:
     return "".join(parts)
 
 
-def test_markov_bits_split_the_saving_to_the_repeat_copies(repeats):
+def run_repeats(tmp_path, tokenizer, *options):
+    """The script on chrA (training) and chrB (held out) of tmp_path/genome.fa, with a
+    pipeline config of its own (so that no pipeline's model is found)."""
+    config = write(tmp_path / "none.yaml", f"results: {tmp_path / 'none'}\ncorpus:\n"
+                   "  train_chromosomes: [chrA]\n  heldout_chromosomes: [chrB]\n")  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "repeats.py"), "--config", str(config),
+         "--reference", str(tmp_path / "genome.fa"), "--tokenizer", str(tokenizer), *options],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def table(printed: str) -> dict[str, list[float]]:
+    """Each printed row's bits per bp: all, repeat bases, other bases."""
+    rows = re.findall(r"^\| (.+?) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", printed, re.M)
+    return {name: [float(x) for x in values] for name, *values in rows}
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory):
     rng = np.random.default_rng(0)
     element = random_dna(rng, 200)
-    train = [genome_with_a_repeat(rng, element, 60_000, 40)]
-    heldout = [genome_with_a_repeat(rng, element, 20_000, 10)]
-    table = repeats.markov_bits_by_case(train, heldout)
-    assert table[0]["repeat_share"] == pytest.approx(np.mean(repeats.is_lowercase(heldout[0])))
-    assert table[0]["repeat"] == pytest.approx(table[0]["other"], abs=0.05)  # no context
-    assert table[10]["repeat"] < 0.5 < 1.9 < table[10]["other"]  # the copies are memorised
+    folder = tmp_path_factory.mktemp("repeats")
+    chromosomes = {"chrA": genome_with_a_repeat(rng, element, 60_000, 40),
+                   "chrB": genome_with_a_repeat(rng, element, 20_000, 10)}  # fmt: skip
+    write(folder / "genome.fa", "".join(f">{n}\n{s}\n" for n, s in chromosomes.items()))
+    return folder, chromosomes
 
 
-def test_neighbour_probabilities_sum_to_one(repeats):
-    runs = [([5, 6, 7, 5, 6, 8, 5, 6, 7], None), ([7, 7, 6, 5], None)]
-    counts = repeats.PieceCounts(runs, vocab_size=10)
-    for left, right in ((5, 7), (6, 5), (9, 9)):  # seen pair, left seen only, unseen
-        total = sum(counts.given_neighbours(left, piece, right) for piece in range(10))
-        assert total == pytest.approx(1.0)
-    assert counts.given_neighbours(5, 6, 7) > counts.frequency(6)
+def test_the_bits_saved_on_a_genome_lie_in_its_repeat_copies(genome, pretraining_data):
+    folder, chromosomes = genome
+    done = run_repeats(folder, pretraining_data["tokenizer"])
+    assert done.returncode == 0, done.stderr
+    share = np.mean([c.islower() for c in chromosomes["chrB"]])
+    assert f"{share:.1%} of bases in repeat copies" in done.stdout
+    rows = table(done.stdout)
+    assert rows["order 0"][1] == pytest.approx(rows["order 0"][2], abs=0.05)  # no context
+    assert rows["order 10"][1] < 0.5 < 1.9 < rows["order 10"][2]  # the copies are memorised
+    # pieces: their neighbours predict a copy's pieces better than their frequency does
+    frequency, neighbours = rows["piece frequency"], rows["piece given both neighbours"]
+    assert neighbours[1] < 0.5 * frequency[1] and all(np.isfinite(frequency + neighbours))
 
 
-def test_a_model_of_another_vocabulary_is_refused_before_scoring(
-    repeats, pretraining_data, tmp_path
+def test_a_model_of_another_vocabulary_or_not_a_model_is_refused_before_scoring(
+    genome, pretraining_data, tmp_path
 ):
     from genobird.corpus import VocabSpec, train_vocabulary
     from genobird.corpus.tokenizer import load_tokenizer
 
-    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    tokenizer.save(tmp_path / "model")
-    repeats.require_vocabulary(tmp_path / "model", tokenizer)  # its own: accepted
-    other = train_vocabulary(
-        pretraining_data["folder"] / "train.txt", tmp_path / "other.model", VocabSpec(300)
-    )
-    with pytest.raises(SystemExit, match="trained with another vocabulary"):
-        repeats.require_vocabulary(tmp_path / "model", other)
-
-
-def test_a_named_model_that_is_not_one_is_an_error_the_default_is_optional(repeats, tmp_path):
-    (tmp_path / "model").mkdir()
-    assert repeats.scored_model(tmp_path / "model", given=False) is None  # not trained yet
-    with pytest.raises(SystemExit, match="not a genobird model directory"):
-        repeats.scored_model(tmp_path / "model", given=True)
-    (tmp_path / "model" / "config.json").write_text("{}")
-    assert repeats.scored_model(tmp_path / "model", given=True) == tmp_path / "model"
+    folder, _ = genome
+    model = tmp_path / "model"
+    model.mkdir()
+    done = run_repeats(folder, pretraining_data["tokenizer"], "--model", str(model))
+    assert done.returncode != 0 and "not a genobird model directory" in done.stderr
+    load_tokenizer(pretraining_data["tokenizer"]).save(model)
+    (model / "config.json").write_text("{}")
+    other = tmp_path / "other.model"
+    train_vocabulary(pretraining_data["folder"] / "train.txt", other, VocabSpec(300))
+    done = run_repeats(folder, other, "--model", str(model))
+    assert done.returncode != 0 and "trained with another vocabulary" in done.stderr
+    assert "Traceback" not in done.stderr and "bits per bp" not in done.stdout.lower()
