@@ -273,7 +273,7 @@ def add_baseline(commands) -> None:
             "seed",
             "window_bp",
             out="writes OUT/report",
-            window_bp="read each window as its central WINDOW_BP bases (default: whole)",
+            window_bp="read each window as its central BP bases (default: whole)",
         )
         if kind != "kmer-lr":
             add_shared(

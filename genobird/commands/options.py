@@ -1,9 +1,10 @@
 """The options several commands share, each declared once: what it takes (type, number
-of values, action, choices), its usual default and the help it has unless a command says
-more. A command adds them by name (`add_shared`) and may give its own help, default,
-`required` or metavar where its use differs; what an option takes is the concept's and
-the same in every command, so no two commands spell one concept two ways
-(tests/test_cli.py holds every command to this table)."""
+of values, action, choices), its usual default, the name its value goes by in the help
+(metavar) and the help it has unless a command says more. A command adds them by name
+(`add_shared`) and may give its own help, default, `required` or metavar where its use
+differs; what an option takes is the concept's and the same in every command, so no two
+commands spell one concept two ways (tests/test_cli.py holds every command to this
+table)."""
 
 from __future__ import annotations
 
@@ -17,62 +18,65 @@ OWN = frozenset({"help", "default", "required", "metavar"})
 SHARED: dict[str, dict] = {
     # files in and out
     "out": dict(type=Path, required=True, help="output file"),
-    "model": dict(type=Path, required=True, help="fine-tuned model directory"),
-    "data": dict(type=Path, required=True, help="HDF5 from genobird dataset"),
-    "reference": dict(type=Path, nargs="+", help="genome FASTA, or several read as one"),
-    "documents": dict(type=Path, required=True, help="documents text file"),
-    "tokenizer": dict(type=Path, help="tokenizer.model"),
-    "config": dict(type=Path),
-    "manifest": dict(type=Path, help="manifest YAML (default: GRCh37)"),
-    "valid": dict(type=Path),
-    "test": dict(type=Path),
+    "model": dict(metavar="DIR", type=Path, required=True, help="fine-tuned model directory"),
+    "data": dict(metavar="H5", type=Path, required=True, help="HDF5 from genobird dataset"),
+    "reference": dict(metavar="FASTA", type=Path, nargs="+",
+                      help="genome FASTA, or several read as one"),
+    "documents": dict(metavar="TXT", type=Path, required=True, help="documents text file"),
+    "tokenizer": dict(metavar="FILE", type=Path, help="tokenizer.model"),
+    "config": dict(metavar="FILE", type=Path),
+    "manifest": dict(metavar="YAML", type=Path, help="manifest YAML (default: GRCh37)"),
+    "valid": dict(metavar="FILE", type=Path),
+    "test": dict(metavar="FILE", type=Path),
     "format": dict(choices=("tsv", "h5"), help="tsv or h5 (default: from --out's name: "
                    ".h5/.hdf5 is HDF5, else TSV)"),
     # what is read
-    "chromosomes": dict(nargs="+"),
-    "features": dict(nargs="+", help="only these features (default: all)"),
-    "window_bp": dict(type=int),
-    "context_bp": dict(type=int, default=8000),
-    "context_tokens": dict(type=int, nargs="+"),
-    "max_tokens": dict(type=int),
-    "stride": dict(type=int),
+    "chromosomes": dict(metavar="CHROM", nargs="+"),
+    "features": dict(metavar="NAME", nargs="+", help="only these features (default: all)"),
+    "window_bp": dict(metavar="BP", type=int),
+    "context_bp": dict(metavar="BP", type=int, default=8000),
+    "context_tokens": dict(metavar="N", type=int, nargs="+"),
+    "max_tokens": dict(metavar="N", type=int),
+    "stride": dict(metavar="N", type=int),
     "orders": dict(default="0-10", help="Markov orders to choose from, e.g. 0-10"),
     # held-out data
-    "valid_fraction": dict(type=float, default=0.1, help="drawn to validation"),
-    "test_fraction": dict(type=float, default=0.1, help="drawn to test"),
-    "valid_chromosomes": dict(nargs="+", default=["chr7"], help="validation chromosomes"),
-    "test_chromosomes": dict(nargs="+", default=["chr8", "chr9"], help="test chromosomes"),
-    "training_negatives": dict(type=int, default=1,
+    "valid_fraction": dict(metavar="F", type=float, default=0.1, help="drawn to validation"),
+    "test_fraction": dict(metavar="F", type=float, default=0.1, help="drawn to test"),
+    "valid_chromosomes": dict(metavar="REGION", nargs="+", default=["chr7"],
+                              help="validation chromosomes"),
+    "test_chromosomes": dict(metavar="REGION", nargs="+", default=["chr8", "chr9"],
+                             help="test chromosomes"),
+    "training_negatives": dict(metavar="N", type=int, default=1,
                                help="DeePromoter negatives per positive in the training split "
                                "(validation and test keep one each)"),
-    "seed": dict(type=int, default=0),
+    "seed": dict(metavar="N", type=int, default=0),
     # how a model runs
     "rc_average": dict(action=argparse.BooleanOptionalAction, default=None,
                        help="average both strands (default: as the model was evaluated at "
                        "fine-tuning; promoter models: no)"),
-    "segmentations": dict(type=int,
+    "segmentations": dict(metavar="K", type=int,
                           help="average this many BPE-dropout cuts of each window per strand "
                           "(default: as the model was evaluated at fine-tuning; 0: the "
                           "tokenizer's own cut)"),
-    "batch_size": dict(type=int, default=16),
-    "device": dict(default="auto", help="auto, cpu, cuda, cuda:1 ..."),
+    "batch_size": dict(metavar="N", type=int, default=16),
+    "device": dict(metavar="DEVICE", default="auto", help="auto, cpu, cuda, cuda:1 ..."),
     "precision": dict(choices=("auto", "bf16", "no"), default="auto",
                       help="auto: bf16 autocast on CUDA, fp32 on CPU"),
-    "workers": dict(type=int,
+    "workers": dict(metavar="N", type=int,
                     help="processes fetching and tokenising windows (default: up to 8 on "
                     "CUDA, none on CPU)"),
-    "threads": dict(type=int, default=1),
+    "threads": dict(metavar="N", type=int, default=1),
     "strict": dict(action="store_true", help="exit 1 if any record is rejected"),
     # training
     "from_scratch": dict(action="store_true"),
-    "vocab_size": dict(type=int),
-    "max_steps": dict(type=int),
-    "learning_rate": dict(type=float),
-    "effective_batch_size": dict(type=int),
-    "warmup_steps": dict(type=int),
-    "checkpoint_every": dict(type=int),
-    "max_minutes": dict(type=float, default=10.0, help="training budget"),
-    "channels": dict(type=int, help="filters of the first convolution (default 128)"),
+    "vocab_size": dict(metavar="N", type=int),
+    "max_steps": dict(metavar="N", type=int),
+    "learning_rate": dict(metavar="LR", type=float),
+    "effective_batch_size": dict(metavar="N", type=int),
+    "warmup_steps": dict(metavar="N", type=int),
+    "checkpoint_every": dict(metavar="N", type=int),
+    "max_minutes": dict(metavar="MIN", type=float, default=10.0, help="training budget"),
+    "channels": dict(metavar="C", type=int, help="filters of the first convolution (default 128)"),
 }
 # fmt: on
 

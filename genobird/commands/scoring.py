@@ -359,7 +359,15 @@ def add_ism(commands) -> None:
 
 def _add_predictor_options(sub) -> None:
     """How a fine-tuned model runs: the options of `load_predictor`."""
-    add_shared(sub, "rc_average", "segmentations", "batch_size", "device", "precision", "workers")
+    add_shared(
+        sub.add_argument_group("how the model runs"),
+        "rc_average",
+        "segmentations",
+        "batch_size",
+        "device",
+        "precision",
+        "workers",
+    )
 
 
 def _load_predictor(args: argparse.Namespace):

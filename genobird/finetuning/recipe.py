@@ -120,8 +120,8 @@ SETTINGS: tuple[Setting, ...] = (
     # In the order a pipeline section's options are written (finetune_options): the rules'
     # commands, which Snakemake compares to decide what to rerun, stay as they were; --help
     # and finetune.json group the settings by `group` whatever their order here.
-    Setting("window_bp", int, "data", low=1, pipeline=False,
-            help="read each window as its central WINDOW_BP bases (default: whole): one data "
+    Setting("window_bp", int, "data", low=1, pipeline=False, metavar="BP",
+            help="read each window as its central BP bases (default: whole): one data "
             "set fine-tuned at several contexts around the same bins"),
     Setting("max_tokens", int, "data", low=8, pipeline=False,
             help="longest input (default: what the data set's windows need); each batch is "
