@@ -651,7 +651,7 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
 
 
 def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
-    tmp_path, pretraining_data, capsys
+    tmp_path, pretraining_data, capsys, caplog
 ):
     """A fine-tuning folder's checkpoints belong to one recipe and one pretrained model: a
     rerun into it with either changed stops with one line instead of continuing them."""
@@ -697,6 +697,13 @@ def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
     assert "pretrained_weights: " in capsys.readouterr().err
     kept = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
     assert all(torch.equal(tuned[name], kept[name]) for name in tuned)  # nothing overwritten
+    # as a pipeline reruns a job whose config changed: the former checkpoints deleted
+    from genobird.training.checkpoint import latest_checkpoint
+
+    with caplog.at_level("WARNING"):
+        assert main([*command, "--max-steps", "6", "--restart-changed"]) == 0
+    assert "was written by a run with other settings" in caplog.text
+    assert latest_checkpoint(output / "checkpoints").name == "step-00000006"
 
 
 @pytest.mark.slow

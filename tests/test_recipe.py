@@ -32,8 +32,9 @@ from genobird.model.classifier import BigBirdForSequenceClassification
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflows" / "schemas" / "config.schema.yaml").read_text())
 # `genobird finetune`'s options that are not recipe settings: what to read, start from, write
+# the command's inputs and outputs, and how a rerun treats a former run's checkpoints
 NOT_SETTINGS = {"-h", "--help", "--data", "--model", "--from-scratch", "--tokenizer", "--config",
-                "--out"}  # fmt: skip
+                "--out", "--restart-changed"}  # fmt: skip
 
 
 def finetune_parser():

@@ -235,6 +235,31 @@ def test_a_checkpoint_resumes_only_under_the_settings_that_wrote_it(datasets, tm
             trainer.resume()
 
 
+def test_checkpoints_of_another_run_are_discarded_on_request_and_the_run_logs_anew(
+    datasets, tmp_path
+):
+    """What a pipeline rerun after a config change needs: the former run's checkpoints
+    deleted and a fresh start (its metrics not mixed with the new run's); a run's own
+    checkpoints are kept to resume."""
+    from genobird.training.trainer import discard_other_run
+
+    train, _ = datasets
+    config = training_config(max_steps=3, checkpoint_every=3)
+    run(Trainer(make_model(), train, config, tmp_path, pretraining_step, run_identity={"a": 1}))
+    root = tmp_path / "checkpoints"
+    assert discard_other_run(root, config, {"a": 1}) == [] and latest_checkpoint(root)
+    changed = training_config(max_steps=4, checkpoint_every=4)
+    assert discard_other_run(root, changed, {"a": 2}) == ["a: 1 -> 2",
+                                                          "training.max_steps: 3 -> 4"]  # fmt: skip
+    assert not root.exists() and discard_other_run(root, changed, {"a": 2}) == []
+    trainer = Trainer(make_model(), train, changed, tmp_path, pretraining_step,
+                      run_identity={"a": 2})  # fmt: skip
+    assert not trainer.resume()
+    run(trainer)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").open()]
+    assert steps == sorted(steps) and steps[-1] == 4 and steps.count(3) <= 1  # one run's lines
+
+
 def test_a_checkpoint_from_before_run_settings_is_checked_on_its_training_config(
     datasets, tmp_path
 ):

@@ -58,7 +58,7 @@ rule chromatin_task_finetune:
         ENV
     shell:
         "genobird -q finetune chromatin --data {input.data} --out {params.output}"
-        " --model $(dirname {input.pretrained}) --window-bp {wildcards.bp}"
+        " --restart-changed --model $(dirname {input.pretrained}) --window-bp {wildcards.bp}"
         " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
         " {params.options} > {log} 2>&1"
 

@@ -57,6 +57,6 @@ if HAS_PROMOTER:
             ENV
         shell:
             "genobird -q finetune promoter --data {input.data} --out {params.output}"
-            " --model $(dirname {input.pretrained}) --max-tokens {params.tokens}"
+            " --restart-changed --model $(dirname {input.pretrained}) --max-tokens {params.tokens}"
             " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
             " {params.options} > {log} 2>&1"

@@ -51,7 +51,7 @@ rule sequence_task_finetune:
         ENV
     shell:
         "genobird -q finetune {params.task} --data {input.data} --out {params.output}"
-        " --model $(dirname {input.pretrained}) --max-steps {params.steps}"
+        " --restart-changed --model $(dirname {input.pretrained}) --max-steps {params.steps}"
         " --learning-rate {params.rate} --batch-size {params.batch} {params.selection}"
         "{params.seed} > {log} 2>&1"
 

@@ -80,7 +80,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         if args.model is not None:  # the architecture of that model, fresh weights
             spec.model = fresh_shape_of(args.model)
             tokenizer = tokenizer or args.model
-    report = finetune(args.data, args.out, spec, pretrained, tokenizer)
+    report = finetune(args.data, args.out, spec, pretrained, tokenizer, args.restart_changed)
     print(f"fine-tuned {args.task}; test {headline(report)}; model in {args.out}/model")
     return EXIT_OK
 
@@ -125,3 +125,4 @@ def add_finetune(commands) -> None:
     add_shared(
         groups["output"], "out", out="folder for the model (OUT/model) and the report (OUT/report)"
     )
+    add_shared(groups["output"], "restart_changed")

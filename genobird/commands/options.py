@@ -66,6 +66,11 @@ SHARED: dict[str, dict] = {
                     help="processes fetching and tokenising windows (default: up to 8 on "
                     "CUDA, none on CPU)"),
     "threads": dict(metavar="N", type=int, default=1),
+    "restart_changed": dict(action="store_true",
+                            help="checkpoints in --out of a run with other settings are "
+                            "deleted and the run starts afresh, as a pipeline rerunning a job "
+                            "whose config changed needs (default: refused; a run's own "
+                            "checkpoints are resumed either way)"),
     "strict": dict(action="store_true", help="exit 1 if any record is rejected"),
     # training
     "from_scratch": dict(action="store_true"),

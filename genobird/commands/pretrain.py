@@ -37,6 +37,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if args.context_tokens:
         config["context_lengths"] = args.context_tokens
     config["no_resume"] = args.no_resume
+    config["restart_changed"] = args.restart_changed
     config.setdefault("training", {})["progress"] = not args.quiet
     summary = run_pretraining(config)
     evaluation = summary.get("eval") or {}
@@ -96,3 +97,4 @@ def add_pretrain(commands) -> None:
         "lengths in tokens (the context-length ablation)",
     )
     sub.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
+    add_shared(sub, "restart_changed")

@@ -41,6 +41,7 @@ from genobird.model.task_model import build_task_model, layer_decay_scales, task
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.averaging import check_decay
 from genobird.training.checkpoint import latest_checkpoint
+from genobird.training.trainer import discard_other_run
 
 log = logging.getLogger(__name__)
 # the recipe a fine-tuned model was trained with, beside its weights
@@ -214,8 +215,11 @@ def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> Finetun
     return replace(spec, max_tokens=max_tokens)
 
 
-def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_path=None) -> dict:
-    """Fine-tune, evaluate on the test split, write the model directory and the report."""
+def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_path=None,
+             restart_changed: bool = False) -> dict:  # fmt: skip
+    """Fine-tune, evaluate on the test split, write the model directory and the report.
+    A run resumes from its own checkpoints in `output`; checkpoints there of a run with
+    other settings are refused, or with `restart_changed` deleted (`discard_other_run`)."""
     data_path, output = Path(data_path), Path(output)
     pretrained = Path(pretrained) if pretrained else None
     if pretrained is None and tokenizer_path is None:
@@ -233,7 +237,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if not meta["counts"]["train"] or not meta["counts"]["test"]:
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
-                  tokenizer=tokenizer, cnn_cache=output / "base-cnn")  # fmt: skip
+                  tokenizer=tokenizer, cnn_cache=output / "base-cnn",
+                  restart_changed=restart_changed)  # fmt: skip
     log.info("plan: %s", plan(spec, meta))
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice)
@@ -277,7 +282,7 @@ def plan(spec: FinetuneSpec, meta: dict) -> str:
 
 
 def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,
-              tokenizer, cnn_cache: Path) -> Trainer:  # fmt: skip
+              tokenizer, cnn_cache: Path, restart_changed: bool = False) -> Trainer:  # fmt: skip
     """One fine-tuning run of `spec` from the starting weights into `output` (resumed
     from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
@@ -291,9 +296,6 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
                     if spec.pooling == "profile" else 0)  # fmt: skip
     valid = windows("valid", max_tokens=spec.max_tokens)
     warm_start = bool(spec.base_cnn_channels or spec.base_kmers)
-    if warm_start and latest_checkpoint(output / "checkpoints") is None:
-        start_from_baselines(model, spec, data_path, output, cnn_cache,
-                             evaluation_strands(spec, meta))  # fmt: skip
     training = TrainingConfig(**{"seed": spec.seed, **spec.training})
     selection, reverse = {}, None
     if spec.eval_every and len(valid):
@@ -312,12 +314,18 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     if scales:
         scales = {**training.learning_rate_scales, **scales}
         training = replace(training, learning_rate_scales=scales)
+    identity = run_identity(spec, pretrained, meta)
+    if restart_changed:
+        discard_other_run(output / "checkpoints", training, identity)
+    if warm_start and latest_checkpoint(output / "checkpoints") is None:
+        start_from_baselines(model, spec, data_path, output, cnn_cache,
+                             evaluation_strands(spec, meta))  # fmt: skip
     trainer = Trainer(
         model, train, training, output, classification_step,
         eval_dataset=valid if selection else None,
         eval_fn=partial(validation_auroc, reverse=reverse) if selection else None,
         collate_fn=window_collate(model, tokenizer.pad_id),
-        run_identity=run_identity(spec, pretrained, meta),
+        run_identity=identity,
     )  # fmt: skip
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)

@@ -86,13 +86,26 @@ def verify_checkpoint(folder: Path) -> dict:
     return manifest
 
 
-def load_checkpoint(folder: str | Path, model, map_location="cpu") -> dict:
-    """Verify, load the weights into `model` (strictly), and return the training state."""
+def read_training_state(folder: str | Path, map_location="cpu") -> dict:
+    """Verify a checkpoint and return its training state, its weights left unread (a run
+    checks that the checkpoint is its own before taking its weights)."""
+    folder = Path(folder)
+    verify_checkpoint(folder)
+    return torch.load(folder / STATE, map_location=map_location, weights_only=True)
+
+
+def load_weights(folder: str | Path, model, map_location="cpu") -> None:
+    """Load a verified checkpoint's weights into `model` (strictly)."""
     from genobird.model.io import check_state_matches
 
     folder = Path(folder)
-    verify_checkpoint(folder)
     weights = safetensors.torch.load_file(str(folder / WEIGHTS), device=str(map_location))
     check_state_matches(model, weights, str(folder / WEIGHTS))
     model.load_state_dict(weights, strict=False)
-    return torch.load(folder / STATE, map_location=map_location, weights_only=True)
+
+
+def load_checkpoint(folder: str | Path, model, map_location="cpu") -> dict:
+    """Verify, load the weights into `model` (strictly), and return the training state."""
+    state = read_training_state(folder, map_location)
+    load_weights(folder, model, map_location)
+    return state

@@ -28,7 +28,7 @@ from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 from genobird.training import distributed
-from genobird.training.trainer import Trainer, TrainingConfig
+from genobird.training.trainer import Trainer, TrainingConfig, discard_other_run
 
 log = logging.getLogger(__name__)
 
@@ -340,8 +340,11 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
     def eval_fn(module, loader, device):
         return evaluate_pretraining(module, loader, device, lengths, tokenizer.mask_id)
 
+    identity = {"model": model_identity(model.config)}
     trainer = Trainer(model, train_set, training, output, pretraining_step, eval_set, eval_fn,
-                      run_identity={"model": model_identity(model.config)})  # fmt: skip
+                      run_identity=identity)  # fmt: skip
+    if config.get("restart_changed"):  # a pipeline rerun after its config changed
+        discard_other_run(trainer.checkpoint_root, training, identity)
     with torch.random.fork_rng(devices=[]):  # dropout's stream, saved in checkpoints
         torch.manual_seed(training.seed)
         if not config.get("no_resume"):

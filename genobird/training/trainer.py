@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -42,7 +43,12 @@ from genobird.errors import CheckpointError, ConfigError, GenobirdError
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.training import distributed
 from genobird.training.averaging import WeightAverage, check_decay
-from genobird.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from genobird.training.checkpoint import (
+    latest_checkpoint,
+    load_weights,
+    read_training_state,
+    save_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +125,34 @@ def run_settings(config: TrainingConfig, identity: dict | None = None) -> dict:
     """What a checkpoint must share with the run that resumes it."""
     training = {k: v for k, v in asdict(config).items() if k not in OPERATIONAL_SETTINGS}
     return {"training": training, **(identity or {})}
+
+
+def saved_run(saved: dict) -> dict:
+    """The run settings a checkpoint's training state records (checkpoints from before
+    run settings were recorded hold the training config only)."""
+    return saved.get("run") or {"training": saved.get("config", {})}
+
+
+def discard_other_run(
+    root: Path, config: TrainingConfig, identity: dict | None = None
+) -> list[str]:
+    """Delete the checkpoints under `root` when the latest was written by a run with other
+    settings than (`config`, `identity`), so that this run starts afresh; returns the
+    settings that changed (none: the checkpoints are this run's, kept to resume). What a
+    pipeline needs when its config changed: the job reruns, and its folder still holds the
+    former run's checkpoints, which a plain run refuses (`Trainer.resume`)."""
+    folder = latest_checkpoint(root)
+    if folder is None:
+        return []
+    changes = changed_settings(
+        saved_run(read_training_state(folder)), run_settings(config, identity)
+    )
+    if changes and distributed.rank() == 0:
+        log.warning("%s was written by a run with other settings (%s): deleted; this run "
+                    "starts afresh", root, ", ".join(changes))  # fmt: skip
+        shutil.rmtree(root)
+    distributed.barrier()
+    return changes
 
 
 def changed_settings(before: dict, now: dict, prefix: str = "") -> list[str]:
@@ -285,8 +319,9 @@ class Trainer:
         folder = latest_checkpoint(self.checkpoint_root)
         if folder is None:
             return False
-        saved = load_checkpoint(folder, self.module, map_location=self.device)
-        self._check_same_run(folder, saved)
+        saved = read_training_state(folder, map_location=self.device)
+        self._check_same_run(folder, saved)  # before its weights replace the run's start
+        load_weights(folder, self.module, map_location=self.device)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
         # RNG states are CPU byte tensors, wherever map_location put the rest of the state
@@ -307,9 +342,7 @@ class Trainer:
         return True
 
     def _check_same_run(self, folder: Path, saved: dict) -> None:
-        # checkpoints from before run settings were recorded hold the training config only
-        before = saved.get("run") or {"training": saved.get("config", {})}
-        changes = changed_settings(before, self.run)
+        changes = changed_settings(saved_run(saved), self.run)
         if changes:
             more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
             shown = ", ".join(changes[:3]) + more
@@ -413,6 +446,9 @@ class Trainer:
             unit="step",
         )
         self.model.train()
+        if self.state.step == 0 and self.is_main:  # a run from its start logs anew: lines
+            # of a run whose checkpoints were deleted would read as this one's
+            (self.output_dir / "metrics.jsonl").unlink(missing_ok=True)
         if self.eval_fn and config.eval_at_start and self.state.step == 0:
             metrics = self.evaluate()
             self._log(metrics, prefix="eval_")
