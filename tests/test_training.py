@@ -249,6 +249,11 @@ def test_checkpoints_of_another_run_are_discarded_on_request_and_the_run_logs_an
     root = tmp_path / "checkpoints"
     assert discard_other_run(root, config, {"a": 1}) == [] and latest_checkpoint(root)
     changed = training_config(max_steps=4, checkpoint_every=4)
+    # a checkpoint of another model is named by its settings before its weights are read
+    other = Trainer(make_model(intermediate_size=128), train, changed, tmp_path,
+                    pretraining_step, run_identity={"a": 2})  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"other settings \(a: 1 -> 2"):
+        other.resume()
     assert discard_other_run(root, changed, {"a": 2}) == ["a: 1 -> 2",
                                                           "training.max_steps: 3 -> 4"]  # fmt: skip
     assert not root.exists() and discard_other_run(root, changed, {"a": 2}) == []
