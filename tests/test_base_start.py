@@ -97,7 +97,12 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     from genobird.corpus.tokenizer import load_tokenizer
     from genobird.datasets.windows import WindowDataset, read_metadata
     from genobird.finetuning import base_start
-    from genobird.finetuning.finetune import FinetuneSpec, build_model, fitted_spec
+    from genobird.finetuning.finetune import (
+        FinetuneSpec,
+        build_model,
+        fitted_spec,
+        task_pos_weight,
+    )
     from genobird.inputs import central, window_collate
     from genobird.model.base_readers import base_kmer_lengths
 
@@ -141,7 +146,8 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
                        else np.full(len(strand), np.log(m / (1 - m)))
                        for m in kmer_lr.models]  # fmt: skip
             logits += (1 - weight) * np.stack(columns, axis=1)
-        theirs.append(logits)
+        # with positives weighted w (chromatin: 8), the weighted loss's optimum: + log w
+        theirs.append(logits + np.log(task_pos_weight(spec, meta)))
     return np.stack(ours), np.stack(theirs), record, spec, windows
 
 

@@ -71,8 +71,9 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
 
     validation = reader_logits(data.valid.sequences)
     cnn_weight = 1.0 if kmer_lr is None else 0.0
+    shift = model.start_logit_shift()
     if cnn is not None and kmer_lr is not None:  # the blend, chosen on validation
-        cnn_weight, scores = choose_cnn_weight(*validation, data.valid.labels)
+        cnn_weight, scores = choose_cnn_weight(*validation, data.valid.labels, shift)
         record["base_blend"] = {"cnn_weight": cnn_weight,
                                 "validation_auroc_by_cnn_weight": scores}  # fmt: skip
         log.info("start: %.2f x the base CNN + %.2f x the k-mer LR (validation AUROC %.4f)",
@@ -83,27 +84,63 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
                                 (data.test, None, "start_test_auroc")):  # fmt: skip
         if len(split.labels):
             logits = logits or reader_logits(split.sequences)
-            start = blend_probabilities(*logits, cnn_weight)
+            start = blend_probabilities(*logits, cnn_weight, shift)
             record[name] = round(mean_auroc(split.labels, start), 5)
     model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
+    if spec.base_kmer_pull and kmer_lr is not None:
+        record["base_kmer_pull_strength"] = pull_strength(
+            spec.base_kmer_pull, record["base_kmer_lr"]["C"], len(data.train.labels),
+            data.num_outputs)  # fmt: skip
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_START_FILE) as handle:
         json.dump(record, handle, indent=2)
     return record
 
 
-def blend_probabilities(cnn, kmer_lr, cnn_weight: float) -> np.ndarray:
+def pull_strength(multiple: float, c: float, train_windows: int, outputs: int) -> float:
+    """The strength s of fine-tuning's pull s/2 x ||W - W0||^2 on the base k-mers' head
+    weights W (W0: the fitted k-mer LR's), as `multiple` times the LR's own penalty. The
+    LR minimises ||w||^2 / 2 + C x (its log losses summed over n training windows) for
+    each output; fine-tuning's loss is a mean over windows and F outputs, where the same
+    penalty is ||W||^2 / (2 C n F). At multiple 1 the k-mer weights stay as regularised
+    as the LR chose on validation, around the start instead of around zero."""
+    return multiple / (c * train_windows * outputs)
+
+
+class StartPull:
+    """The pull of the head's weights on the base k-mers towards their start: s/2 x
+    ||W - W0||^2, W0 the weights as the model holds them when made (right after
+    `start_from_baselines`), added to each training step's loss. Without it, the head's
+    rate refits thousands of k-mer weights per output to the training split's composition
+    (docs/experiments/2026-11-28-profile-head.md)."""
+
+    def __init__(self, model, strength: float):
+        first, last = model.base_reader_columns()[model.base_kmer_counts]
+        self.weight, self.columns = model.head.linear.weight, slice(first, last)
+        self.start = self.weight[:, self.columns].detach().clone()
+        self.strength = strength
+
+    def __call__(self) -> torch.Tensor:
+        if self.start.device != self.weight.device:  # the trainer moved the model
+            self.start = self.start.to(self.weight.device)
+        gap = self.weight[:, self.columns].float() - self.start.float()
+        return 0.5 * self.strength * gap.pow(2).sum()
+
+
+def blend_probabilities(cnn, kmer_lr, cnn_weight: float, shift: float = 0.0) -> np.ndarray:
     """The start's probabilities [N, F] from the baselines' logits on each strand [S, N,
-    F] (either may be 0: that reader absent): sigmoid(w x cnn + (1 - w) x kmer_lr) per
-    strand, averaged over strands as fine-tuning's evaluation averages them."""
-    logits = cnn_weight * np.asarray(cnn) + (1 - cnn_weight) * np.asarray(kmer_lr)
+    F] (either may be 0: that reader absent): sigmoid(w x cnn + (1 - w) x kmer_lr +
+    shift) per strand (the model's start_logit_shift), averaged over strands as
+    fine-tuning's evaluation averages them."""
+    logits = cnn_weight * np.asarray(cnn) + (1 - cnn_weight) * np.asarray(kmer_lr) + shift
     return (1 / (1 + np.exp(-logits))).mean(axis=0)
 
 
-def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray):
+def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray,
+                      shift: float = 0.0):  # fmt: skip
     """The CNN's weight w in w x cnn + (1 - w) x kmer_lr (validation logits [S, N, F] of
     each strand) with the best mean validation AUROC, and every weight's AUROC."""
-    scores = {str(w): round(mean_auroc(labels, blend_probabilities(cnn, kmer_lr, w)), 5)
+    scores = {str(w): round(mean_auroc(labels, blend_probabilities(cnn, kmer_lr, w, shift)), 5)
               for w in CNN_WEIGHTS}  # fmt: skip
     best = max(CNN_WEIGHTS, key=lambda w: scores[str(w)])  # first listed among ties
     return best, scores

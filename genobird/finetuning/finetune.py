@@ -29,6 +29,7 @@ from genobird.finetuning.base_start import (
     BASE_CNN_LEARNING_RATE,
     BASE_CNN_MINUTES,
     BASE_START_FILE,
+    StartPull,
     start_from_baselines,
 )
 from genobird.finetuning.probes import choose_recipe, open_questions, probe_budget
@@ -105,9 +106,14 @@ def strand_symmetric(meta: dict) -> bool:
     return meta["task"] != "promoter"
 
 
-def classification_step(model, batch):
+def classification_step(model, batch, pull: StartPull | None = None):
+    """The task's loss on a batch, plus the pull of the base k-mers' weights towards
+    their start where the recipe asks for one (logged as kmer_pull)."""
     out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"], batch["labels"])
-    return out.loss, {}
+    if pull is None:
+        return out.loss, {}
+    penalty = pull()
+    return out.loss + penalty, {"kmer_pull": penalty.detach()}
 
 
 @torch.no_grad()
@@ -267,6 +273,9 @@ def plan(spec: FinetuneSpec, meta: dict) -> str:
         parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers")
     if spec.base_cnn_channels and spec.base_kmers:
         parts.append("start from their blend, chosen on validation")
+    if spec.base_kmers and spec.base_kmer_pull:
+        parts.append(f"hold the k-mer weights near their start ({spec.base_kmer_pull:g} x "
+                     "the LR's own penalty)")  # fmt: skip
     if questions := open_questions(spec, meta):
         probes, steps = probe_budget(spec, questions)
         parts.append(f"choose {', '.join(questions)} on validation with at most {probes} "
@@ -317,11 +326,17 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     identity = run_identity(spec, pretrained, meta)
     if restart_changed:
         discard_other_run(output / "checkpoints", training, identity)
-    if warm_start and latest_checkpoint(output / "checkpoints") is None:
-        start_from_baselines(model, spec, data_path, output, cnn_cache,
-                             evaluation_strands(spec, meta))  # fmt: skip
+    pull = None
+    # a resumed run is started again too when it pulls towards its start (the baselines
+    # are read from their cache), so that the pull knows the start; resume() then loads
+    # the checkpoint's weights over it
+    if warm_start and (spec.base_kmer_pull or latest_checkpoint(output / "checkpoints") is None):
+        record = start_from_baselines(model, spec, data_path, output, cnn_cache,
+                                      evaluation_strands(spec, meta))  # fmt: skip
+        if "base_kmer_pull_strength" in record:
+            pull = StartPull(model, record["base_kmer_pull_strength"])
     trainer = Trainer(
-        model, train, training, output, classification_step,
+        model, train, training, output, partial(classification_step, pull=pull),
         eval_dataset=valid if selection else None,
         eval_fn=partial(validation_auroc, reverse=reverse) if selection else None,
         collate_fn=window_collate(model, tokenizer.pad_id),

@@ -155,6 +155,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="the counts of the window's 3- to K-mers beside the encoder (the k-mer LR "
             "baseline's features), its LR fitted first; the head starts from it, blended "
             "with the base CNN on validation (0: none; else 3 to 8)"),
+    Setting("base_kmer_pull", float, "recipe", default=0.0, low=0, needs="base_kmers",
+            help="hold the head's weights on the base k-mers near the k-mer LR they start "
+            "from: an L2 penalty on their distance from that start, this many times the LR's "
+            "own penalty (1/C per output over its training windows), e.g. 1 (0: none, they "
+            "refit freely at the head's rate)"),
     Setting("dropout", float, "model", defaults=by_task(0.3, None), low=0, high=1,
             open_high=True,
             help="dropout on hidden states while fine-tuning (default: 0.3 for classify, "

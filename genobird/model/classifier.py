@@ -7,6 +7,8 @@ Shapes: B batch, N tokens, C hidden size, F outputs.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import torch
@@ -187,6 +189,15 @@ class BigBirdForSequenceClassification(nn.Module):
         """The base CNN and the k-mer counts, those the model has, in the head's order."""
         return [r for r in (self.base_cnn, self.base_kmer_counts) if r is not None]
 
+    def base_reader_columns(self) -> dict:
+        """{base reader: (first, last)}: the head's input columns that read each base
+        reader's features (the encoder's vector comes first)."""
+        columns, first = {}, self.config.hidden_size
+        for reader in self.base_readers():
+            columns[reader] = (first, first + reader.output_size)
+            first += reader.output_size
+        return columns
+
     def set_output_bias(self, bias) -> None:
         """Start each output at a given logit (e.g. its training base rate's log-odds)."""
         with torch.no_grad():
@@ -200,7 +211,8 @@ class BigBirdForSequenceClassification(nn.Module):
         baselines.kmer.KmerLR.linear gives them). The head's weights on the encoder's
         vector are zero; with both, the output is cnn_weight x the CNN's logit + (1 -
         cnn_weight) x the k-mer LR's. The classifier then gives the baselines' logits (up
-        to dropout), and fine-tuning adds what the encoder sees to what they know."""
+        to dropout) plus `start_logit_shift`, and fine-tuning adds what the encoder sees
+        to what they know."""
         for name, given, reader in (("a CNN", cnn, self.base_cnn),
                                     ("a k-mer LR", kmer_lr, self.base_kmer_counts)):  # fmt: skip
             if given is not None and reader is None:
@@ -228,10 +240,7 @@ class BigBirdForSequenceClassification(nn.Module):
                     f"features and {self.num_labels} outputs"
                 )
         linear = self.head.linear
-        reader_columns, first = {}, self.config.hidden_size  # the encoder's come first
-        for reader in self.base_readers():
-            reader_columns[reader] = (first, first + reader.output_size)
-            first += reader.output_size
+        reader_columns = self.base_reader_columns()
         with torch.no_grad():
             linear.weight.zero_()
             linear.bias.zero_()
@@ -245,6 +254,17 @@ class BigBirdForSequenceClassification(nn.Module):
                 first, last = reader_columns[self.base_kmer_counts]
                 linear.weight[:, first:last].copy_(kmer_share * coefficients)
                 linear.bias.add_(kmer_share * intercepts)
+            linear.bias.add_(self.start_logit_shift())
+
+    def start_logit_shift(self) -> float:
+        """What a start from baselines adds to their logits: log(pos_weight) with BCE. The
+        baselines are fitted without weights; with positives weighted w, the loss's
+        optimum for a window of probability p is the logit log(w p / (1 - p)), theirs +
+        log w. Unshifted, the first steps' gradient moves every weight to raise all
+        logits, and Adam moves each k-mer weight by the head's rate whatever its size:
+        the LR's fitted weights are swamped in tens of steps. The shift is the same for
+        every window, so the start ranks windows as the baselines do."""
+        return math.log(self.pos_weight) if self.problem == "multi_label" else 0.0
 
     def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """One [B, C] vector per input (with pooling "profile", [B, K, C]: one per bin),

@@ -1,0 +1,157 @@
+"""Where a start from baselines sits in fine-tuning's objective. With positives weighted
+(chromatin: 8), the start is the baselines' logits + log(pos_weight), near the weighted
+loss's optimum, so the first steps do not raise every logit through the k-mer weights.
+`--base-kmer-pull` holds the head's weights on the base k-mers near the k-mer LR they
+start from; its strength is stated in the LR's own units (multiple 1: the penalty the LR
+was fitted under, C chosen on validation), which scikit-learn's fit is the oracle of;
+through `genobird finetune`, a pulled run's k-mer weights stay nearer their start than a
+free run's, and each step logs the pull."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import safetensors.torch
+import torch
+
+from genobird.cli import main
+from genobird.finetuning.base_start import pull_strength
+
+
+def test_multiple_one_is_the_lrs_own_penalty_in_fine_tunings_units():
+    """At scikit-learn's fitted weights, fine-tuning's loss (BCE averaged over windows and
+    outputs) plus the pull of multiple 1 towards zero has zero gradient: the same
+    objective as the LR's, per output, divided by C x n x F."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    n, k, outputs, c = 300, 12, 3, 0.05
+    features = rng.random((n, k))
+    truth = rng.normal(size=(outputs, k))
+    labels = (features @ truth.T + rng.normal(size=(n, outputs)) > truth.sum(1) / 2) * 1.0
+    fits = [LogisticRegression(C=c, tol=1e-10, max_iter=10_000).fit(features, labels[:, f])
+            for f in range(outputs)]  # fmt: skip
+    weights = torch.tensor(np.stack([m.coef_[0] for m in fits]), requires_grad=True)
+    biases = torch.tensor([m.intercept_[0] for m in fits], requires_grad=True)
+    logits = torch.from_numpy(features) @ weights.T + biases
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(labels))
+    strength = pull_strength(1.0, c, n, outputs)
+    (loss + 0.5 * strength * weights.pow(2).sum()).backward()
+    assert weights.grad.abs().max() < 1e-6 and biases.grad.abs().max() < 1e-6
+    # and another multiple is not that optimum
+    weights.grad = None
+    logits = torch.from_numpy(features) @ weights.T + biases
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(labels))
+    (loss + 0.5 * pull_strength(10.0, c, n, outputs) * weights.pow(2).sum()).backward()
+    assert weights.grad.abs().max() > 1e-3
+
+
+@pytest.fixture(scope="module")
+def promoter_run_inputs(pretraining_data, demo_reference, tmp_path_factory):
+    """A fresh model of the demo's tokenizer and the demo's promoter windows (500 bp)."""
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
+
+    folder = tmp_path_factory.mktemp("pull")
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2,
+                           num_heads=4, intermediate_size=64, max_position=256, block_size=16,
+                           base_conv_channels=8, pad_token_id=tokenizer.pad_id)  # fmt: skip
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(config)
+    model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
+    save_pretrained(model, folder / "model")
+    tokenizer.save(folder / "model")
+    data = folder / "promoter.h5"
+    assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
+                 "--reference", str(demo_reference / "genome.fa"), "--out", str(data),
+                 "--upstream-bp", "300", "--downstream-bp", "200", "--valid-chromosomes",
+                 "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
+    return folder / "model", data, config.hidden_size
+
+
+def kmer_weights_moved(run, hidden_size: int) -> float:
+    """The root mean square distance of the saved head's k-mer weights from the fitted
+    k-mer LR's (the run's start; no base CNN, so the LR's weights whole)."""
+    start = safetensors.torch.load_file(str(run / "base-cnn" / "kmer-lr.safetensors"))["weights"]
+    saved = safetensors.torch.load_file(str(run / "model" / "model.safetensors"))
+    head = saved["head.linear.weight"][:, hidden_size : hidden_size + start.shape[1]]
+    return float((head - start).pow(2).mean().sqrt())
+
+
+@pytest.mark.slow
+def test_a_pulled_run_keeps_its_kmer_weights_nearer_their_start(promoter_run_inputs, tmp_path):
+    model, data, hidden_size = promoter_run_inputs
+    moved = {}
+    for pull in ("0", "1e4"):
+        run = tmp_path / f"pull-{pull}"
+        assert main(["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
+                     "--out", str(run), "--base-kmers", "4", "--base-kmer-pull", pull,
+                     "--max-steps", "30", "--head-lr-scale", "10", "--dropout", "0"]) == 0  # fmt: skip
+        moved[pull] = kmer_weights_moved(run, hidden_size)
+        start = json.loads((run / "base-start.json").read_text())
+        history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        logged = [row["kmer_pull"] for row in history if "kmer_pull" in row]
+        if pull == "0":
+            assert "base_kmer_pull_strength" not in start and not logged
+        else:
+            assert start["base_kmer_pull_strength"] == pytest.approx(
+                pull_strength(1e4, start["base_kmer_lr"]["C"], start_windows(data),
+                              outputs=1))  # fmt: skip
+            assert logged and max(logged) > 0
+            recipe = json.loads((run / "model" / "finetune.json").read_text())
+            assert recipe["recipe"]["base_kmer_pull"] == 1e4
+    assert moved["0"] > 0.001  # the free run refits the k-mer weights
+    assert moved["1e4"] < moved["0"] / 3, moved
+
+
+def start_windows(data) -> int:
+    import h5py
+
+    with h5py.File(data, "r") as handle:
+        return int((handle["split"][:].astype(str) == "train").sum())
+
+
+def test_a_pull_without_base_kmers_is_refused_in_one_line(promoter_run_inputs, tmp_path, capsys):
+    model, data, _ = promoter_run_inputs
+    assert main(["finetune", "promoter", "--data", str(data), "--model", str(model),
+                 "--out", str(tmp_path / "run"), "--base-kmer-pull", "1"]) != 0  # fmt: skip
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "base_kmer_pull needs base_kmers" in error[0], error
+
+
+def test_a_weighted_start_sits_near_the_weighted_losss_optimum(promoter_run_inputs, tmp_path):
+    """The gradient of the weighted loss (positives x 8) on the output's bias over the
+    training windows, at the start: with the shift, a small fraction of what it is at the
+    baselines' own logits."""
+    from torch.utils.data import DataLoader
+
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.datasets.windows import WindowDataset, read_metadata
+    from genobird.finetuning.base_start import start_from_baselines
+    from genobird.finetuning.finetune import FinetuneSpec, build_model, fitted_spec
+    from genobird.inputs import window_collate
+
+    model_dir, data, _ = promoter_run_inputs
+    tokenizer = load_tokenizer(model_dir)
+    spec = fitted_spec(FinetuneSpec(base_kmers=4, pos_weight=8.0), data, tokenizer, model_dir)
+    model = build_model(read_metadata(data), model_dir, spec, tokenizer)
+    start_from_baselines(model, spec, data, tmp_path, tmp_path / "cache", rc_average=False)
+    assert model.start_logit_shift() == pytest.approx(np.log(8.0))
+    model.eval()
+    train = WindowDataset(data, "train", tokenizer, spec.max_tokens)
+    batch = next(iter(DataLoader(train, batch_size=len(train),
+                                 collate_fn=window_collate(model, tokenizer.pad_id))))  # fmt: skip
+
+    def bias_gradient() -> float:
+        model.zero_grad()
+        model(batch["input_ids"], None, batch["attention_mask"], batch["labels"]).loss.backward()
+        return float(model.head.linear.bias.grad.abs().max())
+
+    shifted = bias_gradient()
+    with torch.no_grad():
+        model.head.linear.bias.sub_(model.start_logit_shift())  # the baselines' own logits
+    unshifted = bias_gradient()
+    assert unshifted > 0.1 and shifted < unshifted / 5, (shifted, unshifted)
