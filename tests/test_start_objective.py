@@ -87,9 +87,10 @@ def test_a_pulled_run_keeps_its_kmer_weights_nearer_their_start(promoter_run_inp
     moved = {}
     for pull in ("0", "1e4"):
         run = tmp_path / f"pull-{pull}"
-        assert main(["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
-                     "--out", str(run), "--base-kmers", "4", "--base-kmer-pull", pull,
-                     "--max-steps", "30", "--head-lr-scale", "10", "--dropout", "0"]) == 0  # fmt: skip
+        command = ["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
+                   "--out", str(run), "--base-kmers", "4", "--base-kmer-pull", pull,
+                   "--max-steps", "30", "--head-lr-scale", "10", "--dropout", "0"]  # fmt: skip
+        assert main(command) == 0
         moved[pull] = kmer_weights_moved(run, hidden_size)
         start = json.loads((run / "base-start.json").read_text())
         history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -8,7 +8,6 @@ Shapes: B batch, N tokens, C hidden size, F outputs.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import torch
