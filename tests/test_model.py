@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import json
 import re
 
@@ -1045,6 +1047,25 @@ def test_a_classifier_started_from_a_cnn_and_a_kmer_lr_gives_their_blended_logit
     with pytest.raises(ConfigError, match="cannot start base k-mers of 320 features"):
         other, _ = fitted_kmer_lr(ks=(3,))
         model.start_from_baselines(kmer_lr=other.linear())
+
+
+def test_a_start_under_a_positive_weight_is_the_baselines_logits_plus_its_log():
+    """With positives weighted w, the start is the k-mer LR's logits + log w (the weighted
+    loss's optimum for the same probabilities); unweighted and single-label heads start
+    at the LR's own logits."""
+    kmer_lr, rows = fitted_kmer_lr((3, 4))
+    ids = torch.tensor(rows[:5])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    logits = {}
+    for problem, weight in (("multi_label", 1.0), ("multi_label", 8.0), ("single_label", 8.0)):
+        model = base_cnn_classifier(base_kmers=4)
+        model.problem, model.pos_weight = problem, weight  # as built with them
+        model.start_from_baselines(kmer_lr=kmer_lr.linear())
+        with torch.no_grad():
+            logits[problem, weight] = model.eval()(ids, None, mask).logits
+    torch.testing.assert_close(logits["multi_label", 8.0],
+                               logits["multi_label", 1.0] + math.log(8.0))  # fmt: skip
+    torch.testing.assert_close(logits["single_label", 8.0], logits["multi_label", 1.0])
 
 
 def test_base_kmers_alone_start_save_load_and_are_refused_where_they_cannot_work(tmp_path):
