@@ -259,10 +259,9 @@ class BigBirdForSequenceClassification(nn.Module):
         """What a start from baselines adds to their logits: log(pos_weight) with BCE. The
         baselines are fitted without weights; with positives weighted w, the loss's
         optimum for a window of probability p is the logit log(w p / (1 - p)), theirs +
-        log w. Unshifted, the first steps' gradient moves every weight to raise all
-        logits, and Adam moves each k-mer weight by the head's rate whatever its size:
-        the LR's fitted weights are swamped in tens of steps. The shift is the same for
-        every window, so the start ranks windows as the baselines do."""
+        log w, so the start sits at fine-tuning's optimum for the baselines' own
+        probabilities instead of where every step first raises all logits. The shift is
+        the same for every window: the start ranks windows as the baselines do."""
         return math.log(self.pos_weight) if self.problem == "multi_label" else 0.0
 
     def pool(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
