@@ -46,6 +46,10 @@ def test_multiple_one_is_the_lrs_own_penalty_in_fine_tunings_units():
     loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(labels))
     (loss + 0.5 * pull_strength(10.0, c, n, outputs) * weights.pow(2).sum()).backward()
     assert weights.grad.abs().max() > 1e-3
+    # a start that holds the LR's weights at a share of a blend is held as the LR is
+    squares = float(weights.detach().pow(2).sum())
+    held = pull_strength(1.0, c, n, outputs, share=0.25) * 0.25**2 * squares
+    assert held == pytest.approx(pull_strength(1.0, c, n, outputs) * squares)
 
 
 @pytest.fixture(scope="module")

@@ -87,24 +87,28 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
             start = blend_probabilities(*logits, cnn_weight, shift)
             record[name] = round(mean_auroc(split.labels, start), 5)
     model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
-    if spec.base_kmer_pull and kmer_lr is not None:
+    kmer_share = 1 - cnn_weight if cnn is not None else 1.0
+    if spec.base_kmer_pull and kmer_lr is not None and kmer_share > 0:
         record["base_kmer_pull_strength"] = pull_strength(
             spec.base_kmer_pull, record["base_kmer_lr"]["C"], len(data.train.labels),
-            data.num_outputs)  # fmt: skip
+            data.num_outputs, kmer_share)  # fmt: skip
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_START_FILE) as handle:
         json.dump(record, handle, indent=2)
     return record
 
 
-def pull_strength(multiple: float, c: float, train_windows: int, outputs: int) -> float:
+def pull_strength(multiple: float, c: float, train_windows: int, outputs: int,
+                  share: float = 1.0) -> float:  # fmt: skip
     """The strength s of fine-tuning's pull s/2 x ||W - W0||^2 on the base k-mers' head
-    weights W (W0: the fitted k-mer LR's), as `multiple` times the LR's own penalty. The
-    LR minimises ||w||^2 / 2 + C x (its log losses summed over n training windows) for
-    each output; fine-tuning's loss is a mean over windows and F outputs, where the same
-    penalty is ||W||^2 / (2 C n F). At multiple 1 the k-mer weights stay as regularised
-    as the LR chose on validation, around the start instead of around zero."""
-    return multiple / (c * train_windows * outputs)
+    weights W (W0: the fitted k-mer LR's weights w times their `share` of a blended
+    start), as `multiple` times the LR's own penalty. The LR minimises ||w||^2 / 2 + C x
+    (its log losses summed over n training windows) for each output; fine-tuning's loss
+    is a mean over windows and F outputs, where the same penalty on W = share x w is
+    ||W||^2 / (2 C n F share^2). At multiple 1 the k-mer weights stay as regularised as
+    the LR chose on validation, around the start instead of around zero. (A blend that
+    gives the k-mer LR no share has no k-mer start to hold: no pull.)"""
+    return multiple / (c * train_windows * outputs * share**2)
 
 
 class StartPull:
