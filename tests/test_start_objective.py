@@ -160,3 +160,32 @@ def test_a_weighted_start_sits_near_the_weighted_losss_optimum(promoter_run_inpu
         model.head.linear.bias.sub_(model.start_logit_shift())  # the baselines' own logits
     unshifted = bias_gradient()
     assert unshifted > 0.1 and shifted < unshifted / 5, (shifted, unshifted)
+
+
+@pytest.mark.slow
+def test_a_resumed_pulled_run_pulls_towards_the_same_start(promoter_run_inputs, tmp_path):
+    """Interrupted after its step-20 checkpoint and run again, a pulled run resumes and
+    logs at step 40 the pull the uninterrupted run logged there: its start is the fitted
+    LR's, not the checkpoint's weights (which would pull towards themselves)."""
+    import shutil
+
+    model, data, _ = promoter_run_inputs
+    run = tmp_path / "run"
+    command = ["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
+               "--out", str(run), "--base-kmers", "4", "--base-kmer-pull", "1",
+               "--max-steps", "40", "--checkpoint-every", "20", "--head-lr-scale", "10",
+               "--dropout", "0"]  # fmt: skip
+
+    def pulls() -> list[tuple[int, float]]:
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        return [(row["step"], row["kmer_pull"]) for row in rows if "kmer_pull" in row]
+
+    assert main(command) == 0
+    whole = pulls()
+    assert [step for step, _ in whole] == [20, 40] and whole[1][1] > 1e-6
+    shutil.rmtree(run / "checkpoints" / "step-00000040")
+    shutil.rmtree(run / "model")
+    assert main(command) == 0
+    resumed = pulls()  # the log kept to the checkpoint's step, then steps 21-40 again
+    assert [step for step, _ in resumed] == [20, 40]
+    assert resumed[1][1] == pytest.approx(whole[1][1], rel=1e-4)
