@@ -92,6 +92,9 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
         record["base_kmer_pull_strength"] = pull_strength(
             spec.base_kmer_pull, record["base_kmer_lr"]["C"], len(data.train.labels),
             data.num_outputs, kmer_share)  # fmt: skip
+    elif spec.base_kmer_pull and kmer_lr is not None:
+        log.warning("base_kmer_pull: validation gave the k-mer LR no share of the start, "
+                    "so there is no k-mer start to hold; the run has no pull")  # fmt: skip
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_START_FILE) as handle:
         json.dump(record, handle, indent=2)
