@@ -6,7 +6,8 @@
 prints, over the features with at least --min-positives test positives, by category and
 (where the feature tables give one) by scale:
 - every arm's test median AUROC and AUPRC at each context, its validation AUROC (which
-  chooses its best context) and its wall time;
+  chooses its best context), its wall time and what ended it (validation, or its budget
+  while validation was still rising);
 - each arm's gain at each context over its narrowest, with its 95% paired interval;
 - genobird minus each baseline at the same context, and each at its best context;
 - the targets: on peak tasks (TF, DNase, histone categories), TF median AUROC at least
@@ -14,7 +15,8 @@ prints, over the features with at least --min-positives test positives, by categ
   narrowest; on tasks with scales (chromatin states), genobird's best context of 4 kb or
   more above its 1 kb on every broad group, and genobird at its best context at least the
   best baseline at its best (interval's lower end above -0.02) in every group, above it
-  on polycomb and enhancer; the whole ablation's time against 90 minutes.
+  on polycomb and enhancer; the whole ablation's time against 90 minutes;
+- the runs their budget cut short.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 from pathlib import Path
 
 from genobird.evaluation.compare import describe_difference
-from genobird.evaluation.context_ablation import feature_scales, summarise, targets
+from genobird.evaluation.context_ablation import cut_short, feature_scales, summarise, targets
 
 
 def main(argv=None) -> int:
@@ -48,6 +50,8 @@ def main(argv=None) -> int:
     print()
     for target in targets(args.task, summary):
         print(f"target, {target.claim}: {'met' if target.met else 'NOT met'} ({target.detail})")
+    cut = cut_short(summary)
+    print(f"cut short by their budget, validation still rising: {', '.join(cut) or 'none'}")
     return 0
 
 
@@ -59,6 +63,11 @@ def print_tables(summary: dict) -> None:
             cells = ", ".join(f"{g} {a:.3f} / {p:.3f} ({n})" for g, (a, p, n) in
                               row["medians"].items())  # fmt: skip
             print(f"  {arm['name']:>12} {bp:>6,} bp: {cells}{best}")
+            run = [f"validation {row['validation_auroc']:.4f}"] if row["validation_auroc"] else []
+            run += [f"{row['seconds'] / 60:.1f} min"] if row["seconds"] is not None else []
+            run += [row["stop"]["detail"]] if row["stop"] else []
+            if run:
+                print(f"  {'':>12} {'':>9}  {'; '.join(run)}")
     for arm, runs in summary["gain_over_narrowest"].items():
         narrowest = min(summary["arms"][arm]["contexts"])
         for bp, row in runs.items():

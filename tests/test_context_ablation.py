@@ -170,3 +170,65 @@ def test_a_task_without_runs_is_a_one_line_error(tmp_path):
 
     with pytest.raises(InputError, match="fine-tune the task first"):
         summarise(tmp_path)
+
+
+def _set_run(task: Path, run: str, part: str, values: dict) -> None:
+    path = task / run / "report" / "metrics.json"
+    metrics = json.loads(path.read_text())
+    metrics[part] = {**metrics.get(part, {}), **values}
+    path.write_text(json.dumps(metrics))
+
+
+def test_runs_their_budget_ended_while_validation_rose_are_named(tmp_path, capsys):
+    """A run whose kept weights are its last check's was cut by its budget, not stopped by
+    validation; the summary, the benchmark and the report name those runs."""
+    import importlib.util
+
+    from genobird.evaluation.context_ablation import cut_short, how_it_stopped
+
+    task = _task(tmp_path)
+    # genobird 1 kb: best at its last step, no early stop: its step budget ended it
+    _set_run(task, "context-1000", "training",
+             {"steps": 300, "best_step": 300, "stopped_early": False})  # fmt: skip
+    # genobird 8 kb: validation peaked at 450 and patience stopped it at 600
+    _set_run(task, "context-8000", "training",
+             {"steps": 600, "best_step": 450, "stopped_early": True})  # fmt: skip
+    # the CNN: 3 epochs of 30, each better than the last: its 4 minutes ended it
+    _set_run(task, "baselines/deepsea-cnn-1000", "baseline",
+             {"epochs": 3, "best_epoch": 3, "max_epochs": 30, "max_minutes": 4.0,
+              "validation_auroc": 0.6})  # fmt: skip
+    report = task / "context-1000" / "report"
+    assert how_it_stopped(report) == {
+        "cut": True,
+        "detail": "cut by its budget: still improving at its last check (step 300)",
+    }
+    assert how_it_stopped(task / "context-8000" / "report") == {
+        "cut": False,
+        "detail": "stopped by validation at step 600 (best 450)",
+    }
+    assert how_it_stopped(task / "baselines" / "deepsea-cnn-1000" / "report")["detail"] == (
+        "cut by its 4-minute budget: still improving at epoch 3"
+    )
+    assert how_it_stopped(task / "baselines" / "kmer-lr-1000" / "report") is None
+    summary = summarise(task, min_positives=20, resamples=100)
+    assert cut_short(summary) == ["genobird 1,000 bp", "DeepSEA CNN 1,000 bp"]
+    # a CNN whose best epoch came before its last was stopped by validation
+    _set_run(task, "baselines/deepsea-cnn-1000", "baseline", {"epochs": 6, "best_epoch": 3})
+    assert cut_short(summarise(task, min_positives=20, resamples=100)) == ["genobird 1,000 bp"]
+
+    script = Path(__file__).parents[1] / "benchmarks" / "chromatin_context.py"
+    spec = importlib.util.spec_from_file_location("chromatin_context", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(task), "--resamples", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "validation 0.7000; cut by its budget: still improving" in printed
+    assert printed.rstrip().endswith(
+        "cut short by their budget, validation still rising: genobird 1,000 bp"
+    )
+    page = build_report(tmp_path, tmp_path / "report.html").read_text()
+    assert (
+        "Cut short by their budget, validation still rising at their last check: "
+        "genobird 1,000 bp." in page
+    )
+    assert "validation best at epoch 3 of 6" in page

@@ -96,6 +96,37 @@ def chosen_context(runs: dict[int, Path]) -> int:
     return max(runs, key=lambda bp: (score(bp), bp))
 
 
+def how_it_stopped(run: Path) -> dict | None:
+    """What ended a run, from its metrics: {"cut": whether its budget did (the kept
+    weights are its last check's, so validation was still rising when its steps, epochs
+    or minutes ran out) rather than its validation, "detail": in words}. None for a run
+    without checks on validation along the way (the k-mer LR chooses C on validation
+    once; no budget cuts it)."""
+
+    def stop(cut: bool, detail: str) -> dict:
+        return {"cut": cut, "detail": detail}
+
+    metrics = json.loads((run / "metrics.json").read_text())
+    training = metrics.get("training") or {}
+    if training.get("best_validation_auroc") is not None and training.get("steps"):
+        steps, best = training["steps"], training.get("best_step", training["steps"])
+        if training.get("stopped_early"):
+            return stop(False, f"stopped by validation at step {steps:,} (best {best:,})")
+        if best < steps:
+            return stop(False, f"validation best at step {best:,} of {steps:,}")
+        return stop(True, f"cut by its budget: still improving at its last check (step {steps:,})")
+    baseline = metrics.get("baseline") or {}
+    if baseline.get("best_epoch") and baseline.get("epochs"):
+        epochs, best = baseline["epochs"], baseline["best_epoch"]
+        if best < epochs:
+            return stop(False, f"validation best at epoch {best} of {epochs}")
+        budget = (f"its {baseline['max_minutes']:g}-minute budget"
+                  if baseline.get("max_epochs") and epochs < baseline["max_epochs"]
+                  and baseline.get("max_minutes") else f"its {epochs} epochs")  # fmt: skip
+        return stop(True, f"cut by {budget}: still improving at epoch {epochs}")
+    return None
+
+
 def run_seconds(run: Path) -> float | None:
     """The wall time of the pipeline job that wrote a run (its benchmark file), if any."""
     path = run.parent / BENCHMARK_FILE
@@ -142,7 +173,7 @@ def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
     """The context ablation of one chromatin task folder, as a dict (the report's tables
     and `benchmarks/chromatin_context.py`'s targets read it):
     arms            {arm: {name, best_context, contexts: {bp: {medians, validation_auroc,
-                    seconds}}}}
+                    seconds, stop (how_it_stopped)}}}}
     gain_over_narrowest  {arm: {bp: {group: paired difference}}}
     same_context    genobird minus each baseline at each context both ran
     best_against_best    genobird at its best context minus each baseline at its best
@@ -175,6 +206,7 @@ def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
                     "medians": medians(predictions[arm][bp], min_positives),
                     "validation_auroc": validation_auroc(folder),
                     "seconds": run_seconds(folder),
+                    "stop": how_it_stopped(folder),
                 }
                 for bp, folder in runs.items()
             },
@@ -267,6 +299,14 @@ def cost_target(summary: dict) -> Target | None:
         detail += f"; {missing} runs without a benchmark file"
     met = not missing and sum(known) / 60 <= ABLATION_BUDGET_MINUTES
     return Target(f"the whole ablation within {ABLATION_BUDGET_MINUTES} minutes", met, detail)
+
+
+def cut_short(summary: dict) -> list[str]:
+    """The runs their budget ended while validation was still rising ("genobird 4,000
+    bp"), arm by arm: where the ablation's figures are a budget's, not an arm's best."""
+    return [f"{arm['name']} {bp:,} bp" for arm in summary["arms"].values()
+            for bp, row in arm["contexts"].items()
+            if row["stop"] and row["stop"]["cut"]]  # fmt: skip
 
 
 def broad_groups(meta: dict) -> list[str]:

@@ -32,6 +32,7 @@ def chromatin_task_section(task: Path) -> str:
     against each baseline at the same context and at each one's best, paired over the test
     bins."""
     from genobird.evaluation.context_ablation import (
+        cut_short,
         feature_scales,
         plot_context_ablation,
         summarise,
@@ -50,6 +51,10 @@ def chromatin_task_section(task: Path) -> str:
     claims = "".join(f"<li>{'met' if t.met else 'NOT met'}: {html.escape(t.claim)} "
                      f"({html.escape(t.detail)})</li>" for t in targets(task, summary))  # fmt: skip
     text += f"<p>Targets:</p><ul>{claims}</ul>"
+    if cut := cut_short(summary):
+        text += (f"<p>Cut short by their budget, validation still rising at their last check: "
+                 f"{html.escape(', '.join(cut))}. Their figures are the budget's, not the "
+                 "arm's best.</p>")  # fmt: skip
     if any(feature_scales(task).values()):
         text += "<h3>By scale</h3>" + context_ablation_tables(summarise(task, by="scale"))
     text += html_image(figure_png(plot_context_ablation(summary)), "median AUROC by context")
@@ -81,12 +86,13 @@ def context_ablation_tables(summary: dict) -> str:
             rows.append((f"{arm['name']}, {bp:,} bp{best}",
                          "-" if valid is None else f"{valid:.3f}",
                          "-" if row["seconds"] is None else f"{row['seconds'] / 60:.1f}",
+                         row["stop"]["detail"] if row["stop"] else "-",
                          *(median_cell(row["medians"].get(g)) for g in groups)))  # fmt: skip
     text = (f"<p>Test median AUROC / AUPRC by {summary['by']} over the features with at least "
             f"{summary['min_positives']} test positives (their count in brackets), beside "
-            "each run's mean validation AUROC (what chooses an arm's best context) and wall "
-            "time.</p>")  # fmt: skip
-    text += html_table(rows, ("model", "validation AUROC", "minutes", *groups))
+            "each run's mean validation AUROC (what chooses an arm's best context), wall "
+            "time and what ended it.</p>")  # fmt: skip
+    text += html_table(rows, ("model", "validation AUROC", "minutes", "ended by", *groups))
     gains = []
     for arm, runs in summary["gain_over_narrowest"].items():
         narrowest = min(summary["arms"][arm]["contexts"])
