@@ -94,3 +94,30 @@ def saved_model_dir(model, tokenizer, directory: Path) -> Path:
     save_pretrained(model, directory)
     tokenizer.save(directory)
     return directory
+
+
+def demo_promoter_run(pretraining_data, demo_reference, folder: Path) -> tuple[Path, Path]:
+    """(model directory, data set) for a fine-tuning run on the demo genome: a fresh 2 x 32
+    model of the demo's tokenizer with a base convolution (so that base readers can spell
+    its tokens; seeded), and the demo's promoter windows (500 bp, oriented by their TSS
+    strand; validation chr3, test chrX)."""
+    import torch
+
+    from genobird.cli import main
+    from genobird.corpus.tokenizer import load_tokenizer
+    from genobird.model import BigBirdConfig, BigBirdForPretraining
+
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2,
+                           num_heads=4, intermediate_size=64, max_position=256, block_size=16,
+                           base_conv_channels=8, pad_token_id=tokenizer.pad_id)  # fmt: skip
+    torch.manual_seed(0)
+    model = BigBirdForPretraining(config)
+    model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
+    model_dir = saved_model_dir(model, tokenizer, folder / "model")
+    data = folder / "promoter.h5"
+    assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
+                 "--reference", str(demo_reference / "genome.fa"), "--out", str(data),
+                 "--upstream-bp", "300", "--downstream-bp", "200", "--valid-chromosomes",
+                 "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
+    return model_dir, data

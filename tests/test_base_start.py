@@ -16,7 +16,7 @@ import torch
 
 from genobird.cli import main
 from genobird.genome import reverse_complement
-from tests.conftest import write
+from tests.conftest import demo_promoter_run, write
 
 # float rounding only: float32 CNN and counts against float64 scikit-learn
 TOLERANCE = 1e-4
@@ -228,24 +228,9 @@ def test_the_start_is_the_baselines_on_the_demo_genome(pretraining_data, demo_re
                                                        tmp_path):  # fmt: skip
     """The demo's promoter windows (500 bp, oriented by their TSS strand) from its
     tokenizer, with N padding at the contig ends."""
-    from genobird.corpus.tokenizer import load_tokenizer
-    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
-
-    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2,
-                           num_heads=4, intermediate_size=64, max_position=256, block_size=16,
-                           base_conv_channels=8, pad_token_id=tokenizer.pad_id)  # fmt: skip
-    model = BigBirdForPretraining(config)
-    model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
-    save_pretrained(model, tmp_path / "model")
-    tokenizer.save(tmp_path / "model")
-    data = tmp_path / "promoter.h5"
-    assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(data),
-                 "--upstream-bp", "300", "--downstream-bp", "200", "--valid-chromosomes",
-                 "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
+    model, data = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
     for rc_average in (False, True):
-        check_start(tmp_path / "model", data, tmp_path / f"run{rc_average}", None, rc_average,
+        check_start(model, data, tmp_path / f"run{rc_average}", None, rc_average,
                     base_cnn_channels=8, base_kmers=4)  # fmt: skip
 
 

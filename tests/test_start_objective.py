@@ -18,6 +18,7 @@ import torch
 
 from genobird.cli import main
 from genobird.finetuning.base_start import pull_strength
+from tests.conftest import demo_promoter_run
 
 
 def test_multiple_one_is_the_lrs_own_penalty_in_fine_tunings_units():
@@ -55,25 +56,9 @@ def test_multiple_one_is_the_lrs_own_penalty_in_fine_tunings_units():
 @pytest.fixture(scope="module")
 def promoter_run_inputs(pretraining_data, demo_reference, tmp_path_factory):
     """A fresh model of the demo's tokenizer and the demo's promoter windows (500 bp)."""
-    from genobird.corpus.tokenizer import load_tokenizer
-    from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
-
-    folder = tmp_path_factory.mktemp("pull")
-    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2,
-                           num_heads=4, intermediate_size=64, max_position=256, block_size=16,
-                           base_conv_channels=8, pad_token_id=tokenizer.pad_id)  # fmt: skip
-    torch.manual_seed(0)
-    model = BigBirdForPretraining(config)
-    model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
-    save_pretrained(model, folder / "model")
-    tokenizer.save(folder / "model")
-    data = folder / "promoter.h5"
-    assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(data),
-                 "--upstream-bp", "300", "--downstream-bp", "200", "--valid-chromosomes",
-                 "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
-    return folder / "model", data, config.hidden_size
+    model, data = demo_promoter_run(pretraining_data, demo_reference,
+                                    tmp_path_factory.mktemp("pull"))  # fmt: skip
+    return model, data, json.loads((model / "config.json").read_text())["config"]["hidden_size"]
 
 
 def kmer_weights_moved(run, hidden_size: int) -> float:
