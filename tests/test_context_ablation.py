@@ -180,14 +180,16 @@ def _set_run(task: Path, run: str, part: str, values: dict) -> None:
 
 
 def test_runs_their_budget_ended_while_validation_rose_are_named(tmp_path, capsys):
-    """A run whose kept weights are its last check's was cut by its budget, not stopped by
-    validation; the summary, the benchmark and the report name those runs."""
+    """A CNN whose kept epoch is its last was cut by its minutes with validation still
+    rising; a fine-tuning run whose kept check is its last ran its whole schedule (cut
+    only where its minutes ended it first); the summary, the benchmark and the report
+    name the runs cut short."""
     import importlib.util
 
     from genobird.evaluation.context_ablation import cut_short, how_it_stopped
 
     task = _task(tmp_path)
-    # genobird 1 kb: best at its last step, no early stop: its step budget ended it
+    # genobird 1 kb: best at its last step, its schedule's end
     _set_run(task, "context-1000", "training",
              {"steps": 300, "best_step": 300, "stopped_early": False})  # fmt: skip
     # genobird 8 kb: validation peaked at 450 and patience stopped it at 600
@@ -197,21 +199,25 @@ def test_runs_their_budget_ended_while_validation_rose_are_named(tmp_path, capsy
     _set_run(task, "baselines/deepsea-cnn-1000", "baseline",
              {"epochs": 3, "best_epoch": 3, "max_epochs": 30, "max_minutes": 4.0,
               "validation_auroc": 0.6})  # fmt: skip
-    report = task / "context-1000" / "report"
-    assert how_it_stopped(report) == {
-        "cut": True,
-        "detail": "cut by its budget: still improving at its last check (step 300)",
+    genobird_1kb = task / "context-1000" / "report"
+    assert how_it_stopped(genobird_1kb) == {
+        "cut": False,
+        "detail": "best at its schedule's end (step 300, learning rate zero)",
     }
     assert how_it_stopped(task / "context-8000" / "report") == {
         "cut": False,
         "detail": "stopped by validation at step 600 (best 450)",
     }
-    assert how_it_stopped(task / "baselines" / "deepsea-cnn-1000" / "report")["detail"] == (
-        "cut by its 4-minute budget: still improving at epoch 3"
-    )
+    assert how_it_stopped(task / "baselines" / "deepsea-cnn-1000" / "report") == {
+        "cut": True,
+        "detail": "cut by its 4-minute budget: still improving at epoch 3",
+    }
     assert how_it_stopped(task / "baselines" / "kmer-lr-1000" / "report") is None
     summary = summarise(task, min_positives=20, resamples=100)
-    assert cut_short(summary) == ["genobird 1,000 bp", "DeepSEA CNN 1,000 bp"]
+    assert cut_short(summary) == ["DeepSEA CNN 1,000 bp"]
+    # a fine-tuning run its minutes ended at its best check was cut short too
+    _set_run(task, "context-1000", "training", {"stopped_at_time": True})
+    assert how_it_stopped(genobird_1kb)["cut"]
     # a CNN whose best epoch came before its last was stopped by validation
     _set_run(task, "baselines/deepsea-cnn-1000", "baseline", {"epochs": 6, "best_epoch": 3})
     assert cut_short(summarise(task, min_positives=20, resamples=100)) == ["genobird 1,000 bp"]
@@ -222,7 +228,7 @@ def test_runs_their_budget_ended_while_validation_rose_are_named(tmp_path, capsy
     spec.loader.exec_module(module)
     assert module.main([str(task), "--resamples", "100"]) == 0
     printed = capsys.readouterr().out
-    assert "validation 0.7000; cut by its budget: still improving" in printed
+    assert "validation 0.7000; cut by its minutes at step 300: still improving" in printed
     assert printed.rstrip().endswith(
         "cut short by their budget, validation still rising: genobird 1,000 bp"
     )

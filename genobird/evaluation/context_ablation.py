@@ -97,11 +97,14 @@ def chosen_context(runs: dict[int, Path]) -> int:
 
 
 def how_it_stopped(run: Path) -> dict | None:
-    """What ended a run, from its metrics: {"cut": whether its budget did (the kept
-    weights are its last check's, so validation was still rising when its steps, epochs
-    or minutes ran out) rather than its validation, "detail": in words}. None for a run
-    without checks on validation along the way (the k-mer LR chooses C on validation
-    once; no budget cuts it)."""
+    """What ended a run, from its metrics: {"cut": whether a budget cut it short rather
+    than its validation or its schedule, "detail": in words}. A CNN (constant learning
+    rate) whose kept epoch is its last, ended by its minutes or epochs, was cut with
+    validation still rising. A fine-tuning run whose kept check is its last ran its whole
+    schedule, the learning rate decayed to zero there: not cut (a longer schedule is
+    another recipe, whose validation may be lower) unless its minutes ended it first.
+    None for a run without checks on validation along the way (the k-mer LR chooses C on
+    validation once; no budget cuts it)."""
 
     def stop(cut: bool, detail: str) -> dict:
         return {"cut": cut, "detail": detail}
@@ -114,7 +117,9 @@ def how_it_stopped(run: Path) -> dict | None:
             return stop(False, f"stopped by validation at step {steps:,} (best {best:,})")
         if best < steps:
             return stop(False, f"validation best at step {best:,} of {steps:,}")
-        return stop(True, f"cut by its budget: still improving at its last check (step {steps:,})")
+        if training.get("stopped_at_time"):
+            return stop(True, f"cut by its minutes at step {steps:,}: still improving")
+        return stop(False, f"best at its schedule's end (step {steps:,}, learning rate zero)")
     baseline = metrics.get("baseline") or {}
     if baseline.get("best_epoch") and baseline.get("epochs"):
         epochs, best = baseline["epochs"], baseline["best_epoch"]

@@ -475,6 +475,7 @@ def training_summary(state) -> dict:
         # between runs (e.g. contexts) may read without looking at the test split
         "best_validation_auroc": state.best_score,
         "stopped_early": state.stopped_early,
+        "stopped_at_time": state.stopped_at_time,
         "real_tokens_per_second": float(np.median(speeds)) if speeds else None,
     }
 
