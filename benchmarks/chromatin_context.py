@@ -6,8 +6,8 @@
 prints, over the features with at least --min-positives test positives, by category and
 (where the feature tables give one) by scale:
 - every arm's test median AUROC and AUPRC at each context, its validation AUROC (which
-  chooses its best context), its wall time and what ended it (validation, or its budget
-  while validation was still rising);
+  chooses its best context), its wall time and what ended it (validation, its schedule's
+  end, or its budget while validation was still rising);
 - each arm's gain at each context over its narrowest, with its 95% paired interval;
 - genobird minus each baseline at the same context, and each at its best context;
 - the targets: on peak tasks (TF, DNase, histone categories), TF median AUROC at least
@@ -63,7 +63,8 @@ def print_tables(summary: dict) -> None:
             cells = ", ".join(f"{g} {a:.3f} / {p:.3f} ({n})" for g, (a, p, n) in
                               row["medians"].items())  # fmt: skip
             print(f"  {arm['name']:>12} {bp:>6,} bp: {cells}{best}")
-            run = [f"validation {row['validation_auroc']:.4f}"] if row["validation_auroc"] else []
+            valid = row["validation_auroc"]
+            run = [f"validation {valid:.4f}"] if valid is not None else []
             run += [f"{row['seconds'] / 60:.1f} min"] if row["seconds"] is not None else []
             run += [row["stop"]["detail"]] if row["stop"] else []
             if run:
