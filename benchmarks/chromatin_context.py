@@ -67,6 +67,11 @@ def print_tables(summary: dict) -> None:
             run = [f"validation {valid:.4f}"] if valid is not None else []
             run += [f"{row['seconds'] / 60:.1f} min"] if row["seconds"] is not None else []
             run += [row["stop"]["detail"]] if row["stop"] else []
+            if row.get("started_from"):
+                run += [
+                    f"started from the runs {', '.join(row['started_from'])} (their "
+                    "minutes counted there)"
+                ]
             if run:
                 print(f"  {'':>12} {'':>9}  {'; '.join(run)}")
     for arm, runs in summary["gain_over_narrowest"].items():

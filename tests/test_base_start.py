@@ -83,7 +83,7 @@ def epdnew_subset(shared_data, folder: Path, promoters: int = 400) -> Path:
 
 def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int | None,
                      rc_average: bool, base_cnn_channels=16, base_kmers=5,
-                     pooling="mean"):  # fmt: skip
+                     pooling="mean", base_cnn_architecture="cnn"):  # fmt: skip
     """A classifier built and started as `finetune` builds and starts it, its logits on
     the validation windows of each strand through the evaluation path (WindowDataset, the
     collate that pads batches), and the baselines' own logits on the same windows: the
@@ -108,7 +108,8 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
 
     tokenizer = load_tokenizer(model_dir)
     spec = FinetuneSpec(window_bp=window_bp, pooling=pooling, dropout=0.3,
-                        base_cnn_channels=base_cnn_channels, base_kmers=base_kmers)  # fmt: skip
+                        base_cnn_channels=base_cnn_channels, base_kmers=base_kmers,
+                        base_cnn_architecture=base_cnn_architecture)  # fmt: skip
     spec = fitted_spec(spec, data, tokenizer, model_dir)
     meta = read_metadata(data)
     model = build_model(meta, model_dir, spec, tokenizer)
@@ -130,7 +131,7 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     weight = record.get("base_blend", {}).get("cnn_weight", 1.0 if base_cnn_channels else 0.0)
     theirs = []
     if base_cnn_channels:
-        cnn = base_start.base_cnn(baseline_data, spec, data, folder / "cache", rc_average)[0]
+        cnn = base_start.base_cnn(baseline_data, spec, folder / "cache", rc_average)[0]
     kmer_lr = fit_kmer_lr(baseline_data, base_kmer_lengths(base_kmers), seed=spec.seed,
                           window_bp=window_bp) if base_kmers else None  # fmt: skip
     for reverse in strands:
@@ -212,6 +213,9 @@ def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
                  "--test-chromosomes", "chr19:2500001-3119000",
                  "--profile-bins", "3"]) == 0  # fmt: skip
     check_start(real_model, profiled, tmp_path / "both", None, rc_average=True, pooling="profile")
+    # with DeepSEA's CNN as the base CNN (its fully connected layer reads positions)
+    check_start(real_model, profiled, tmp_path / "deepsea", None, rc_average=True,
+                pooling="profile", base_cnn_architecture="deepsea-cnn")  # fmt: skip
     # windows soft-masked (lowercase, repeats) in the FASTA were among those checked
     import h5py
     import pyfaidx
@@ -232,6 +236,85 @@ def test_the_start_is_the_baselines_on_the_demo_genome(pretraining_data, demo_re
     for rc_average in (False, True):
         check_start(model, data, tmp_path / f"run{rc_average}", None, rc_average,
                     base_cnn_channels=8, base_kmers=4)  # fmt: skip
+
+
+def test_a_finetuning_run_starts_from_the_baseline_runs_that_fitted_its_readers(
+    pretraining_data, demo_reference, tmp_path, caplog
+):
+    """`genobird baseline deepsea-cnn` and `kmer-lr` runs, given to `genobird finetune
+    --base-start-from`, are what it starts from: read, not fitted again (a base CNN trained
+    anew would differ: it is not seeded as the baseline run was), and its check before the
+    first step is their blend's. A run whose base CNN's budget differs from the baseline
+    run's fits its own and says why; a folder that holds no fitted baseline is refused."""
+    model, data = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
+    runs = {}
+    for kind, options in (("deepsea-cnn", ["--channels", "8", "--max-minutes", "0.5"]),
+                          ("kmer-lr", [])):  # fmt: skip
+        runs[kind] = tmp_path / kind
+        assert main(["-q", "baseline", kind, "--data", str(data), "--out", str(runs[kind]),
+                     *options]) == 0  # fmt: skip
+    readers = [
+        "--base-cnn-channels",
+        "8",
+        "--base-cnn-architecture",
+        "deepsea-cnn",
+        "--base-kmers",
+        "4",
+        "--eval-every",
+        "1",
+        "--patience",
+        "1",
+        "--max-steps",
+        "1",
+    ]
+    # the k-mer LR run fitted 3- to 6-mers: a run of 3- to 4-mers fits its own too
+    out = tmp_path / "run"
+    with caplog.at_level("INFO"):
+        assert (
+            main(
+                [
+                    "-q",
+                    "finetune",
+                    "promoter",
+                    "--data",
+                    str(data),
+                    "--model",
+                    str(model),
+                    *readers,
+                    "--base-cnn-minutes",
+                    "0.5",
+                    "--out",
+                    str(out),
+                    "--base-start-from",
+                    str(runs["deepsea-cnn"]),
+                    str(runs["kmer-lr"]),
+                ]
+            )
+            == 0
+        )
+    start = json.loads((out / "base-start.json").read_text())
+    assert start["base_cnn"]["read_from"].startswith(str(runs["deepsea-cnn"] / "fitted"))
+    assert "read_from" not in start["base_kmer_lr"]
+    assert "kmer-lr.json (k [3, 4, 5, 6], here [3, 4]) was fitted otherwise" in caplog.text
+    metrics = json.loads((out / "report" / "metrics.json").read_text())
+    assert metrics["training"]["start_check"]["agree"], metrics["training"]["start_check"]
+    assert metrics["base_cnn_architecture"] == "deepsea-cnn"
+    baseline = json.loads((runs["deepsea-cnn"] / "report" / "metrics.json").read_text())
+    assert (
+        start["base_cnn"]["validation_auroc_by_epoch"]
+        == baseline["baseline"]["validation_auroc_by_epoch"]
+    )
+    caplog.clear()
+    other = tmp_path / "other"
+    with caplog.at_level("INFO"):
+        assert main(["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
+                     *readers, "--out", str(other),
+                     "--base-start-from", str(runs["deepsea-cnn"])]) == 0  # fmt: skip
+    assert "max_minutes 0.5, here 3.0" in caplog.text
+    assert "read_from" not in json.loads((other / "base-start.json").read_text())["base_cnn"]
+    assert main(["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
+                 *readers, "--out", str(tmp_path / "x"), "--base-start-from",
+                 str(out)]) == 2  # a fine-tuning run's folder  # fmt: skip
 
 
 @pytest.mark.slow

@@ -372,13 +372,14 @@ def test_deepsea_cnn_shapes_at_one_and_eight_kb_and_learns_a_motif(tmp_path):
     """DeepSEA's layers read 1 kb as DeepSEA did (53 positions into the fully connected
     layer) and 8 kb pooled to the same 53, so one architecture serves both contexts."""
     from genobird.baselines import run_classifier_baseline
-    from genobird.baselines.cnn import DEEPSEA_POSITIONS, DeepSEACNN
+    from genobird.baselines.cnn import DeepSEACNN
+    from genobird.model.base_readers import DEEPSEA_POSITIONS
 
     model = DeepSEACNN(3, channels=8)
     for length in (1000, 8000, 300):
         codes = torch.randint(0, 4, (2, length), dtype=torch.uint8)
         assert model(codes, rc_average=True).shape == (2, 3)
-    assert model.hidden.in_features == 8 * 3 * DEEPSEA_POSITIONS
+    assert model.tower.hidden.in_features == 8 * 3 * DEEPSEA_POSITIONS
     data = _motif_dataset(tmp_path / "m.h5", n=1000, task="chromatin", features=2, spread=10)
     report = run_classifier_baseline("deepsea-cnn", data, tmp_path / "d", channels=16,
                                      max_epochs=8)  # fmt: skip

@@ -238,3 +238,31 @@ def test_runs_their_budget_ended_while_validation_rose_are_named(tmp_path, capsy
         "genobird 1,000 bp." in page
     )
     assert "validation best at epoch 3 of 6" in page
+
+
+def test_a_run_started_from_the_baseline_runs_names_them(tmp_path, capsys):
+    """A genobird run that read its base readers from the baseline arms (base-start.json's
+    read_from: RUN/fitted/...) names those runs beside its minutes; one that fitted its
+    own (its cache, OUTPUT/base-cnn) names none."""
+    import importlib.util
+
+    task = _task(tmp_path)
+    fitted = task / "baselines" / "kmer-lr-8000" / "fitted" / "kmer-lr.safetensors"
+    (task / "context-8000" / "base-start.json").write_text(json.dumps(
+        {"base_kmer_lr": {"C": 0.01, "read_from": str(fitted)}}))  # fmt: skip
+    own = task / "context-1000" / "base-cnn" / "kmer-lr.safetensors"
+    (task / "context-1000" / "base-start.json").write_text(json.dumps(
+        {"base_kmer_lr": {"C": 0.01, "read_from": str(own)}}))  # fmt: skip
+    contexts = summarise(task, min_positives=20, resamples=100)["arms"]["genobird"]["contexts"]
+    assert contexts[8000]["started_from"] == ["kmer-lr-8000"]
+    assert contexts[1000]["started_from"] == []
+    script = Path(__file__).parents[1] / "benchmarks" / "chromatin_context.py"
+    spec = importlib.util.spec_from_file_location("chromatin_context", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(task), "--resamples", "100"]) == 0
+    assert "1.5 min; started from the runs kmer-lr-8000 (their minutes counted there)" in (
+        capsys.readouterr().out
+    )
+    page = build_report(tmp_path, tmp_path / "report.html").read_text()
+    assert "1.5 (+ kmer-lr-8000)" in page

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from genobird.baselines.cnn import ARCHITECTURES
 from genobird.commands import build_parser
 from genobird.errors import ConfigError
 from genobird.finetuning import recipe
 from genobird.finetuning.finetune import FinetuneSpec, recipe_values
 from genobird.finetuning.recipe import (
+    CNN_ARCHITECTURES,
     POOLINGS,
     RECIPE_OPTIONS,
     REQUIRED_RECIPE,
@@ -27,6 +29,7 @@ from genobird.finetuning.recipe import (
     resolve,
     tree,
 )
+from genobird.model.base_readers import BASE_CNNS
 from genobird.model.classifier import BigBirdForSequenceClassification
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +37,7 @@ SCHEMA = yaml.safe_load((REPO / "workflows" / "schemas" / "config.schema.yaml").
 # `genobird finetune`'s options that are not recipe settings: what to read, start from, write
 # the command's inputs and outputs, and how a rerun treats a former run's checkpoints
 NOT_SETTINGS = {"-h", "--help", "--data", "--model", "--from-scratch", "--tokenizer", "--config",
-                "--out", "--restart-changed"}  # fmt: skip
+                "--out", "--restart-changed", "--base-start-from"}  # fmt: skip
 
 
 def finetune_parser():
@@ -54,6 +57,7 @@ def test_every_option_of_finetune_is_a_setting_in_its_group():
         assert setting.option in groups[setting.group], setting.name
     assert list(parser._option_string_actions["--pooling"].choices) == list(POOLINGS)
     assert POOLINGS == BigBirdForSequenceClassification.POOLINGS
+    assert CNN_ARCHITECTURES == tuple(ARCHITECTURES) == tuple(BASE_CNNS)
 
 
 def test_finetune_spec_has_a_field_per_setting_with_its_default():
@@ -94,7 +98,8 @@ def test_the_schema_file_holds_the_generated_recipe_and_every_section_takes_it()
 def test_a_section_becomes_finetune_options_the_parser_reads():
     section = {"eval_every": 500, "patience": 2, "pooling": "centre", "centre_bp": 300,
                "dropout": 0.3, "layer_decay": 0.9, "head_lr_scale": 10, "bpe_dropout": 0.1,
-               "segmentations": 4, "pos_weight": 2.0, "base_cnn_channels": 128, "base_kmers": 5,
+               "segmentations": 4, "pos_weight": 2.0, "base_cnn_channels": 128,
+               "base_cnn_architecture": "deepsea-cnn", "base_cnn_minutes": 15.0, "base_kmers": 5,
                "base_kmer_pull": 1.0,
                "probe_steps": 200, "rc_augment": False}  # fmt: skip
     assert set(section) - {"rc_augment"} == set(RECIPE_OPTIONS)

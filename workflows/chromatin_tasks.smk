@@ -4,6 +4,8 @@
 # the same bins (the paper's Table 7 as an ablation), DeepSEA's CNN at each of
 # `cnn_contexts` and the k-mer LR at each of `kmer_contexts`, held-out regions scored with
 # the widest context's model, and the report's comparison.
+# A genobird arm whose base readers are those baselines starts from the arms at its context
+# (`--base-start-from`), which then run first.
 # Outputs: RESULTS/chromatin_tasks/NAME/{data.h5, context-BP/, baselines/KIND-BP/, score.tsv};
 # each run's wall time and peak memory in its benchmark.tsv, which the report reads.
 
@@ -33,6 +35,7 @@ rule chromatin_task_finetune:
     input:
         data=f"{RESULTS}/chromatin_tasks/{{name}}/data.h5",
         pretrained=chromatin_task_pretrained,
+        baselines=start_baselines,
     output:
         metrics=f"{RESULTS}/chromatin_tasks/{{name}}/context-{{bp}}/report/metrics.json",
         model=f"{RESULTS}/chromatin_tasks/{{name}}/context-{{bp}}/model/config.json",
@@ -42,6 +45,10 @@ rule chromatin_task_finetune:
         rate=lambda wildcards: chromatin_task(wildcards)["learning_rate"],
         batch=lambda wildcards: chromatin_task(wildcards)["batch_size"],
         options=lambda wildcards: finetune_options(chromatin_task(wildcards)),
+        start=lambda wildcards, input: " ".join(
+            ["--base-start-from"] * bool(input.baselines)
+            + [os.path.dirname(os.path.dirname(path)) for path in input.baselines]
+        ),
     wildcard_constraints:
         name="|".join(CHROMATIN_TASKS) or "none",
         bp="[0-9]+",
@@ -60,7 +67,7 @@ rule chromatin_task_finetune:
         "genobird -q finetune chromatin --data {input.data} --out {params.output}"
         " --restart-changed --model $(dirname {input.pretrained}) --window-bp {wildcards.bp}"
         " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
-        " {params.options} > {log} 2>&1"
+        " {params.options} {params.start} > {log} 2>&1"
 
 
 rule chromatin_task_baseline:

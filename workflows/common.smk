@@ -67,6 +67,21 @@ def baseline_contexts(task, kind):
     return task.get("cnn_contexts", sorted({min(contexts), max(contexts)}))
 
 
+def start_baselines(wildcards):
+    """The baseline arms at a genobird arm's context that fitted its base readers (the
+    k-mer LR; DeepSEA's CNN when the base CNN is DeepSEA's): the run reads them
+    (`--base-start-from`) instead of fitting them again."""
+    task, bp = chromatin_task(wildcards), int(wildcards.bp)
+    kinds = []
+    if task.get("base_kmers"):
+        kinds.append("kmer-lr")
+    if task.get("base_cnn_channels") and task.get("base_cnn_architecture") == "deepsea-cnn":
+        kinds.append("deepsea-cnn")
+    folder = f"{RESULTS}/chromatin_tasks/{wildcards.name}/baselines"
+    return [f"{folder}/{kind}-{bp}/report/metrics.json" for kind in kinds
+            if bp in baseline_contexts(task, kind)]
+
+
 def chromatin_task_outputs():
     """Every file the report reads of the chromatin tasks."""
     outputs = []

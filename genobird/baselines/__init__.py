@@ -16,9 +16,21 @@ CLASSIFIERS = ("kmer-lr", "cnn", "deepsea-cnn")
 
 def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **options) -> dict:
     """Fit baseline `kind` on a data set's train split (choices on its validation split),
-    write OUTPUT/report/metrics.json (the fields of `genobird finetune`) and return it."""
+    write OUTPUT/report/metrics.json (the fields of `genobird finetune`) and the fitted
+    model in OUTPUT/fitted (baselines.saved: what a fine-tuning run can start from), and
+    return the report."""
+    import torch
+
     from genobird.baselines.cnn import CNNSpec, cnn_baseline
-    from genobird.baselines.kmer import kmer_baseline
+    from genobird.baselines.kmer import DEFAULT_KS, kmer_baseline
+    from genobird.baselines.saved import (
+        KMER_STEM,
+        SAVED_FOLDER,
+        cnn_identity,
+        cnn_stem,
+        kmer_identity,
+        write_saved,
+    )  # fmt: skip
 
     data = load_baseline_data(data_path, seed)
     window_bp = options.pop("window_bp", None)
@@ -27,15 +39,23 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **optio
             f"--window-bp {window_bp} is wider than the windows of {data_path} "
             f"({data.meta['window_bp']} bp)"
         )
+    saved = Path(output) / SAVED_FOLDER
     if kind == "kmer-lr":
-        test, valid, details = kmer_baseline(data, seed=seed, window_bp=window_bp, **options)
+        ks = options.pop("ks", DEFAULT_KS)
+        test, valid, details, fitted = kmer_baseline(data, ks, seed=seed, window_bp=window_bp,
+                                                     **options)  # fmt: skip
+        tensors = dict(zip(("weights", "biases", "scale"), map(torch.from_numpy, fitted.linear()),
+                           strict=True))  # fmt: skip
+        write_saved(saved, KMER_STEM, kmer_identity(ks, window_bp, seed, data), details, tensors)
     elif kind in ("cnn", "deepsea-cnn"):
         rc_average = options.pop("rc_average", None)
         if rc_average is None:  # promoter windows are oriented by strand; others are not
             rc_average = data.meta["task"] != "promoter"
         spec = CNNSpec(architecture=kind, seed=seed, rc_average=rc_average,
                        window_bp=window_bp, **options)  # fmt: skip
-        test, valid, details = cnn_baseline(data, spec)
+        test, valid, details, model = cnn_baseline(data, spec)
+        write_saved(saved, cnn_stem(rc_average), cnn_identity(spec, data), details,
+                    model.state_dict())  # fmt: skip
     else:
         raise ValueError(f"unknown baseline {kind!r}; choose from {CLASSIFIERS}")
     details["window_bp"] = window_bp or data.meta["window_bp"]

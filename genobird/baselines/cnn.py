@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from genobird.baselines.data import BaselineData, validation_auroc
@@ -36,7 +35,7 @@ from genobird.baselines.markov import dna_codes
 from genobird.datasets.windows import label_values
 from genobird.errors import ConfigError
 from genobird.inputs import central
-from genobird.model.base_readers import cnn_tower
+from genobird.model.base_readers import DeepSEATower, cnn_tower
 from genobird.model.classifier import masked_bce
 
 log = logging.getLogger(__name__)
@@ -90,46 +89,21 @@ class SmallCNN(nn.Module):
 
 
 class DeepSEACNN(nn.Module):
-    """DeepSEA's convolutional network. Its channels (320, 480, 960) and its 925-unit
-    fully connected layer were sized for 4.4 M training windows of 919 features; a data
-    set a thousand times smaller takes `channels` as the width of the first layer and
-    1.5x and 3x of it for the others (DeepSEA's ratios), and a hidden layer of 2x. The
-    fully connected layer reads at most `DEEPSEA_POSITIONS` positions, DeepSEA's own
-    count at 1 kb: longer inputs are max-pooled down to it, so a window of 8 kb is read
-    by the same layers, each position then summarising 8x the bases."""
+    """DeepSEA's convolutional network: its tower (model.base_readers.DeepSEATower: three
+    8 bp convolutions, max-pooling, the fully connected layer over at most 53 positions)
+    and the output layer. Its channels (320, 480, 960) and its 925-unit fully connected
+    layer were sized for 4.4 M training windows of 919 features; a data set a thousand
+    times smaller takes `channels` as the width of the first layer (the tower says how
+    the rest follow)."""
 
     def __init__(self, num_outputs: int, channels: int = 128, dropout: float = 0.2):
         super().__init__()
-        widths = (channels, channels * 3 // 2, channels * 3)
-        self.convs = nn.ModuleList(
-            nn.Sequential(
-                nn.Conv1d(4 if i == 0 else widths[i - 1], width, DEEPSEA_KERNEL),
-                # not in DeepSEA (2015): batch norm, as Selene's DeeperDeepSEA adds, so that
-                # a data set of thousands of windows trains in epochs, not hundreds
-                nn.BatchNorm1d(width),
-            )
-            for i, width in enumerate(widths)
-        )
-        self.dropouts = nn.ModuleList(nn.Dropout(p) for p in (dropout, dropout, 2.5 * dropout))
-        self.hidden = nn.LazyLinear(2 * channels)
-        self.out = nn.Linear(2 * channels, num_outputs)
+        self.tower = DeepSEATower(channels, dropout)
+        self.out = nn.Linear(self.tower.output_size, num_outputs)
 
     def strand_logits(self, codes: torch.Tensor) -> torch.Tensor:
-        """codes [B, L] (`encode`) -> logits [B, F]. An input shorter than DeepSEA's 1 kb
-        is read in the middle of a 1 kb window of N (all-zero columns); its fully
-        connected layer reads positions, so a data set's windows share one length."""
-        x = one_hot(codes)
-        if x.shape[-1] < DEEPSEA_WINDOW:
-            left = (DEEPSEA_WINDOW - x.shape[-1]) // 2
-            x = F.pad(x, (left, DEEPSEA_WINDOW - x.shape[-1] - left))
-        for index, conv in enumerate(self.convs):
-            x = F.relu(conv(x))
-            if index < 2:
-                x = F.max_pool1d(x, DEEPSEA_POOL)
-            x = self.dropouts[index](x)
-        if x.shape[-1] > DEEPSEA_POSITIONS:  # [B, C, L'] -> [B, C, 53]
-            x = F.adaptive_max_pool1d(x, DEEPSEA_POSITIONS)
-        return self.out(F.relu(self.hidden(x.flatten(1))))
+        """codes [B, L] (`encode`) -> logits [B, F]."""
+        return self.out(self.tower(one_hot(codes)))
 
     def forward(self, codes: torch.Tensor, rc_average: bool) -> torch.Tensor:
         logits = self.strand_logits(codes)
@@ -138,10 +112,6 @@ class DeepSEACNN(nn.Module):
         return logits
 
 
-DEEPSEA_KERNEL, DEEPSEA_POOL, DEEPSEA_WINDOW = 8, 4, 1000
-# positions after DeepSEA's three convolutions of a 1,000 bp window: 1000 - 7 = 993,
-# pooled 248; - 7 = 241, pooled 60; - 7 = 53
-DEEPSEA_POSITIONS = 53
 ARCHITECTURES = {"cnn": SmallCNN, "deepsea-cnn": DeepSEACNN}
 
 
@@ -180,13 +150,14 @@ def predict(model: nn.Module, codes: torch.Tensor, rc_average: bool, batch: int 
 
 
 def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
-    """(test probabilities, validation probabilities, details) of the CNN."""
+    """(test probabilities, validation probabilities, details, the trained model) of the
+    CNN."""
     spec = spec or CNNSpec()
     model, details = train_cnn(data, spec)
     test_codes, valid_codes = (encode([central(s, spec.window_bp) for s in split.sequences])
                                for split in (data.test, data.valid))  # fmt: skip
     test = predict(model, test_codes, spec.rc_average)
-    return test, predict(model, valid_codes, spec.rc_average), details
+    return test, predict(model, valid_codes, spec.rc_average), details, model
 
 
 def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:

@@ -141,8 +141,8 @@ def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
 
 def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
                   window_bp: int | None = None):  # fmt: skip
-    """(test probabilities [N, F], validation probabilities, details) of the k-mer LR,
-    each window read as its central `window_bp` bases where given."""
+    """(test probabilities [N, F], validation probabilities, details, the fitted KmerLR)
+    of the k-mer LR, each window read as its central `window_bp` bases where given."""
 
     def counts(split):
         return kmer_matrix([central(s, window_bp) for s in split.sequences], ks)
@@ -156,4 +156,4 @@ def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 
         )
     fitted = fit_kmer_lr(data, ks, c_grid, seed, window_bp, train_counts)
     test = _predict(fitted.models, fitted.scaler.transform(test_counts))
-    return test, fitted.validation, fitted.details
+    return test, fitted.validation, fitted.details, fitted

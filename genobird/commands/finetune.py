@@ -58,6 +58,7 @@ def spec_of(values: dict, choose: tuple, quiet: bool):
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
+    from genobird.baselines.saved import SAVED_FOLDER
     from genobird.datasets.windows import read_metadata
     from genobird.finetuning.finetune import finetune
 
@@ -80,7 +81,13 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         if args.model is not None:  # the architecture of that model, fresh weights
             spec.model = fresh_shape_of(args.model)
             tokenizer = tokenizer or args.model
-    report = finetune(args.data, args.out, spec, pretrained, tokenizer, args.restart_changed)
+    for run in args.base_start_from or ():
+        if not any((run / SAVED_FOLDER).glob("*.safetensors")):
+            raise UsageError(f"--base-start-from {run}: no fitted baseline in "
+                             f"{run / SAVED_FOLDER}; give the --out folder of `genobird "
+                             "baseline cnn|deepsea-cnn|kmer-lr`")  # fmt: skip
+    report = finetune(args.data, args.out, spec, pretrained, tokenizer, args.restart_changed,
+                      baseline_runs=args.base_start_from or ())  # fmt: skip
     print(f"fine-tuned {args.task}; test {headline(report)}; model in {args.out}/model")
     return EXIT_OK
 
@@ -112,6 +119,12 @@ def add_finetune(commands) -> None:
         "128-wide model (then give --tokenizer)",
         tokenizer="with --from-scratch and no --model",
     )
+    groups["model"].add_argument(
+        "--base-start-from", type=Path, nargs="+", metavar="RUN",
+        help="output folders of `genobird baseline` runs on the same data set: a base reader "
+        "(--base-cnn-channels, --base-kmers) that such a run fitted exactly as this run "
+        "would is read from it instead of fitted again",
+    )  # fmt: skip
     add_shared(
         groups["recipe"],
         "config",

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.baselines.saved import SAVED_FOLDER
 from genobird.datasets.metrics import PREDICTIONS, multilabel_metrics
 from genobird.errors import InputError
 from genobird.evaluation.compare import (
@@ -132,6 +133,23 @@ def how_it_stopped(run: Path) -> dict | None:
     return None
 
 
+def started_from(run: Path) -> list[str]:
+    """The baseline runs (KIND-BP folder names) whose fitted models a genobird run read as
+    its base readers (base-start.json's `read_from`): their minutes are theirs, counted
+    once, where they ran as arms of their own."""
+    from genobird.finetuning.base_start import BASE_START_FILE
+
+    path = run.parent / BASE_START_FILE
+    if not path.is_file():
+        return []
+    record = json.loads(path.read_text())
+    sources = (record.get(reader, {}).get("read_from") for reader in ("base_cnn", "base_kmer_lr"))
+    # RUN/fitted/STEM.safetensors (a fine-tuning run's own cache is not a run)
+    runs = [Path(source).parents[1] for source in sources
+            if source and Path(source).parent.name == SAVED_FOLDER]  # fmt: skip
+    return [run.name for run in runs if _RUN.match(run.name)]
+
+
 def run_seconds(run: Path) -> float | None:
     """The wall time of the pipeline job that wrote a run (its benchmark file), if any."""
     path = run.parent / BENCHMARK_FILE
@@ -178,7 +196,7 @@ def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
     """The context ablation of one chromatin task folder, as a dict (the report's tables
     and `benchmarks/chromatin_context.py`'s targets read it):
     arms            {arm: {name, best_context, contexts: {bp: {medians, validation_auroc,
-                    seconds, stop (how_it_stopped)}}}}
+                    seconds, stop (how_it_stopped), started_from}}}}
     gain_over_narrowest  {arm: {bp: {group: paired difference}}}
     same_context    genobird minus each baseline at each context both ran
     best_against_best    genobird at its best context minus each baseline at its best
@@ -212,6 +230,7 @@ def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
                     "validation_auroc": validation_auroc(folder),
                     "seconds": run_seconds(folder),
                     "stop": how_it_stopped(folder),
+                    "started_from": started_from(folder),
                 }
                 for bp, folder in runs.items()
             },

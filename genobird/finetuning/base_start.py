@@ -21,15 +21,24 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import safetensors.torch
 import torch
 
+from genobird.baselines.saved import (
+    KMER_STEM,
+    SAVED_FOLDER,
+    cnn_identity,
+    cnn_stem,
+    kmer_identity,
+    mismatches,
+    read_saved,
+    write_saved,
+)  # fmt: skip
 from genobird.datasets.metrics import mean_auroc
-from genobird.fileio import atomic_path, atomic_write, file_digest
+from genobird.fileio import atomic_write
 from genobird.genome.alphabet import reverse_complement
 from genobird.inputs import central
 
@@ -38,9 +47,6 @@ log = logging.getLogger(__name__)
 # The base CNN's learning rate: the CNN baseline's (baselines.cnn.CNNSpec), at which that
 # tower is known to train; the encoder's fine-tuning rate (3e-4) is a pretrained model's.
 BASE_CNN_LEARNING_RATE = 1e-3
-# The base CNN is first trained alone as genobird's CNN baseline is, within the budget the
-# baseline has beside fine-tuning in docs/results.md.
-BASE_CNN_MINUTES = 3.0
 BASE_START_FILE = "base-start.json"
 # The CNN's weights in the blended start that validation chooses among; a tie goes to the
 # first listed, an even blend before either baseline alone
@@ -48,17 +54,19 @@ CNN_WEIGHTS = (0.5, 0.25, 0.75, 0.0, 1.0)
 
 
 def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path,
-                         rc_average: bool) -> dict:  # fmt: skip
-    """Train or fit the base readers `spec` asks for, start `model` from them (blended
-    on validation when both), write OUTPUT/base-start.json; returns what it wrote."""
+                         rc_average: bool, sources=()) -> dict:  # fmt: skip
+    """Train or fit the base readers `spec` asks for (or read them: from `cache`, or
+    from the baseline runs in `sources` that fitted them as `spec` asks), start `model`
+    from them (blended on validation when both), write OUTPUT/base-start.json; returns
+    what it wrote."""
     from genobird.baselines import load_baseline_data
 
     data = load_baseline_data(data_path, spec.seed)
     record, cnn, kmer_lr = {}, None, None
     if spec.base_cnn_channels:
-        cnn, record["base_cnn"] = base_cnn(data, spec, data_path, cache, rc_average)
+        cnn, record["base_cnn"] = base_cnn(data, spec, cache, rc_average, sources)
     if spec.base_kmers:
-        kmer_lr, record["base_kmer_lr"] = base_kmer_lr(data, spec, data_path, cache)
+        kmer_lr, record["base_kmer_lr"] = base_kmer_lr(data, spec, cache, sources)
 
     def reader_logits(sequences: list[str]) -> tuple:
         """Each base reader's baseline logits [S, N, F] on the windows (0: no such reader)."""
@@ -153,54 +161,71 @@ def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray,
     return best, scores
 
 
-def base_cnn(data, spec, data_path: Path, cache: Path, rc_average: bool):
+def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):
     """The base CNN trained alone as genobird's CNN baseline (`baselines.cnn.train_cnn`:
-    the same tower, data, strands and validation choice of epoch), or read from `cache`."""
-    from genobird.baselines.cnn import CNNSpec, SmallCNN, train_cnn
+    the same architecture, tower, data, strands, budget and validation choice of epoch),
+    or read where it was saved: `cache`, or a baseline run in `sources`."""
+    from genobird.baselines.cnn import ARCHITECTURES, CNNSpec, train_cnn
 
     cnn_spec = CNNSpec(
-        channels=spec.base_cnn_channels, rc_average=rc_average,
-        window_bp=spec.window_bp, seed=spec.seed, max_minutes=BASE_CNN_MINUTES,
+        architecture=spec.base_cnn_architecture, channels=spec.base_cnn_channels,
+        rc_average=rc_average, window_bp=spec.window_bp, seed=spec.seed,
+        max_minutes=spec.base_cnn_minutes,
     )  # fmt: skip
-    identity = {**asdict(cnn_spec), "data": file_digest(data_path)}
-    stem = cache / ("both-strands" if rc_average else "one-strand")
-    if saved := read_cached(stem, identity):
-        cnn = SmallCNN(data.num_outputs, cnn_spec.channels, cnn_spec.dropout)
-        safetensors.torch.load_model(cnn, str(stem.with_suffix(".safetensors")))
-        log.info("base CNN read from %s", stem.with_suffix(".safetensors"))
-        return cnn.eval(), saved["details"]
+    stem = cnn_stem(rc_average)
+    if found := saved_baseline("base CNN", stem, cnn_identity(cnn_spec, data), cache, sources):
+        record, path = found
+        cnn = ARCHITECTURES[cnn_spec.architecture](data.num_outputs, cnn_spec.channels,
+                                                   cnn_spec.dropout)  # fmt: skip
+        if cnn_spec.architecture == "deepsea-cnn":
+            cnn.tower.materialize()
+        safetensors.torch.load_model(cnn, str(path))
+        return cnn.eval(), record
     with torch.random.fork_rng(devices=[]):
         cnn, details = train_cnn(data, cnn_spec)
     log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
              max(details["validation_auroc_by_epoch"]), details["epochs"],
              details["seconds"])  # fmt: skip
-    write_cached(stem, identity, details, {k: v.contiguous() for k, v in cnn.state_dict().items()})
+    write_saved(cache, stem, cnn_identity(cnn_spec, data), details, cnn.state_dict())
     return cnn.eval(), details
 
 
-def base_kmer_lr(data, spec, data_path: Path, cache: Path):
+def base_kmer_lr(data, spec, cache: Path, sources=()):
     """The k-mer LR of the base k-mers fitted as genobird's k-mer LR baseline
     (`baselines.kmer.fit_kmer_lr`: counts of 3- to base_kmers-mers, C chosen on
-    validation), as (weights, biases, scale), or read from `cache`."""
+    validation), as (weights, biases, scale), or read where it was saved: `cache`, or a
+    baseline run in `sources`."""
     from genobird.baselines.kmer import fit_kmer_lr
     from genobird.model.base_readers import base_kmer_lengths
 
     ks = base_kmer_lengths(spec.base_kmers)
-    identity = {"k": list(ks), "window_bp": spec.window_bp, "seed": spec.seed,
-                "data": file_digest(data_path)}  # fmt: skip
-    stem = cache / "kmer-lr"
-    if saved := read_cached(stem, identity):
-        tensors = safetensors.torch.load_file(str(stem.with_suffix(".safetensors")))
-        log.info("base k-mer LR read from %s", stem.with_suffix(".safetensors"))
-        return tuple(tensors[k].numpy() for k in ("weights", "biases", "scale")), saved["details"]
+    identity = kmer_identity(ks, spec.window_bp, spec.seed, data)
+    if found := saved_baseline("base k-mer LR", KMER_STEM, identity, cache, sources):
+        record, path = found
+        tensors = safetensors.torch.load_file(str(path))
+        return tuple(tensors[k].numpy() for k in ("weights", "biases", "scale")), record
     fitted = fit_kmer_lr(data, ks, seed=spec.seed, window_bp=spec.window_bp)
     linear = fitted.linear()
     details = fitted.details
     log.info("base k-mer LR fitted: C %g, validation AUROC %.4f (%.0f s)", details["C"],
              max(details["validation_auroc_by_C"].values()), details["seconds"])  # fmt: skip
     tensors = dict(zip(("weights", "biases", "scale"), map(torch.from_numpy, linear), strict=True))
-    write_cached(stem, identity, fitted.details, tensors)
-    return linear, fitted.details
+    write_saved(cache, KMER_STEM, identity, details, tensors)
+    return linear, details
+
+
+def saved_baseline(name: str, stem: str, identity: dict, cache: Path, sources):
+    """(details, tensors' path) of the baseline saved in `cache` or in a baseline run of
+    `sources` (RUN/fitted) with exactly `identity`, else None. A run given whose baseline
+    was fitted otherwise is named with its differences: this run then fits its own."""
+    folders = [cache, *(Path(run) / SAVED_FOLDER for run in sources)]
+    if found := read_saved(folders, stem, identity):
+        record, path = found
+        log.info("%s read from %s", name, path)
+        return {**record["details"], "read_from": str(path)}, path
+    for other in mismatches(folders[1:], stem, identity):
+        log.warning("%s: %s was fitted otherwise, so this run fits its own", name, other)
+    return None
 
 
 def strand_windows(sequences: list[str], window_bp: int | None, both: bool) -> list[list[str]]:
@@ -234,21 +259,3 @@ def kmer_logits(linear, sequences: list[str], spec, rc_average: bool) -> np.ndar
     strands = strand_windows(sequences, spec.window_bp, rc_average)
     return np.stack([np.asarray(kmer_matrix(strand, ks).multiply(scale[None]) @ weights.T)
                      + biases for strand in strands])  # fmt: skip
-
-
-def read_cached(stem: Path, identity: dict) -> dict | None:
-    """The record of a baseline cached at `stem` (.json beside .safetensors), if it was
-    trained with exactly `identity` (its settings and the data set's digest)."""
-    about = stem.with_suffix(".json")
-    if not (about.is_file() and stem.with_suffix(".safetensors").is_file()):
-        return None
-    saved = json.loads(about.read_text())
-    return saved if saved.get("identity") == identity else None
-
-
-def write_cached(stem: Path, identity: dict, details: dict, tensors: dict) -> None:
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(stem.with_suffix(".safetensors")) as tmp:
-        safetensors.torch.save_file(tensors, str(tmp))
-    with atomic_write(stem.with_suffix(".json")) as handle:
-        json.dump({"identity": identity, "details": details}, handle, indent=2)

@@ -27,7 +27,6 @@ from genobird.errors import ConfigError
 from genobird.fileio import atomic_write, file_digest
 from genobird.finetuning.base_start import (
     BASE_CNN_LEARNING_RATE,
-    BASE_CNN_MINUTES,
     BASE_START_FILE,
     StartPull,
     start_from_baselines,
@@ -195,6 +194,7 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
         head["centre_fraction"] = task_meta["profile_bin_bp"] / window
     if spec.base_cnn_channels:
         head["base_cnn_channels"] = spec.base_cnn_channels
+        head["base_cnn_architecture"] = spec.base_cnn_architecture
     if spec.base_kmers:
         head["base_kmers"] = spec.base_kmers
     return build_task_model(
@@ -222,10 +222,12 @@ def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> Finetun
 
 
 def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_path=None,
-             restart_changed: bool = False) -> dict:  # fmt: skip
+             restart_changed: bool = False, baseline_runs=()) -> dict:  # fmt: skip
     """Fine-tune, evaluate on the test split, write the model directory and the report.
     A run resumes from its own checkpoints in `output`; checkpoints there of a run with
-    other settings are refused, or with `restart_changed` deleted (`discard_other_run`)."""
+    other settings are refused, or with `restart_changed` deleted (`discard_other_run`).
+    Base readers fitted exactly as `spec` asks by a baseline run in `baseline_runs` are
+    read from it (base_start.saved_baseline)."""
     data_path, output = Path(data_path), Path(output)
     pretrained = Path(pretrained) if pretrained else None
     if pretrained is None and tokenizer_path is None:
@@ -244,7 +246,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
         raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn",
-                  restart_changed=restart_changed)  # fmt: skip
+                  baseline_runs=tuple(baseline_runs), restart_changed=restart_changed)  # fmt: skip
     log.info("plan: %s", plan(spec, meta))
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice)
@@ -267,8 +269,10 @@ def plan(spec: FinetuneSpec, meta: dict) -> str:
     the run and each probe; the base CNN is bounded by its own clock."""
     parts = []
     if spec.base_cnn_channels:
-        parts.append(f"train a {spec.base_cnn_channels}-filter base CNN alone first (the CNN "
-                     f"baseline, at most {BASE_CNN_MINUTES:g} min per strand setting)")  # fmt: skip
+        parts.append(f"train a {spec.base_cnn_channels}-filter base CNN "
+                     f"({spec.base_cnn_architecture}) alone first (the CNN baseline, at most "
+                     f"{spec.base_cnn_minutes:g} min per strand setting, unless read from a "
+                     "baseline run)")  # fmt: skip
     if spec.base_kmers:
         parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers")
     if spec.base_cnn_channels and spec.base_kmers:
@@ -291,7 +295,8 @@ def plan(spec: FinetuneSpec, meta: dict) -> str:
 
 
 def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,
-              tokenizer, cnn_cache: Path, restart_changed: bool = False) -> Trainer:  # fmt: skip
+              tokenizer, cnn_cache: Path, baseline_runs=(),
+              restart_changed: bool = False) -> Trainer:  # fmt: skip
     """One fine-tuning run of `spec` from the starting weights into `output` (resumed
     from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
@@ -332,7 +337,7 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     # the checkpoint's weights over it
     if warm_start and (spec.base_kmer_pull or latest_checkpoint(output / "checkpoints") is None):
         record = start_from_baselines(model, spec, data_path, output, cnn_cache,
-                                      evaluation_strands(spec, meta))  # fmt: skip
+                                      evaluation_strands(spec, meta), baseline_runs)  # fmt: skip
         if "base_kmer_pull_strength" in record:
             pull = StartPull(model, record["base_kmer_pull_strength"])
     trainer = Trainer(
@@ -503,6 +508,7 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "learning_rate": spec.training.get("learning_rate"),
         "pooling": spec.pooling,
         "base_cnn_channels": spec.base_cnn_channels,
+        "base_cnn_architecture": spec.base_cnn_architecture,
         "base_kmers": spec.base_kmers,
         "head_lr_scale": task_head_lr_scale(spec, meta),
         "layer_decay": spec.layer_decay,

@@ -32,6 +32,8 @@ POOLINGS = ("cls", "mean", "hf", "centre", "profile")
 # fine-tuning steps of each probe that answers a classify run's open questions (at most
 # 4 probes, so at most 2,000 steps beside the 3,000-step run)
 PROBE_STEPS = 500
+# the CNN baselines a base CNN can be (baselines.cnn.ARCHITECTURES; a test holds them equal)
+CNN_ARCHITECTURES = ("cnn", "deepsea-cnn")
 # the base readers: a head transformers has no counterpart of
 BASE_READERS = ("base_cnn_channels", "base_kmers")
 
@@ -150,6 +152,14 @@ SETTINGS: tuple[Setting, ...] = (
             help="a CNN of C filters on the window's bases beside the encoder (genobird's CNN "
             "baseline's tower), trained alone first, then pooled and read by the head with "
             "the encoder's vector (0: none)"),
+    Setting("base_cnn_architecture", str, "model", default="cnn", choices=CNN_ARCHITECTURES,
+            help="the base CNN's architecture, a CNN baseline's: cnn (global pooling of "
+            "three convolutions) or deepsea-cnn (DeepSEA's, whose fully connected layer "
+            "reads where in the window each motif lies)"),
+    Setting("base_cnn_minutes", float, "model", default=3.0, low=0, open_low=True,
+            help="the base CNN's budget when trained alone first, as the CNN baseline's "
+            "--max-minutes: a baseline run of the same budget (--base-start-from) is read "
+            "instead of trained again"),
     Setting("base_kmers", int, "model", default=0, defaults=by_task(6, 0), low=0, high=8,
             metavar="K",
             help="the counts of the window's 3- to K-mers beside the encoder (the k-mer LR "

@@ -133,6 +133,10 @@ class BaseCNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.output_size = 2 * channels
 
+    def start_from(self, cnn: nn.Module) -> None:
+        """Take a trained baseline's tower (baselines.cnn.SmallCNN of this width)."""
+        self.blocks.load_state_dict(cnn.blocks.state_dict())
+
     def forward(self, base_codes: torch.Tensor) -> torch.Tensor:
         """base_codes long [B, L] (BaseSpeller's codes) -> features [B, 2C]."""
         x = F.one_hot(base_codes, BaseSpeller.NOTHING + 1)[..., :4]
@@ -161,6 +165,89 @@ def cnn_tower(blocks: nn.ModuleList, dropout: nn.Module, x: torch.Tensor,
         x = dropout(x)
     count = inside.sum(-1).clamp(min=1)
     return torch.cat([x.amax(dim=-1), x.sum(dim=-1) / count], dim=1)
+
+
+# DeepSEA's convolutions: 8 bp kernels, max-pooling of 4 after the first two, read over a
+# window of at least 1 kb; positions after its three convolutions of a 1,000 bp window:
+# 1000 - 7 = 993, pooled 248; - 7 = 241, pooled 60; - 7 = 53
+DEEPSEA_KERNEL, DEEPSEA_POOL, DEEPSEA_WINDOW = 8, 4, 1000
+DEEPSEA_POSITIONS = 53
+
+
+class DeepSEATower(nn.Module):
+    """DeepSEA's convolutions and fully connected layer (baselines.cnn.DeepSEACNN is this
+    tower and an output layer): one-hot bases [B, 4, L] -> the hidden layer's [B, 2C].
+    Its channels (320, 480, 960 in DeepSEA) are `channels` for the first convolution and
+    1.5x and 3x of it for the others (DeepSEA's ratios), with batch norm after each (not
+    in DeepSEA (2015): Selene's DeeperDeepSEA adds it, so that a data set of thousands of
+    windows trains in epochs, not hundreds), and a hidden layer of 2x. The fully connected
+    layer reads at most `DEEPSEA_POSITIONS` positions, DeepSEA's own count at 1 kb: longer
+    inputs are max-pooled down to it, so a window of 8 kb is read by the same layers, each
+    position then summarising 8x the bases; a shorter one is read in the middle of a 1 kb
+    window of N (all-zero columns). It reads positions, so the inputs of one batch share
+    one length (a data set's windows do)."""
+
+    def __init__(self, channels: int, dropout: float):
+        super().__init__()
+        widths = (channels, channels * 3 // 2, channels * 3)
+        self.convs = nn.ModuleList(
+            nn.Sequential(
+                nn.Conv1d(4 if i == 0 else widths[i - 1], width, DEEPSEA_KERNEL),
+                nn.BatchNorm1d(width),
+            )
+            for i, width in enumerate(widths)
+        )
+        self.dropouts = nn.ModuleList(nn.Dropout(p) for p in (dropout, dropout, 2.5 * dropout))
+        # sized on the first input (the baseline's weights, drawn in this order, are what
+        # its published figures were measured with); `materialize` sizes it at once
+        self.hidden = nn.LazyLinear(2 * channels)
+        self.output_size = 2 * channels
+
+    def materialize(self) -> DeepSEATower:
+        """Size the fully connected layer (it always reads `DEEPSEA_POSITIONS`), leaving
+        the random number generator as it was."""
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            self(torch.zeros(1, 4, DEEPSEA_WINDOW))
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] < DEEPSEA_WINDOW:
+            left = (DEEPSEA_WINDOW - x.shape[-1]) // 2
+            x = F.pad(x, (left, DEEPSEA_WINDOW - x.shape[-1] - left))
+        for index, conv in enumerate(self.convs):
+            x = F.relu(conv(x))
+            if index < 2:
+                x = F.max_pool1d(x, DEEPSEA_POOL)
+            x = self.dropouts[index](x)
+        if x.shape[-1] > DEEPSEA_POSITIONS:  # [B, C, L'] -> [B, C, 53]
+            x = F.adaptive_max_pool1d(x, DEEPSEA_POSITIONS)
+        return F.relu(self.hidden(x.flatten(1)))
+
+
+class BaseDeepSEA(nn.Module):
+    """DeepSEA's CNN on the bases the input's tokens spell, beside the encoder (as
+    `BaseCNN` puts the small CNN there): its hidden layer, read by the head with the
+    encoder's vector, so a classifier can start as genobird's DeepSEA CNN baseline, whose
+    fully connected layer sees where in a long window each motif lies (the small CNN's
+    global pooling does not). A, C, G, T one-hot, N and positions past the end all-zero,
+    as the baseline reads them; the inputs of one batch share one length."""
+
+    def __init__(self, channels: int, dropout: float):
+        super().__init__()
+        self.tower = DeepSEATower(channels, dropout).materialize()
+        self.output_size = self.tower.output_size
+
+    def start_from(self, cnn: nn.Module) -> None:
+        self.tower.load_state_dict(cnn.tower.state_dict())
+
+    def forward(self, base_codes: torch.Tensor) -> torch.Tensor:
+        """base_codes long [B, L] (BaseSpeller's codes) -> features [B, 2C]."""
+        x = F.one_hot(base_codes, BaseSpeller.NOTHING + 1)[..., :4]
+        return self.tower(x.transpose(1, 2).to(self.tower.convs[0][0].weight.dtype))
+
+
+# the base CNN's architectures (baselines.cnn.ARCHITECTURES: the baselines they start from)
+BASE_CNNS = {"cnn": BaseCNN, "deepsea-cnn": BaseDeepSEA}
 
 
 class BaseKmers(nn.Module):

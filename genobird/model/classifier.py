@@ -16,7 +16,7 @@ from torch import nn
 
 from genobird.errors import ConfigError
 from genobird.model.base_readers import (
-    BaseCNN,
+    BASE_CNNS,
     BaseKmers,
     BaseSpeller,
     base_kmer_lengths,
@@ -94,6 +94,7 @@ class BigBirdForSequenceClassification(nn.Module):
         pooling: str = "cls",
         centre_fraction: float = 1.0,
         base_cnn_channels: int = 0,
+        base_cnn_architecture: str = "cnn",
         base_kmers: int = 0,
         base_markers: bool = False,
         profile_bins: int = 0,
@@ -133,9 +134,14 @@ class BigBirdForSequenceClassification(nn.Module):
         # as classifiers fine-tuned before the start was made exact were trained to read
         self.base_markers = base_markers
         self.base_cnn = self.base_kmer_counts = self.base_speller = None
+        self.base_cnn_architecture = base_cnn_architecture
+        if base_cnn_architecture not in BASE_CNNS:
+            raise ConfigError(f"base_cnn_architecture must be one of {list(BASE_CNNS)}, "
+                              f"got {base_cnn_architecture!r}")  # fmt: skip
         if base_cnn_channels:
             check_base_reader(pooling, "base_cnn_channels", base_cnn_channels)
-            self.base_cnn = BaseCNN(base_cnn_channels, config.hidden_dropout)
+            self.base_cnn = BASE_CNNS[base_cnn_architecture](base_cnn_channels,
+                                                             config.hidden_dropout)  # fmt: skip
         if base_kmers:
             check_base_reader(pooling, "base_kmers", base_kmers)
             self.base_kmer_counts = BaseKmers(base_kmer_lengths(base_kmers))
@@ -162,6 +168,8 @@ class BigBirdForSequenceClassification(nn.Module):
             head["profile_bins"] = self.profile_bins
         if self.base_cnn_channels:
             head["base_cnn_channels"] = self.base_cnn_channels
+        if self.base_cnn_channels and self.base_cnn_architecture != "cnn":
+            head["base_cnn_architecture"] = self.base_cnn_architecture
         if self.base_kmers:
             head["base_kmers"] = self.base_kmers
         if self.base_readers():
@@ -244,7 +252,7 @@ class BigBirdForSequenceClassification(nn.Module):
             linear.weight.zero_()
             linear.bias.zero_()
             if cnn is not None:
-                self.base_cnn.blocks.load_state_dict(cnn.blocks.state_dict())
+                self.base_cnn.start_from(cnn)
                 first, last = reader_columns[self.base_cnn]
                 linear.weight[:, first:last].copy_(cnn_share * cnn.out.weight)
                 linear.bias.add_(cnn_share * cnn.out.bias)

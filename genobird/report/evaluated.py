@@ -27,8 +27,9 @@ def recipe_parts(metrics: dict) -> list[str]:
     if metrics.get("pooling"):
         parts.append(f"{metrics['pooling']} pooling")
     if metrics.get("base_cnn_channels"):
-        parts.append(f"a {metrics['base_cnn_channels']}-filter CNN on the bases beside the "
-                     "encoder")  # fmt: skip
+        kind = "DeepSEA " if metrics.get("base_cnn_architecture") == "deepsea-cnn" else ""
+        parts.append(f"a {metrics['base_cnn_channels']}-filter {kind}CNN on the bases beside "
+                     "the encoder")  # fmt: skip
     if metrics.get("base_kmers"):
         parts.append(f"the counts of its 3- to {metrics['base_kmers']}-mers beside the encoder")
     if blend := training.get("base_blend"):

@@ -74,6 +74,13 @@ def along_region(task: Path, summary: dict) -> str:
                              "predicted and observed along the held-out region")  # fmt: skip
 
 
+def minutes_cell(row: dict) -> str:
+    minutes = "-" if row["seconds"] is None else f"{row['seconds'] / 60:.1f}"
+    if row.get("started_from"):
+        minutes += f" (+ {', '.join(row['started_from'])})"
+    return minutes
+
+
 def context_ablation_tables(summary: dict) -> str:
     """The ablation's tables, grouped as the summary is (by category or by scale)."""
     groups = sorted({g for arm in summary["arms"].values()
@@ -85,13 +92,14 @@ def context_ablation_tables(summary: dict) -> str:
             valid = row["validation_auroc"]
             rows.append((f"{arm['name']}, {bp:,} bp{best}",
                          "-" if valid is None else f"{valid:.3f}",
-                         "-" if row["seconds"] is None else f"{row['seconds'] / 60:.1f}",
+                         minutes_cell(row),
                          row["stop"]["detail"] if row["stop"] else "-",
                          *(median_cell(row["medians"].get(g)) for g in groups)))  # fmt: skip
     text = (f"<p>Test median AUROC / AUPRC by {summary['by']} over the features with at least "
             f"{summary['min_positives']} test positives (their count in brackets), beside "
             "each run's mean validation AUROC (what chooses an arm's best context), wall "
-            "time and what ended it.</p>")  # fmt: skip
+            "time (a run that starts from baseline runs names them: their minutes are "
+            "theirs) and what ended it.</p>")  # fmt: skip
     text += html_table(rows, ("model", "validation AUROC", "minutes", "ended by", *groups))
     gains = []
     for arm, runs in summary["gain_over_narrowest"].items():
