@@ -752,6 +752,8 @@ def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretrai
     for name in ("both-strands", "one-strand"):
         assert (out / "base-cnn" / f"{name}.safetensors").is_file()
     cached = json.loads((out / "base-cnn" / f"{chosen}.json").read_text())
+    # the run read its strands' CNN from its own cache, where the probe had saved it
+    assert cnn.pop("read_from") == str(out / "base-cnn" / f"{chosen}.safetensors")
     assert cached["details"] == cnn and cached["identity"]["rc_average"] == report["rc_average"]
     # the k-mer LR of 3- and 4-mers fitted as its baseline; the start blends the two by
     # their validation AUROC, and validation before the first step scored that blend

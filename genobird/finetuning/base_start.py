@@ -14,7 +14,9 @@ better of the baselines, or their blend. The start's validation AUROC is recorde
 
 Each baseline trained for the same data and settings is kept in a cache folder and read
 from there (the recipe probes train one per strand setting; the run itself then trains
-none). What was trained and chosen goes to OUTPUT/base-start.json and the report.
+none), or read from a `genobird baseline` run that fitted it exactly so
+(baselines.saved; `--base-start-from`). What was trained or read and chosen goes to
+OUTPUT/base-start.json and the report.
 """
 
 from __future__ import annotations

@@ -269,10 +269,10 @@ def plan(spec: FinetuneSpec, meta: dict) -> str:
     the run and each probe; the base CNN is bounded by its own clock."""
     parts = []
     if spec.base_cnn_channels:
-        parts.append(f"train a {spec.base_cnn_channels}-filter base CNN "
-                     f"({spec.base_cnn_architecture}) alone first (the CNN baseline, at most "
-                     f"{spec.base_cnn_minutes:g} min per strand setting, unless read from a "
-                     "baseline run)")  # fmt: skip
+        kind = "DeepSEA " if spec.base_cnn_architecture == "deepsea-cnn" else ""
+        parts.append(f"train a {spec.base_cnn_channels}-filter {kind}base CNN alone first (the "
+                     f"CNN baseline, at most {spec.base_cnn_minutes:g} min per strand "
+                     "setting)")  # fmt: skip
     if spec.base_kmers:
         parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers")
     if spec.base_cnn_channels and spec.base_kmers:
