@@ -311,10 +311,35 @@ def test_a_finetuning_run_starts_from_the_baseline_runs_that_fitted_its_readers(
                      *readers, "--out", str(other),
                      "--base-start-from", str(runs["deepsea-cnn"])]) == 0  # fmt: skip
     assert "max_minutes 0.5, here 3.0" in caplog.text
+    assert f"--base-start-from {runs['deepsea-cnn']}: no base reader of this run" in caplog.text
     assert "read_from" not in json.loads((other / "base-start.json").read_text())["base_cnn"]
     assert main(["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
                  *readers, "--out", str(tmp_path / "x"), "--base-start-from",
                  str(out)]) == 2  # a fine-tuning run's folder  # fmt: skip
+
+
+def test_deepsea_base_cnn_refuses_windows_of_several_lengths(pretraining_data, demo_reference,
+                                                              tmp_path, capsys):  # fmt: skip
+    """DeepSEA's fully connected layer reads positions: a classify data set of 60-90 bp
+    sequences is refused in one line naming the fix, before anything is trained."""
+    model, _ = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
+    rng = np.random.default_rng(0)
+    paths = []
+    for name in ("train", "dev", "test"):
+        rows = ["".join(rng.choice(list("ACGT"), 60 + 10 * (i % 4))) + f",{i % 2}"
+                for i in range(40)]  # fmt: skip
+        paths.append(write(tmp_path / f"{name}.csv", "sequence,label\n" + "\n".join(rows) + "\n"))
+    data = tmp_path / "varied.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(paths[0]), "--valid",
+                 str(paths[1]), "--test", str(paths[2]), "--out", str(data)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["-q", "finetune", "classify", "--data", str(data), "--model", str(model),
+                 "--base-cnn-channels", "8", "--base-cnn-architecture", "deepsea-cnn",
+                 "--base-kmers", "0", "--probe-steps", "0", "--max-steps", "1",
+                 "--out", str(tmp_path / "run")]) != 0  # fmt: skip
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "windows are 60-90 bp" in error[0] and "--window-bp" in error[0]
+    assert not (tmp_path / "run" / "base-cnn").exists()
 
 
 @pytest.mark.slow

@@ -484,3 +484,31 @@ def test_profiles_name_only_rules_that_exist(tmp_path):
             (REPO / "pipelines" / "profiles" / profile / "config.v8+.yaml").read_text()
         )
         assert set(settings.get("set-resources", {})) <= rules, profile
+
+
+def test_state_arms_start_from_the_baseline_arms_at_their_context(tmp_path, shared_data):
+    """pipelines/chromatin-states.yaml: each genobird arm reads its k-mer start from the
+    k-mer LR arm at its context (`--base-start-from`), and with a DeepSEA base CNN from the
+    DeepSEA CNN arm too; a context without such an arm reads none."""
+    base = write_config(tmp_path, _at(pipeline("human-mini"), shared_data))
+    states = _at(pipeline("chromatin-states"), shared_data)
+    task = states["chromatin_tasks"]["roadmap_states_hg19"]
+    task["kmer_contexts"] = [1000, 4000]
+    overlay = tmp_path / "states.yaml"
+    overlay.write_text(yaml.safe_dump(states))
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))
+    assert done.returncode == 0, done.stderr[-2000:]
+    arms = f"{tmp_path}/results/chromatin_tasks/roadmap_states_hg19/baselines"
+    finetunes = {int(re.search(r"--window-bp (\d+)", line).group(1)): line
+                 for line in done.stdout.splitlines() if "finetune chromatin" in line}  # fmt: skip
+    assert set(finetunes) == {1000, 2000, 4000, 8000}
+    assert f"--base-start-from {arms}/kmer-lr-4000 >" in finetunes[4000]
+    assert "--base-start-from" not in finetunes[8000]  # no k-mer LR arm at 8 kb here
+    task.update(base_cnn_channels=128, base_cnn_architecture="deepsea-cnn", base_cnn_minutes=15)
+    overlay.write_text(yaml.safe_dump(states))
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(line for line in done.stdout.splitlines()
+                if "finetune chromatin" in line and "--window-bp 4000" in line)  # fmt: skip
+    assert (f"--base-start-from {arms}/kmer-lr-4000 {arms}/deepsea-cnn-4000 >" in line
+            and "--base-cnn-architecture deepsea-cnn --base-cnn-minutes 15" in line)  # fmt: skip

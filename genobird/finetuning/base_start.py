@@ -40,6 +40,7 @@ from genobird.baselines.saved import (
     write_saved,
 )  # fmt: skip
 from genobird.datasets.metrics import mean_auroc
+from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
 from genobird.genome.alphabet import reverse_complement
 from genobird.inputs import central
@@ -97,6 +98,12 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
             start = blend_probabilities(*logits, cnn_weight, shift)
             record[name] = round(mean_auroc(split.labels, start), 5)
     model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
+    read = [part.get("read_from", "") for part in (record.get("base_cnn", {}),
+                                                    record.get("base_kmer_lr", {}))]  # fmt: skip
+    for run in sources:
+        if not any(path.startswith(str(Path(run) / SAVED_FOLDER)) for path in read):
+            log.warning("--base-start-from %s: no base reader of this run was read from it "
+                        "(it fitted none this run has, or fitted it otherwise)", run)  # fmt: skip
     kmer_share = 1 - cnn_weight if cnn is not None else 1.0
     if spec.base_kmer_pull and kmer_lr is not None and kmer_share > 0:
         record["base_kmer_pull_strength"] = pull_strength(
@@ -174,8 +181,10 @@ def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):
         rc_average=rc_average, window_bp=spec.window_bp, seed=spec.seed,
         max_minutes=spec.base_cnn_minutes,
     )  # fmt: skip
-    stem = cnn_stem(rc_average)
-    if found := saved_baseline("base CNN", stem, cnn_identity(cnn_spec, data), cache, sources):
+    if cnn_spec.architecture == "deepsea-cnn":
+        check_one_length(data, spec.window_bp)
+    stem, identity = cnn_stem(rc_average), cnn_identity(cnn_spec, data)
+    if found := saved_baseline("base CNN", stem, identity, cache, sources):
         record, path = found
         cnn = ARCHITECTURES[cnn_spec.architecture](data.num_outputs, cnn_spec.channels,
                                                    cnn_spec.dropout)  # fmt: skip
@@ -188,8 +197,21 @@ def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):
     log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
              max(details["validation_auroc_by_epoch"]), details["epochs"],
              details["seconds"])  # fmt: skip
-    write_saved(cache, stem, cnn_identity(cnn_spec, data), details, cnn.state_dict())
+    write_saved(cache, stem, identity, details, cnn.state_dict())
     return cnn.eval(), details
+
+
+def check_one_length(data, window_bp: int | None) -> None:
+    """DeepSEA's fully connected layer reads positions, so its windows must share one
+    length (padding a shorter one would move what it reads with its batch)."""
+    lengths = {len(central(s, window_bp)) for split in (data.train, data.valid, data.test)
+               for s in split.sequences}  # fmt: skip
+    if len(lengths) > 1:
+        raise ConfigError(
+            f"{data.path}: its windows are {min(lengths)}-{max(lengths)} bp, but "
+            "base_cnn_architecture deepsea-cnn reads positions and needs one length: give "
+            "--window-bp (at most the shortest) or --base-cnn-architecture cnn"
+        )
 
 
 def base_kmer_lr(data, spec, cache: Path, sources=()):
