@@ -83,7 +83,7 @@ def epdnew_subset(shared_data, folder: Path, promoters: int = 400) -> Path:
 
 def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int | None,
                      rc_average: bool, base_cnn_channels=16, base_kmers=5,
-                     pooling="mean", base_cnn_architecture="cnn"):  # fmt: skip
+                     pooling="mean", base_cnn_architecture="cnn", base_blend="one"):  # fmt: skip
     """A classifier built and started as `finetune` builds and starts it, its logits on
     the validation windows of each strand through the evaluation path (WindowDataset, the
     collate that pads batches), and the baselines' own logits on the same windows: the
@@ -109,7 +109,8 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     tokenizer = load_tokenizer(model_dir)
     spec = FinetuneSpec(window_bp=window_bp, pooling=pooling, dropout=0.3,
                         base_cnn_channels=base_cnn_channels, base_kmers=base_kmers,
-                        base_cnn_architecture=base_cnn_architecture)  # fmt: skip
+                        base_cnn_architecture=base_cnn_architecture,
+                        base_blend=base_blend)  # fmt: skip
     spec = fitted_spec(spec, data, tokenizer, model_dir)
     meta = read_metadata(data)
     model = build_model(meta, model_dir, spec, tokenizer)
@@ -128,7 +129,10 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
                                    for b in loader]).numpy())  # fmt: skip
     baseline_data = load_baseline_data(data, spec.seed)
     windows = [central(s, window_bp) for s in baseline_data.valid.sequences]
-    weight = record.get("base_blend", {}).get("cnn_weight", 1.0 if base_cnn_channels else 0.0)
+    blend = record.get("base_blend", {})
+    weight = blend.get("cnn_weight", 1.0 if base_cnn_channels else 0.0)
+    if by_category := blend.get("cnn_weight_by_category"):  # one weight per output
+        weight = np.array([by_category[category] for category in meta["categories"]])
     theirs = []
     if base_cnn_channels:
         cnn = base_start.base_cnn(baseline_data, spec, folder / "cache", rc_average)[0]
@@ -143,9 +147,12 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
             logits += weight * cnn_logits.double().numpy()
         if kmer_lr is not None:
             features = kmer_lr.scaler.transform(kmer_matrix(strand, kmer_lr.ks))
-            columns = [m.decision_function(features) if not isinstance(m, float)
-                       else np.full(len(strand), np.log(m / (1 - m)))
-                       for m in kmer_lr.models]  # fmt: skip
+            # an output with one class in training: its rate's log-odds, kept finite
+            rates = [min(max(m, 1e-4), 1 - 1e-4) if isinstance(m, float) else None
+                     for m in kmer_lr.models]  # fmt: skip
+            columns = [m.decision_function(features) if rate is None
+                       else np.full(len(strand), np.log(rate / (1 - rate)))
+                       for m, rate in zip(kmer_lr.models, rates, strict=True)]  # fmt: skip
             logits += (1 - weight) * np.stack(columns, axis=1)
         # with positives weighted w (chromatin: 8), the weighted loss's optimum: + log w
         theirs.append(logits + np.log(task_pos_weight(spec, meta)))
@@ -216,6 +223,25 @@ def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
     # with DeepSEA's CNN as the base CNN (its fully connected layer reads positions)
     check_start(real_model, profiled, tmp_path / "deepsea", None, rc_average=True,
                 pooling="profile", base_cnn_architecture="deepsea-cnn")  # fmt: skip
+    # Roadmap chromatin states of two epigenomes (8 state groups each), blended per
+    # category: each output starts as its category's blend, as validation chose it
+    states = shared_data / "chromatin" / "roadmap_chromhmm_hg19"
+    header, *rows = (states / "features.tsv").read_text().splitlines()
+    column = header.split("\t").index("peak_file")
+    kept = [row.split("\t") for row in rows if row.split("\t")[1].split("|")[0] in ("E021", "E032")]
+    for row in kept:
+        row[column] = str(states / row[column])
+    table = write(tmp_path / "states.tsv", "\n".join([header, *map("\t".join, kept)]) + "\n")
+    by_category = tmp_path / "states.h5"
+    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
+                 str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"),
+                 "--out", str(by_category), "--context-bp", "1000", "--max-bins", "300",
+                 "--chromosomes", "chr19", "--valid-chromosomes", "chr19:2000001-2500000",
+                 "--test-chromosomes", "chr19:2500001-3119000"]) == 0  # fmt: skip
+    check_start(real_model, by_category, tmp_path / "by-category", None,
+                rc_average=True, base_blend="by-category")  # fmt: skip
+    blend = json.loads((tmp_path / "by-category" / "base-start.json").read_text())["base_blend"]
+    assert len(kept) == 16 and len(blend["cnn_weight_by_category"]) == 8, blend
     # windows soft-masked (lowercase, repeats) in the FASTA were among those checked
     import h5py
     import pyfaidx
@@ -380,3 +406,29 @@ def test_a_start_that_is_not_the_baselines_is_reported(caplog):
         check = start_check(history, {"start_validation_auroc": 0.9457})
     assert check["agree"] is False and "did not start as its baselines" in caplog.text
     assert start_check(history[1:], {"start_validation_auroc": 0.9457}) is None
+
+
+def test_a_blend_by_category_chooses_each_categorys_weight_on_its_own_outputs():
+    """Validation logits where the CNN knows category a's outputs and the k-mer LR knows
+    b's: one weight for every output is a compromise; by category, a takes the CNN alone
+    and b the k-mer LR alone, and the blend's validation AUROC rises. A category whose
+    outputs have no positive in validation takes the weight chosen over all."""
+    from genobird.datasets.metrics import mean_auroc
+    from genobird.finetuning.base_start import blend_probabilities, choose_blend
+
+    rng = np.random.default_rng(0)
+    labels = (rng.random((400, 5)) < 0.3).astype(np.float32)
+    labels[:, 4] = 0  # category c: no positive in validation
+    signal, noise = 3 * (labels - 0.5), lambda: rng.normal(size=labels.shape)
+    cnn = np.stack([np.where([1, 1, 0, 0, 0], signal, 0) + noise() for _ in range(2)])
+    kmer_lr = np.stack([np.where([0, 0, 1, 1, 0], signal, 0) + noise() for _ in range(2)])
+    categories = ["a", "a", "b", "b", "c"]
+    one, record = choose_blend(cnn, kmer_lr, labels)
+    assert np.ndim(one) == 0 and 0 < one < 1 and "cnn_weight_by_category" not in record
+    weights, record = choose_blend(cnn, kmer_lr, labels, 0.0, categories)
+    assert weights.tolist() == [1.0, 1.0, 0.0, 0.0, one]
+    assert record["cnn_weight_by_category"] == {"a": 1.0, "b": 0.0, "c": one}
+    assert set(record["validation_auroc_by_category"]["c"].values()) == {None}
+    assert record["validation_auroc"] == pytest.approx(
+        mean_auroc(labels, blend_probabilities(cnn, kmer_lr, weights)), abs=1e-5)  # fmt: skip
+    assert record["validation_auroc"] > mean_auroc(labels, blend_probabilities(cnn, kmer_lr, one))

@@ -487,13 +487,14 @@ def test_profiles_name_only_rules_that_exist(tmp_path):
 
 
 def test_state_arms_start_from_the_baseline_arms_at_their_context(tmp_path, shared_data):
-    """pipelines/chromatin-states.yaml: each genobird arm reads its k-mer start from the
-    k-mer LR arm at its context (`--base-start-from`), and with a DeepSEA base CNN from the
-    DeepSEA CNN arm too; a context without such an arm reads none."""
+    """pipelines/chromatin-states.yaml: each genobird arm reads its start from the k-mer
+    LR and DeepSEA CNN arms at its context (`--base-start-from`), blended by category; a
+    context without such arms reads none; a recipe of base k-mers alone reads the k-mer
+    LR arm alone."""
     base = write_config(tmp_path, _at(pipeline("human-mini"), shared_data))
     states = _at(pipeline("chromatin-states"), shared_data)
     task = states["chromatin_tasks"]["roadmap_states_hg19"]
-    task["kmer_contexts"] = [1000, 4000]
+    task["kmer_contexts"] = task["cnn_contexts"] = [1000, 4000]
     overlay = tmp_path / "states.yaml"
     overlay.write_text(yaml.safe_dump(states))
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))
@@ -502,13 +503,15 @@ def test_state_arms_start_from_the_baseline_arms_at_their_context(tmp_path, shar
     finetunes = {int(re.search(r"--window-bp (\d+)", line).group(1)): line
                  for line in done.stdout.splitlines() if "finetune chromatin" in line}  # fmt: skip
     assert set(finetunes) == {1000, 2000, 4000, 8000}
-    assert f"--base-start-from {arms}/kmer-lr-4000 >" in finetunes[4000]
-    assert "--base-start-from" not in finetunes[8000]  # no k-mer LR arm at 8 kb here
-    task.update(base_cnn_channels=128, base_cnn_architecture="deepsea-cnn", base_cnn_minutes=15)
+    assert f"--base-start-from {arms}/kmer-lr-4000 {arms}/deepsea-cnn-4000 >" in finetunes[4000]
+    assert ("--base-cnn-architecture deepsea-cnn --base-cnn-minutes 15" in finetunes[4000]
+            and "--base-blend by-category" in finetunes[4000])  # fmt: skip
+    assert "--base-start-from" not in finetunes[8000]  # no baseline arm at 8 kb here
+    for name in ("base_cnn_channels", "base_cnn_architecture", "base_cnn_minutes", "base_blend"):
+        del task[name]
     overlay.write_text(yaml.safe_dump(states))
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(line for line in done.stdout.splitlines()
                 if "finetune chromatin" in line and "--window-bp 4000" in line)  # fmt: skip
-    assert (f"--base-start-from {arms}/kmer-lr-4000 {arms}/deepsea-cnn-4000 >" in line
-            and "--base-cnn-architecture deepsea-cnn --base-cnn-minutes 15" in line)  # fmt: skip
+    assert f"--base-start-from {arms}/kmer-lr-4000 >" in line and "--base-cnn" not in line

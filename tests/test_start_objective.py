@@ -53,6 +53,35 @@ def test_multiple_one_is_the_lrs_own_penalty_in_fine_tunings_units():
     assert held == pytest.approx(pull_strength(1.0, c, n, outputs) * squares)
 
 
+def test_a_start_blended_per_output_is_held_row_by_row():
+    """A blend of one CNN weight per output (base_blend by-category) gives each output's
+    k-mer row its own strength: held as the LR is at that row's share, and a row the
+    k-mer LR has no share of held at zero by the LR's own penalty (left free, it would
+    refit to the training windows' composition). StartPull sums the rows' pulls."""
+    from genobird.finetuning.base_start import StartPull
+    from genobird.model import BigBirdConfig
+    from genobird.model.classifier import BigBirdForSequenceClassification
+
+    c, n, outputs = 0.05, 300, 3
+    strengths = pull_strength(1.0, c, n, outputs, share=[0.25, 1.0, 0.0])
+    one = pull_strength(1.0, c, n, outputs)
+    assert strengths == pytest.approx([one / 0.25**2, one, one])
+    config = BigBirdConfig(vocab_size=16, hidden_size=8, num_layers=1, num_heads=2,
+                           intermediate_size=16, max_position=64, block_size=4,
+                           num_random_blocks=1)  # fmt: skip
+    model = BigBirdForSequenceClassification(config, num_labels=outputs, base_kmers=3,
+                                             problem="multi_label")  # fmt: skip
+    pull = StartPull(model, strengths)
+    first, last = model.base_reader_columns()[model.base_kmer_counts]
+    moves = torch.tensor([[0.1], [0.2], [0.3]])
+    with torch.no_grad():
+        model.head.linear.weight[:, first:last] += moves
+    expected = 0.5 * sum(
+        s * (last - first) * m**2 for s, m in zip(strengths, [0.1, 0.2, 0.3], strict=True)
+    )
+    assert float(pull()) == pytest.approx(expected, rel=1e-5)
+
+
 @pytest.fixture(scope="module")
 def promoter_run_inputs(pretraining_data, demo_reference, tmp_path_factory):
     """A fresh model of the demo's tokenizer and the demo's promoter windows (500 bp)."""

@@ -7,7 +7,8 @@ weights on the encoder zero: its logits on each window, strand by strand, are th
 baselines' own on that window's bases (tests/test_base_start.py holds it on real
 windows). With both, the start is a blend of the two logits whose weight is chosen on
 the validation split, scored as the classifier is evaluated (the probabilities of each
-strand averaged). Validation, checked before the first step, keeps that start when the
+strand averaged): one weight for every output, or one per feature category
+(`base_blend`). Validation, checked before the first step, keeps that start when the
 encoder adds nothing, so a fine-tuned classifier is no worse on validation than the
 better of the baselines, or their blend. The start's validation AUROC is recorded
 (`start_validation_auroc`) for the run to check against its step-0 check.
@@ -84,11 +85,13 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
     cnn_weight = 1.0 if kmer_lr is None else 0.0
     shift = model.start_logit_shift()
     if cnn is not None and kmer_lr is not None:  # the blend, chosen on validation
-        cnn_weight, scores = choose_cnn_weight(*validation, data.valid.labels, shift)
-        record["base_blend"] = {"cnn_weight": cnn_weight,
-                                "validation_auroc_by_cnn_weight": scores}  # fmt: skip
-        log.info("start: %.2f x the base CNN + %.2f x the k-mer LR (validation AUROC %.4f)",
-                 cnn_weight, 1 - cnn_weight, scores[str(cnn_weight)])  # fmt: skip
+        categories = data.meta.get("categories") if spec.base_blend == "by-category" else None
+        cnn_weight, record["base_blend"] = choose_blend(*validation, data.valid.labels, shift,
+                                                        categories)  # fmt: skip
+        blend = record["base_blend"]
+        log.info("start: the base CNN and the k-mer LR blended, CNN weight %s (validation "
+                 "AUROC %.4f)", blend.get("cnn_weight_by_category", blend["cnn_weight"]),
+                 blend["validation_auroc"])  # fmt: skip
     # the start's own figures: the run checks its step-0 validation check against the
     # first, and its report sets the fine-tuned test figure beside the second
     for split, logits, name in ((data.valid, validation, "start_validation_auroc"),
@@ -104,14 +107,11 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
         if not any(path.startswith(str(Path(run) / SAVED_FOLDER)) for path in read):
             log.warning("--base-start-from %s: no base reader of this run was read from it "
                         "(it fitted none this run has, or fitted it otherwise)", run)  # fmt: skip
-    kmer_share = 1 - cnn_weight if cnn is not None else 1.0
-    if spec.base_kmer_pull and kmer_lr is not None and kmer_share > 0:
-        record["base_kmer_pull_strength"] = pull_strength(
-            spec.base_kmer_pull, record["base_kmer_lr"]["C"], len(data.train.labels),
-            data.num_outputs, kmer_share)  # fmt: skip
-    elif spec.base_kmer_pull and kmer_lr is not None:
-        log.warning("base_kmer_pull: validation gave the k-mer LR no share of the start, "
-                    "so there is no k-mer start to hold; the run has no pull")  # fmt: skip
+    if spec.base_kmer_pull and kmer_lr is not None:
+        kmer_share = 1 - np.asarray(cnn_weight) if cnn is not None else np.asarray(1.0)
+        strength = pull_strength(spec.base_kmer_pull, record["base_kmer_lr"]["C"],
+                                 len(data.train.labels), data.num_outputs, kmer_share)  # fmt: skip
+        record["base_kmer_pull_strength"] = strength.tolist()
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_START_FILE) as handle:
         json.dump(record, handle, indent=2)
@@ -119,15 +119,19 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
 
 
 def pull_strength(multiple: float, c: float, train_windows: int, outputs: int,
-                  share: float = 1.0) -> float:  # fmt: skip
+                  share=1.0) -> np.ndarray:  # fmt: skip
     """The strength s of fine-tuning's pull s/2 x ||W - W0||^2 on the base k-mers' head
     weights W (W0: the fitted k-mer LR's weights w times their `share` of a blended
-    start), as `multiple` times the LR's own penalty. The LR minimises ||w||^2 / 2 + C x
-    (its log losses summed over n training windows) for each output; fine-tuning's loss
-    is a mean over windows and F outputs, where the same penalty on W = share x w is
-    ||W||^2 / (2 C n F share^2). At multiple 1 the k-mer weights stay as regularised as
-    the LR chose on validation, around the start instead of around zero. (A blend that
-    gives the k-mer LR no share has no k-mer start to hold: no pull.)"""
+    start; one share, or one per output, which gives one strength per output). The LR
+    minimises ||w||^2 / 2 + C x (its log losses summed over n training windows) for each
+    output; fine-tuning's loss is a mean over windows and F outputs, where the same
+    penalty on W = share x w is ||W||^2 / (2 C n F share^2). At multiple 1 the k-mer
+    weights stay as regularised as the LR chose on validation, around the start instead
+    of around zero. An output whose start gives the k-mer LR no share is held at zero,
+    as the LR's own penalty holds its weights (share 1): left free, its thousands of
+    k-mer weights would refit to the training windows' composition."""
+    share = np.asarray(share, dtype=np.float64)
+    share = np.where(share > 0, share, 1.0)
     return multiple / (c * train_windows * outputs * share**2)
 
 
@@ -138,36 +142,70 @@ class StartPull:
     rate refits thousands of k-mer weights per output to the training split's composition
     (docs/experiments/2026-11-28-profile-head.md)."""
 
-    def __init__(self, model, strength: float):
+    def __init__(self, model, strength):
         first, last = model.base_reader_columns()[model.base_kmer_counts]
         self.weight, self.columns = model.head.linear.weight, slice(first, last)
         self.start = self.weight[:, self.columns].detach().clone()
-        self.strength = strength
+        # one strength for every output's row, or one per row
+        self.strength = torch.as_tensor(strength, dtype=torch.float32).reshape(-1, 1)
 
     def __call__(self) -> torch.Tensor:
         if self.start.device != self.weight.device:  # the trainer moved the model
             self.start = self.start.to(self.weight.device)
+            self.strength = self.strength.to(self.weight.device)
         gap = self.weight[:, self.columns].float() - self.start.float()
-        return 0.5 * self.strength * gap.pow(2).sum()
+        return 0.5 * (self.strength * gap.pow(2)).sum()
 
 
-def blend_probabilities(cnn, kmer_lr, cnn_weight: float, shift: float = 0.0) -> np.ndarray:
+def blend_probabilities(cnn, kmer_lr, cnn_weight, shift: float = 0.0) -> np.ndarray:
     """The start's probabilities [N, F] from the baselines' logits on each strand [S, N,
     F] (either may be 0: that reader absent): sigmoid(w x cnn + (1 - w) x kmer_lr +
-    shift) per strand (the model's start_logit_shift), averaged over strands as
-    fine-tuning's evaluation averages them."""
-    logits = cnn_weight * np.asarray(cnn) + (1 - cnn_weight) * np.asarray(kmer_lr) + shift
+    shift) per strand (w: one weight, or one per output; shift: the model's
+    start_logit_shift), averaged over strands as fine-tuning's evaluation averages them."""
+    weight = np.asarray(cnn_weight)
+    logits = weight * np.asarray(cnn) + (1 - weight) * np.asarray(kmer_lr) + shift
     return (1 / (1 + np.exp(-logits))).mean(axis=0)
 
 
 def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray,
                       shift: float = 0.0):  # fmt: skip
     """The CNN's weight w in w x cnn + (1 - w) x kmer_lr (validation logits [S, N, F] of
-    each strand) with the best mean validation AUROC, and every weight's AUROC."""
-    scores = {str(w): round(mean_auroc(labels, blend_probabilities(cnn, kmer_lr, w, shift)), 5)
-              for w in CNN_WEIGHTS}  # fmt: skip
-    best = max(CNN_WEIGHTS, key=lambda w: scores[str(w)])  # first listed among ties
-    return best, scores
+    each strand) with the best mean validation AUROC, and every weight's AUROC (None
+    where no output has both classes)."""
+    scores = {}
+    for w in CNN_WEIGHTS:
+        score = mean_auroc(labels, blend_probabilities(cnn, kmer_lr, w, shift))
+        scores[str(w)] = round(score, 5) if np.isfinite(score) else None
+    scored = [w for w in CNN_WEIGHTS if scores[str(w)] is not None]
+    best = max(scored, key=lambda w: scores[str(w)]) if scored else CNN_WEIGHTS[0]
+    return best, scores  # the first listed among ties
+
+
+def choose_blend(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray, shift: float = 0.0,
+                 categories=None):  # fmt: skip
+    """The blend's CNN weight chosen on validation (`choose_cnn_weight`): one for every
+    output, or, given each output's category, one per category, chosen on its outputs
+    alone (a category none of whose outputs has both classes in validation takes the
+    weight chosen over all). Returns the weight (a number, or one per output) and what
+    base-start.json records of the choice."""
+    weight, scores = choose_cnn_weight(cnn, kmer_lr, labels, shift)
+    record = {"cnn_weight": weight, "validation_auroc_by_cnn_weight": scores}
+    if categories:
+        categories = np.asarray(categories)
+        weights = np.full(len(categories), weight, dtype=np.float64)
+        record["cnn_weight_by_category"], record["validation_auroc_by_category"] = {}, {}
+        for category in dict.fromkeys(categories):
+            columns = categories == category
+            chosen, by_weight = choose_cnn_weight(cnn[..., columns], kmer_lr[..., columns],
+                                                  labels[:, columns], shift)  # fmt: skip
+            if any(score is not None for score in by_weight.values()):
+                weights[columns] = chosen
+            record["cnn_weight_by_category"][str(category)] = float(weights[columns][0])
+            record["validation_auroc_by_category"][str(category)] = by_weight
+        weight = weights
+    record["validation_auroc"] = round(
+        mean_auroc(labels, blend_probabilities(cnn, kmer_lr, weight, shift)), 5)  # fmt: skip
+    return weight, record
 
 
 def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):

@@ -276,7 +276,8 @@ def plan(spec: FinetuneSpec, meta: dict) -> str:
     if spec.base_kmers:
         parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers")
     if spec.base_cnn_channels and spec.base_kmers:
-        parts.append("start from their blend, chosen on validation")
+        per = " per feature category" if spec.base_blend == "by-category" else ""
+        parts.append(f"start from their blend, chosen on validation{per}")
     if spec.base_kmers and spec.base_kmer_pull:
         parts.append(f"hold the k-mer weights near their start ({spec.base_kmer_pull:g} x "
                      "the LR's own penalty)")  # fmt: skip

@@ -34,6 +34,8 @@ POOLINGS = ("cls", "mean", "hf", "centre", "profile")
 PROBE_STEPS = 500
 # the CNN baselines a base CNN can be (baselines.cnn.ARCHITECTURES; a test holds them equal)
 CNN_ARCHITECTURES = ("cnn", "deepsea-cnn")
+# how a start from a base CNN and base k-mers blends them (finetuning.base_start)
+BASE_BLENDS = ("one", "by-category")
 # the base readers: a head transformers has no counterpart of
 BASE_READERS = ("base_cnn_channels", "base_kmers")
 
@@ -165,6 +167,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="the counts of the window's 3- to K-mers beside the encoder (the k-mer LR "
             "baseline's features), its LR fitted first; the head starts from it, blended "
             "with the base CNN on validation (0: none; else 3 to 8)"),
+    Setting("base_blend", str, "recipe", default="one", choices=BASE_BLENDS,
+            help="with a base CNN and base k-mers, how validation chooses their blend in "
+            "the start: one CNN weight for every output, or one per feature category (the "
+            "data set's: a features table's category column, DeepSEA's DNase / TF / "
+            "histone), each category's weight chosen on its own features"),
     Setting("base_kmer_pull", float, "recipe", default=0.0, low=0, needs="base_kmers",
             help="hold the head's weights on the base k-mers near the k-mer LR they start "
             "from: an L2 penalty on their distance from that start, this many times the LR's "

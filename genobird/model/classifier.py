@@ -211,26 +211,31 @@ class BigBirdForSequenceClassification(nn.Module):
             self.head.linear.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
 
     def start_from_baselines(self, cnn: nn.Module | None = None, kmer_lr=None,
-                             cnn_weight: float = 1.0) -> None:  # fmt: skip
+                             cnn_weight=1.0) -> None:  # fmt: skip
         """Start from trained baselines: a one-hot CNN (baselines.cnn.SmallCNN of the base
         CNN's width), whose tower becomes the base CNN, and/or a k-mer LR (`kmer_lr`: its
         weights [F, K] on the scaled counts, biases [F] and the scale [K], as
         baselines.kmer.KmerLR.linear gives them). The head's weights on the encoder's
-        vector are zero; with both, the output is cnn_weight x the CNN's logit + (1 -
-        cnn_weight) x the k-mer LR's. The classifier then gives the baselines' logits (up
-        to dropout) plus `start_logit_shift`, and fine-tuning adds what the encoder sees
-        to what they know."""
+        vector are zero; with both, output f is w_f x the CNN's logit + (1 - w_f) x the
+        k-mer LR's (`cnn_weight`: one w for every output, or one per output). The
+        classifier then gives the baselines' logits (up to dropout) plus
+        `start_logit_shift`, and fine-tuning adds what the encoder sees to what they know."""
         for name, given, reader in (("a CNN", cnn, self.base_cnn),
                                     ("a k-mer LR", kmer_lr, self.base_kmer_counts)):  # fmt: skip
             if given is not None and reader is None:
                 raise ConfigError(f"this classifier has no base reader to start from {name}")
         if cnn is None and kmer_lr is None:
             raise ConfigError("start_from_baselines needs a CNN, a k-mer LR or both")
-        if not 0 <= cnn_weight <= 1:
+        weight = torch.as_tensor(cnn_weight, dtype=torch.float32)
+        if weight.dim() > 1 or (weight.dim() == 1 and len(weight) != self.num_labels):
+            raise ConfigError(f"cnn_weight must be one number or one per output "
+                              f"({self.num_labels}), got shape {tuple(weight.shape)}")  # fmt: skip
+        if not ((weight >= 0) & (weight <= 1)).all():
             raise ConfigError(f"cnn_weight must be in [0, 1], got {cnn_weight}")
-        # each baseline's share of the start: the blend's when both are given
-        cnn_share = cnn_weight if kmer_lr is not None else 1.0
-        kmer_share = 1.0 - cnn_weight if cnn is not None else 1.0
+        # each baseline's share of each output's start (a column): the blend's when both
+        weight = weight.expand(self.num_labels)
+        cnn_share = weight if kmer_lr is not None else torch.ones_like(weight)
+        kmer_share = 1.0 - weight if cnn is not None else torch.ones_like(weight)
         if cnn is not None and cnn.out.weight.shape != (self.num_labels, self.base_cnn.output_size):
             raise ConfigError(
                 f"a CNN of {cnn.out.weight.shape[1] // 2} filters and "
@@ -254,12 +259,12 @@ class BigBirdForSequenceClassification(nn.Module):
             if cnn is not None:
                 self.base_cnn.start_from(cnn)
                 first, last = reader_columns[self.base_cnn]
-                linear.weight[:, first:last].copy_(cnn_share * cnn.out.weight)
+                linear.weight[:, first:last].copy_(cnn_share[:, None] * cnn.out.weight)
                 linear.bias.add_(cnn_share * cnn.out.bias)
             if kmer_lr is not None:
                 self.base_kmer_counts.set_scale(scale)
                 first, last = reader_columns[self.base_kmer_counts]
-                linear.weight[:, first:last].copy_(kmer_share * coefficients)
+                linear.weight[:, first:last].copy_(kmer_share[:, None] * coefficients)
                 linear.bias.add_(kmer_share * intercepts)
             linear.bias.add_(self.start_logit_shift())
 

@@ -33,9 +33,7 @@ def recipe_parts(metrics: dict) -> list[str]:
     if metrics.get("base_kmers"):
         parts.append(f"the counts of its 3- to {metrics['base_kmers']}-mers beside the encoder")
     if blend := training.get("base_blend"):
-        weight = blend["cnn_weight"]
-        parts.append(f"started from {weight:g} x the base CNN + {1 - weight:g} x the k-mer LR "
-                     "(chosen on validation)")  # fmt: skip
+        parts.append(blend_text(blend))
     if metrics.get("base_cnn_channels") or metrics.get("base_kmers"):
         parts.append(start_part(training))
         if training.get("best_step") == 0:
@@ -91,3 +89,18 @@ def prediction_part(metrics: dict) -> str:
     if both:
         return "each test prediction is the mean over both strands (the tokenizer's cut)"
     return "each test prediction reads one strand (the tokenizer's cut)"
+
+
+def blend_text(blend: dict) -> str:
+    """How a start blended the base CNN and the k-mer LR (base-start.json's base_blend)."""
+    if by_category := blend.get("cnn_weight_by_category"):
+        weights = ", ".join(f"{category} {w:g}" for category, w in by_category.items())
+        return (
+            f"started from the base CNN and the k-mer LR blended per feature category, "
+            f"the CNN's weight chosen on validation: {weights}"
+        )
+    weight = blend["cnn_weight"]
+    return (
+        f"started from {weight:g} x the base CNN + {1 - weight:g} x the k-mer LR "
+        "(chosen on validation)"
+    )
