@@ -380,3 +380,15 @@ def test_a_folder_with_nothing_to_report_is_an_error_not_an_empty_page(tmp_path,
     assert main(["-q", "report", "--results", str(tmp_path / "empty"), "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert "nothing to report" in err and len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_a_start_blended_by_category_is_named_with_each_categorys_weight():
+    from genobird.report.evaluated import how_evaluated
+
+    blend = {"cnn_weight": 0.5, "cnn_weight_by_category": {"polycomb": 0.5, "znf_repeats": 0.0}}
+    metrics = {"base_cnn_channels": 128, "base_kmers": 6,
+               "training": {"steps": 300, "base_blend": blend}}  # fmt: skip
+    text = how_evaluated(metrics)
+    assert ("blended per feature category, the CNN&#x27;s weight chosen on validation: "
+            "polycomb 0.5, znf_repeats 0") in text, text  # fmt: skip
+    assert "0.5 x the base CNN" not in text
