@@ -195,6 +195,17 @@ def test_the_start_is_the_baselines_on_real_gue_and_epdnew_windows(real_model, s
         assert {len(w) for w in windows} == {window_bp or 300}
 
 
+def chr19_windows(shared_data, table: Path, out: Path, *options: str) -> Path:
+    """A `dataset chromatin` data set of 300 1,000 bp bins of the soft-masked hg19 chr19
+    piece labelled by `table` (validation chr19:2.0-2.5 Mb, test from 2.5 Mb)."""
+    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
+                 str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"),
+                 "--out", str(out), "--context-bp", "1000", "--max-bins", "300",
+                 "--chromosomes", "chr19", "--valid-chromosomes", "chr19:2000001-2500000",
+                 "--test-chromosomes", "chr19:2500001-3119000", *options]) == 0  # fmt: skip
+    return out
+
+
 @pytest.mark.slow
 def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
     real_model, shared_data, tmp_path
@@ -202,23 +213,12 @@ def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
     """chromatin: 1,000 bp windows of the soft-masked hg19 chr19 piece labelled by four
     Roadmap H3K4me3 tables (multi-label), both strands."""
     table = shared_data / "chromatin" / "encode_hg19" / "features_h3k4me3_chr19.tsv"
-    data = tmp_path / "chromatin.h5"
-    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
-                 str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"),
-                 "--out", str(data), "--context-bp", "1000", "--max-bins", "300",
-                 "--chromosomes", "chr19", "--valid-chromosomes", "chr19:2000001-2500000",
-                 "--test-chromosomes", "chr19:2500001-3119000"]) == 0  # fmt: skip
+    data = chr19_windows(shared_data, table, tmp_path / "chromatin.h5")
     windows, _ = check_start(real_model, data, tmp_path / "both", None, rc_average=True)
     assert {len(w) for w in windows} == {1000}
     # a profile head (3 bins of the same data set's windows) starts as the same blend:
     # every bin reads the window's base features, the middle one is scored
-    profiled = tmp_path / "profile.h5"
-    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
-                 str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"),
-                 "--out", str(profiled), "--context-bp", "1000", "--max-bins", "300",
-                 "--chromosomes", "chr19", "--valid-chromosomes", "chr19:2000001-2500000",
-                 "--test-chromosomes", "chr19:2500001-3119000",
-                 "--profile-bins", "3"]) == 0  # fmt: skip
+    profiled = chr19_windows(shared_data, table, tmp_path / "profile.h5", "--profile-bins", "3")
     check_start(real_model, profiled, tmp_path / "both", None, rc_average=True, pooling="profile")
     # with DeepSEA's CNN as the base CNN (its fully connected layer reads positions)
     check_start(real_model, profiled, tmp_path / "deepsea", None, rc_average=True,
@@ -232,12 +232,7 @@ def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
     for row in kept:
         row[column] = str(states / row[column])
     table = write(tmp_path / "states.tsv", "\n".join([header, *map("\t".join, kept)]) + "\n")
-    by_category = tmp_path / "states.h5"
-    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
-                 str(shared_data / "genome" / "hg19_chr19_0-3119000_softmasked.fa"),
-                 "--out", str(by_category), "--context-bp", "1000", "--max-bins", "300",
-                 "--chromosomes", "chr19", "--valid-chromosomes", "chr19:2000001-2500000",
-                 "--test-chromosomes", "chr19:2500001-3119000"]) == 0  # fmt: skip
+    by_category = chr19_windows(shared_data, table, tmp_path / "states.h5")
     check_start(real_model, by_category, tmp_path / "by-category", None,
                 rc_average=True, base_blend="by-category")  # fmt: skip
     blend = json.loads((tmp_path / "by-category" / "base-start.json").read_text())["base_blend"]

@@ -81,6 +81,9 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
             kmer_part = kmer_logits(kmer_lr, sequences, spec, rc_average)
         return cnn_part, kmer_part
 
+    if spec.base_blend != "one" and (cnn is None or kmer_lr is None):
+        log.warning("base_blend %s: there is no blend to choose, the start has one base "
+                    "reader", spec.base_blend)  # fmt: skip
     validation = reader_logits(data.valid.sequences)
     cnn_weight = 1.0 if kmer_lr is None else 0.0
     shift = model.start_logit_shift()
