@@ -237,6 +237,8 @@ def test_the_start_is_the_baselines_on_real_soft_masked_chromatin_windows(
                 rc_average=True, base_blend="by-category")  # fmt: skip
     blend = json.loads((tmp_path / "by-category" / "base-start.json").read_text())["base_blend"]
     assert len(kept) == 16 and len(blend["cnn_weight_by_category"]) == 8, blend
+    # the groups chose different weights, so the oracle held outputs of different blends
+    assert len(set(blend["cnn_weight_by_category"].values())) > 1, blend
     # windows soft-masked (lowercase, repeats) in the FASTA were among those checked
     import h5py
     import pyfaidx
