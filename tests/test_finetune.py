@@ -839,6 +839,9 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
         "every 500 steps or pass over the training windows, stopped after 3 checks without "
         "improvement"
     )
+    read = plan(spec, meta, baseline_runs=("runs/kmer-lr", "runs/cnn"))
+    assert ("fit the k-mer LR on 3- to 6-mers; or read each from runs/kmer-lr, runs/cnn where "
+            "it was fitted as this run asks; start from their blend") in read  # fmt: skip
     short = FinetuneSpec(probe_steps=500, rc_augment=True, choose_on_validation=("pooling",),
                          training={**training, "max_steps": 40})  # fmt: skip
     assert plan(short, meta) == (

@@ -507,7 +507,23 @@ def test_state_arms_start_from_the_baseline_arms_at_their_context(tmp_path, shar
     assert ("--base-cnn-architecture deepsea-cnn --base-cnn-minutes 15" in finetunes[4000]
             and "--base-blend by-category" in finetunes[4000])  # fmt: skip
     assert "--base-start-from" not in finetunes[8000]  # no baseline arm at 8 kb here
-    for name in ("base_cnn_channels", "base_cnn_architecture", "base_cnn_minutes", "base_blend"):
+    # the CNN arm is fitted as the genobird arms' base CNN is: one width, one budget
+    cnn_arm = next(line for line in done.stdout.splitlines()
+                   if "baseline deepsea-cnn" in line and "--window-bp 4000" in line)  # fmt: skip
+    assert "--max-minutes 15 --channels 128" in cnn_arm
+    task["base_cnn_minutes"] = 10  # a base CNN the arms could not read: refused by name
+    overlay.write_text(yaml.safe_dump(states))
+    done = snakemake("-n", "--cores", "2", "--configfile", base, str(overlay))
+    assert done.returncode != 0
+    assert ("chromatin_tasks.roadmap_states_hg19: base_cnn_minutes 10 differs from DeepSEA's "
+            "CNN arm's cnn_max_minutes 15") in done.stdout + done.stderr  # fmt: skip
+    task["cnn_channels"], task["base_cnn_minutes"] = 320, 15
+    overlay.write_text(yaml.safe_dump(states))
+    done = snakemake("-n", "--cores", "2", "--configfile", base, str(overlay))
+    refused = "base_cnn_channels 128 differs from DeepSEA's CNN arm's cnn_channels 320"
+    assert done.returncode != 0 and refused in done.stdout + done.stderr
+    base_cnn = ("base_cnn_channels", "base_cnn_architecture", "base_cnn_minutes", "cnn_channels")
+    for name in (*base_cnn, "base_blend"):
         del task[name]
     overlay.write_text(yaml.safe_dump(states))
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))

@@ -9,6 +9,9 @@
 # Outputs: RESULTS/chromatin_tasks/NAME/{data.h5, context-BP/, baselines/KIND-BP/, score.tsv};
 # each run's wall time and peak memory in its benchmark.tsv, which the report reads.
 
+for _name, _task in CHROMATIN_TASKS.items():  # a base CNN the arms cannot read: refused now
+    deepsea_arm_settings(_name, _task)
+
 rule chromatin_task_data:
     input:
         fasta=lambda wildcards: chromatin_task(wildcards)["reference"],
@@ -44,7 +47,7 @@ rule chromatin_task_finetune:
         steps=lambda wildcards: chromatin_task(wildcards)["max_steps"],
         rate=lambda wildcards: chromatin_task(wildcards)["learning_rate"],
         batch=lambda wildcards: chromatin_task(wildcards)["batch_size"],
-        options=lambda wildcards: finetune_options(chromatin_task(wildcards)),
+        options=chromatin_finetune_options,
         start=lambda wildcards, input: " ".join(
             ["--base-start-from"] * bool(input.baselines)
             + [os.path.dirname(os.path.dirname(path)) for path in input.baselines]

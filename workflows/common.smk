@@ -1,5 +1,6 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
+from genobird.commands.options import SHARED as SHARED_OPTIONS
 from genobird.finetuning.recipe import finetune_options
 
 SEQUENCE_TASKS = config.get("sequence_tasks", {})
@@ -127,18 +128,57 @@ def chromatin_task_pretrained(wildcards):
     return rules.pretrain.output.model
 
 
+def reads_deepsea_arm(task) -> bool:
+    """Whether the task's genobird arms read their base CNN from DeepSEA's CNN arm: a base
+    CNN of DeepSEA's architecture (`start_baselines`)."""
+    return bool(task.get("base_cnn_channels")) and task.get("base_cnn_architecture") == "deepsea-cnn"
+
+
+def deepsea_arm_settings(name, task) -> dict:
+    """DeepSEA's CNN arm's width and budget: the task's cnn_channels and cnn_max_minutes
+    (else baselines.cnn_max_minutes). When genobird's arms read their base CNN from that
+    arm, its base_cnn_channels and base_cnn_minutes are the same two settings, given under
+    either name: a base CNN fitted otherwise could not be read from the arm, and each
+    genobird arm would train its own. Raises ValueError naming both keys where they differ."""
+    budget = task.get("cnn_max_minutes", (config.get("baselines") or {}).get("cnn_max_minutes"))
+    settings = {"cnn_channels": task.get("cnn_channels"), "cnn_max_minutes": budget}
+    if not reads_deepsea_arm(task):
+        return settings
+    for arm_key, base_key in (("cnn_channels", "base_cnn_channels"),
+                              ("cnn_max_minutes", "base_cnn_minutes")):  # fmt: skip
+        arm, base = settings[arm_key], task.get(base_key)
+        if arm is not None and base is not None and float(arm) != float(base):
+            raise ValueError(
+                f"chromatin_tasks.{name}: {base_key} {base} differs from DeepSEA's CNN arm's "
+                f"{arm_key} {arm}; genobird's arms read their base CNN from that arm, so give "
+                f"one value (or only {arm_key})"
+            )
+        settings[arm_key] = base if arm is None else arm
+    if settings["cnn_max_minutes"] is None:  # neither given: genobird baseline's budget
+        settings["cnn_max_minutes"] = SHARED_OPTIONS["max_minutes"]["default"]
+    return settings
+
+
 def chromatin_baseline_options(wildcards):
-    """The CNN's budget (the task's cnn_max_minutes, else baselines.cnn_max_minutes) and
-    width (the task's cnn_channels)."""
+    """The CNN arm's budget and width (`deepsea_arm_settings`)."""
     if wildcards.kind != "deepsea-cnn":
         return ""
+    settings = deepsea_arm_settings(wildcards.name, chromatin_task(wildcards))
     options = []
-    minutes = chromatin_task(wildcards).get("cnn_max_minutes", (BASELINES or {}).get("cnn_max_minutes"))
-    if minutes is not None:
-        options.append(f"--max-minutes {minutes}")
-    if "cnn_channels" in chromatin_task(wildcards):
-        options.append(f"--channels {chromatin_task(wildcards)['cnn_channels']}")
+    if settings["cnn_max_minutes"] is not None:
+        options.append(f"--max-minutes {settings['cnn_max_minutes']}")
+    if settings["cnn_channels"] is not None:
+        options.append(f"--channels {settings['cnn_channels']}")
     return " ".join(options)
+
+
+def chromatin_finetune_options(wildcards):
+    """A genobird arm's recipe options; a base CNN read from DeepSEA's CNN arm has the
+    arm's budget (`deepsea_arm_settings`)."""
+    task = chromatin_task(wildcards)
+    if reads_deepsea_arm(task):
+        task = {**task, "base_cnn_minutes": deepsea_arm_settings(wildcards.name, task)["cnn_max_minutes"]}
+    return finetune_options(task)
 
 
 def scoring_model(wildcards):

@@ -247,7 +247,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn",
                   baseline_runs=tuple(baseline_runs), restart_changed=restart_changed)  # fmt: skip
-    log.info("plan: %s", plan(spec, meta))
+    log.info("plan: %s", plan(spec, meta, baseline_runs))
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice)
     trainer = run(spec, output)
@@ -263,10 +263,11 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     return report
 
 
-def plan(spec: FinetuneSpec, meta: dict) -> str:
+def plan(spec: FinetuneSpec, meta: dict, baseline_runs=()) -> str:
     """What a fine-tuning run will do, said before it starts: the base readers it trains
-    first, the probes it runs, the run's own step budget and checks. `--max-steps` bounds
-    the run and each probe; the base CNN is bounded by its own clock."""
+    first (or reads from `baseline_runs`, `--base-start-from`, where one fitted them so),
+    the probes it runs, the run's own step budget and checks. `--max-steps` bounds the run
+    and each probe; the base CNN is bounded by its own clock."""
     parts = []
     if spec.base_cnn_channels:
         kind = "DeepSEA " if spec.base_cnn_architecture == "deepsea-cnn" else ""
@@ -275,6 +276,9 @@ def plan(spec: FinetuneSpec, meta: dict) -> str:
                      "setting)")  # fmt: skip
     if spec.base_kmers:
         parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers")
+    if baseline_runs and (spec.base_cnn_channels or spec.base_kmers):
+        parts.append(f"or read each from {', '.join(map(str, baseline_runs))} where it was "
+                     "fitted as this run asks")  # fmt: skip
     if spec.base_cnn_channels and spec.base_kmers:
         per = " per feature category" if spec.base_blend == "by-category" else ""
         parts.append(f"start from their blend, chosen on validation{per}")
