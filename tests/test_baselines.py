@@ -262,6 +262,40 @@ def test_cnn_learns_planted_motifs_multilabel(tmp_path):
         assert saved["categories"].tolist() == ["TF", "TF"]
 
 
+def test_cnn_baseline_trains_on_the_device_asked_and_records_it(tmp_path, capsys):
+    """`baseline cnn --device`: the CNN trains where it is asked (auto: the GPU where
+    there is one) and metrics.json says where; a GPU this machine lacks is refused in one
+    line before any training."""
+    import torch
+
+    data = _motif_dataset(tmp_path / "motif.h5", n=200, task="chromatin", features=1)
+    command = ["baseline", "cnn", "--data", str(data), "--max-minutes", "0.1"]
+    assert main([*command, "--out", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
+    metrics = json.loads((tmp_path / "cpu" / "report" / "metrics.json").read_text())
+    assert metrics["baseline"]["device"] == "cpu"
+    if not torch.cuda.is_available():
+        assert main([*command, "--out", str(tmp_path / "gpu"), "--device", "cuda"]) == 1
+        err = capsys.readouterr().err
+        assert "no CUDA GPU" in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "gpu" / "report").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="training on a GPU needs CUDA")
+def test_cnn_trained_on_cuda_comes_back_on_the_cpu_scoring_as_its_weights_say(tmp_path):
+    from genobird.baselines import load_baseline_data
+    from genobird.baselines.cnn import CNNSpec, encode, predict, train_cnn
+
+    data = load_baseline_data(_motif_dataset(tmp_path / "m.h5", n=400, task="chromatin",
+                                             features=2), 0)  # fmt: skip
+    model, details = train_cnn(data, CNNSpec(channels=16, max_epochs=3), "cuda")
+    assert details["device"].startswith("cuda")
+    assert all(parameter.device.type == "cpu" for parameter in model.parameters())
+    codes = encode(data.test.sequences)
+    on_cpu = predict(model, codes, rc_average=True)
+    on_gpu = predict(model.to("cuda"), codes, rc_average=True)
+    np.testing.assert_allclose(on_gpu, on_cpu, atol=1e-4)
+
+
 def trained_looking_cnn(outputs: int = 3, channels: int = 8):
     """A SmallCNN in eval mode with batch-norm statistics that are not the identity."""
     import torch

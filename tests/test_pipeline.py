@@ -474,6 +474,28 @@ def test_download_pipeline_runs_offline_on_a_mini_grch37(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+def test_states_gpu_overlay_runs_every_arm_longer_with_one_cnn_budget(tmp_path, shared_data):
+    """pipelines/chromatin-states-gpu.yaml, given after human-mini.yaml and
+    chromatin-states.yaml: genobird's arms fine-tune 600 steps of 16 at every context,
+    and the CNN arms' new budget is the budget of the base CNN the genobird arms read
+    from them (else each would train its own)."""
+    configs = [write_config(tmp_path, _at(pipeline("human-mini"), shared_data))]
+    for name in ("chromatin-states", "chromatin-states-gpu"):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(_at(pipeline(name), shared_data)))
+        configs.append(str(tmp_path / f"{name}.yaml"))
+    done = snakemake("-n", "-p", "--cores", "16", "--configfile", *configs)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    finetunes = [line for line in lines if "genobird -q finetune chromatin" in line]
+    cnn_arms = [line for line in lines if "genobird -q baseline deepsea-cnn" in line]
+    assert len(finetunes) == 4 and len(cnn_arms) == 4
+    for line in finetunes:
+        assert "--max-steps 600 --learning-rate 0.0003 --batch-size 16" in line
+        assert "--eval-every 150" in line and "--base-cnn-minutes 5 " in line
+        assert "deepsea-cnn-" in line.split("--base-start-from")[1]
+    assert all("--max-minutes 5 " in line for line in cnn_arms)
+
+
 def test_profiles_name_only_rules_that_exist(tmp_path):
     done = snakemake("--list-rules", "--configfile", write_config(tmp_path, pipeline("grch37")))
     assert done.returncode == 0, done.stderr[-2000:]

@@ -14,11 +14,12 @@ from genobird.errors import ConfigError
 CLASSIFIERS = ("kmer-lr", "cnn", "deepsea-cnn")
 
 
-def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **options) -> dict:
-    """Fit baseline `kind` on a data set's train split (choices on its validation split),
-    write OUTPUT/report/metrics.json (the fields of `genobird finetune`) and the fitted
-    model in OUTPUT/fitted (baselines.saved: what a fine-tuning run can start from), and
-    return the report."""
+def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, device="auto",
+                            **options) -> dict:  # fmt: skip
+    """Fit baseline `kind` on a data set's train split (choices on its validation split;
+    a CNN trained on `device`: auto, the GPU where there is one), write OUTPUT/report/
+    metrics.json (the fields of `genobird finetune`) and the fitted model in OUTPUT/fitted
+    (baselines.saved: what a fine-tuning run can start from), and return the report."""
     import torch
 
     from genobird.baselines.cnn import CNNSpec, cnn_baseline
@@ -31,6 +32,7 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **optio
         kmer_identity,
         write_saved,
     )  # fmt: skip
+    from genobird.device import resolve_device
 
     data = load_baseline_data(data_path, seed)
     window_bp = options.pop("window_bp", None)
@@ -53,7 +55,7 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, **optio
             rc_average = data.meta["task"] != "promoter"
         spec = CNNSpec(architecture=kind, seed=seed, rc_average=rc_average,
                        window_bp=window_bp, **options)  # fmt: skip
-        test, valid, details, model = cnn_baseline(data, spec)
+        test, valid, details, model = cnn_baseline(data, spec, resolve_device(device))
         write_saved(saved, cnn_stem(rc_average), cnn_identity(spec, data), details,
                     model.state_dict())  # fmt: skip
     else:

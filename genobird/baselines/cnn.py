@@ -125,7 +125,7 @@ def encode(sequences: list[str]) -> torch.Tensor:
 
 
 def one_hot(codes: torch.Tensor) -> torch.Tensor:
-    return _ONE_HOT[codes.long()].transpose(1, 2)  # [B, 4, L]
+    return _ONE_HOT.to(codes.device)[codes.long()].transpose(1, 2)  # [B, 4, L]
 
 
 def reverse_complement_codes(codes: torch.Tensor) -> torch.Tensor:
@@ -133,7 +133,7 @@ def reverse_complement_codes(codes: torch.Tensor) -> torch.Tensor:
     codes `encode` gives for the reverse-complemented windows."""
     length = codes.shape[1]
     real = (codes != PAD).sum(1, keepdim=True)  # [B, 1]
-    source = real - 1 - torch.arange(length)[None]  # [B, L]
+    source = real - 1 - torch.arange(length, device=codes.device)[None]  # [B, L]
     inside = source >= 0
     flipped = codes.gather(1, source.clamp(min=0))
     complemented = torch.where(flipped < 4, 3 - flipped.long(), flipped.long()).to(codes.dtype)
@@ -142,27 +142,34 @@ def reverse_complement_codes(codes: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def predict(model: nn.Module, codes: torch.Tensor, rc_average: bool, batch: int = 256):
+    """Probabilities [N, F] of windows `codes` (on the CPU), read on the model's device."""
     model.eval()
+    device = next(model.parameters()).device
     out = [
-        torch.sigmoid(model(codes[i : i + batch], rc_average)) for i in range(0, len(codes), batch)
+        torch.sigmoid(model(codes[i : i + batch].to(device), rc_average)).cpu()
+        for i in range(0, len(codes), batch)
     ]
     return torch.cat(out).numpy()
 
 
-def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None):
-    """(test probabilities, validation probabilities, details, the trained model) of the
-    CNN."""
+def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None, device="cpu"):
+    """(test probabilities, validation probabilities, details, the trained model, on the
+    CPU) of the CNN, trained on `device`."""
     spec = spec or CNNSpec()
-    model, details = train_cnn(data, spec)
+    model, details = train_cnn(data, spec, device)
     test_codes, valid_codes = (encode([central(s, spec.window_bp) for s in split.sequences])
                                for split in (data.test, data.valid))  # fmt: skip
     test = predict(model, test_codes, spec.rc_average)
     return test, predict(model, valid_codes, spec.rc_average), details, model
 
 
-def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
-    """The CNN of `spec` trained on the training split, with the weights of its best
-    validation epoch, and how it was trained (details)."""
+def train_cnn(data: BaselineData, spec: CNNSpec, device="cpu") -> tuple[nn.Module, dict]:
+    """The CNN of `spec` trained on the training split on `device` (the windows stay on
+    the CPU, each batch moved), with the weights of its best validation epoch, returned
+    on the CPU, and how it was trained (details). The device is not part of what the CNN
+    is (`saved.cnn_identity`): on CUDA the same settings train the same model up to
+    floating-point order."""
+    device = torch.device(device)
     if spec.architecture not in ARCHITECTURES:
         raise ConfigError(f"architecture must be one of {list(ARCHITECTURES)}, "
                           f"got {spec.architecture!r}")  # fmt: skip
@@ -174,8 +181,9 @@ def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
         model = ARCHITECTURES[spec.architecture](data.num_outputs, spec.channels, spec.dropout)
         with torch.no_grad():  # sizes DeepSEA's fully connected layer (LazyLinear)
             model(train_codes[:1], rc_average=False)
+    model.to(device)
     labels = torch.from_numpy(label_values(data.train.labels))  # NaN where unknown
-    pos_weight = torch.tensor(1.0)
+    pos_weight = torch.tensor(1.0, device=device)
     valid_codes = encode([central(s, spec.window_bp) for s in data.valid.sequences])
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=spec.learning_rate, weight_decay=spec.weight_decay
@@ -186,7 +194,8 @@ def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
         order = torch.randperm(len(train_codes), generator=generator)
         for first in range(0, len(order), spec.batch_size):
             rows = order[first : first + spec.batch_size]
-            loss = masked_bce(model(train_codes[rows], spec.rc_average), labels[rows], pos_weight)
+            logits = model(train_codes[rows].to(device), spec.rc_average)
+            loss = masked_bce(logits, labels[rows].to(device), pos_weight)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -202,6 +211,7 @@ def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
         if stale >= spec.patience or out_of_time:
             break
     model.load_state_dict(best_state)
+    model.cpu()
     details = {
         "model": spec.architecture,
         **asdict(spec),
@@ -210,5 +220,6 @@ def train_cnn(data: BaselineData, spec: CNNSpec) -> tuple[nn.Module, dict]:
         "best_epoch": int(np.argmax(history)) + 1,
         "validation_auroc_by_epoch": history,
         "seconds": round(time.perf_counter() - started, 1),
+        "device": str(device),
     }
     return model.eval(), details

@@ -120,7 +120,8 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
 
     options = {"window_bp": args.window_bp}
     if args.kind in ("cnn", "deepsea-cnn"):
-        options.update(rc_average=args.rc_average, max_minutes=args.max_minutes)
+        options.update(rc_average=args.rc_average, max_minutes=args.max_minutes,
+                       device=args.device)  # fmt: skip
         if args.channels is not None:
             options["channels"] = args.channels
     report = run_classifier_baseline(args.kind, args.data, args.out, args.seed, **options)
@@ -281,6 +282,7 @@ def add_baseline(commands) -> None:
                 "rc_average",
                 "max_minutes",
                 "channels",
+                "device",
                 rc_average="average both strands (default: all tasks but promoter)",
             )
 

@@ -41,6 +41,7 @@ from genobird.baselines.saved import (
     write_saved,
 )  # fmt: skip
 from genobird.datasets.metrics import mean_auroc
+from genobird.device import default_device
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
 from genobird.genome.alphabet import reverse_complement
@@ -233,8 +234,8 @@ def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):
             cnn.tower.materialize()
         safetensors.torch.load_model(cnn, str(path))
         return cnn.eval(), record
-    with torch.random.fork_rng(devices=[]):
-        cnn, details = train_cnn(data, cnn_spec)
+    with torch.random.fork_rng(devices=[]):  # on the device fine-tuning will use
+        cnn, details = train_cnn(data, cnn_spec, default_device())
     log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
              max(details["validation_auroc_by_epoch"]), details["epochs"],
              details["seconds"])  # fmt: skip
