@@ -76,7 +76,7 @@ def start_baselines(wildcards):
     kinds = []
     if task.get("base_kmers"):
         kinds.append("kmer-lr")
-    if task.get("base_cnn_channels") and task.get("base_cnn_architecture") == "deepsea-cnn":
+    if reads_deepsea_arm(task):
         kinds.append("deepsea-cnn")
     folder = f"{RESULTS}/chromatin_tasks/{wildcards.name}/baselines"
     return [f"{folder}/{kind}-{bp}/report/metrics.json" for kind in kinds
@@ -129,8 +129,8 @@ def chromatin_task_pretrained(wildcards):
 
 
 def reads_deepsea_arm(task) -> bool:
-    """Whether the task's genobird arms read their base CNN from DeepSEA's CNN arm: a base
-    CNN of DeepSEA's architecture (`start_baselines`)."""
+    """Whether the task's genobird arms read their base CNN from DeepSEA's CNN arm (at the
+    contexts it runs, `start_baselines`): a base CNN of DeepSEA's architecture."""
     return bool(task.get("base_cnn_channels")) and task.get("base_cnn_architecture") == "deepsea-cnn"
 
 
