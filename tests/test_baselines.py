@@ -296,6 +296,27 @@ def test_cnn_trained_on_cuda_comes_back_on_the_cpu_scoring_as_its_weights_say(tm
     np.testing.assert_allclose(on_gpu, on_cpu, atol=1e-4)
 
 
+def test_a_base_cnn_trained_in_the_run_leaves_the_random_streams_as_it_found_them(tmp_path):
+    """Fine-tuning draws the same whether its base CNN was trained in the run or read from
+    a baseline run: the CNN trains on the device fine-tuning uses, its draws forked from
+    the CPU's random stream and, on a GPU, the GPU's (its dropout)."""
+    from genobird.baselines import load_baseline_data
+    from genobird.device import default_device
+    from genobird.finetuning import base_start
+    from genobird.finetuning.finetune import FinetuneSpec
+
+    data = load_baseline_data(_motif_dataset(tmp_path / "m.h5", n=200, task="chromatin",
+                                             features=1), 0)  # fmt: skip
+    spec = FinetuneSpec(base_cnn_channels=16, base_cnn_minutes=0.05)
+    on_gpu = torch.cuda.is_available()
+    before = torch.get_rng_state(), torch.cuda.get_rng_state() if on_gpu else None
+    details = base_start.base_cnn(data, spec, tmp_path / "cache", rc_average=True)[1]
+    assert details["device"] == str(default_device()) and details["epochs"] >= 1
+    assert torch.equal(torch.get_rng_state(), before[0])
+    if on_gpu:
+        assert torch.equal(torch.cuda.get_rng_state(), before[1])
+
+
 def trained_looking_cnn(outputs: int = 3, channels: int = 8):
     """A SmallCNN in eval mode with batch-norm statistics that are not the identity."""
     import torch

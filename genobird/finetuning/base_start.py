@@ -234,8 +234,11 @@ def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):
             cnn.tower.materialize()
         safetensors.torch.load_model(cnn, str(path))
         return cnn.eval(), record
-    with torch.random.fork_rng(devices=[]):  # on the device fine-tuning will use
-        cnn, details = train_cnn(data, cnn_spec, default_device())
+    # trained on the device fine-tuning will use, its random draws (the GPU's too: its
+    # dropout) forked, so that fine-tuning draws the same as when the CNN is read
+    device = default_device()
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        cnn, details = train_cnn(data, cnn_spec, device)
     log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
              max(details["validation_auroc_by_epoch"]), details["epochs"],
              details["seconds"])  # fmt: skip
