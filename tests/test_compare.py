@@ -11,6 +11,7 @@ import pytest
 from sklearn import metrics as skm
 
 from genobird.cli import main
+from genobird.datasets.metrics import PREDICTIONS
 from genobird.errors import InputError
 from genobird.evaluation.compare import (
     Predictions,
@@ -44,21 +45,24 @@ def test_resampled_metrics_equal_scikit_learn_with_sample_weights():
     labels, probabilities = _scores(0)
     counts = next(resample_counts(np.random.default_rng(1), len(labels), 6))
     assert counts.shape == (6, len(labels)) and (counts.sum(1) == len(labels)).all()
-    predicted = probabilities >= 0.5
+    for threshold in (0.5, 0.37):
+        predicted = probabilities >= threshold
+        for row in range(len(counts)):
+            weight = counts[row]
+            assert resampled_mcc(counts, labels, probabilities, threshold)[row] == pytest.approx(
+                skm.matthews_corrcoef(labels, predicted, sample_weight=weight)
+            )
+            assert resampled_f1(counts, labels, probabilities, threshold)[row] == pytest.approx(
+                skm.f1_score(labels, predicted, sample_weight=weight)
+            )
     for row in range(len(counts)):
         weight = counts[row]
-        assert resampled_mcc(counts, labels, probabilities)[row] == pytest.approx(
-            skm.matthews_corrcoef(labels, predicted, sample_weight=weight)
-        )
-        assert resampled_f1(counts, labels, probabilities)[row] == pytest.approx(
-            skm.f1_score(labels, predicted, sample_weight=weight)
-        )
         assert resampled_auroc(counts, labels, probabilities)[row] == pytest.approx(
             skm.roc_auc_score(labels, probabilities, sample_weight=weight)
         )
     # a predictor of one class: MCC 0 (scikit-learn's convention), not NaN
     constant = np.zeros_like(probabilities)
-    assert resampled_mcc(counts, labels, constant).tolist() == [0.0] * len(counts)
+    assert resampled_mcc(counts, labels, constant, 0.5).tolist() == [0.0] * len(counts)
 
 
 def test_paired_bootstrap_measures_a_real_difference_and_finds_none_between_equals():
@@ -68,7 +72,7 @@ def test_paired_bootstrap_measures_a_real_difference_and_finds_none_between_equa
     result = paired_bootstrap(better, worse, resamples=500, seed=3)
     assert result["examples"] == 1000 and result["resamples"] == 500
     for name, row in result["metrics"].items():
-        whole = {"mcc": skm.matthews_corrcoef, "f1": skm.f1_score}.get(name)
+        whole = {"mcc": skm.matthews_corrcoef, "f1": skm.f1_score}.get(name.split("_at_")[0])
         if whole is not None:
             assert row["a"] == pytest.approx(whole(labels, good >= 0.5))
         assert row["difference"] == pytest.approx(row["a"] - row["b"])
@@ -106,9 +110,9 @@ def test_a_side_of_several_runs_counts_as_their_mean_on_every_resample():
         assert row["difference"] == pytest.approx(np.mean([s["difference"] for s in singles]))
     # the interval is taken over the resamples of the mean: rebuilt here from the same draws
     counts = np.concatenate(list(resample_counts(np.random.default_rng(7), 600, 300)))
-    means = (resampled_mcc(counts, labels, good.probabilities)
-             + resampled_mcc(counts, labels, fair.probabilities)) / 2  # fmt: skip
-    spread = means - resampled_mcc(counts, labels, poor.probabilities)
+    means = (resampled_mcc(counts, labels, good.probabilities, 0.5)
+             + resampled_mcc(counts, labels, fair.probabilities, 0.5)) / 2  # fmt: skip
+    spread = means - resampled_mcc(counts, labels, poor.probabilities, 0.5)
     expected = np.percentile(spread, [2.5, 97.5])
     assert [both["mcc"]["low"], both["mcc"]["high"]] == pytest.approx(expected)
     assert both["mcc"]["high"] - both["mcc"]["low"] < max(
@@ -149,14 +153,20 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
     printed = capsys.readouterr().out
     assert "60 test sequences, 2,000 paired resamples" in printed
     result = json.loads(out.read_text())
-    # the predictions files hold what each run's metrics.json was computed from
+    # the predictions files hold what each run's metrics.json was computed from: MCC and
+    # F1 at the threshold each run chose on its validation split, and at 0.5
     for run, side in ((finetuned, "a"), (kmer, "b")):
         report = json.loads((run / "report" / "metrics.json").read_text())
         for name in ("mcc", "f1", "auroc"):
             assert result["metrics"][name][side] == pytest.approx(report[name])
+        for name in ("mcc", "f1"):
+            assert result["metrics"][f"{name}_at_0.5"][side] == pytest.approx(
+                report["at_0.5"][name])
+        assert result["metrics"]["mcc"][f"{side}_thresholds"] == [report["threshold"]]
+        assert f"{PREDICTIONS} (called at {report['threshold']:.3g})" in printed
     assert result["metrics"]["auroc"]["difference"] < 0  # 3 steps from scratch vs k-mers
     mcc = result["metrics"]["mcc"]
-    assert f"mcc    A {mcc['a']:.3f} [{mcc['a_low']:.3f}, {mcc['a_high']:.3f}]" in printed
+    assert f"mcc        A {mcc['a']:.3f} [{mcc['a_low']:.3f}, {mcc['a_high']:.3f}]" in printed
 
     # seeds of one recipe against a baseline: A is the mean of its runs
     reseeded = tmp_path / "reseeded"

@@ -99,7 +99,8 @@ def test_a_section_becomes_finetune_options_the_parser_reads():
     section = {"eval_every": 500, "patience": 2, "pooling": "centre", "centre_bp": 300,
                "dropout": 0.3, "layer_decay": 0.9, "head_lr_scale": 10, "bpe_dropout": 0.1,
                "segmentations": 4, "pos_weight": 2.0, "base_cnn_channels": 128,
-               "base_cnn_architecture": "deepsea-cnn", "base_cnn_minutes": 15.0, "base_kmers": 5,
+               "base_cnn_architecture": "deepsea-cnn", "base_cnn_epochs": 12,
+               "base_cnn_minutes": 15.0, "base_kmers": 5, "base_strands": "one",
                "base_blend": "by-category", "base_kmer_pull": 1.0,
                "probe_steps": 200, "rc_augment": False}  # fmt: skip
     assert set(section) - {"rc_augment"} == set(RECIPE_OPTIONS)

@@ -42,10 +42,11 @@ if BASELINES:
             f"{RESULTS}/{{folder}}/baselines/{{kind}}/report/metrics.json",
         params:
             output=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
-            budget=lambda wildcards: (
-                f"--max-minutes {BASELINES['cnn_max_minutes']}"
-                if wildcards.kind == "cnn" and "cnn_max_minutes" in BASELINES
-                else ""
+            budget=lambda wildcards: " ".join(
+                f"{flag} {BASELINES[key]}"
+                for key, flag in (("cnn_max_epochs", "--max-epochs"),
+                                  ("cnn_max_minutes", "--max-minutes"))
+                if wildcards.kind == "cnn" and key in BASELINES
             ),
         wildcard_constraints:
             folder="|".join(TASK_FOLDERS) or "none",

@@ -1,6 +1,5 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
-from genobird.commands.options import SHARED as SHARED_OPTIONS
 from genobird.finetuning.recipe import finetune_options
 
 SEQUENCE_TASKS = config.get("sequence_tasks", {})
@@ -134,18 +133,25 @@ def reads_deepsea_arm(task) -> bool:
     return bool(task.get("base_cnn_channels")) and task.get("base_cnn_architecture") == "deepsea-cnn"
 
 
+# DeepSEA's CNN arm's settings, each with the base CNN setting it is when genobird's arms
+# read their base CNN from that arm
+ARM_SETTINGS = (("cnn_channels", "base_cnn_channels"), ("cnn_max_epochs", "base_cnn_epochs"),
+                ("cnn_max_minutes", "base_cnn_minutes"))  # fmt: skip
+
+
 def deepsea_arm_settings(name, task) -> dict:
-    """DeepSEA's CNN arm's width and budget: the task's cnn_channels and cnn_max_minutes
-    (else baselines.cnn_max_minutes). When genobird's arms read their base CNN from that
-    arm, its base_cnn_channels and base_cnn_minutes are the same two settings, given under
-    either name: a base CNN fitted otherwise could not be read from the arm, and each
-    genobird arm would train its own. Raises ValueError naming both keys where they differ."""
-    budget = task.get("cnn_max_minutes", (config.get("baselines") or {}).get("cnn_max_minutes"))
-    settings = {"cnn_channels": task.get("cnn_channels"), "cnn_max_minutes": budget}
+    """DeepSEA's CNN arm's width and budget: the task's cnn_channels, cnn_max_epochs and
+    cnn_max_minutes (the budgets else those of `baselines`). When genobird's arms read
+    their base CNN from that arm, base_cnn_channels, base_cnn_epochs and base_cnn_minutes
+    are the same settings, given under either name: a base CNN fitted otherwise could not
+    be read from the arm, and each genobird arm would train its own. Raises ValueError
+    naming both keys where they differ. A setting given nowhere is left to the command."""
+    shared = config.get("baselines") or {}
+    settings = {arm: task.get(arm, shared.get(arm) if arm != "cnn_channels" else None)
+                for arm, _ in ARM_SETTINGS}  # fmt: skip
     if not reads_deepsea_arm(task):
         return settings
-    for arm_key, base_key in (("cnn_channels", "base_cnn_channels"),
-                              ("cnn_max_minutes", "base_cnn_minutes")):  # fmt: skip
+    for arm_key, base_key in ARM_SETTINGS:
         arm, base = settings[arm_key], task.get(base_key)
         if arm is not None and base is not None and float(arm) != float(base):
             raise ValueError(
@@ -154,8 +160,6 @@ def deepsea_arm_settings(name, task) -> dict:
                 f"one value (or only {arm_key})"
             )
         settings[arm_key] = base if arm is None else arm
-    if settings["cnn_max_minutes"] is None:  # neither given: genobird baseline's budget
-        settings["cnn_max_minutes"] = SHARED_OPTIONS["max_minutes"]["default"]
     return settings
 
 
@@ -164,12 +168,9 @@ def chromatin_baseline_options(wildcards):
     if wildcards.kind != "deepsea-cnn":
         return ""
     settings = deepsea_arm_settings(wildcards.name, chromatin_task(wildcards))
-    options = []
-    if settings["cnn_max_minutes"] is not None:
-        options.append(f"--max-minutes {settings['cnn_max_minutes']}")
-    if settings["cnn_channels"] is not None:
-        options.append(f"--channels {settings['cnn_channels']}")
-    return " ".join(options)
+    flags = {"cnn_max_epochs": "--max-epochs", "cnn_max_minutes": "--max-minutes",
+             "cnn_channels": "--channels"}  # fmt: skip
+    return " ".join(f"{flags[key]} {settings[key]}" for key in flags if settings[key] is not None)
 
 
 def chromatin_finetune_options(wildcards):
@@ -177,7 +178,8 @@ def chromatin_finetune_options(wildcards):
     arm's budget (`deepsea_arm_settings`)."""
     task = chromatin_task(wildcards)
     if reads_deepsea_arm(task):
-        task = {**task, "base_cnn_minutes": deepsea_arm_settings(wildcards.name, task)["cnn_max_minutes"]}
+        arm = deepsea_arm_settings(wildcards.name, task)
+        task = {**task, **{base: arm[key] for key, base in ARM_SETTINGS if arm[key] is not None}}
     return finetune_options(task)
 
 

@@ -25,11 +25,11 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, device=
     from genobird.baselines.cnn import CNNSpec, cnn_baseline
     from genobird.baselines.kmer import DEFAULT_KS, kmer_baseline
     from genobird.baselines.saved import (
-        KMER_STEM,
         SAVED_FOLDER,
         cnn_identity,
         cnn_stem,
         kmer_identity,
+        kmer_stem,
         write_saved,
     )  # fmt: skip
     from genobird.device import resolve_device
@@ -44,11 +44,13 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, device=
     saved = Path(output) / SAVED_FOLDER
     if kind == "kmer-lr":
         ks = options.pop("ks", DEFAULT_KS)
+        both = bool(options.pop("rc_average", False))  # one strand unless asked
         test, valid, details, fitted = kmer_baseline(data, ks, seed=seed, window_bp=window_bp,
-                                                     **options)  # fmt: skip
+                                                     both_strands=both, **options)  # fmt: skip
         tensors = dict(zip(("weights", "biases", "scale"), map(torch.from_numpy, fitted.linear()),
                            strict=True))  # fmt: skip
-        write_saved(saved, KMER_STEM, kmer_identity(ks, window_bp, seed, data), details, tensors)
+        write_saved(saved, kmer_stem(both), kmer_identity(ks, window_bp, seed, data, both),
+                    details, tensors)  # fmt: skip
     elif kind in ("cnn", "deepsea-cnn"):
         rc_average = options.pop("rc_average", None)
         if rc_average is None:  # promoter windows are oriented by strand; others are not

@@ -16,8 +16,12 @@ logits do not depend on the batch it is read in, and a classifier's base CNN sta
 from it gives its logits. Trained with AdamW on
 BCE (unknown labels left out) for whole epochs; after each epoch the validation AUROC
 decides whether to keep the weights, and training stops after `patience` epochs without
-improvement (or at `max_minutes`). With `window_bp`, each window is read as its central
-`window_bp` bases, so one data set of 8 kb windows gives the 1 kb baseline too.
+improvement or at `max_epochs`: budgets in epochs, so that the same seed gives the same
+model on any machine (the seed draws the weights, the order of the windows and dropout).
+`max_minutes` is a cap a user may ask for, which makes the model depend on the machine's
+speed; the details say what stopped the run (`stopped_by`). With `window_bp`, each window
+is read as its central `window_bp` bases, so one data set of 8 kb windows gives the 1 kb
+baseline too.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from genobird.baselines.markov import dna_codes
 from genobird.datasets.windows import label_values
 from genobird.errors import ConfigError
 from genobird.inputs import central
-from genobird.model.base_readers import DeepSEATower, cnn_tower
+from genobird.model.base_readers import DeepSEATower, cnn_tower, reverse_complement_bases
 from genobird.model.classifier import masked_bce
 
 log = logging.getLogger(__name__)
@@ -55,9 +59,10 @@ class CNNSpec:
     learning_rate: float = 1e-3
     weight_decay: float = 1e-2
     batch_size: int = 64
-    max_epochs: int = 30
+    max_epochs: int = 30  # finetuning.recipe.CNN_MAX_EPOCHS (a test holds them equal)
     patience: int = 3
-    max_minutes: float = 10.0
+    # a wall-clock cap a user asks for (None: none; the budget is max_epochs)
+    max_minutes: float | None = None
     rc_average: bool = True
     window_bp: int | None = None
     seed: int = 0
@@ -131,13 +136,7 @@ def one_hot(codes: torch.Tensor) -> torch.Tensor:
 def reverse_complement_codes(codes: torch.Tensor) -> torch.Tensor:
     """Each row's window reverse-complemented in place, its padding left at the end: the
     codes `encode` gives for the reverse-complemented windows."""
-    length = codes.shape[1]
-    real = (codes != PAD).sum(1, keepdim=True)  # [B, 1]
-    source = real - 1 - torch.arange(length, device=codes.device)[None]  # [B, L]
-    inside = source >= 0
-    flipped = codes.gather(1, source.clamp(min=0))
-    complemented = torch.where(flipped < 4, 3 - flipped.long(), flipped.long()).to(codes.dtype)
-    return torch.where(inside, complemented, torch.full_like(codes, PAD))
+    return reverse_complement_bases(codes, PAD)
 
 
 @torch.no_grad()
@@ -166,29 +165,52 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None, device="cpu"):
 def train_cnn(data: BaselineData, spec: CNNSpec, device="cpu") -> tuple[nn.Module, dict]:
     """The CNN of `spec` trained on the training split on `device` (the windows stay on
     the CPU, each batch moved), with the weights of its best validation epoch, returned
-    on the CPU, and how it was trained (details). The device is not part of what the CNN
-    is (`saved.cnn_identity`): on CUDA the same settings train the same model up to
-    floating-point order."""
+    on the CPU, and how it was trained (details). Every random draw (weights, order,
+    dropout) comes from `spec.seed` and leaves the caller's random streams as they were.
+    The device is not part of what the CNN is (`saved.cnn_identity`): on CUDA the same
+    settings train the same model up to floating-point order."""
     device = torch.device(device)
     if spec.architecture not in ARCHITECTURES:
         raise ConfigError(f"architecture must be one of {list(ARCHITECTURES)}, "
                           f"got {spec.architecture!r}")  # fmt: skip
     started = time.perf_counter()
-    generator = torch.Generator().manual_seed(spec.seed)
     train_codes = encode([central(s, spec.window_bp) for s in data.train.sequences])
-    with torch.random.fork_rng(devices=[]):
+    valid_codes = encode([central(s, spec.window_bp) for s in data.valid.sequences])
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(spec.seed)
         model = ARCHITECTURES[spec.architecture](data.num_outputs, spec.channels, spec.dropout)
         with torch.no_grad():  # sizes DeepSEA's fully connected layer (LazyLinear)
             model(train_codes[:1], rc_average=False)
-    model.to(device)
+        model.to(device)
+        history, stopped_by = _train_epochs(model, data, spec, train_codes, valid_codes,
+                                            device, started)  # fmt: skip
+    model.cpu()
+    details = {
+        "model": spec.architecture,
+        **asdict(spec),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "epochs": len(history),
+        "best_epoch": int(np.argmax(history)) + 1,
+        "stopped_by": stopped_by,
+        "validation_auroc_by_epoch": history,
+        "seconds": round(time.perf_counter() - started, 1),
+        "device": str(device),
+    }
+    return model.eval(), details
+
+
+def _train_epochs(model, data, spec: CNNSpec, train_codes, valid_codes, device,
+                  started: float) -> tuple[list, str]:  # fmt: skip
+    """Whole epochs until `patience` epochs without a better validation AUROC, or
+    `max_epochs`, or the user's `max_minutes`; leaves `model` with its best epoch's
+    weights. Returns the validation AUROC of each epoch and what stopped training."""
+    generator = torch.Generator().manual_seed(spec.seed)
     labels = torch.from_numpy(label_values(data.train.labels))  # NaN where unknown
     pos_weight = torch.tensor(1.0, device=device)
-    valid_codes = encode([central(s, spec.window_bp) for s in data.valid.sequences])
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=spec.learning_rate, weight_decay=spec.weight_decay
     )
-    best, best_state, history, stale = -np.inf, None, [], 0
+    best, best_state, history, stale, stopped_by = -np.inf, None, [], 0, "max_epochs"
     for epoch in range(spec.max_epochs):
         model.train()
         order = torch.randperm(len(train_codes), generator=generator)
@@ -207,19 +229,12 @@ def train_cnn(data: BaselineData, spec: CNNSpec, device="cpu") -> tuple[nn.Modul
             best_state = {k: v.clone() for k, v in model.state_dict().items()}
         else:
             stale += 1
-        out_of_time = time.perf_counter() - started > spec.max_minutes * 60
-        if stale >= spec.patience or out_of_time:
+        if stale >= spec.patience:
+            stopped_by = "patience"
+            break
+        if spec.max_minutes and time.perf_counter() - started > spec.max_minutes * 60:
+            stopped_by = "max_minutes"
+            log.info("CNN stopped after epoch %d: the %g-minute cap", epoch + 1, spec.max_minutes)
             break
     model.load_state_dict(best_state)
-    model.cpu()
-    details = {
-        "model": spec.architecture,
-        **asdict(spec),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "epochs": len(history),
-        "best_epoch": int(np.argmax(history)) + 1,
-        "validation_auroc_by_epoch": history,
-        "seconds": round(time.perf_counter() - started, 1),
-        "device": str(device),
-    }
-    return model.eval(), details
+    return history, stopped_by

@@ -4,6 +4,13 @@ Each sequence becomes the counts of its k-mers for every k in `ks` (3-6 by defau
 5,440 features; k-mers spanning an N are not counted), scaled to [0, 1] per feature on
 the training split. One L2-regularised logistic regression per output; the inverse
 regularisation C is chosen on the validation split (mean AUROC over outputs).
+
+Read on one strand (the default), a window's counts are those of the strand given. Read
+on both strands (`both_strands`), they are the mean of the window's counts and its
+reverse complement's, so the model is fitted as it reads and scores a window and its
+reverse complement alike: a model fitted on one strand and then read on both, its logits
+averaged, reads every reverse-complemented k-mer with weights it never fitted (on a task
+of a non-palindromic site, 0.04 validation AUROC below the same model on one strand).
 """
 
 from __future__ import annotations
@@ -27,8 +34,31 @@ C_GRID = (0.01, 0.1, 1.0, 10.0)
 DEFAULT_KS = (3, 4, 5, 6)
 
 
-def kmer_matrix(sequences: list[str], ks=DEFAULT_KS) -> sparse.csr_matrix:
-    """Counts [N, sum 4^k] of every k-mer of each sequence (columns: k = ks[0] first)."""
+def reverse_complement_columns(ks=DEFAULT_KS) -> np.ndarray:
+    """For each k-mer column of `kmer_matrix`, the column of its reverse complement: the
+    counts of a sequence's reverse complement are its own counts in this order."""
+    columns = []
+    for k in ks:
+        index = np.arange(4**k)
+        digits = (index[:, None] // 4 ** np.arange(k)) % 4  # least significant first
+        # the reverse complement's first base is the complement of the last: digit 0 of
+        # the index becomes the most significant
+        columns.append(((3 - digits) * 4 ** np.arange(k - 1, -1, -1)).sum(1))
+    offsets = np.cumsum([0, *(4**k for k in ks)])
+    return np.concatenate([c + o for c, o in zip(columns, offsets, strict=False)])
+
+
+def kmer_matrix(sequences: list[str], ks=DEFAULT_KS,
+                both_strands: bool = False) -> sparse.csr_matrix:  # fmt: skip
+    """Counts [N, sum 4^k] of every k-mer of each sequence (columns: k = ks[0] first);
+    with `both_strands`, the mean of each sequence's counts and its reverse complement's."""
+    counts = _counts(sequences, ks)
+    if both_strands:
+        counts = (counts + counts[:, reverse_complement_columns(ks)]) / 2
+    return counts.tocsr()
+
+
+def _counts(sequences: list[str], ks) -> sparse.csr_matrix:
     offsets = np.cumsum([0, *(4**k for k in ks)])
     rows, columns = [], []
     for row, sequence in enumerate(sequences):
@@ -82,11 +112,11 @@ class KmerLR:
     models: list
     details: dict
     validation: np.ndarray
+    both_strands: bool = False
 
     def features(self, sequences: list[str]):
-        return self.scaler.transform(
-            kmer_matrix([central(s, self.window_bp) for s in sequences], self.ks)
-        )
+        windows = [central(s, self.window_bp) for s in sequences]
+        return self.scaler.transform(kmer_matrix(windows, self.ks, self.both_strands))
 
     def probabilities(self, sequences: list[str]) -> np.ndarray:
         return _predict(self.models, self.features(sequences))
@@ -108,14 +138,15 @@ class KmerLR:
 
 
 def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
-                window_bp: int | None = None, train_counts=None) -> KmerLR:  # fmt: skip
+                window_bp: int | None = None, train_counts=None,
+                both_strands: bool = False) -> KmerLR:  # fmt: skip
     """The k-mer LR fitted on the training split (its `train_counts`, when already
     counted), C chosen on the validation split; each window read as its central
-    `window_bp` bases where given."""
+    `window_bp` bases where given, on both strands with `both_strands`."""
     from sklearn.preprocessing import MaxAbsScaler
 
     def counts(split):
-        return kmer_matrix([central(s, window_bp) for s in split.sequences], ks)
+        return kmer_matrix([central(s, window_bp) for s in split.sequences], ks, both_strands)
 
     started = time.perf_counter()
     train_counts = counts(data.train) if train_counts is None else train_counts
@@ -134,18 +165,21 @@ def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
         "features": int(train.shape[1]),
         "C": best,
         "validation_auroc_by_C": {str(c): v for c, v in scores.items()},
+        "strands": "both" if both_strands else "one",
     }
     details["seconds"] = round(time.perf_counter() - started, 1)
-    return KmerLR(tuple(ks), window_bp, scaler, fitted[best], details, validation[best])
+    return KmerLR(tuple(ks), window_bp, scaler, fitted[best], details, validation[best],
+                  both_strands)  # fmt: skip
 
 
 def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
-                  window_bp: int | None = None):  # fmt: skip
+                  window_bp: int | None = None, both_strands: bool = False):  # fmt: skip
     """(test probabilities [N, F], validation probabilities, details, the fitted KmerLR)
-    of the k-mer LR, each window read as its central `window_bp` bases where given."""
+    of the k-mer LR, each window read as its central `window_bp` bases where given, on
+    both strands with `both_strands`."""
 
     def counts(split):
-        return kmer_matrix([central(s, window_bp) for s in split.sequences], ks)
+        return kmer_matrix([central(s, window_bp) for s in split.sequences], ks, both_strands)
 
     train_counts, test_counts = counts(data.train), counts(data.test)
     seen = np.asarray(train_counts.sum(axis=0)).ravel() > 0
@@ -154,6 +188,6 @@ def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 
             f"{data.path}: the test sequences share no {ks[0]}-{ks[-1]}-mer with the training "
             "sequences; nothing can be predicted"
         )
-    fitted = fit_kmer_lr(data, ks, c_grid, seed, window_bp, train_counts)
+    fitted = fit_kmer_lr(data, ks, c_grid, seed, window_bp, train_counts, both_strands)
     test = _predict(fitted.models, fitted.scaler.transform(test_counts))
     return test, fitted.validation, fitted.details, fitted

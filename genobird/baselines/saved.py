@@ -39,10 +39,18 @@ def cnn_identity(spec, data) -> dict:
     return {**asdict(spec), "data": file_digest(data.path)}
 
 
-def kmer_identity(ks, window_bp: int | None, seed: int, data) -> dict:
-    """What a k-mer LR of k-mer lengths `ks` fitted on `data` is."""
+def kmer_stem(both_strands: bool) -> str:
+    """A k-mer LR's file stem: one per strand reading (a classify run whose strands are
+    open fits both)."""
+    return KMER_STEM + ("-both-strands" if both_strands else "")
+
+
+def kmer_identity(ks, window_bp: int | None, seed: int, data, both_strands: bool = False) -> dict:
+    """What a k-mer LR of k-mer lengths `ks` fitted on `data` (the counts of both
+    strands, or of the strand given) is."""
+    strands = "both" if both_strands else "one"
     return {"k": list(ks), "window_bp": window_bp or data.meta["window_bp"], "seed": seed,
-            "data": file_digest(data.path)}  # fmt: skip
+            "strands": strands, "data": file_digest(data.path)}  # fmt: skip
 
 
 def read_saved(folders, stem: str, identity: dict) -> tuple[dict, Path] | None:

@@ -99,9 +99,14 @@ def subcommand(commands, name: str, help_text: str, handler) -> argparse.Argumen
 
 
 def headline(report: dict) -> str:
-    """The figures a run prints: F1, MCC, AUROC, AUPRC (binary) or median AUROCs."""
+    """The figures a run prints: F1, MCC (at the threshold chosen on validation, then at
+    0.5), AUROC, AUPRC (binary) or median AUROCs."""
     headline = ("f1", "mcc", "auroc", "auprc") if "f1" in report else ("median_auroc",)
     figures = ", ".join(f"{k} {report[k]:.3f}" for k in headline if k in report)
+    if "threshold" in report:
+        half = report["at_0.5"]
+        figures += (f" (called at {report['threshold']:.3g}, chosen on validation; at 0.5: "
+                    f"f1 {half['f1']:.3f}, mcc {half['mcc']:.3f})")  # fmt: skip
     if "median_auroc_by_category" in report:
         figures += ", by category " + ", ".join(
             f"{c} {v:.3f}" for c, v in report["median_auroc_by_category"].items()

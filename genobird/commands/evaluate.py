@@ -119,9 +119,11 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
     from genobird.baselines import run_classifier_baseline
 
     options = {"window_bp": args.window_bp}
+    if args.kind == "kmer-lr":
+        options["rc_average"] = args.rc_average
     if args.kind in ("cnn", "deepsea-cnn"):
         options.update(rc_average=args.rc_average, max_minutes=args.max_minutes,
-                       device=args.device)  # fmt: skip
+                       max_epochs=args.max_epochs, device=args.device)  # fmt: skip
         if args.channels is not None:
             options["channels"] = args.channels
     report = run_classifier_baseline(args.kind, args.data, args.out, args.seed, **options)
@@ -188,16 +190,15 @@ def _print_comparison(result: dict, sides: dict, resamples: int) -> None:
     from genobird.evaluation.compare import describe_difference, describe_value
 
     for label, runs in sides.items():
-        if len(runs) == 1:
-            print(f"{label} {runs[0].source}")
-        else:
-            print(
-                f"{label} the mean of {len(runs)} runs: " + ", ".join(str(r.source) for r in runs)
-            )
-    print(f"{result['examples']:,} test sequences, {resamples:,} paired resamples; 95% "
+        thresholds = " / ".join(f"{run.threshold:.3g}" for run in runs)
+        sources = ", ".join(str(run.source) for run in runs)
+        mean = f"the mean of {len(runs)} runs: " if len(runs) > 1 else ""
+        print(f"{label} {mean}{sources} (called at {thresholds})")
+    print(f"{result['examples']:,} test sequences, {resamples:,} paired resamples; MCC and F1 "
+          "at each run's threshold chosen on its validation split, then at 0.5; 95% "
           "intervals:")  # fmt: skip
     for name, row in result["metrics"].items():
-        line = (f"  {name:<6} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
+        line = (f"  {name:<10} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
                 f"A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} "
                 "of resamples)")  # fmt: skip
         for side in "ab":
@@ -276,10 +277,15 @@ def add_baseline(commands) -> None:
             out="writes OUT/report",
             window_bp="read each window as its central BP bases (default: whole)",
         )
-        if kind != "kmer-lr":
+        if kind == "kmer-lr":
+            add_shared(sub, "rc_average", rc_average="fit and read the k-mer counts of both "
+                       "strands, each window's and its reverse complement's averaged "
+                       "(default: one strand)")  # fmt: skip
+        else:
             add_shared(
                 sub,
                 "rc_average",
+                "max_epochs",
                 "max_minutes",
                 "channels",
                 "device",

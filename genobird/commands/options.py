@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from genobird.finetuning.recipe import CNN_MAX_EPOCHS
+
 # what a command may say of its own use of a shared option
 OWN = frozenset({"help", "default", "required", "metavar"})
 
@@ -80,7 +82,12 @@ SHARED: dict[str, dict] = {
     "effective_batch_size": dict(metavar="N", type=int),
     "warmup_steps": dict(metavar="N", type=int),
     "checkpoint_every": dict(metavar="N", type=int),
-    "max_minutes": dict(metavar="MIN", type=float, default=10.0, help="training budget"),
+    "max_minutes": dict(metavar="MIN", type=float,
+                        help="a wall-clock cap on training (default: none; a run then depends "
+                        "only on its seed, not on the machine's speed)"),
+    "max_epochs": dict(metavar="N", type=int, default=CNN_MAX_EPOCHS,
+                       help="passes over the training windows at most; training stops "
+                       "sooner after 3 epochs without a better validation AUROC"),
     "channels": dict(metavar="C", type=int, help="filters of the first convolution (default 128)"),
 }
 # fmt: on

@@ -32,12 +32,27 @@ def binary_metrics(labels: np.ndarray, probabilities: np.ndarray, threshold: flo
     return {k: float(v) if isinstance(v, (float, np.floating)) else v for k, v in result.items()}
 
 
-def best_f1_threshold(labels: np.ndarray, probabilities: np.ndarray) -> float:
-    """The probability threshold that maximises F1 (chosen on validation data, then
-    applied unchanged to the test split)."""
-    precision, recall, thresholds = skm.precision_recall_curve(labels, probabilities)
-    f1 = 2 * precision[:-1] * recall[:-1] / np.maximum(precision[:-1] + recall[:-1], 1e-12)
-    return float(thresholds[int(np.argmax(f1))]) if len(thresholds) else 0.5
+def best_mcc_threshold(labels: np.ndarray, probabilities: np.ndarray) -> float:
+    """The probability threshold (a window is called positive at or above it) with the
+    best MCC on these windows: chosen on the validation split, then applied unchanged to
+    the test split. Among thresholds of equal MCC, the one nearest 0.5; 0.5 where the
+    windows lack a class."""
+    labels = np.asarray(labels).astype(int).reshape(-1)
+    probabilities = np.asarray(probabilities, dtype=float).reshape(-1)
+    positives, negatives = labels.sum(), len(labels) - labels.sum()
+    if not positives or not negatives:
+        return 0.5
+    order = np.argsort(-probabilities, kind="stable")
+    scores, ordered = probabilities[order], labels[order]
+    last = np.flatnonzero(np.r_[scores[1:] != scores[:-1], True])  # each distinct score's end
+    tp = np.cumsum(ordered)[last].astype(float)  # called positive: every window at or above
+    fp = (last + 1) - tp
+    fn, tn = positives - tp, negatives - fp
+    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mcc = np.where(denominator > 0, (tp * tn - fp * fn) / denominator, 0.0)
+    best = np.flatnonzero(mcc >= mcc.max() - 1e-12)
+    return float(min(scores[last[best]], key=lambda t: (abs(t - 0.5), t)))
 
 
 def multilabel_metrics(
@@ -107,11 +122,13 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
     `data_path`, each test sequence's predictions (test_predictions.npz, what `genobird
     baseline compare` pairs) in `report_dir`, up to `MAX_SAVED_PREDICTIONS` values.
 
-    test, valid: (labels [N, F], probabilities [N, F]); binary tasks also report F1 etc.
-    at the threshold that maximises F1 on `valid`."""
+    test, valid: (labels [N, F], probabilities [N, F]); binary tasks report F1, MCC etc.
+    at the threshold chosen on `valid` (`thresholded_metrics`), and at 0.5 beside them."""
     labels, probabilities = test
+    threshold = None if is_multilabel(meta) else chosen_threshold(valid)
     if data_path is not None and labels.size <= MAX_SAVED_PREDICTIONS:
-        write_test_predictions(report_dir, meta, test, split_fingerprint(data_path, "test"))
+        write_test_predictions(report_dir, meta, test, split_fingerprint(data_path, "test"),
+                               threshold and threshold[0])  # fmt: skip
     names, categories = meta["feature_names"], meta["categories"]
     if is_multilabel(meta):
         metrics = multilabel_metrics(labels, probabilities, names, categories)
@@ -119,9 +136,7 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
             metrics, dict(zip(names, categories, strict=True)), report_dir / "auroc_by_category.png"
         )
     else:
-        metrics = binary_metrics(labels[:, 0], probabilities[:, 0])
-        if valid is not None:
-            metrics.update(valid_threshold_metrics(valid, test))
+        metrics = thresholded_metrics(test, *threshold)
     plot_roc_pr(labels, probabilities, names, report_dir / "roc_pr.png")
     metrics["prediction_spread"] = prediction_spread(probabilities, names)
     report = {"task": meta["task"], "split": "test", **(extra or {}), **metrics}
@@ -138,10 +153,12 @@ PREDICTIONS = "test_predictions.npz"
 MAX_SAVED_PREDICTIONS = 20_000_000
 
 
-def write_test_predictions(report_dir: Path, meta: dict, test, fingerprint: str) -> Path:
+def write_test_predictions(report_dir: Path, meta: dict, test, fingerprint: str,
+                           threshold: float | None = None) -> Path:  # fmt: skip
     """labels [N, F] (uint8, `MISSING_LABEL` where unknown), probabilities [N, F]
-    (float32), the feature names and categories, and the test split's fingerprint
-    (genobird.datasets.windows.split_fingerprint)."""
+    (float32), the feature names and categories, the test split's fingerprint
+    (genobird.datasets.windows.split_fingerprint) and, for a binary task, the threshold
+    chosen on validation (NaN: none, 0.5 applies)."""
     labels, probabilities = test
     path = Path(report_dir) / PREDICTIONS
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,6 +172,7 @@ def write_test_predictions(report_dir: Path, meta: dict, test, fingerprint: str)
             feature_names=np.asarray(meta["feature_names"], dtype=str),
             categories=np.asarray(meta.get("categories") or [], dtype=str),
             fingerprint=np.asarray(fingerprint),
+            threshold=np.asarray(np.nan if threshold is None else threshold, dtype=np.float64),
         )
     return path
 
@@ -172,16 +190,28 @@ def prediction_spread(probabilities: np.ndarray, names: list[str]) -> dict:
     }
 
 
-def valid_threshold_metrics(valid, test) -> dict:
-    """Test F1, precision, recall and MCC at the threshold that maximises F1 on the
-    validation split (binary tasks)."""
-    threshold = best_f1_threshold(valid[0][:, 0], valid[1][:, 0])
-    tuned = binary_metrics(test[0][:, 0], test[1][:, 0], threshold)
-    result = {"threshold_from_valid": threshold}
-    result.update(
-        {f"{k}_at_valid_threshold": tuned[k] for k in ("f1", "precision", "recall", "mcc")}
-    )
-    return result
+THRESHOLDED = ("f1", "precision", "recall", "mcc", "accuracy")
+
+
+def chosen_threshold(valid=None) -> tuple[float, str]:
+    """(the threshold a binary task's test windows are called at, how it was chosen): the
+    best MCC on the validation split (`best_mcc_threshold`), or 0.5 without one."""
+    if valid is not None and len(valid[0]):
+        return best_mcc_threshold(valid[0][:, 0], valid[1][:, 0]), "the best MCC on validation"
+    return 0.5, "0.5 (no validation split)"
+
+
+def thresholded_metrics(test, threshold: float, chosen_by: str) -> dict:
+    """A binary task's test figures at the threshold chosen on validation
+    (`chosen_threshold`): the headline, since a model whose probabilities are calibrated
+    otherwise than at 0.5 (a start from baselines, a weighted loss) ranks the windows as
+    it ranks them but calls them at another point. The figures at 0.5 are kept beside
+    them (`at_0.5`)."""
+    labels, probabilities = test[0][:, 0], test[1][:, 0]
+    metrics = binary_metrics(labels, probabilities, threshold)
+    at_half = binary_metrics(labels, probabilities, 0.5)
+    return {**metrics, "threshold": threshold, "threshold_chosen_by": chosen_by,
+            "at_0.5": {key: at_half[key] for key in THRESHOLDED}}  # fmt: skip
 
 
 def _figure():

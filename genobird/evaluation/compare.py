@@ -13,6 +13,12 @@ mean of its runs' figures on that resample. The interval then covers the test sp
 sampling for those seeds; how far the seeds spread is reported beside it (each run's
 figure on the whole split), since a few seeds cannot be resampled meaningfully.
 
+MCC and F1 are headlined as each run reports them: at the threshold its run chose on
+its validation split (test_predictions.npz's `threshold`; 0.5 for a run without one), so
+that a model calibrated otherwise than at 0.5 is not compared at a point it would not
+call; the same figures at 0.5 are kept beside them (`mcc_at_0.5`, `f1_at_0.5`). AUROC
+needs no threshold.
+
 A resample is a vector of counts per test sequence; the metrics are computed as
 count-weighted sums, many resamples at once (scikit-learn's metrics with
 `sample_weight` are the oracle in the tests).
@@ -30,8 +36,9 @@ from genobird.datasets.metrics import PREDICTIONS
 from genobird.datasets.windows import MISSING_LABEL
 from genobird.errors import InputError
 
-METRICS = ("mcc", "f1", "auroc")
-THRESHOLD = 0.5  # as binary_metrics: predicted positive at probability >= 0.5
+METRICS = ("mcc", "f1", "auroc", "mcc_at_0.5", "f1_at_0.5")
+# a run without a threshold chosen on validation calls its windows at 0.5 (binary_metrics)
+DEFAULT_THRESHOLD = 0.5
 # resample counts held at once ([batch, N]; the AUROC keeps a few float64 copies)
 CELLS_PER_BATCH = 4_000_000
 
@@ -42,6 +49,8 @@ class Predictions:
     probabilities: np.ndarray  # float [N]
     fingerprint: str
     source: Path
+    # predicted positive at probability >= threshold: the one its run chose on validation
+    threshold: float = DEFAULT_THRESHOLD
 
 
 def predictions_file(location: str | Path) -> Path:
@@ -62,6 +71,7 @@ def read_predictions(location: str | Path) -> Predictions:
         with np.load(path, allow_pickle=False) as saved:
             labels, probabilities = saved["labels"], saved["probabilities"]
             fingerprint = str(saved["fingerprint"])
+            threshold = float(saved["threshold"]) if "threshold" in saved else np.nan
     except (OSError, ValueError, KeyError) as error:
         raise InputError(f"{path}: not a genobird predictions file ({error})") from None
     if labels.shape[1] != 1:
@@ -69,8 +79,9 @@ def read_predictions(location: str | Path) -> Predictions:
             f"{path}: {labels.shape[1]} features; comparison is for single-feature tasks "
             "(promoter, classify)"
         )
+    threshold = DEFAULT_THRESHOLD if not np.isfinite(threshold) else threshold
     return Predictions(labels[:, 0].astype(int), probabilities[:, 0].astype(float), fingerprint,
-                       path)  # fmt: skip
+                       path, threshold)  # fmt: skip
 
 
 def weighted_confusion(counts: np.ndarray, labels: np.ndarray, predicted: np.ndarray):
@@ -81,16 +92,16 @@ def weighted_confusion(counts: np.ndarray, labels: np.ndarray, predicted: np.nda
             counts @ (positive & ~predicted), counts @ (negative & ~predicted))  # fmt: skip
 
 
-def resampled_mcc(counts, labels, probabilities) -> np.ndarray:
-    tp, fp, fn, tn = weighted_confusion(counts, labels, probabilities >= THRESHOLD)
+def resampled_mcc(counts, labels, probabilities, threshold: float) -> np.ndarray:
+    tp, fp, fn, tn = weighted_confusion(counts, labels, probabilities >= threshold)
     denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
     with np.errstate(invalid="ignore", divide="ignore"):
         mcc = (tp * tn - fp * fn) / denominator
     return np.where(denominator > 0, mcc, 0.0)  # scikit-learn's value when undefined
 
 
-def resampled_f1(counts, labels, probabilities) -> np.ndarray:
-    tp, fp, fn, _ = weighted_confusion(counts, labels, probabilities >= THRESHOLD)
+def resampled_f1(counts, labels, probabilities, threshold: float) -> np.ndarray:
+    tp, fp, fn, _ = weighted_confusion(counts, labels, probabilities >= threshold)
     denominator = 2 * tp + fp + fn
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(denominator > 0, 2 * tp / denominator, 0.0)
@@ -111,7 +122,15 @@ def resampled_auroc(counts, labels, probabilities) -> np.ndarray:
         return (positives * (below + negatives / 2)).sum(1) / pairs
 
 
-RESAMPLED = {"mcc": resampled_mcc, "f1": resampled_f1, "auroc": resampled_auroc}
+def resampled(name: str, counts: np.ndarray, run: Predictions) -> np.ndarray:
+    """Metric `name` (METRICS) of each resample of one run: MCC and F1 at the run's own
+    threshold, or at 0.5 (`..._at_0.5`)."""
+    if name == "auroc":
+        return resampled_auroc(counts, run.labels, run.probabilities)
+    metric, _, at = name.partition("_at_")
+    threshold = float(at) if at else run.threshold
+    function = {"mcc": resampled_mcc, "f1": resampled_f1}[metric]
+    return function(counts, run.labels, run.probabilities, threshold)
 
 
 def check_same_split(a: Predictions, b: Predictions) -> None:
@@ -134,7 +153,7 @@ def as_runs(side: Predictions | Sequence[Predictions]) -> tuple[Predictions, ...
 
 def mean_over_runs(name: str, counts: np.ndarray, runs: Sequence[Predictions]) -> np.ndarray:
     """Metric `name` of each resample, averaged over the runs."""
-    values = [RESAMPLED[name](counts, run.labels, run.probabilities) for run in runs]
+    values = [resampled(name, counts, run) for run in runs]
     return np.mean(values, axis=0)
 
 
@@ -171,6 +190,9 @@ def paired_bootstrap(a: Predictions | Sequence[Predictions],
               "metrics": {}}  # fmt: skip
     for name in metrics:
         row = {}
+        if name in ("mcc", "f1"):  # each run's own threshold, chosen on its validation
+            for side, runs in sides.items():
+                row[f"{side}_thresholds"] = [run.threshold for run in runs]
         for side, runs in sides.items():
             each = [float(mean_over_runs(name, whole, (run,))[0]) for run in runs]
             row[side] = float(np.mean(each))

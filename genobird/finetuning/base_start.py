@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +32,11 @@ import safetensors.torch
 import torch
 
 from genobird.baselines.saved import (
-    KMER_STEM,
     SAVED_FOLDER,
     cnn_identity,
     cnn_stem,
     kmer_identity,
+    kmer_stem,
     mismatches,
     read_saved,
     write_saved,
@@ -58,6 +59,64 @@ BASE_START_FILE = "base-start.json"
 CNN_WEIGHTS = (0.5, 0.25, 0.75, 0.0, 1.0)
 
 
+@dataclass
+class BaseReaders:
+    """The base readers a run starts from, fitted (or read) as the run reads them: the
+    CNN (or None) trained on the strands the run evaluates (`rc_average`), the k-mer LR
+    (weights, biases, scale; or None) fitted on the strand counts they read
+    (`both_strands`: the mean of each window's and its reverse complement's), and what
+    base-start.json records of each."""
+
+    spec: object
+    rc_average: bool
+    both_strands: bool
+    cnn: object = None
+    kmer_lr: tuple | None = None
+    record: dict = field(default_factory=dict)
+
+    def logits(self, sequences: list[str]) -> tuple:
+        """Each reader's baseline logits [S, N, F] on the windows, one row per input the
+        classifier reads and averages (S = 2: both strands read as two inputs; S = 1: one
+        strand, or both read inside each input); 0 where there is no such reader."""
+        spec, cnn_part, kmer_part = self.spec, 0.0, 0.0
+        if self.cnn is not None:
+            cnn_part = cnn_logits(self.cnn, sequences, spec.window_bp,
+                                  self.rc_average or self.both_strands)  # fmt: skip
+            if self.both_strands:  # the features of both strands averaged: so the logits
+                cnn_part = cnn_part.mean(axis=0, keepdims=True)
+        if self.kmer_lr is not None:
+            kmer_part = kmer_logits(self.kmer_lr, sequences, spec,
+                                    self.rc_average and not self.both_strands,
+                                    self.both_strands)  # fmt: skip
+        return cnn_part, kmer_part
+
+
+def fit_base_readers(data, spec, cache: Path, rc_average: bool, both_strands: bool,
+                     sources=()) -> BaseReaders:  # fmt: skip
+    """Train or fit the base readers `spec` asks for (or read them: from `cache`, or from
+    the baseline runs in `sources` that fitted them so), as a run reading `rc_average`
+    strands with base readers on `both_strands` reads them."""
+    readers = BaseReaders(spec, rc_average, both_strands)
+    if spec.base_cnn_channels:
+        readers.cnn, readers.record["base_cnn"] = base_cnn(data, spec, cache, rc_average, sources)
+    if spec.base_kmers:
+        fitted = base_kmer_lr(data, spec, cache, sources, both_strands)
+        readers.kmer_lr, readers.record["base_kmer_lr"] = fitted
+    return readers
+
+
+def readers_start(readers: BaseReaders, labels: np.ndarray, logits: tuple, shift: float = 0.0,
+                  categories=None) -> tuple:  # fmt: skip
+    """(the CNN's weight in the start, one or one per output; what base-start.json records
+    of the blend, or {} with one reader; the start's validation AUROC) of base readers
+    whose validation `logits` are given: their blend chosen on validation when both."""
+    if readers.cnn is not None and readers.kmer_lr is not None:
+        weight, blend = choose_blend(*logits, labels, shift, categories)
+        return weight, blend, blend["validation_auroc"]
+    weight = 1.0 if readers.kmer_lr is None else 0.0
+    return weight, {}, round(mean_auroc(labels, blend_probabilities(*logits, weight, shift)), 5)
+
+
 def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path,
                          rc_average: bool, sources=()) -> dict:  # fmt: skip
     """Train or fit the base readers `spec` asks for (or read them: from `cache`, or
@@ -67,32 +126,19 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
     from genobird.baselines import load_baseline_data
 
     data = load_baseline_data(data_path, spec.seed)
-    record, cnn, kmer_lr = {}, None, None
-    if spec.base_cnn_channels:
-        cnn, record["base_cnn"] = base_cnn(data, spec, cache, rc_average, sources)
-    if spec.base_kmers:
-        kmer_lr, record["base_kmer_lr"] = base_kmer_lr(data, spec, cache, sources)
-
-    def reader_logits(sequences: list[str]) -> tuple:
-        """Each base reader's baseline logits [S, N, F] on the windows (0: no such reader)."""
-        cnn_part = kmer_part = 0.0
-        if cnn is not None:
-            cnn_part = cnn_logits(cnn, sequences, spec.window_bp, rc_average)
-        if kmer_lr is not None:
-            kmer_part = kmer_logits(kmer_lr, sequences, spec, rc_average)
-        return cnn_part, kmer_part
-
+    readers = fit_base_readers(data, spec, cache, rc_average, model.base_strands == "both",
+                               sources)  # fmt: skip
+    record, cnn, kmer_lr = readers.record, readers.cnn, readers.kmer_lr
     if spec.base_blend != "one" and (cnn is None or kmer_lr is None):
         log.warning("base_blend %s: there is no blend to choose, the start has one base "
                     "reader", spec.base_blend)  # fmt: skip
-    validation = reader_logits(data.valid.sequences)
-    cnn_weight = 1.0 if kmer_lr is None else 0.0
+    validation = readers.logits(data.valid.sequences)
     shift = model.start_logit_shift()
-    if cnn is not None and kmer_lr is not None:  # the blend, chosen on validation
-        categories = data.meta.get("categories") if spec.base_blend == "by-category" else None
-        cnn_weight, record["base_blend"] = choose_blend(*validation, data.valid.labels, shift,
-                                                        categories)  # fmt: skip
-        blend = record["base_blend"]
+    categories = data.meta.get("categories") if spec.base_blend == "by-category" else None
+    cnn_weight, blend, _ = readers_start(readers, data.valid.labels, validation, shift,
+                                         categories)  # fmt: skip
+    if blend:
+        record["base_blend"] = blend
         log.info("start: the base CNN and the k-mer LR blended, CNN weight %s (validation "
                  "AUROC %.4f)", blend.get("cnn_weight_by_category", blend["cnn_weight"]),
                  blend["validation_auroc"])  # fmt: skip
@@ -101,9 +147,10 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
     for split, logits, name in ((data.valid, validation, "start_validation_auroc"),
                                 (data.test, None, "start_test_auroc")):  # fmt: skip
         if len(split.labels):
-            logits = logits or reader_logits(split.sequences)
+            logits = logits or readers.logits(split.sequences)
             start = blend_probabilities(*logits, cnn_weight, shift)
             record[name] = round(mean_auroc(split.labels, start), 5)
+    record["base_strands"] = model.base_strands
     model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
     read = [part.get("read_from", "") for part in (record.get("base_cnn", {}),
                                                     record.get("base_kmer_lr", {}))]  # fmt: skip
@@ -120,6 +167,37 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
     with atomic_write(output / BASE_START_FILE) as handle:
         json.dump(record, handle, indent=2)
     return record
+
+
+# The strand readings a classify run whose strands are open chooses among with its start:
+# (name, the run reads both strands, its base readers read both strands inside each input)
+STRAND_READINGS = (("both strands", True, True), ("one strand", False, False))
+
+
+def choose_strands(spec, data_path: Path, cache: Path, sources=()) -> dict:
+    """A classify run's strands, chosen on validation with its start: for each reading
+    (`STRAND_READINGS`), the base readers fitted as they are read (a CNN trained on the
+    strands read, the k-mer LR on the strand counts read) and blended on validation; the
+    reading whose start scores the best validation AUROC is chosen (a tie goes to both
+    strands). The one-strand start's k-mer LR with CNN weight 0 is `genobird baseline
+    kmer-lr` exactly, and the two-strand start's CNN with weight 1 is `genobird baseline
+    cnn` exactly, so the start chosen is never below either baseline on validation.
+    Returns {"chosen": name, "settings": {rc_augment, rc_average, base_strands},
+    "validation_auroc": {name: the start's}}; the readers stay in `cache` for the run."""
+    from genobird.baselines import load_baseline_data
+
+    data = load_baseline_data(data_path, spec.seed)
+    scores, settings = {}, {}
+    for name, both_read, both_inside in STRAND_READINGS:
+        readers = fit_base_readers(data, spec, cache, both_read, both_inside, sources)
+        validation = readers.logits(data.valid.sequences)
+        scores[name] = readers_start(readers, data.valid.labels, validation)[2]
+        settings[name] = {"rc_augment": both_read, "rc_average": both_read,
+                          "base_strands": "both" if both_inside else "one"}  # fmt: skip
+        log.info("start read on %s: validation AUROC %.4f", name, scores[name])
+    scored = {name: score for name, score in scores.items() if np.isfinite(score)}
+    chosen = max(scored, key=scored.get) if scored else STRAND_READINGS[0][0]
+    return {"chosen": chosen, "settings": settings[chosen], "validation_auroc": scores}
 
 
 def pull_strength(multiple: float, c: float, train_windows: int, outputs: int,
@@ -221,7 +299,7 @@ def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):
     cnn_spec = CNNSpec(
         architecture=spec.base_cnn_architecture, channels=spec.base_cnn_channels,
         rc_average=rc_average, window_bp=spec.window_bp, seed=spec.seed,
-        max_minutes=spec.base_cnn_minutes,
+        max_epochs=spec.base_cnn_epochs, max_minutes=spec.base_cnn_minutes,
     )  # fmt: skip
     if cnn_spec.architecture == "deepsea-cnn":
         check_one_length(data, spec.window_bp)
@@ -259,27 +337,29 @@ def check_one_length(data, window_bp: int | None) -> None:
         )
 
 
-def base_kmer_lr(data, spec, cache: Path, sources=()):
+def base_kmer_lr(data, spec, cache: Path, sources=(), both_strands: bool = False):
     """The k-mer LR of the base k-mers fitted as genobird's k-mer LR baseline
-    (`baselines.kmer.fit_kmer_lr`: counts of 3- to base_kmers-mers, C chosen on
-    validation), as (weights, biases, scale), or read where it was saved: `cache`, or a
-    baseline run in `sources`."""
+    (`baselines.kmer.fit_kmer_lr`: counts of 3- to base_kmers-mers, on both strands with
+    `both_strands`, C chosen on validation), as (weights, biases, scale), or read where
+    it was saved: `cache`, or a baseline run in `sources`."""
     from genobird.baselines.kmer import fit_kmer_lr
     from genobird.model.base_readers import base_kmer_lengths
 
     ks = base_kmer_lengths(spec.base_kmers)
-    identity = kmer_identity(ks, spec.window_bp, spec.seed, data)
-    if found := saved_baseline("base k-mer LR", KMER_STEM, identity, cache, sources):
+    identity = kmer_identity(ks, spec.window_bp, spec.seed, data, both_strands)
+    stem = kmer_stem(both_strands)
+    if found := saved_baseline("base k-mer LR", stem, identity, cache, sources):
         record, path = found
         tensors = safetensors.torch.load_file(str(path))
         return tuple(tensors[k].numpy() for k in ("weights", "biases", "scale")), record
-    fitted = fit_kmer_lr(data, ks, seed=spec.seed, window_bp=spec.window_bp)
+    fitted = fit_kmer_lr(data, ks, seed=spec.seed, window_bp=spec.window_bp,
+                         both_strands=both_strands)  # fmt: skip
     linear = fitted.linear()
     details = fitted.details
     log.info("base k-mer LR fitted: C %g, validation AUROC %.4f (%.0f s)", details["C"],
              max(details["validation_auroc_by_C"].values()), details["seconds"])  # fmt: skip
     tensors = dict(zip(("weights", "biases", "scale"), map(torch.from_numpy, linear), strict=True))
-    write_saved(cache, KMER_STEM, identity, details, tensors)
+    write_saved(cache, stem, identity, details, tensors)
     return linear, details
 
 
@@ -317,14 +397,16 @@ def cnn_logits(cnn, sequences: list[str], window_bp: int | None, rc_average: boo
     return np.stack(logits)
 
 
-def kmer_logits(linear, sequences: list[str], spec, rc_average: bool) -> np.ndarray:
+def kmer_logits(linear, sequences: list[str], spec, rc_average: bool,
+                both_strands: bool = False) -> np.ndarray:  # fmt: skip
     """The k-mer LR's logits [S, N, F] from (weights, biases, scale) on each strand the
-    classifier reads."""
+    classifier reads (S = 2 with `rc_average`), of the counts of both strands with
+    `both_strands`."""
     from genobird.baselines.kmer import kmer_matrix
     from genobird.model.base_readers import base_kmer_lengths
 
     weights, biases, scale = linear
     ks = base_kmer_lengths(spec.base_kmers)
     strands = strand_windows(sequences, spec.window_bp, rc_average)
-    return np.stack([np.asarray(kmer_matrix(strand, ks).multiply(scale[None]) @ weights.T)
-                     + biases for strand in strands])  # fmt: skip
+    return np.stack([np.asarray(kmer_matrix(strand, ks, both_strands).multiply(scale[None])
+                                @ weights.T) + biases for strand in strands])  # fmt: skip

@@ -29,6 +29,7 @@ from genobird.finetuning.base_start import (
     BASE_CNN_LEARNING_RATE,
     BASE_START_FILE,
     StartPull,
+    choose_strands,
     start_from_baselines,
 )
 from genobird.finetuning.probes import choose_recipe, open_questions, probe_budget
@@ -197,6 +198,8 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, to
         head["base_cnn_architecture"] = spec.base_cnn_architecture
     if spec.base_kmers:
         head["base_kmers"] = spec.base_kmers
+    if spec.base_cnn_channels or spec.base_kmers:
+        head["base_strands"] = base_strands(spec, task_meta)
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
@@ -248,8 +251,12 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn",
                   baseline_runs=tuple(baseline_runs), restart_changed=restart_changed)  # fmt: skip
     log.info("plan: %s", plan(spec, meta, baseline_runs))
+    start_choice = {}
+    if strands_chosen_with_start(spec, meta):
+        start_choice = choose_strands(spec, data_path, output / "base-cnn", baseline_runs)
+        spec = replace(spec, **start_choice["settings"])
     spec, choice = choose_recipe(spec, meta, output, run)
-    spec, strands = settle_strands(spec, meta, choice)
+    spec, strands = settle_strands(spec, meta, choice, start_choice)
     trainer = run(spec, output)
     summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
                else None}  # fmt: skip
@@ -269,19 +276,23 @@ def plan(spec: FinetuneSpec, meta: dict, baseline_runs=()) -> str:
     the probes it runs, the run's own step budget and checks. `--max-steps` bounds the run
     and each probe; the base CNN is bounded by its own clock."""
     parts = []
+    per_reading = " for each strand reading" if strands_chosen_with_start(spec, meta) else ""
     if spec.base_cnn_channels:
         kind = "DeepSEA " if spec.base_cnn_architecture == "deepsea-cnn" else ""
-        parts.append(f"train a {spec.base_cnn_channels}-filter {kind}base CNN alone first (the "
-                     f"CNN baseline, at most {spec.base_cnn_minutes:g} min per strand "
-                     "setting)")  # fmt: skip
+        cap = f", capped at {spec.base_cnn_minutes:g} min" if spec.base_cnn_minutes else ""
+        parts.append(f"train a {spec.base_cnn_channels}-filter {kind}base CNN alone first"
+                     f"{per_reading} (the CNN baseline: at most {spec.base_cnn_epochs} "
+                     f"epochs, stopped by validation{cap})")  # fmt: skip
     if spec.base_kmers:
-        parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers")
+        parts.append(f"fit the k-mer LR on 3- to {spec.base_kmers}-mers{per_reading}")
     if baseline_runs and (spec.base_cnn_channels or spec.base_kmers):
         parts.append(f"or read each from {', '.join(map(str, baseline_runs))} where it was "
                      "fitted as this run asks")  # fmt: skip
     if spec.base_cnn_channels and spec.base_kmers:
         per = " per feature category" if spec.base_blend == "by-category" else ""
         parts.append(f"start from their blend, chosen on validation{per}")
+    if per_reading:
+        parts.append("read both strands or one, as the better start on validation")
     if spec.base_kmers and spec.base_kmer_pull:
         parts.append(f"hold the k-mer weights near their start ({spec.base_kmer_pull:g} x "
                      "the LR's own penalty)")  # fmt: skip
@@ -387,10 +398,30 @@ def evaluation_interval(eval_every: int, train_windows: int, training: TrainingC
     return max(1, min(eval_every, per_pass))
 
 
-def settle_strands(spec: FinetuneSpec, meta: dict, choice: dict) -> tuple[FinetuneSpec, dict]:
-    """`spec` with rc_augment and rc_average settled, and how: on validation (`choice`,
-    from finetuning.probes), by the user's options (the one not given follows the task kind),
-    or by the task kind (`strand_symmetric`: both for classify when nothing was asked)."""
+def strands_chosen_with_start(spec: FinetuneSpec, meta: dict) -> bool:
+    """Whether a run's strands are chosen on validation with its start from base readers
+    (base_start.choose_strands): a classify run with base readers and a validation split,
+    whose options settle neither the strands nor how the base readers read them."""
+    return (meta["task"] == "classify" and bool(meta["counts"].get("valid"))
+            and bool(spec.base_cnn_channels or spec.base_kmers)
+            and spec.rc_augment is None and spec.rc_average is None
+            and spec.base_strands is None)  # fmt: skip
+
+
+def settle_strands(spec: FinetuneSpec, meta: dict, choice: dict,
+                   start_choice: dict | None = None) -> tuple[FinetuneSpec, dict]:  # fmt: skip
+    """`spec` with rc_augment and rc_average settled, and how: with the start from base
+    readers (`start_choice`, from base_start.choose_strands), by probes on validation
+    (`choice`, from finetuning.probes), by the user's options (the one not given follows
+    the task kind), or by the task kind (`strand_symmetric`: both for classify when
+    nothing was asked)."""
+    if start_choice:
+        settings = start_choice["settings"]
+        strands = {"chosen_by": "the start's validation AUROC",
+                   "chosen": start_choice["chosen"],
+                   "start_validation_auroc": start_choice["validation_auroc"],
+                   **settings}  # fmt: skip
+        return replace(spec, **settings), strands
     if "strands" in choice:
         chosen_by = "validation"
         augment = average = choice["strands"]["settings"]["rc_augment"]
@@ -403,6 +434,9 @@ def settle_strands(spec: FinetuneSpec, meta: dict, choice: dict) -> tuple[Finetu
         augment = average = strand_symmetric(meta)
     resolved = replace(spec, rc_augment=augment, rc_average=average)
     strands = {"chosen_by": chosen_by, "rc_augment": augment, "rc_average": average}
+    if spec.base_cnn_channels or spec.base_kmers:
+        resolved = replace(resolved, base_strands=base_strands(resolved, meta))
+        strands["base_strands"] = resolved.base_strands
     return resolved, strands
 
 
@@ -486,8 +520,24 @@ def training_summary(state) -> dict:
         "best_validation_auroc": state.best_score,
         "stopped_early": state.stopped_early,
         "stopped_at_time": state.stopped_at_time,
+        # what ended the run: its budget, validation's early stop, or a user's time cap
+        "stopped_by": (
+            "max_minutes"
+            if state.stopped_at_time
+            else "patience"
+            if state.stopped_early
+            else "max_steps"
+        ),
         "real_tokens_per_second": float(np.median(speeds)) if speeds else None,
     }
+
+
+def base_strands(spec: FinetuneSpec, meta: dict) -> str:
+    """How the base readers read strands: as given, else as they are read (`both` where
+    the run reads both strands: each base reader then reads both in each input, fitted so)."""
+    if spec.base_strands is not None:
+        return spec.base_strands
+    return "both" if evaluation_strands(spec, meta) else "one"
 
 
 def evaluation_strands(spec: FinetuneSpec, meta: dict) -> bool:

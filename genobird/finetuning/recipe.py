@@ -34,10 +34,16 @@ POOLINGS = ("cls", "mean", "hf", "centre", "profile")
 PROBE_STEPS = 500
 # the CNN baselines a base CNN can be (baselines.cnn.ARCHITECTURES; a test holds them equal)
 CNN_ARCHITECTURES = ("cnn", "deepsea-cnn")
+# the CNN baseline's epoch budget (baselines.cnn.CNNSpec.max_epochs and `genobird baseline
+# cnn --max-epochs`; a test holds them equal): a base CNN trained as that baseline is
+CNN_MAX_EPOCHS = 30
 # how a start from a base CNN and base k-mers blends them (finetuning.base_start)
 BASE_BLENDS = ("one", "by-category")
 # the base readers: a head transformers has no counterpart of
 BASE_READERS = ("base_cnn_channels", "base_kmers")
+# how the base readers read strands (BigBirdForSequenceClassification.BASE_STRANDS; a test
+# holds them equal)
+BASE_STRANDS = ("one", "both")
 
 
 def by_task(classify, other) -> dict:
@@ -158,15 +164,25 @@ SETTINGS: tuple[Setting, ...] = (
             help="the base CNN's architecture, a CNN baseline's: cnn (global pooling of "
             "three convolutions) or deepsea-cnn (DeepSEA's, whose fully connected layer "
             "reads where in the window each motif lies)"),
-    Setting("base_cnn_minutes", float, "model", default=3.0, low=0, open_low=True,
-            help="the base CNN's budget when trained alone first, as the CNN baseline's "
-            "--max-minutes: a baseline run of the same budget (--base-start-from) is read "
-            "instead of trained again"),
+    Setting("base_cnn_epochs", int, "model", default=CNN_MAX_EPOCHS, low=1,
+            help="the base CNN's budget in epochs when trained alone first, as the CNN "
+            "baseline's --max-epochs (it stops sooner after 3 epochs without a better "
+            "validation AUROC): a baseline run of the same budget (--base-start-from) is "
+            "read instead of trained again"),
+    Setting("base_cnn_minutes", float, "model", low=0, open_low=True,
+            help="a wall-clock cap on the base CNN's training, as the CNN baseline's "
+            "--max-minutes (default: none; with one, the start depends on the machine's "
+            "speed)"),
     Setting("base_kmers", int, "model", default=0, defaults=by_task(6, 0), low=0, high=8,
             metavar="K",
             help="the counts of the window's 3- to K-mers beside the encoder (the k-mer LR "
             "baseline's features), its LR fitted first; the head starts from it, blended "
             "with the base CNN on validation (0: none; else 3 to 8)"),
+    Setting("base_strands", str, "model", choices=BASE_STRANDS,
+            help="how the base readers read a window: both (its reverse complement too, "
+            "averaged: the CNN trained on both strands, the k-mer LR fitted on both strands' "
+            "counts) or one (the strand the encoder reads, the k-mer LR fitted on the strand "
+            "given) (default: both where the run reads both strands, else one)"),
     Setting("base_blend", str, "recipe", default="one", choices=BASE_BLENDS,
             help="with a base CNN and base k-mers, how validation chooses their blend in "
             "the start: one CNN weight for every output, or one per feature category (the "
@@ -206,8 +222,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_steps", int, "recipe", defaults=by_task(3000, 300), low=1, training=True,
             required=True,
             help="optimiser steps of the run, at most, and of each recipe probe (classify: "
-            "stopped by validation); the base CNN trains first on its own clock (3 min at "
-            "most per strand setting); the plan is logged at the start"),
+            "stopped by validation); the base CNN trains first on its own budget "
+            "(--base-cnn-epochs); the plan, with an estimate of the run's minutes, is logged "
+            "at the start"),
     Setting("batch_size", int, "recipe", defaults=by_task(32, 8), low=1, training=True,
             required=True, help="windows per step (a default batch is at most the training "
             "windows there are)"),

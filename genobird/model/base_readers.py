@@ -105,6 +105,19 @@ class BaseSpeller(nn.Module):
         return base_codes, owner
 
 
+def reverse_complement_bases(codes: torch.Tensor, end: int) -> torch.Tensor:
+    """Each row's bases (codes [B, L]: A C G T 0-3, anything else kept as it is) read on
+    the other strand, its positions coded `end` (past each row's end) left at the end:
+    the codes of the reverse-complemented windows. The one reverse complement of the
+    CNN baselines' codes and of the base readers' spelled bases."""
+    length = codes.shape[1]
+    real = (codes != end).sum(1, keepdim=True)  # [B, 1]
+    source = real - 1 - torch.arange(length, device=codes.device)[None]  # [B, L]
+    flipped = codes.gather(1, source.clamp(min=0))
+    complemented = torch.where(flipped < 4, 3 - flipped.long(), flipped.long()).to(codes.dtype)
+    return torch.where(source >= 0, complemented, torch.full_like(codes, end))
+
+
 class BaseCNN(nn.Module):
     """A CNN on the bases the input's tokens spell, beside the encoder: the tower of
     genobird's CNN baseline (baselines/cnn.py's SmallCNN: convolutions of 15, 9 and 5

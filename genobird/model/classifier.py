@@ -21,6 +21,7 @@ from genobird.model.base_readers import (
     BaseSpeller,
     base_kmer_lengths,
     check_base_reader,
+    reverse_complement_bases,
 )
 from genobird.model.bigbird import BigBirdEncoder, EncoderOutput, activation, init_weights
 from genobird.model.config import BigBirdConfig
@@ -84,6 +85,7 @@ class BigBirdForSequenceClassification(nn.Module):
     task = "classification"
     PROBLEMS = ("single_label", "multi_label", "regression")
     POOLINGS = ("cls", "mean", "hf", "centre", "profile")
+    BASE_STRANDS = ("one", "both")
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class BigBirdForSequenceClassification(nn.Module):
         base_kmers: int = 0,
         base_markers: bool = False,
         profile_bins: int = 0,
+        base_strands: str = "one",
     ):
         super().__init__()
         if problem not in self.PROBLEMS:
@@ -133,6 +136,16 @@ class BigBirdForSequenceClassification(nn.Module):
         # bases takes no position); True: one all-zero position for each ([CLS], [SEP]),
         # as classifiers fine-tuned before the start was made exact were trained to read
         self.base_markers = base_markers
+        # "one": each base reader reads the strand of the input it is given (a model that
+        # reads both strands averages the two inputs' probabilities, as the encoder's);
+        # "both": each reads the input and its reverse complement and averages its
+        # features (the CNN's pooled features, the k-mer counts), so that its share of
+        # every logit is the same on either strand: a CNN baseline that averages its
+        # logits over strands, and a k-mer LR fitted on both strands' counts, exactly
+        if base_strands not in self.BASE_STRANDS:
+            raise ConfigError(f"base_strands must be one of {self.BASE_STRANDS}, "
+                              f"got {base_strands!r}")  # fmt: skip
+        self.base_strands = base_strands
         self.base_cnn = self.base_kmer_counts = self.base_speller = None
         self.base_cnn_architecture = base_cnn_architecture
         if base_cnn_architecture not in BASE_CNNS:
@@ -174,6 +187,8 @@ class BigBirdForSequenceClassification(nn.Module):
             head["base_kmers"] = self.base_kmers
         if self.base_readers():
             head["base_markers"] = self.base_markers
+        if self.base_readers() and self.base_strands != "one":
+            head["base_strands"] = self.base_strands
         return head
 
     @staticmethod
@@ -312,7 +327,12 @@ class BigBirdForSequenceClassification(nn.Module):
         if readers := self.base_readers():
             spelled, _ = self.speller().spelled_bases(input_ids, attention_mask,
                                                       markers=self.base_markers)  # fmt: skip
-            features = [reader(spelled).to(pooled.dtype) for reader in readers]
+            features = [reader(spelled) for reader in readers]
+            if self.base_strands == "both":
+                other = reverse_complement_bases(spelled, BaseSpeller.NOTHING)
+                features = [(f + reader(other)) / 2 for f, reader in zip(features, readers,
+                                                                          strict=True)]  # fmt: skip
+            features = [f.to(pooled.dtype) for f in features]
             if self.profile_bins:  # the window's base features, beside each bin's vector
                 features = [f[:, None].expand(-1, self.profile_bins, -1) for f in features]
             pooled = torch.cat([pooled, *features], dim=-1)

@@ -15,10 +15,23 @@ from genobird.report.page import html_image, html_table
 TASKS = ("promoter", "chromatin")
 
 
-PROMOTER_KEYS = ("examples", "positives", "auroc", "auprc", "f1", "mcc", "f1_at_valid_threshold")
+# MCC and F1 at the threshold chosen on validation (metrics.json's `threshold`), then at 0.5
+PROMOTER_KEYS = ("examples", "positives", "auroc", "auprc", "f1", "mcc", "threshold",
+                 "f1 at 0.5", "mcc at 0.5")  # fmt: skip
 
 
-BINARY_COLUMNS = ("mcc", "f1", "f1_at_valid_threshold", "auroc", "auprc")
+BINARY_COLUMNS = ("mcc", "f1", "threshold", "mcc at 0.5", "auroc", "auprc")
+
+
+def figure(metrics: dict, key: str, missing=None):
+    """A figure of metrics.json by its column name: 'mcc at 0.5' is at_0.5's mcc (a run
+    written before thresholds were chosen on validation called at 0.5: its own mcc)."""
+    name, _, at = key.partition(" at ")
+    if not at:
+        return metrics.get(key, missing)
+    if "at_" + at in metrics:
+        return metrics["at_" + at].get(name, missing)
+    return metrics.get(name, missing) if "threshold" not in metrics else missing
 
 
 MULTILABEL_COLUMNS = ("median_auroc", "median_auprc")
@@ -95,9 +108,10 @@ def runs_table(runs: list[tuple[str, Path]], seeds: int = 1) -> str:
     their mean that is paired with each other run."""
     reports = [(name, json.loads(path.read_text())) for name, path in runs]
     columns = BINARY_COLUMNS if "f1" in reports[0][1] else MULTILABEL_COLUMNS
-    rows = [(name, *(report.get(key, "-") for key in columns)) for name, report in reports]
+    rows = [(name, *(figure(report, key, "-") for key in columns)) for name, report in reports]
     if seeds > 1:
-        means = [mean_cell([report.get(key) for _, report in reports[:seeds]]) for key in columns]
+        means = [mean_cell([figure(report, key) for _, report in reports[:seeds]])
+                 for key in columns]  # fmt: skip
         rows.insert(seeds, (f"{GENOBIRD_NAME}, mean of {seeds} seeds", *means))
     text = html_table(rows, ("model", *columns))
     if "f1" in reports[0][1]:
@@ -181,7 +195,8 @@ def finetune_section(results: Path, folder: str) -> str:
     text += "<h3>Against baselines on the same data</h3>" + comparison_table(results, folder)
     text += zero_shot_table(results, folder)
     if "f1" in metrics:
-        rows = [(key, metrics[key]) for key in PROMOTER_KEYS if key in metrics]
+        rows = [(key, figure(metrics, key)) for key in PROMOTER_KEYS
+                if figure(metrics, key) is not None]  # fmt: skip
     else:
         rows = [("examples", metrics["examples"]), ("median AUROC", metrics["median_auroc"]),
                 ("median AUPRC", metrics["median_auprc"])]  # fmt: skip
