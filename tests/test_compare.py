@@ -161,7 +161,8 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
             assert result["metrics"][name][side] == pytest.approx(report[name])
         for name in ("mcc", "f1"):
             assert result["metrics"][f"{name}_at_0.5"][side] == pytest.approx(
-                report["at_0.5"][name])
+                report["at_0.5"][name]
+            )
         assert result["metrics"]["mcc"][f"{side}_thresholds"] == [report["threshold"]]
         assert f"{PREDICTIONS} (called at {report['threshold']:.3g})" in printed
     assert result["metrics"]["auroc"]["difference"] < 0  # 3 steps from scratch vs k-mers

@@ -67,7 +67,8 @@ def test_a_binary_report_headlines_the_validation_threshold_and_keeps_0_5_beside
     called = test[1][:, 0] >= report["threshold"]
     assert report["mcc"] == pytest.approx(skm.matthews_corrcoef(test[0][:, 0], called))
     assert report["at_0.5"]["mcc"] == pytest.approx(
-        skm.matthews_corrcoef(test[0][:, 0], test[1][:, 0] >= 0.5))
+        skm.matthews_corrcoef(test[0][:, 0], test[1][:, 0] >= 0.5)
+    )
     assert report["mcc"] > report["at_0.5"]["mcc"] + 0.3
     without = write_evaluation(tmp_path / "b", meta, test)  # no validation split: 0.5
     assert without["threshold"] == 0.5 and without["mcc"] == without["at_0.5"]["mcc"]

@@ -346,11 +346,16 @@ class WindowDataset(torch.utils.data.Dataset):
         seed = int(draw.integers(1 << 31))
         return self.tokenizer.encode_sampled(sequence, self.bpe_dropout, seed)
 
-    def __getitem__(self, index: int) -> dict:
+    def sequence(self, index: int) -> str:
+        """Window `index`'s bases as read (its central `window_bp`), on its own strand."""
         if self._handle is None:
             self._handle = h5py.File(self.path, "r")
         row = int(self.rows[index])
-        sequence = central(self._handle["sequences"][row].decode("ascii"), self.window_bp)
+        return central(self._handle["sequences"][row].decode("ascii"), self.window_bp)
+
+    def __getitem__(self, index: int) -> dict:
+        sequence = self.sequence(index)
+        row = int(self.rows[index])
         labels = self._handle[self.labels][row]
         labels = label_values(labels if self.profile_rows is None else labels[self.profile_rows])
         if self._flip(index):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import asdict, field, make_dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -25,6 +26,7 @@ from genobird.datasets.metrics import is_multilabel, mean_auroc, write_evaluatio
 from genobird.datasets.windows import WindowDataset, default_max_tokens, read_metadata
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write, file_digest
+from genobird.finetuning import cost
 from genobird.finetuning.base_start import (
     BASE_CNN_LEARNING_RATE,
     BASE_START_FILE,
@@ -32,6 +34,7 @@ from genobird.finetuning.base_start import (
     choose_strands,
     start_from_baselines,
 )
+from genobird.finetuning.cost import describe
 from genobird.finetuning.probes import choose_recipe, open_questions, probe_budget
 from genobird.finetuning.recipe import QUESTIONS, SETTINGS, check_needs, tree
 from genobird.inputs import token_limit, window_collate
@@ -250,7 +253,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn",
                   baseline_runs=tuple(baseline_runs), restart_changed=restart_changed)  # fmt: skip
-    log.info("plan: %s", plan(spec, meta, baseline_runs))
+    cost = planned_cost(spec, meta, data_path, pretrained, tokenizer)
+    log.info("plan: %s; %s", plan(spec, meta, baseline_runs), describe(cost))
     start_choice = {}
     if strands_chosen_with_start(spec, meta):
         start_choice = choose_strands(spec, data_path, output / "base-cnn", baseline_runs)
@@ -259,7 +263,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     spec, strands = settle_strands(spec, meta, choice, start_choice)
     trainer = run(spec, output)
     summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
-               else None}  # fmt: skip
+               else None, "estimated_cost": cost}  # fmt: skip
     if (base_start := output / BASE_START_FILE).is_file():
         summary.update(json.loads(base_start.read_text()))
         summary["start_check"] = start_check(trainer.state.history, summary)
@@ -296,7 +300,7 @@ def plan(spec: FinetuneSpec, meta: dict, baseline_runs=()) -> str:
     if spec.base_kmers and spec.base_kmer_pull:
         parts.append(f"hold the k-mer weights near their start ({spec.base_kmer_pull:g} x "
                      "the LR's own penalty)")  # fmt: skip
-    if questions := open_questions(spec, meta):
+    if questions := probed_questions(spec, meta):
         probes, steps = probe_budget(spec, questions)
         parts.append(f"choose {', '.join(questions)} on validation with at most {probes} "
                      f"probes of at most {steps:,} steps")  # fmt: skip
@@ -308,6 +312,46 @@ def plan(spec: FinetuneSpec, meta: dict, baseline_runs=()) -> str:
             run += f", stopped after {spec.patience} checks without improvement"
     parts.append(run)
     return "; ".join(parts)
+
+
+def planned_cost(spec: FinetuneSpec, meta: dict, data_path: Path, pretrained, tokenizer) -> dict:
+    """The run's minutes on this machine (finetuning.cost): each kind of work timed on its
+    first steps, times how much of it the plan holds (base CNNs and k-mer LR fits, for
+    each strand reading where the strands are chosen with the start; the probes; the
+    run), checks of validation included."""
+    from genobird.baselines.cnn import CNNSpec
+
+    readings = 2 if strands_chosen_with_start(spec, meta) else 1
+    rc_average = evaluation_strands(spec, meta)
+    train = WindowDataset(data_path, "train", tokenizer, spec.max_tokens, window_bp=spec.window_bp)
+    counts, windows = meta["counts"], len(train)
+    sequences = [train.sequence(i) for i in range(min(len(train), cost.TIMED_WINDOWS))]
+    units = {}
+    if spec.base_cnn_channels:
+        cnn = CNNSpec(architecture=spec.base_cnn_architecture, channels=spec.base_cnn_channels,
+                      rc_average=rc_average, window_bp=spec.window_bp)  # fmt: skip
+        sample = sequences * math.ceil(windows / len(sequences))
+        units["cnn_epoch"] = cost.untouched(lambda: cost.time_cnn_epoch(
+            sample[:windows], counts["valid"], cnn, len(meta["feature_names"])))  # fmt: skip
+    if spec.base_kmers:
+        units["kmer_fit"] = cost.time_kmer_fit(sequences, windows + counts["valid"],
+                                               base_kmer_lengths(spec.base_kmers),
+                                               spec.window_bp, rc_average)  # fmt: skip
+    model = cost.untouched(lambda: build_model(meta, pretrained, spec, tokenizer))
+    training = TrainingConfig(**{"seed": spec.seed, **spec.training})
+    units["step"], units["check"] = cost.untouched(lambda: cost.time_classifier(
+        model, train, counts["valid"], 2 if rc_average else 1,
+        window_collate(model, tokenizer.pad_id), training.batch_size,
+        training.learning_rate))  # fmt: skip
+    interval = (evaluation_interval(spec.eval_every, windows, training)
+                if spec.eval_every and counts["valid"] else training.max_steps)  # fmt: skip
+    patience = spec.patience if spec.eval_every and counts["valid"] else 0
+    runs = [(training.max_steps, interval, patience)]
+    if questions := probed_questions(spec, meta):
+        probes, steps = probe_budget(spec, questions)
+        runs = [(steps, min(interval, steps), patience)] * probes + runs
+    return cost.estimate(cost.UnitTimes(**units), readings * bool(spec.base_cnn_channels),
+                         readings * bool(spec.base_kmers), runs, spec.base_cnn_epochs)  # fmt: skip
 
 
 def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,
@@ -396,6 +440,14 @@ def evaluation_interval(eval_every: int, train_windows: int, training: TrainingC
     windows when that is shorter (at least one step)."""
     per_pass = -(-train_windows // training.effective_batch_size)
     return max(1, min(eval_every, per_pass))
+
+
+def probed_questions(spec: FinetuneSpec, meta: dict) -> list[str]:
+    """The questions the run's probes will ask (finetuning.probes): the strands are not
+    among them where they are chosen with the start."""
+    if strands_chosen_with_start(spec, meta):
+        spec = replace(spec, rc_augment=True, rc_average=True)
+    return open_questions(spec, meta)
 
 
 def strands_chosen_with_start(spec: FinetuneSpec, meta: dict) -> bool:
