@@ -83,12 +83,16 @@ def epdnew_subset(shared_data, folder: Path, promoters: int = 400) -> Path:
 
 def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int | None,
                      rc_average: bool, base_cnn_channels=16, base_kmers=5,
-                     pooling="mean", base_cnn_architecture="cnn", base_blend="one"):  # fmt: skip
+                     pooling="mean", base_cnn_architecture="cnn", base_blend="one",
+                     base_strands=None):  # fmt: skip
     """A classifier built and started as `finetune` builds and starts it, its logits on
     the validation windows of each strand through the evaluation path (WindowDataset, the
     collate that pads batches), and the baselines' own logits on the same windows: the
     cached CNN run on each window's bases, and the k-mer LR refitted (seeded, so the same
-    fit) and read through scikit-learn's decision function."""
+    fit) and read through scikit-learn's decision function. With `base_strands` both (the
+    default where the run reads both strands), the baselines read both strands of each
+    window: the CNN's logits averaged over them, as `genobird baseline cnn` averages
+    them, and the k-mer LR fitted and read on both strands' counts."""
     from torch.utils.data import DataLoader
 
     from genobird.baselines import load_baseline_data
@@ -107,10 +111,13 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     from genobird.model.base_readers import base_kmer_lengths
 
     tokenizer = load_tokenizer(model_dir)
+    base_strands = base_strands or ("both" if rc_average else "one")
+    both = base_strands == "both"
     spec = FinetuneSpec(window_bp=window_bp, pooling=pooling, dropout=0.3,
                         base_cnn_channels=base_cnn_channels, base_kmers=base_kmers,
                         base_cnn_architecture=base_cnn_architecture,
-                        base_blend=base_blend)  # fmt: skip
+                        base_blend=base_blend, rc_average=rc_average,
+                        base_strands=base_strands)  # fmt: skip
     spec = fitted_spec(spec, data, tokenizer, model_dir)
     meta = read_metadata(data)
     model = build_model(meta, model_dir, spec, tokenizer)
@@ -137,16 +144,18 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     if base_cnn_channels:
         cnn = base_start.base_cnn(baseline_data, spec, folder / "cache", rc_average)[0]
     kmer_lr = fit_kmer_lr(baseline_data, base_kmer_lengths(base_kmers), seed=spec.seed,
-                          window_bp=window_bp) if base_kmers else None  # fmt: skip
+                          window_bp=window_bp, both_strands=both) if base_kmers else None  # fmt: skip
     for reverse in strands:
         strand = [reverse_complement(w) for w in windows] if reverse else windows
         logits = np.zeros_like(ours[0], dtype=np.float64)
         if base_cnn_channels:
-            with torch.no_grad():
-                cnn_logits = torch.cat([cnn.strand_logits(encode([w])) for w in strand])
+            with torch.no_grad():  # the CNN baseline's own forward: both strands averaged
+                cnn_logits = torch.cat([cnn(encode([w]), rc_average=both) if both
+                                        else cnn.strand_logits(encode([w]))
+                                        for w in strand])  # fmt: skip
             logits += weight * cnn_logits.double().numpy()
         if kmer_lr is not None:
-            features = kmer_lr.scaler.transform(kmer_matrix(strand, kmer_lr.ks))
+            features = kmer_lr.scaler.transform(kmer_matrix(strand, kmer_lr.ks, both))
             # an output with one class in training: its rate's log-odds, kept finite
             rates = [min(max(m, 1e-4), 1 - 1e-4) if isinstance(m, float) else None
                      for m in kmer_lr.models]  # fmt: skip
@@ -188,6 +197,9 @@ def test_the_start_is_the_baselines_on_real_gue_and_epdnew_windows(real_model, s
     assert any("N" in w for w in windows) and {len(w) for w in windows} == {101}
     check_start(real_model, gue, tmp_path / "cnn", None, rc_average=False, base_kmers=0)
     check_start(real_model, gue, tmp_path / "kmers", None, rc_average=True, base_cnn_channels=0)
+    # base readers that read each input's one strand under a run that averages both (the
+    # chromatin-states pipeline's reading, as its k-mer LR arm fits one strand)
+    check_start(real_model, gue, tmp_path / "one", None, rc_average=True, base_strands="one")
     tata = epdnew_subset(shared_data, tmp_path / "tata")
     for window_bp in (70, None):
         windows, _ = check_start(real_model, tata, tmp_path / f"t{window_bp}", window_bp,
@@ -256,9 +268,9 @@ def test_the_start_is_the_baselines_on_the_demo_genome(pretraining_data, demo_re
     """The demo's promoter windows (500 bp, oriented by their TSS strand) from its
     tokenizer, with N padding at the contig ends."""
     model, data = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
-    for rc_average in (False, True):
-        check_start(model, data, tmp_path / f"run{rc_average}", None, rc_average,
-                    base_cnn_channels=8, base_kmers=4)  # fmt: skip
+    for rc_average, base_strands in ((False, "one"), (True, "both"), (True, "one")):
+        check_start(model, data, tmp_path / f"run{rc_average}{base_strands}", None, rc_average,
+                    base_cnn_channels=8, base_kmers=4, base_strands=base_strands)  # fmt: skip
 
 
 def test_a_finetuning_run_starts_from_the_baseline_runs_that_fitted_its_readers(
@@ -429,3 +441,79 @@ def test_a_blend_by_category_chooses_each_categorys_weight_on_its_own_outputs():
     assert record["validation_auroc"] == pytest.approx(
         mean_auroc(labels, blend_probabilities(cnn, kmer_lr, weights)), abs=1e-5)  # fmt: skip
     assert record["validation_auroc"] > mean_auroc(labels, blend_probabilities(cnn, kmer_lr, one))
+
+
+# sites that are not their own reverse complement, of several lengths (GATA's core, a
+# longer GATA site, and 11 bp of no known factor)
+NON_PALINDROMES = ("GATAAG", "AGATAAGG", "TTGACATGGCA")
+
+
+def planted_task(reference: Path, folder: Path, motif: str, windows: int = 300,
+                 width: int = 200) -> Path:  # fmt: skip
+    """A newcomer's task (benchmarks/newcomer.py): windows of the genome without N, half
+    given `motif` at a random place on the forward strand, split by `dataset classify`'s
+    defaults."""
+    from benchmarks.newcomer import motif_task
+
+    rows = motif_task(reference, windows, width, seed=0, motif=motif)
+    table = write(folder / "task.csv", "sequence,label\n" + "".join(f"{s},{y}\n" for s, y in rows))
+    data = folder / "task.h5"
+    assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(data)]) == 0
+    return data
+
+
+def validation_aurocs(data: Path, model: Path, folder: Path, *finetune: str,
+                      task: str = "classify") -> dict:  # fmt: skip
+    """The validation AUROC of `genobird baseline kmer-lr`, of `baseline cnn` and of the
+    model `finetune TASK` chose (its best validation check), on one data set."""
+    found = {}
+    for kind in ("kmer-lr", "cnn"):
+        options = ["--channels", "16"] if kind == "cnn" else []
+        assert main(["-q", "baseline", kind, "--data", str(data), "--out",
+                     str(folder / kind), *options]) == 0  # fmt: skip
+        report = json.loads((folder / kind / "report" / "metrics.json").read_text())
+        found[kind] = report["baseline"]["validation_auroc"]
+    assert main(["-q", "finetune", task, "--data", str(data), "--model", str(model),
+                 "--out", str(folder / "genobird"), "--base-cnn-channels", "16",
+                 "--max-steps", "10", "--eval-every", "5", *finetune]) == 0  # fmt: skip
+    report = json.loads((folder / "genobird" / "report" / "metrics.json").read_text())
+    found["genobird"] = report["training"]["best_validation_auroc"]
+    found["strands"] = report["strands"]
+    return found
+
+
+def assert_never_below_its_baselines(found: dict) -> None:
+    """float rounding only: the start's candidates include each baseline exactly"""
+    assert found["genobird"] >= max(found["kmer-lr"], found["cnn"]) - 1e-6, found
+
+
+@pytest.mark.slow
+def test_the_default_is_never_below_its_baselines_on_validation_with_non_palindromic_sites(
+    pretraining_data, demo_reference, tmp_path
+):
+    """A site planted on one strand, read by a k-mer LR fitted on one strand and then
+    averaged over both, scored 0.04 below that same k-mer LR on validation: the default
+    now fits its base readers as it reads them and chooses the strands with its start, so
+    the model it keeps is at least the better baseline, probes on and off."""
+    model, _ = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
+    for motif in NON_PALINDROMES:
+        data = planted_task(demo_reference / "genome.fa", tmp_path / motif, motif)
+        for probes in ("0", "3") if motif == NON_PALINDROMES[1] else ("0",):
+            found = validation_aurocs(data, model, tmp_path / motif / probes, "--probe-steps",
+                                      probes)  # fmt: skip
+            assert_never_below_its_baselines(found)
+            assert found["strands"]["chosen_by"] == "the start's validation AUROC"
+
+
+@pytest.mark.slow
+def test_the_default_is_never_below_its_baselines_on_real_gue_and_epdnew(real_model,
+                                                                          shared_data,
+                                                                          tmp_path):  # fmt: skip
+    gue = gue_subset(shared_data, tmp_path / "gue")
+    assert_never_below_its_baselines(validation_aurocs(gue, real_model, tmp_path / "g",
+                                                       "--probe-steps", "0"))  # fmt: skip
+    tata = epdnew_subset(shared_data, tmp_path / "tata")  # a promoter set: one strand
+    found = validation_aurocs(tata, real_model, tmp_path / "t", "--base-kmers", "6",
+                              "--patience", "3", task="promoter")  # fmt: skip
+    assert_never_below_its_baselines(found)
+    assert found["strands"]["rc_average"] is False

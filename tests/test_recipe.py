@@ -122,7 +122,7 @@ def test_settings_left_out_take_their_task_kinds_defaults():
     classify = resolve({}, "classify", 1000)
     assert {k: classify[k] for k in TASK_DEFAULTS["classify"]} == TASK_DEFAULTS["classify"]
     assert classify["base_cnn_channels"] == 128 and classify["base_kmers"] == 6
-    assert classify["probe_steps"] == 500 and classify["centre_bp"] == 200
+    assert classify["probe_steps"] == 0 and classify["centre_bp"] == 200
     hf = resolve({"pooling": "hf"}, "classify", 1000)
     assert hf["base_cnn_channels"] == hf["base_kmers"] == 0
     given = resolve({"pooling": "cls", "base_cnn_channels": 0, "max_steps": 10}, "classify", 1000)

@@ -29,9 +29,11 @@ QUESTIONS = ("learning_rate", "pooling")
 # how a window becomes one vector for the head (BigBirdForSequenceClassification.POOLINGS,
 # named here too so that building the command line imports no torch; a test holds them equal)
 POOLINGS = ("cls", "mean", "hf", "centre", "profile")
-# fine-tuning steps of each probe that answers a classify run's open questions (at most
-# 4 probes, so at most 2,000 steps beside the 3,000-step run)
-PROBE_STEPS = 500
+# fine-tuning steps of each probe that answers a classify run's open questions: none by
+# default. With the margin a change needs, the learning-rate and pooling probes changed
+# nothing on nine ENCODE peak tasks (docs/experiments/2026-11-27-recipe-probes.md) and
+# cost up to three fine-tuning runs; the strands are chosen with the start instead
+PROBE_STEPS = 0
 # the CNN baselines a base CNN can be (baselines.cnn.ARCHITECTURES; a test holds them equal)
 CNN_ARCHITECTURES = ("cnn", "deepsea-cnn")
 # the CNN baseline's epoch budget (baselines.cnn.CNNSpec.max_epochs and `genobird baseline
@@ -216,9 +218,10 @@ SETTINGS: tuple[Setting, ...] = (
             help="weight of a positive in the loss (default: 8 for chromatin, the paper's; "
             "1 otherwise)"),
     Setting("probe_steps", int, "data", default=PROBE_STEPS, low=0, metavar="N",
-            help="classify: what is not given of the strands (--rc-augment, --rc-average), "
-            "--learning-rate and --pooling is chosen on validation, each candidate "
-            "fine-tuned at most N steps, at most 4 such probes (0: none, the defaults kept)"),
+            help="classify: choose what is not given of --learning-rate and --pooling (and "
+            "the strands, in a run without base readers) on validation, each candidate "
+            "fine-tuned at most N steps, e.g. 500 (0: none, the defaults kept; a run with "
+            "base readers chooses its strands with its start)"),
     Setting("max_steps", int, "recipe", defaults=by_task(3000, 300), low=1, training=True,
             required=True,
             help="optimiser steps of the run, at most, and of each recipe probe (classify: "
