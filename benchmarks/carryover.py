@@ -17,17 +17,21 @@ task runs, in one process, on the same splits:
                  runs it (genobird.finetuning.recipe's TASK_DEFAULTS): the same with base
                  readers under the encoder, started from the baselines (a CNN of 128
                  filters, the CNN baseline's tower, trained alone first, and the k-mer
-                 LR's 3- to 6-mer counts, fitted first, blended on validation), a stop
-                 after 3 validation checks without improvement, and strands, learning
-                 rate (3e-4 or 1e-4) and pooling (mean or [CLS]) chosen on the task's
-                 validation split by probes of at most 500 steps (genobird.finetuning.probes);
-                 its settings are the baselines', chosen on no task here, so every
-                 family is held out (a promoter data set is not asked: its strand is
-                 known; it gets the same settings as options, the next arm's command)
+                 LR's 3- to 6-mer counts, fitted first, blended on validation, on both
+                 strands or one as the better start on validation), a stop after 3
+                 validation checks without improvement; its settings are the
+                 baselines', chosen on no task here, so every family is held out (a
+                 promoter data set is read on its strand; it gets the same settings as
+                 options, the next arm's command)
   genobird+cnn+kmers
-                 the same with both strands, lr 3e-4 and mean pooling, no probes
+                 the same with both strands, no choice
   genobird+cnn   the same without the k-mer counts
-  cnn            `genobird baseline cnn` (3-minute budget), k-mer LR: `baseline kmer-lr`
+  cnn            `genobird baseline cnn` (at most 30 epochs, stopped by validation),
+                 k-mer LR: `baseline kmer-lr`
+
+`--read-baselines` runs the baselines first and lets the genobird arms read the base
+readers they fitted exactly as the arm would (`--base-start-from`): the same models,
+whose minutes are then spent once.
 
 and prints test MCC and AUROC with paired 95% bootstrap intervals of genobird's arms
 minus each baseline (`genobird baseline compare`), the targets (on every family the
@@ -78,7 +82,7 @@ BASE_READERS = {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6}
 CANDIDATES = {
     "genobird": {},
     # `genobird finetune classify` with no recipe option at all, as a user first runs it:
-    # TASK_DEFAULTS, and strands, learning rate and pooling chosen on validation
+    # TASK_DEFAULTS, the strands chosen with the start
     "defaults": None,
     "genobird+cnn+kmers": BASE_READERS,
     "genobird+cnn": {"base_cnn_channels": 128, "patience": 3},
@@ -185,11 +189,14 @@ def run_folder(folder: Path, arm: str) -> Path:
 
 
 def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
-                max_steps: int | None) -> list[str]:  # fmt: skip
-    """The genobird command of one arm: the recipe with the candidate's own settings."""
+                max_steps: int | None, baselines: tuple = ()) -> list[str]:  # fmt: skip
+    """The genobird command of one arm: the recipe with the candidate's own settings; a
+    genobird arm given `baselines` (the task's baseline runs) reads the base readers they
+    fitted exactly as it would (`--base-start-from`: the same model, its minutes spent
+    once)."""
     if arm in ("cnn", "kmer-lr"):
-        extra = ["--max-minutes", "3"] if arm == "cnn" else []
-        return ["baseline", arm, "--data", data, "--out", out, *extra]
+        return ["baseline", arm, "--data", data, "--out", out]
+    reads = ["--base-start-from", *baselines] if baselines else []
     candidate = CANDIDATES[arm]
     if candidate is None and kind != "classify":
         # A promoter data set (EPDnew's) takes the promoter pipeline's short recipe by
@@ -206,7 +213,7 @@ def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
             recipe += [f"--{strands}rc-augment", f"--{strands}rc-average"]
         else:
             recipe += [f"--{key.replace('_', '-')}", str(value)]
-    return ["finetune", kind, "--data", data, "--out", out, "--model", model, *recipe]
+    return ["finetune", kind, "--data", data, "--out", out, "--model", model, *recipe, *reads]
 
 
 def run_jobs(jobs: list, parallel: int) -> dict:
@@ -264,6 +271,10 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at a time (a GPU holds several small fine-tunings)")  # fmt: skip
     parser.add_argument("--max-steps", type=int, help="shorter genobird arms (smoke runs)")
+    parser.add_argument("--read-baselines", action="store_true",
+                        help="genobird arms read the base readers the baseline arms fitted "
+                        "(the same models: a run reads only one fitted exactly as its own "
+                        "would be), the baselines run first")  # fmt: skip
     args = parser.parse_args(argv)
     tasks = {name: TASKS[name] for name in args.tasks}
     for name, *paths in args.csv:
@@ -280,12 +291,20 @@ def main(argv=None) -> int:
         data = build_data(name, source, folder)
         kind = "promoter" if source[0] == "promoter-sequences" else "classify"
         prepared[name] = (family, folder)
+        baselines = tuple(run_folder(folder, b) for b in ("cnn", "kmer-lr"))
         for arm in arms:
             out = run_folder(folder, arm)
             jobs.append(((name, arm), out, arm_command(arm, data, kind, out, model,
-                                                       args.max_steps)))  # fmt: skip
+                                                       args.max_steps,
+                                                       baselines if args.read_baselines
+                                                       else ())))  # fmt: skip
     if args.data_only:
         return 0
+    if args.read_baselines:  # the baselines first, every genobird arm reading them
+        arms = [a for a in arms if a in ("cnn", "kmer-lr")] + [
+            a for a in arms if a not in ("cnn", "kmer-lr")
+        ]
+        args.jobs = 1
     jobs.sort(key=lambda job: arms.index(job[0][1]))  # each arm on every task, in turn
     seconds = run_jobs(jobs, args.jobs)
     rows = []

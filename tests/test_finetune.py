@@ -747,23 +747,27 @@ def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretrai
     # from it: validation checked that start before the first step
     cnn = report["training"]["base_cnn"]
     assert cnn["channels"] == 64 and cnn["epochs"] >= 1
-    # the two strand probes trained one CNN each; the run read the one of its strands
-    chosen = "both-strands" if report["rc_average"] else "one-strand"
-    for name in ("both-strands", "one-strand"):
+    # each strand reading trained its own CNN and fitted its own k-mer LR (on both
+    # strands' counts, or on the strand given); the run read those of the reading its
+    # start chose, from its own cache
+    both = report["rc_average"]
+    assert report["strands"]["chosen"] == ("both strands" if both else "one strand")
+    chosen = "both-strands" if both else "one-strand"
+    for name in ("both-strands", "one-strand", "kmer-lr", "kmer-lr-both-strands"):
         assert (out / "base-cnn" / f"{name}.safetensors").is_file()
     cached = json.loads((out / "base-cnn" / f"{chosen}.json").read_text())
-    # the run read its strands' CNN from its own cache, where the probe had saved it
     assert cnn.pop("read_from") == str(out / "base-cnn" / f"{chosen}.safetensors")
-    assert cached["details"] == cnn and cached["identity"]["rc_average"] == report["rc_average"]
+    assert cached["details"] == cnn and cached["identity"]["rc_average"] == both
     # the k-mer LR of 3- and 4-mers fitted as its baseline; the start blends the two by
     # their validation AUROC, and validation before the first step scored that blend
     kmer_lr, blend = report["training"]["base_kmer_lr"], report["training"]["base_blend"]
-    assert kmer_lr["k"] == [3, 4] and (out / "base-cnn" / "kmer-lr.safetensors").is_file()
+    assert kmer_lr["k"] == [3, 4] and kmer_lr["strands"] == ("both" if both else "one")
     scores = blend["validation_auroc_by_cnn_weight"]
     assert scores[str(blend["cnn_weight"])] == max(scores.values())
-    # the CNN alone, as the CNN baseline chose its epoch (its strands' logits averaged;
-    # the start is scored as evaluation scores it, the strands' probabilities averaged)
-    assert scores["1.0"] == pytest.approx(max(cnn["validation_auroc_by_epoch"]), abs=5e-3)
+    assert max(scores.values()) == max(report["strands"]["start_validation_auroc"].values())
+    # the CNN alone is the CNN baseline as it chose its epoch (both strands: its logits
+    # averaged over them, as the base CNN's features are)
+    assert scores["1.0"] == pytest.approx(max(cnn["validation_auroc_by_epoch"]), abs=1e-4)
     checks = [json.loads(line) for line in (out / "metrics.jsonl").open()]
     first = next(row for row in checks if "eval_auroc" in row)
     assert first["step"] == 0

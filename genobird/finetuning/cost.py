@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import torch
 
 # epochs a CNN baseline likely trains before 3 without a better validation AUROC stop it
-# (7-18 on planted-motif and GUE tasks of 900 to 32,000 windows)
-LIKELY_CNN_EPOCHS = 12
+# (5-18 on planted-site and GUE tasks of 800 to 4,000 training windows)
+LIKELY_CNN_EPOCHS = 10
 # validation checks a fine-tuning run likely makes before its patience stops it: its best
 # at the first or second, then `patience` more
-LIKELY_BEST_CHECK = 2
+LIKELY_BEST_CHECK = 1
 # a k-mer LR fit (4 values of C) takes about this many times the counting of its windows
 KMER_FIT_PER_COUNT = 4.0
 # windows and batches timed
