@@ -277,9 +277,9 @@ def test_a_finetuning_run_starts_from_the_baseline_runs_that_fitted_its_readers(
     pretraining_data, demo_reference, tmp_path, caplog
 ):
     """`genobird baseline deepsea-cnn` and `kmer-lr` runs, given to `genobird finetune
-    --base-start-from`, are what it starts from: read, not fitted again (a base CNN trained
-    anew would differ: it is not seeded as the baseline run was), and its check before the
-    first step is their blend's. A run whose base CNN's budget differs from the baseline
+    --base-start-from`, are what it starts from: read, not fitted again (`read_from`; a
+    base CNN trained anew would be the same model, the seed drawing everything), and its
+    check before the first step is their blend's. A run whose base CNN's budget differs from the baseline
     run's fits its own and says why; a folder that holds no fitted baseline is refused."""
     model, data = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
     runs = {}
@@ -345,7 +345,7 @@ def test_a_finetuning_run_starts_from_the_baseline_runs_that_fitted_its_readers(
         assert main(["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
                      *readers, "--out", str(other),
                      "--base-start-from", str(runs["deepsea-cnn"])]) == 0  # fmt: skip
-    assert "max_minutes 0.5, here 3.0" in caplog.text
+    assert "max_minutes 0.5, here None" in caplog.text
     assert f"--base-start-from {runs['deepsea-cnn']}: no base reader of this run" in caplog.text
     assert "read_from" not in json.loads((other / "base-start.json").read_text())["base_cnn"]
     assert main(["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
