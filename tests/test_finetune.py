@@ -4,6 +4,7 @@ decay, weight averaging, BPE-dropout, segmentation averaging, refused reruns."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -824,7 +825,8 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
 
 
 def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
-    """Base readers, probes and the step budget, as `finetune` logs them at its start;
+    """Base readers (for each strand reading, where the strands are chosen with the
+    start), probes when asked, and the step budget, as `finetune` logs them at its start;
     --max-steps bounds the probes too."""
     from genobird.finetuning.finetune import FinetuneSpec, plan
 
@@ -836,16 +838,22 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
                         training=training)  # fmt: skip
     text = plan(spec, meta)
     assert text == (
-        "train a 128-filter base CNN alone first (the CNN baseline, at most 3 min per strand "
-        "setting); fit the k-mer LR on 3- to 6-mers; start from their blend, chosen on "
-        "validation; choose strands, learning_rate, pooling on validation with at most 4 "
-        "probes of at most 500 steps; fine-tune at most 3,000 steps of 32 windows, validation "
-        "every 500 steps or pass over the training windows, stopped after 3 checks without "
-        "improvement"
+        "train a 128-filter base CNN alone first for each strand reading (the CNN baseline: "
+        "at most 30 epochs, stopped by validation); fit the k-mer LR on 3- to 6-mers for each "
+        "strand reading; start from their blend, chosen on validation; read both strands or "
+        "one, as the better start on validation; fine-tune at most 3,000 steps of 32 windows, "
+        "validation every 500 steps or pass over the training windows, stopped after 3 checks "
+        "without improvement"
     )
+    # probes asked for: the learning rate and pooling (the strands go with the start)
+    probed = plan(replace(spec, probe_steps=500, base_cnn_minutes=2.0), meta)
+    assert ("at most 30 epochs, stopped by validation, capped at 2 min); " in probed
+            and "choose learning_rate, pooling on validation with at most 3 probes of at "
+            "most 500 steps; fine-tune" in probed)  # fmt: skip
     read = plan(spec, meta, baseline_runs=("runs/kmer-lr", "runs/cnn"))
-    assert ("fit the k-mer LR on 3- to 6-mers; or read each from runs/kmer-lr, runs/cnn where "
-            "it was fitted as this run asks; start from their blend") in read  # fmt: skip
+    assert ("fit the k-mer LR on 3- to 6-mers for each strand reading; or read each from "
+            "runs/kmer-lr, runs/cnn where it was fitted as this run asks; start from their "
+            "blend") in read  # fmt: skip
     short = FinetuneSpec(probe_steps=500, rc_augment=True, choose_on_validation=("pooling",),
                          training={**training, "max_steps": 40})  # fmt: skip
     assert plan(short, meta) == (
