@@ -329,9 +329,10 @@ def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: st
         bar.close()
         if level != "pooled":
             handle.create_dataset(f"{level}_offsets", data=np.asarray(offsets, dtype=np.int64))
-        if not summary.embedded:
+        if not summary.embedded:  # the reasons are kept, as `score` keeps them
+            where = f"; reasons in {write_rejected(out, rejected)}" if rejected else ""
             raise SequenceError(f"{source}: no record could be embedded "
-                                f"({len(rejected)} rejected)")  # fmt: skip
+                                f"({len(rejected)} rejected{where})")  # fmt: skip
     summary.outputs.append(out)
     summary.rejected = len(rejected)
     if rejected:
@@ -347,12 +348,15 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
     records, its REF and ALT windows of `window_bp` (1,000 by default) centred on it."""
     from genobird.genome import open_reference, read_bed, read_fasta, read_vcf
     from genobird.genome.regions import BadRecord, centered_window
-    from genobird.predict import variant_windows
+    from genobird.inputs import mostly_n, mostly_n_reason, n_fraction
+    from genobird.predict import variant_problem, variant_windows
 
     def usable(where: str, line: int, sequence: str, record: str) -> bool:
         reason = None
         if not sequence.strip("N"):
             reason = "no A/C/G/T base to embed"
+        elif mostly_n(sequence):  # as the scorers refuse it
+            reason = mostly_n_reason(n_fraction(sequence), len(sequence), "the sequence")
         elif len(sequence) > MAX_RECORD_BP:
             reason = (f"{len(sequence):,} bp, over the {MAX_RECORD_BP:,} bp a record may have; "
                       "tile it (bedtools makewindows)")  # fmt: skip
@@ -370,7 +374,9 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
         raise ConfigError(f"--{kind} needs --reference FASTA to cut the sequences from")
     genome = open_reference(reference)
     if kind == "bed":
-        for interval in read_bed(source, contigs=genome.lengths, problems=rejected):
+        for interval in read_bed(
+            source, contigs=genome.lengths, problems=rejected, keep_spelling=True
+        ):
             region = centered_window(interval, window_bp) if window_bp else interval
             strand = "-" if interval.strand == "-" else "+"
             sequence = genome.fetch(region.chrom, region.start, region.end, strand, pad=True)
@@ -381,16 +387,16 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
                 yield ids, sequence
         return
     for variant in read_vcf(source, problems=rejected):
-        label = f"{variant.chrom}:{variant.pos} {variant.ref}>{variant.alt}"
+        label = variant.label
         try:
-            ref_window, alt_window, ref_match = variant_windows(variant, genome, window_bp or 1000)
+            windows = variant_windows(variant, genome, window_bp or 1000)
         except (KeyError, ValueError) as exc:  # an unknown contig
             rejected.append(BadRecord(where, variant.line, str(exc), label))
             continue
-        if not ref_match:
-            rejected.append(BadRecord(where, variant.line, "REF is not the reference's bases "
-                                      "there (check the genome build)", label))  # fmt: skip
+        if problem := variant_problem(variant, *windows):  # as score and likelihood
+            rejected.append(BadRecord(where, variant.line, problem, label))
             continue
+        ref_window, alt_window, _ = windows
         for allele, sequence in (("ref", ref_window), ("alt", alt_window)):
             ids = {"chrom": variant.chrom, "pos": variant.pos, "id": variant.id,
                    "ref": variant.ref, "alt": variant.alt, "allele": allele,

@@ -14,6 +14,41 @@ from genobird.corpus.tokenizer import Tokenizer
 from genobird.errors import SequenceError
 from genobird.genome.alphabet import normalise_dna, reverse_complement
 
+# A window the model reads whose bases are more than this share N (an assembly gap, the
+# padding past a contig's end or around a record shorter than the window) is not scored:
+# a model scores such a window as confidently as any other (an all-N window scored 0.99
+# as a chromatin peak), and a track would paint a gap as a peak. Scorers reject it, with
+# its share, and write every scored row's share (`n_fraction`); data sets skip it.
+MAX_N_FRACTION = 0.5
+
+
+def n_fraction(window: str) -> float:
+    """The share of a window's bases that are N (1 for an empty window)."""
+    return (window.count("N") + window.count("n")) / len(window) if window else 1.0
+
+
+def mostly_n(window: str) -> bool:
+    """Whether a window is too much N to be scored or learnt from (`MAX_N_FRACTION`)."""
+    return n_fraction(window) > MAX_N_FRACTION
+
+
+def mostly_n_reason(share: float, length: int, what: str = "the window") -> str:
+    """Why a window of `length` bp, `share` of them N, is not scored, in words a user can
+    act on."""
+    return (f"{what} is {share:.0%} N in the {length:,} bp the model reads (more than "
+            f"{MAX_N_FRACTION:.0%}: an assembly gap, or N padding past a contig end or around "
+            "a record shorter than the model's window); nothing is scored there")  # fmt: skip
+
+
+def fit_window(sequence: str, length: int) -> str:
+    """Centre-crop or N-pad (both sides) to `length`, keeping the centre in the middle:
+    how a record of another length is read as a model's window."""
+    if len(sequence) >= length:
+        first = (len(sequence) - length) // 2
+        return sequence[first : first + length]
+    left = (length - len(sequence)) // 2
+    return "N" * left + sequence + "N" * (length - len(sequence) - left)
+
 
 def scorable_sequences(sequences, what: str = "sequences") -> list[str]:
     """A list of DNA strings given to a scorer, normalised, with what the command line

@@ -217,7 +217,9 @@ class LikelihoodScorer:
         rejected: list[BadRecord] = []
         ids: dict[str, list] = {k: [] for k in ("chrom", "start", "end", "name", "strand", "line")}
         sequences: list[str] = []
-        for interval in read_bed(path, contigs=reference.lengths, problems=rejected):
+        for interval in read_bed(
+            path, contigs=reference.lengths, problems=rejected, keep_spelling=True
+        ):
             if wanted is not None and reference.resolve(interval.chrom) not in wanted:
                 continue
             strand = "-" if interval.strand == "-" else "+"

@@ -32,6 +32,8 @@ from tqdm import tqdm
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path, utf8_names
 from genobird.genome import centered_window, open_reference, read_bed, read_fasta
+from genobird.genome.regions import BadRecord
+from genobird.inputs import mostly_n, mostly_n_reason, n_fraction
 from genobird.predict import fit_window, logit
 from genobird.scoring import select_features
 
@@ -110,9 +112,22 @@ def _effect(alt: np.ndarray, reference: np.ndarray, score: str) -> np.ndarray:
 
 # ------------------------------------------------------------------ inputs
 def fasta_regions(path, input_bp: int, problems: list) -> Iterator[Region]:
+    """Each record's window (`fit_window`); one more than half N is set aside in
+    `problems`, as `score` rejects it."""
     for record in read_fasta(path, problems=problems):
         offset = _fit_offset(len(record.sequence), input_bp)
-        yield Region(record.name, record.name, offset, fit_window(record.sequence, input_bp))
+        window = fit_window(record.sequence, input_bp)
+        if not _mostly_n(window, path, record.line, f"record {record.name!r}", problems):
+            yield Region(record.name, record.name, offset, window)
+
+
+def _mostly_n(window: str, path, line: int, what: str, problems: list) -> bool:
+    """Whether a window is too much N to mutate (`inputs.mostly_n`), set aside if so."""
+    if not mostly_n(window):
+        return False
+    reason = mostly_n_reason(n_fraction(window), len(window), what)
+    problems.append(BadRecord(str(path), line, reason, what))
+    return True
 
 
 def _fit_offset(record_bp: int, input_bp: int) -> int:
@@ -126,11 +141,14 @@ def bed_regions(path, reference, input_bp: int, problems: list) -> Iterator[Regi
     """Windows centred on the intervals, on the genome's + strand (the BED strand is not
     applied, so positions and bases read as the reference's)."""
     reference = open_reference(reference)
-    for interval in read_bed(path, contigs=reference.lengths, problems=problems):
+    for interval in read_bed(
+        path, contigs=reference.lengths, problems=problems, keep_spelling=True
+    ):
         window = centered_window(interval, input_bp)
         sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)
         name = interval.name or f"{interval.chrom}:{interval.start}-{interval.end}"
-        yield Region(name, interval.chrom, window.start, sequence)
+        if not _mostly_n(sequence, path, interval.line, f"the window of {name}", problems):
+            yield Region(name, interval.chrom, window.start, sequence)
 
 
 # ------------------------------------------------------------------ output

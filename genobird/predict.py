@@ -10,10 +10,13 @@
 
 Windows: BED intervals are centred on their midpoint and resized to the model's input
 length; FASTA records shorter than it are N-padded on both sides and longer ones
-centre-cropped (or scored in tiles); windows past a contig end are N-padded and flagged
-by `contains_N`. Variants get a reference and an alternative window centred on the
-variant; per feature the alt - ref difference, its absolute value and the log-odds
-difference are reported, with `ref_match` telling whether REF agrees with the genome.
+centre-cropped (or scored in tiles); windows past a contig end are N-padded. Every row
+says how much of its window is N (`n_fraction`; BED rows also `contains_N`), and a
+window more than half N (`inputs.MAX_N_FRACTION`: an assembly gap, a short record's
+padding) is not scored: it is rejected with its share, as `predict` refuses it.
+Variants get a reference and an alternative window centred on the variant; per feature
+the alt - ref difference, its absolute value and the log-odds difference are reported,
+with `ref_match` telling whether REF agrees with the genome.
 
 Everything is processed in chunks (`chunk_size` records), so a BED of millions of
 lines streams through in bounded memory; the `iter_*` methods yield per-chunk tables
@@ -23,6 +26,7 @@ for callers (like `genobird score`) that write as they go.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +38,7 @@ import torch
 
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.device import resolve_device
-from genobird.errors import CheckpointError, ConfigError, GenobirdError
+from genobird.errors import CheckpointError, ConfigError, GenobirdError, SequenceError
 from genobird.fileio import require_unique_names
 from genobird.genome import (
     Reference,
@@ -46,7 +50,12 @@ from genobird.genome import (
 )
 from genobird.genome.regions import BadRecord, Interval
 from genobird.inputs import (
+    MAX_N_FRACTION,
+    fit_window,
     model_padding,
+    mostly_n,
+    mostly_n_reason,
+    n_fraction,
     pad_ids,
     scorable_sequences,
     token_limit,
@@ -57,15 +66,6 @@ from genobird.model.precision import autocast, autocast_dtype
 
 LOG_ODDS_EPSILON = 1e-6
 VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
-
-
-def fit_window(sequence: str, length: int) -> str:
-    """Centre-crop or N-pad (both sides) to `length`, keeping the centre in the middle."""
-    if len(sequence) >= length:
-        first = (len(sequence) - length) // 2
-        return sequence[first : first + length]
-    left = (length - len(sequence)) // 2
-    return "N" * left + sequence + "N" * (length - len(sequence) - left)
 
 
 def default_workers(device: torch.device) -> int:
@@ -89,25 +89,25 @@ class WindowInputs(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.windows)
 
-    def __getitem__(self, index: int) -> tuple[list[np.ndarray], bool]:
+    def __getitem__(self, index: int) -> tuple[list[np.ndarray] | None, float]:
+        """(the window's views, or None where it is too much N to score; its N share)."""
         window = self.windows[index]
         if isinstance(window, Interval):
             window = self.reference.fetch(window.chrom, window.start, window.end, window.strand,
                                           pad=True)  # fmt: skip
-        return self.views(window), "N" in window
+        share = n_fraction(window)
+        return (None if mostly_n(window) else self.views(window)), share
 
 
-def collate_views(items: list, block_size: int, pad_id: int,
-                  dense_length: int = 0) -> tuple[list[torch.Tensor], list[bool]]:  # fmt: skip
-    """([ids of every window's view k, padded (`padded_length`)] for each view, N flags)."""
-    views = len(items[0][0])
+def collate_views(items: list, block_size: int, pad_id: int, dense_length: int = 0) -> tuple:
+    """([ids of every scored window's view k, padded (`padded_length`)] for each view,
+    every window's N share, whether each window is scored)."""
+    scored = [ids for ids, _ in items if ids is not None]
     padded = functools.partial(
         pad_ids, block_size=block_size, pad_id=pad_id, dense_length=dense_length
     )
-    return (
-        [padded([ids[k] for ids, _ in items]) for k in range(views)],
-        [flag for _, flag in items],
-    )
+    views = [padded([ids[k] for ids in scored]) for k in range(len(scored[0]))] if scored else []
+    return views, [share for _, share in items], [ids is not None for ids, _ in items]
 
 
 @dataclass
@@ -205,16 +205,18 @@ class Predictor:
 
     # ------------------------------------------------------------------ core
     def _probabilities(self, windows: list) -> np.ndarray:
-        """Probabilities [N, F] of already sized windows (normalised DNA strings)."""
+        """Probabilities [N, F] of already sized windows (normalised DNA strings); NaN rows
+        for windows too much N to score."""
         return self._score_windows(windows)[0]
 
     @torch.no_grad()
-    def _score_windows(self, windows: list, reference=None) -> tuple[np.ndarray, list[bool]]:
-        """(probabilities [N, F], whether each window holds an N). Windows are fetched and
-        tokenised by a DataLoader (in `num_workers` worker processes when > 0, with pinned
-        memory on CUDA), so the main process only moves batches and runs the model; both
-        views (strands, segmentations) of a batch are scored together when averaging them."""
-        out = np.zeros((len(windows), len(self.feature_names)), dtype=np.float32)
+    def _score_windows(self, windows: list, reference=None) -> tuple[np.ndarray, list[float]]:
+        """(probabilities [N, F], each window's N share): a window more than half N
+        (`inputs.mostly_n`) is not scored, its row NaN. Windows are fetched and tokenised
+        by a DataLoader (in `num_workers` worker processes when > 0, with pinned memory on
+        CUDA), so the main process only moves batches and runs the model; both views
+        (strands, segmentations) of a batch are scored together when averaging them."""
+        out = np.full((len(windows), len(self.feature_names)), np.nan, dtype=np.float32)
         if not windows:
             return out, []
         inputs = WindowInputs(windows, reference, self._views())
@@ -228,17 +230,19 @@ class Predictor:
             num_workers=self.num_workers if len(windows) > self.batch_size else 0,
             pin_memory=self.device.type == "cuda",
         )
-        has_n: list[bool] = []
-        first = 0
-        for views, flags in loader:
-            for ids in views:
-                ids = ids.to(self.device, non_blocking=True)
-                with autocast(self.device, self.autocast_dtype):
-                    logits = self.model(ids, None, ids != self.tokenizer.pad_id).logits.float()
-                out[first : first + len(flags)] += self._scores(logits).cpu().numpy()
-            first += len(flags)
-            has_n += flags
-        return out / len(views), has_n  # every batch has the same views
+        shares: list[float] = []
+        for views, batch_shares, scored in loader:
+            rows = len(shares) + np.flatnonzero(scored)
+            if len(rows):
+                total = 0.0
+                for ids in views:
+                    ids = ids.to(self.device, non_blocking=True)
+                    with autocast(self.device, self.autocast_dtype):
+                        logits = self.model(ids, None, ids != self.tokenizer.pad_id).logits.float()
+                    total = total + self._scores(logits).cpu().numpy()
+                out[rows] = total / len(views)
+            shares += batch_shares
+        return out, shares
 
     def _scores(self, logits: torch.Tensor) -> torch.Tensor:
         """Per-feature probabilities of a multi-label model (genobird's fine-tuning), class
@@ -251,10 +255,21 @@ class Predictor:
     def predict(self, sequences: list[str]) -> np.ndarray:
         """Probabilities [N, F] for a list of DNA strings (normalised, then centre-cropped
         or N-padded to the model's window, as `score` fits FASTA records). A bare string,
-        an empty sequence or one without an A/C/G/T base is refused, as `score` refuses
-        them (`inputs.scorable_sequences`)."""
+        an empty sequence, or one whose window is more than half N (all N, or much shorter
+        than the model's window) is refused, as `score` rejects them."""
         windows = [fit_window(s, self.input_length_bp) for s in scorable_sequences(sequences)]
+        for index, window in enumerate(windows):
+            if mostly_n(window):
+                reason = mostly_n_reason(n_fraction(window), len(window))
+                raise SequenceError(f"sequence {index}: {reason}; give at "
+                                    f"least {self.min_bases_bp:,} bp of A/C/G/T, or leave it "
+                                    "out")  # fmt: skip
         return self._probabilities(windows)
+
+    @property
+    def min_bases_bp(self) -> int:
+        """The fewest A/C/G/T bases a record needs for its window to be scored."""
+        return math.ceil(self.input_length_bp * (1 - MAX_N_FRACTION))
 
     def _table(self, ids: dict, probabilities: np.ndarray) -> pd.DataFrame:
         table = pd.DataFrame(ids)
@@ -266,16 +281,20 @@ class Predictor:
         """Chunks of scores of the FASTA's records: each row names its record (`name`,
         and `line`, its header's line), the bases of the record it read (`first_bp`,
         `last_bp`: 0-based, half-open) and whether its window was `cropped` from a longer
-        record or `padded` with N to the model's window. A record without an A/C/G/T base
-        is rejected, as `predict` refuses it."""
+        record or `padded` with N to the model's window, and the share of that window that
+        is N (`n_fraction`). A window more than half N (a record without an A/C/G/T base,
+        or much shorter than the model's window) is rejected, as `predict` refuses it."""
         rejected: list[BadRecord] = []
         rows: list[dict] = []
         for record in read_fasta(path, problems=rejected):
-            if not record.sequence.strip("N"):
-                rejected.append(BadRecord(str(path), record.line, f"record {record.name!r} "
-                                          "has no A/C/G/T base to score", record.name))  # fmt: skip
-                continue
             for row in self._fasta_windows(record, tiles):
+                if mostly_n(row["window"]):
+                    reason = mostly_n_reason(row["n_fraction"], len(row["window"]),
+                                             f"record {row['name']!r}")  # fmt: skip
+                    rejected.append(BadRecord(str(path), record.line, f"{reason}; give at least "
+                                              f"{self.min_bases_bp:,} bp of A/C/G/T",
+                                              record.name))  # fmt: skip
+                    continue
                 rows.append(row)
                 if len(rows) == self.chunk_size:
                     yield self._fasta_chunk(rows, rejected)
@@ -293,9 +312,10 @@ class Predictor:
             name = record.name if len(spans) == 1 else f"{record.name}/{start}-{end}"
             first = start + max(0, (end - start - length) // 2)  # a longer span's centre
             last = min(end, first + length)
+            window = fit_window(record.sequence[start:end], length)
             yield {"name": name, "line": record.line, "first_bp": first, "last_bp": last,
                    "cropped": last - first < end - start, "padded": last - first < length,
-                   "window": fit_window(record.sequence[start:end], length)}  # fmt: skip
+                   "n_fraction": n_fraction(window), "window": window}  # fmt: skip
 
     def _fasta_chunk(self, rows: list[dict], rejected) -> ScoreResult:
         probabilities = (
@@ -316,26 +336,39 @@ class Predictor:
         wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
-        for interval in read_bed(path, contigs=reference.lengths, problems=rejected):
+        for interval in read_bed(
+            path, contigs=reference.lengths, problems=rejected, keep_spelling=True
+        ):
             if wanted is not None and reference.resolve(interval.chrom) not in wanted:
                 continue
             chunk.append(interval)
             if len(chunk) == self.chunk_size:
-                yield self._bed_chunk(chunk, reference, rejected)
+                yield self._bed_chunk(chunk, reference, rejected, path)
                 chunk, rejected = [], []
         if chunk or rejected:
-            yield self._bed_chunk(chunk, reference, rejected)
+            yield self._bed_chunk(chunk, reference, rejected, path)
 
-    def _bed_chunk(self, intervals, reference, rejected) -> ScoreResult:
-        ids = {k: [] for k in BED_IDS}
-        for interval in intervals:
+    def _bed_chunk(self, intervals, reference, rejected, path) -> ScoreResult:
+        """The scores of a chunk of regions; a region whose window is more than half N (an
+        assembly gap, a contig's end) is rejected with its share."""
+        probabilities, shares = self.score_regions(intervals, reference)
+        ids = {k: [] for k in (*BED_IDS, "contains_N", "n_fraction")}
+        kept = []
+        for row, (interval, share) in enumerate(zip(intervals, shares, strict=True)):
             window = centered_window(interval, self.input_length_bp)
+            place = f"{interval.chrom}:{window.start + 1:,}-{window.end:,}"
+            if share > MAX_N_FRACTION:
+                reason = mostly_n_reason(share, self.input_length_bp, f"the window {place}")
+                rejected.append(BadRecord(str(path), interval.line, reason,
+                                          interval.name or place))  # fmt: skip
+                continue
+            kept.append(row)
             values = (interval.chrom, interval.start, interval.end, interval.name or ".",
-                      interval.strand, interval.line, window.start, window.end)  # fmt: skip
+                      interval.strand, interval.line, window.start, window.end, share > 0,
+                      share)  # fmt: skip
             for key, value in zip(ids, values, strict=True):
                 ids[key].append(value)
-        probabilities, has_n = self.score_regions(intervals, reference)
-        return ScoreResult(self._table({**ids, "contains_N": has_n}, probabilities), rejected)
+        return ScoreResult(self._table(ids, probabilities[kept]), rejected)
 
     def score_regions(self, intervals: list[Interval], reference) -> tuple[np.ndarray, list]:
         """(probabilities [N, F], whether each window holds an N) of regions on an open
@@ -355,7 +388,8 @@ class Predictor:
     def iter_variants(
         self, path, reference, chromosomes=None
     ) -> Iterator[tuple[dict, list[BadRecord]]]:
-        """Chunks of {score name: table} (only variants on `chromosomes` if given)."""
+        """Chunks of {score name: table} (only variants on `chromosomes` if given); a
+        variant the policy of `variant_problem` refuses goes to the rejected records."""
         reference = open_reference(reference)
         wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
@@ -369,40 +403,28 @@ class Predictor:
                 continue
             if wanted is not None and contig not in wanted:
                 continue
-            chunk.append(variant)
+            windows = variant_windows(variant, reference, self.input_length_bp)
+            if problem := variant_problem(variant, *windows):
+                rejected.append(BadRecord(str(path), variant.line, problem, variant.label))
+                continue
+            chunk.append((variant, windows))
             if len(chunk) == self.chunk_size:
-                yield self._variant_chunk(chunk, reference), rejected
+                yield self._variant_chunk(chunk), rejected
                 chunk, rejected = [], []
         if chunk or rejected:
-            yield self._variant_chunk(chunk, reference), rejected
+            yield self._variant_chunk(chunk), rejected
 
-    def _variant_windows(self, variant, reference) -> tuple[str, str, bool]:
-        return variant_windows(variant, reference, self.input_length_bp)
-
-    def _variant_chunk(self, variants, reference) -> dict:
+    def _variant_chunk(self, chunk: list) -> dict:
+        """The tables of (variant, its windows) pairs."""
         ids = {k: [] for k in ("chrom", "pos", "id", "ref", "alt", "ref_match", "line")}
-        ref_windows, alt_windows = [], []
-        for variant in variants:
-            ref_window, alt_window, ref_match = self._variant_windows(variant, reference)
-            ref_windows.append(ref_window)
-            alt_windows.append(alt_window)
-            for key, value in zip(
-                ids,
-                (
-                    variant.chrom,
-                    variant.pos,
-                    variant.id,
-                    variant.ref,
-                    variant.alt,
-                    ref_match,
-                    variant.line,
-                ),
-                strict=True,
-            ):
+        for variant, (_, _, ref_match) in chunk:
+            values = (variant.chrom, variant.pos, variant.id, variant.ref, variant.alt,
+                      ref_match, variant.line)  # fmt: skip
+            for key, value in zip(ids, values, strict=True):
                 ids[key].append(value)
         empty = np.zeros((0, len(self.feature_names)))
-        ref = self._probabilities(ref_windows) if variants else empty
-        alt = self._probabilities(alt_windows) if variants else empty
+        ref = self._probabilities([w[0] for _, w in chunk]) if chunk else empty
+        alt = self._probabilities([w[1] for _, w in chunk]) if chunk else empty
         diff = alt.astype(np.float64) - ref
         log_odds = logit(alt) - logit(ref)
         scores = {
@@ -441,7 +463,7 @@ class Predictor:
 
 
 # the id columns of a FASTA record's scores (Predictor._fasta_windows)
-FASTA_IDS = ("name", "line", "first_bp", "last_bp", "cropped", "padded")
+FASTA_IDS = ("name", "line", "first_bp", "last_bp", "cropped", "padded", "n_fraction")
 # of a BED region's: the region as given, its input line, and the window scored around it
 BED_IDS = ("chrom", "start", "end", "name", "strand", "line", "window_start", "window_end")
 
@@ -463,6 +485,23 @@ def variant_windows(variant, reference, length: int) -> tuple[str, str, bool]:
         right_bp = reference.fetch(variant.chrom, variant.end, variant.end + flank, pad=True)
         alt_window = fit_window(left_bp + variant.alt + right_bp, length)
     return ref_window, alt_window, ref_match
+
+
+def variant_problem(variant, ref_window: str, alt_window: str, ref_match: bool) -> str | None:
+    """Why a variant is not scored (None: it is), the one policy of `score --vcf` and
+    `likelihood --vcf`: its REF is not the reference's bases there (another genome build,
+    or another strand: an effect would set ALT against bases the VCF does not name), or
+    its window is more than half N (`inputs.MAX_N_FRACTION`). An ALT equal to REF is
+    refused when the VCF is read (`read_vcf`); a record of several ALTs gives one variant
+    per ALT, each scored on its own row."""
+    if not ref_match:
+        return (f"REF {variant.ref} is not the reference's bases at {variant.chrom}:"
+                f"{variant.pos:,} (another genome build, or another strand?); nothing is "
+                "scored")  # fmt: skip
+    share = max(n_fraction(ref_window), n_fraction(alt_window))
+    if share > MAX_N_FRACTION:
+        return mostly_n_reason(share, len(ref_window), f"the window of {variant.label}")
+    return None
 
 
 def wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:

@@ -28,9 +28,6 @@ class ScoreSummary:
     scored: int = 0
     rejected: int = 0
     outputs: list[Path] = field(default_factory=list)
-    # VCF: variants whose REF is not the reference's bases there (scored, ref_match False)
-    ref_mismatches: int = 0
-    first_mismatch: str = ""
 
 
 class TsvSink:
@@ -197,8 +194,6 @@ def write_scores(predictor, kind: str, source, out: Path, fmt: str | None, featu
             if not len(first):
                 continue
             ids = [c for c in first.columns if c not in predictor.feature_names]
-            if "ref_match" in first:
-                count_mismatches(summary, first)
             trimmed = {name: t[ids + chosen] for name, t in tables.items()}
             _write(sinks, trimmed, fmt)
             summary.scored += len(first)
@@ -212,16 +207,6 @@ def write_scores(predictor, kind: str, source, out: Path, fmt: str | None, featu
     if ok:
         summary.outputs[:0] = [sink.path for sink in _unique(sinks)]
     return summary
-
-
-def count_mismatches(summary: ScoreSummary, variants: pd.DataFrame) -> None:
-    """Add a chunk's variants whose REF disagrees with the reference to `summary`."""
-    wrong = variants[~variants["ref_match"].astype(bool)]
-    if len(wrong) and not summary.first_mismatch:
-        row = wrong.iloc[0]
-        line = f" (line {row['line']})" if "line" in row else ""
-        summary.first_mismatch = f"{row['chrom']}:{row['pos']} REF {row['ref']}{line}"
-    summary.ref_mismatches += len(wrong)
 
 
 def _unique(sinks: dict) -> list:

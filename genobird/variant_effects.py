@@ -19,7 +19,6 @@ MAX_ALLELE_BP, its window runs past a contig end, or its contig is not in the re
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,23 +55,21 @@ class AlleleWindows:
 
 def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
                    chromosomes=None) -> Iterator[AlleleWindows]:  # fmt: skip
-    """The variants of a VCF that can be scored, as allele windows; the others (and the
-    VCF's bad lines) go to `rejected` with their reason."""
+    """The variants of a VCF that can be scored, as allele windows (each ALT of a record
+    on its own); the others (and the VCF's bad lines) go to `rejected` with their reason:
+    `predict.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
+    `MAX_ALLELE_BP` or a window past its contig's end."""
     from genobird.genome import read_vcf
-    from genobird.predict import variant_windows, wanted_contigs
+    from genobird.predict import variant_problem, variant_windows, wanted_contigs
 
     if window_bp < 2 * MAX_ALLELE_BP:
         raise ConfigError(f"--window-bp must be at least {2 * MAX_ALLELE_BP}, got {window_bp}")
     source = str(path)
-    variants = list(read_vcf(path, problems=rejected, max_allele_length=10**9))
-    per_line = Counter(v.line for v in variants)
     wanted = wanted_contigs(reference, chromosomes)
-    for variant in variants:
-        label = f"{variant.chrom}:{variant.pos} {variant.ref}>{variant.alt}"
+    for variant in read_vcf(path, problems=rejected, max_allele_length=10**9):
+        label = variant.label
         reason = None
-        if per_line[variant.line] > 1:
-            reason = "several ALT alleles in one record: split it (bcftools norm -m-)"
-        elif max(len(variant.ref), len(variant.alt)) > MAX_ALLELE_BP:
+        if max(len(variant.ref), len(variant.alt)) > MAX_ALLELE_BP:
             reason = f"an allele longer than {MAX_ALLELE_BP} bp: SNVs and short indels only"
         if reason is None:
             try:
@@ -85,10 +82,9 @@ def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
             start = variant.start + len(variant.ref) // 2 - window_bp // 2
             if start < 0 or start + window_bp > reference.length(contig):
                 reason = f"its {window_bp} bp window runs past the end of {contig}"
-        if reason is None:
+        if reason is None:  # the policy `score --vcf` follows too
             ref, alt, ref_match = variant_windows(variant, reference, window_bp)
-            if not ref_match:
-                reason = "REF is not the reference's bases there (check the genome build)"
+            reason = variant_problem(variant, ref, alt, ref_match)
         if reason is not None:
             rejected.append(BadRecord(source, variant.line, reason, label))
             continue

@@ -102,7 +102,9 @@ def headline(report: dict) -> str:
     """The figures a run prints: F1, MCC (at the threshold chosen on validation, then at
     0.5), AUROC, AUPRC (binary) or median AUROCs."""
     headline = ("f1", "mcc", "auroc", "auprc") if "f1" in report else ("median_auroc",)
-    figures = ", ".join(f"{k} {report[k]:.3f}" for k in headline if k in report)
+    figures = ", ".join(f"{k} {report[k]:.3f}" if report[k] is not None
+                        else f"{k} undefined ({report['undefined'][k]})"
+                        for k in headline if k in report)  # fmt: skip
     if "threshold" in report:
         half = report["at_0.5"]
         figures += (f" (called at {report['threshold']:.3g}, chosen on validation; at 0.5: "

@@ -114,7 +114,7 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
 
     windows, problems = build_classify_dataset(
         args.input, args.out, args.label_columns, args.valid_fraction, args.test_fraction,
-        args.seed, args.valid, args.test,
+        args.seed, args.valid, args.test, args.min_split_positives,
     )  # fmt: skip
     report_rejected(problems)
     print(
@@ -280,7 +280,14 @@ def add_dataset(commands) -> None:
         out="HDF5 to write",
     )
     classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
-    add_shared(classify, "valid_fraction", "test_fraction", "seed", seed="seed of the split")
+    add_shared(classify, "valid_fraction", "test_fraction", "seed", seed="seed of the split",
+               valid_fraction="of the --input records without a split, drawn to validation "
+               "when no --valid file gives it", test_fraction="of the --input records without "
+               "a split, drawn to test when no --test file gives it")  # fmt: skip
+    classify.add_argument("--min-split-positives", type=int, metavar="N",
+                          help="refuse a validation or test split with fewer than N "
+                          "positives of a label, or no negative (default: 5; 0: write any "
+                          "split)")  # fmt: skip
 
 
 def _add_split_arguments(parser, regions: bool = False) -> None:

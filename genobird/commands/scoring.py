@@ -84,11 +84,6 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
         f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
         + ", ".join(str(p) for p in summary.outputs)
     )
-    if summary.ref_mismatches:
-        print(f"genobird: warning: {summary.ref_mismatches:,} of {summary.scored:,} variants "
-              "have a REF that is not the reference's bases there (ref_match False; first: "
-              f"{summary.first_mismatch}): scored as given; check that the VCF and --reference "
-              "are the same genome build", file=sys.stderr)  # fmt: skip
     if summary.scored == 0:
         reason = (
             f"all {summary.rejected:,} records were rejected (reasons in {args.out}.rejected.tsv)"
@@ -104,12 +99,13 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
 
 
 def cmd_tracks(args: argparse.Namespace) -> int:
-    from genobird.tracks import write_tracks
+    from genobird.tracks import step_for, write_tracks
 
     predictor = _load_predictor(args)
+    step_bp = step_for(predictor.input_length_bp, args.step_bp)
     files = write_tracks(predictor, args.region, args.reference, args.out, args.features,
-                         args.step_bp, progress=not args.quiet)  # fmt: skip
-    print(f"wrote {len(files):,} bedGraph tracks ({args.step_bp} bp bins) to {args.out}")
+                         step_bp, progress=not args.quiet)  # fmt: skip
+    print(f"wrote {len(files):,} bedGraph tracks ({step_bp} bp bins) to {args.out}")
     return EXIT_OK
 
 
@@ -232,9 +228,10 @@ def add_tracks(commands) -> None:
         reference={"required": True},
         out="a new folder for the tracks: OUT/<feature>.bedGraph",
     )
-    sub.add_argument("--step-bp", type=int, default=200,
-                     help="bin size; each bin is scored with the model's window centred "
-                     "on it (default: %(default)s, the chromatin data sets' bin)")  # fmt: skip
+    sub.add_argument("--step-bp", type=int,
+                     help="bin size, at most the model's window; each bin is scored with the "
+                     "model's window centred on it (default: 200, the chromatin data sets' "
+                     "bin, or the model's window where that is narrower)")  # fmt: skip
     _add_predictor_options(sub)
 
 

@@ -33,6 +33,7 @@ from genobird.errors import ConfigError, InputError
 from genobird.fileio import duplicated, require_unique_columns, require_unique_names
 from genobird.genome import one_hot_to_sequence, open_reference, point_window, read_bed
 from genobird.genome.alphabet import DEEPSEA_ORDER
+from genobird.inputs import mostly_n
 
 log = logging.getLogger(__name__)
 
@@ -441,8 +442,9 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
 
     `fasta`: one FASTA or several read as one genome (`open_reference`). Bins with a
     peak of any feature are kept with `negative_ratio` times as many all-negative bins;
-    a window whose bases are mostly N, or whose context reaches into a split above its
-    own (`GenomeSplit.window_split`), is left out."""
+    a window more than half N (`inputs.mostly_n`: a gap, a contig's end), or whose
+    context reaches into a split above its own (`GenomeSplit.window_split`), is left out,
+    each counted in the log."""
     if not 0 < spec.min_overlap <= 1:
         raise ConfigError(f"min_overlap must be in (0, 1], got {spec.min_overlap}")
     features = read_feature_tables(feature_table, spec.assayed)
@@ -470,7 +472,7 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
                         scales=[f.get("scale") or "" for f in features],
                         profile_bins=spec.profile_bins,
                         profile_bin_bp=spec.bin_size if spec.profile_bins else 0)  # fmt: skip
-    guarded = 0
+    guarded = gaps = 0
     for index in chosen:
         chrom, start = bins.locate(int(index))
         window = point_window(chrom, start + spec.bin_size // 2, spec.context)
@@ -480,7 +482,8 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
             guarded += 1
             continue
         sequence = reference.fetch(chrom, window.start, window.end, pad=True)
-        if sequence.count("N") > 0.5 * len(sequence):
+        if mostly_n(sequence):  # a gap or a contig's end: as the scorers refuse it
+            gaps += 1
             continue
         profile = None
         if spec.profile_bins:  # the window's own bin is the profile's middle one
@@ -493,7 +496,8 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     windows.write(out_path)
     log.info(
         "chromatin data: %d bins (%d with a peak) of %d; %d left out where their context "
-        "reached a held-out split", len(windows), len(positive), int(bins.first_index[-1]), guarded,
+        "reached a held-out split, %d whose window is more than half N (a gap, a contig's end)",
+        len(windows), len(positive), int(bins.first_index[-1]), guarded, gaps,
     )  # fmt: skip
     warn_features_without_positives(windows)
     return windows

@@ -4,13 +4,16 @@ CSV or TSV: a `sequence` column, optional `name` and `split` (train/valid/test)
 columns, and label columns: several 0/1 columns (multi-label), or one column of class
 names (one output per class). FASTA: labels as key=value pairs in the header, e.g.
 `>seq7 enhancer=1 promoter=0 split=test`. Records that cannot be used (bad DNA, a
-missing or non-binary label, an unknown split) are reported and skipped. Without a
-split column, a seeded split of `valid_fraction` / `test_fraction` is drawn.
+missing or non-binary label, an unknown split, a window mostly N) are reported and
+skipped. Without a split column or file, a seeded split of `valid_fraction` /
+`test_fraction` is drawn. A split too thin to score a model on is refused.
 """
 
 from __future__ import annotations
 
 import csv
+import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +23,15 @@ from genobird.errors import GenobirdError, InputError
 from genobird.fileio import open_text, require_unique_columns, require_unique_names
 from genobird.genome import normalise_dna, read_fasta
 from genobird.genome.regions import BadRecord
+from genobird.inputs import fit_window, mostly_n, mostly_n_reason, n_fraction
+
+log = logging.getLogger(__name__)
 
 RESERVED = {"sequence", "name", "split", "id"}
+
+# a validation or test split needs at least this many positives of each label (and a
+# negative): an AUROC over fewer is noise, and over none undefined
+MIN_SPLIT_POSITIVES = 5
 
 
 def _records_from_table(path: Path, label_columns, problems):
@@ -65,22 +75,33 @@ def _reader(path: Path):
 
 def build_classify_dataset(
     path, out_path, label_columns=None, valid_fraction=0.1, test_fraction=0.1, seed=0,
-    valid_path=None, test_path=None,
+    valid_path=None, test_path=None, min_split_positives: int | None = None,
 ) -> tuple[WindowSet, list[BadRecord]]:  # fmt: skip
     """A data set from labelled sequences. With `valid_path` / `test_path` (data sets
     published as separate files, e.g. GUE's train/dev/test), their records form those
-    splits and the records of `path` without a split column are all training records."""
+    splits; the records of `path` without a split column are drawn to the splits no file
+    gives, at their fractions (`--test T` alone: `valid_fraction` of them validate), and
+    are training records otherwise. A record whose window is more than half N, padded to
+    the data set's longest (`inputs.mostly_n`: all N, or much shorter than the rest), is
+    skipped, as `score` would reject it. A validation or test split that lacks a class of
+    a label, or has fewer than `min_split_positives` (MIN_SPLIT_POSITIVES) of its
+    positives, is refused, naming both (0: allowed); label columns that repeat or
+    complement each other are warned of."""
+    if min_split_positives is None:
+        min_split_positives = MIN_SPLIT_POSITIVES
     if label_columns:
         require_unique_names(label_columns, "label columns", "--label-columns", "name each once")
     sources = [(Path(path), None)] + [
         (Path(p), split) for p, split in ((valid_path, "valid"), (test_path, "test")) if p
     ]
-    default_split = "train" if len(sources) > 1 else None
+    # the fractions of the splits no file gives, drawn from the records of `path`
+    drawn = {"valid": 0.0 if valid_path else valid_fraction,
+             "test": 0.0 if test_path else test_fraction}  # fmt: skip
     problems: list[BadRecord] = []
     records = []
     for source, fixed_split in sources:
         found = [
-            (source, line, name, raw, labels, fixed_split or split or default_split)
+            (source, line, name, raw, labels, fixed_split or split)
             for line, name, raw, labels, split in _reader(source)(source, label_columns, problems)
         ]
         if not found:
@@ -88,24 +109,75 @@ def build_classify_dataset(
         records += found
     names, encode = _label_encoding(records)
     rng = np.random.default_rng(seed)
-    windows = WindowSet("classify", names, ["label"] * len(names))
+    usable = []
     for source, line, name, raw, labels, split in records:
         try:
             sequence = normalise_dna(raw.strip(), record=name)
             if not sequence:
                 raise InputError("empty sequence")
             vector = encode(labels)
-            split = split or draw_split(rng, valid_fraction, test_fraction)
+            split = split or draw_split(rng, drawn["valid"], drawn["test"])
             if split not in SPLITS:
                 raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         except GenobirdError as exc:
             problems.append(BadRecord(str(source), line, f"{name}: {exc}"))
             continue
+        usable.append((source, line, name, sequence, vector, split))
+    window_bp = max((len(record[3]) for record in usable), default=0)
+    windows = WindowSet("classify", names, ["label"] * len(names))
+    for source, line, name, sequence, vector, split in usable:
+        read = fit_window(sequence, window_bp)  # as a model of this data set reads it
+        if mostly_n(read):
+            reason = mostly_n_reason(n_fraction(read), window_bp, f"{name} ({len(sequence)} bp)")
+            problems.append(BadRecord(str(source), line, f"{reason}; give at least "
+                                      f"{math.ceil(window_bp / 2):,} bp of A/C/G/T"))  # fmt: skip
+            continue
         windows.add(sequence, vector, name, 0, len(sequence), "+", split)
     if not len(windows):
         raise InputError(f"{path}: no usable record ({len(problems)} rejected)")
+    check_splits(windows, min_split_positives)
+    warn_related_columns(windows)
     windows.write(out_path)
     return windows, problems
+
+
+def check_splits(windows: WindowSet, min_positives: int) -> None:
+    """Refuse a validation or test split that lacks a class of a label, or has fewer than
+    `min_positives` of its positives (0: any split is allowed), naming both."""
+    if not min_positives:
+        return
+    labels, splits = np.asarray(windows.labels), np.asarray(windows.splits)
+    for split in ("valid", "test"):
+        rows = labels[splits == split]
+        if not len(rows):
+            continue
+        for column, name in enumerate(windows.feature_names):
+            positives = int((rows[:, column] == 1).sum())
+            negatives = int((rows[:, column] == 0).sum())
+            if positives < min_positives or not negatives:
+                raise InputError(
+                    f"the {split} split has {positives} positive and {negatives} negative "
+                    f"records of label {name!r}: too few to score a model on (at least "
+                    f"{min_positives} positives and a negative); give more {split} records, "
+                    "or --min-split-positives 0 to write it anyway"
+                )
+
+
+def warn_related_columns(windows: WindowSet) -> None:
+    """Warn of label columns that repeat another or are its complement (1 - it): a model
+    learns each twice, and a mean AUROC over them counts one task twice."""
+    labels = np.asarray(windows.labels)
+    names = windows.feature_names
+    for first in range(len(names)):
+        for second in range(first + 1, len(names)):
+            a, b = labels[:, first], labels[:, second]
+            if np.array_equal(a, b):
+                log.warning("labels %r and %r are the same in every record", names[first],
+                            names[second])  # fmt: skip
+            elif np.array_equal(a, 1 - b):
+                log.warning("labels %r and %r are each other's complement in every record "
+                            "(a class and its absence): keep one", names[first],
+                            names[second])  # fmt: skip
 
 
 def read_plain_sequences(path, problems: list[BadRecord]):

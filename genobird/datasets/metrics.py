@@ -139,10 +139,36 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
         metrics = thresholded_metrics(test, *threshold)
     plot_roc_pr(labels, probabilities, names, report_dir / "roc_pr.png")
     metrics["prediction_spread"] = prediction_spread(probabilities, names)
-    report = {"task": meta["task"], "split": "test", **(extra or {}), **metrics}
+    report = defined({"task": meta["task"], "split": "test", **(extra or {}), **metrics})
     with atomic_write(report_dir / "metrics.json") as handle:
-        json.dump(report, handle, indent=2)
+        json.dump(report, handle, indent=2, allow_nan=False)
     return report
+
+
+# why a figure of metrics.json is null
+UNDEFINED = ("not defined on this split: no feature has both classes among its known "
+             "labels (a split of one class has no AUROC)")  # fmt: skip
+
+
+def defined(report: dict) -> dict:
+    """`report` as valid JSON: a figure that is not a finite number (an AUROC of a split
+    of one class) becomes null, named with the reason under `undefined`, never NaN."""
+    undefined = {}
+
+    def clean(value, path: str):
+        if isinstance(value, dict):
+            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+            undefined[path] = UNDEFINED
+            return None
+        return value
+
+    cleaned = clean(report, "")
+    if undefined:
+        cleaned["undefined"] = undefined
+    return cleaned
 
 
 PREDICTIONS = "test_predictions.npz"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from genobird.errors import ContigError, FormatError, GenobirdError, RegionError
 from genobird.fileio import open_text
@@ -80,6 +80,11 @@ class Variant:
     def is_snv(self) -> bool:
         return len(self.ref) == 1 and len(self.alt) == 1
 
+    @property
+    def label(self) -> str:
+        """chrom:pos REF>ALT, as a rejection names it."""
+        return f"{self.chrom}:{self.pos} {self.ref}>{self.alt}"
+
 
 @dataclass(frozen=True)
 class SequenceRecord:
@@ -115,12 +120,15 @@ def read_bed(
     path: str | os.PathLike,
     contigs: Mapping[str, int] | None = None,
     problems: list[BadRecord] | None = None,
+    keep_spelling: bool = False,
 ) -> Iterator[Interval]:
     """Stream intervals from a BED3/BED6+ file (plain or gzipped).
 
     Header, `track` and `browser` lines are skipped. With `contigs` (name -> length, or a
     Reference's `lengths`), unknown contigs and ends past the contig are bad records;
-    names are aliased (chr1 <-> 1) and the interval keeps the name used in `contigs`.
+    names are aliased (chr1 <-> 1) and the interval keeps the name used in `contigs`, or,
+    with `keep_spelling` (what scorers write back), the name as the BED spells it (a
+    Reference resolves the alias when it fetches).
     """
     source = str(path)
     with open_text(path) as handle:
@@ -129,7 +137,10 @@ def read_bed(
             if not text.strip() or text.startswith(_HEADER_PREFIXES):
                 continue
             try:
-                yield _parse_bed_line(text, contigs, line_number)
+                interval = _parse_bed_line(text, contigs, line_number)
+                if keep_spelling:
+                    interval = replace(interval, chrom=text.split()[0])
+                yield interval
             except (RegionError, ContigError, FormatError) as exc:
                 _report(problems, BadRecord(source, line_number, str(exc), text), RegionError)
 
@@ -267,10 +278,12 @@ def read_vcf(
     problems: list[BadRecord] | None = None,
     max_allele_length: int = 50,
 ) -> Iterator[Variant]:
-    """Stream SNVs and small indels from a VCF (plain or gzipped), one Variant per ALT.
+    """Stream SNVs and small indels from a VCF (plain or gzipped), one Variant per ALT: a
+    record of several ALTs gives one each, scored on rows of their own.
 
     Symbolic alleles (<DEL>), breakends, missing ALT ('.') and alleles longer than
-    `max_allele_length` are bad records.
+    `max_allele_length` are bad records, as is an ALT equal to REF (nothing changes), each
+    reported on its own: the record's other ALTs are still read.
     """
     source = str(path)
     with open_text(path) as handle:
@@ -279,15 +292,22 @@ def read_vcf(
             if not text.strip() or text.startswith("#"):
                 continue
             try:
-                yield from _parse_vcf_line(text, max_allele_length, line_number)
+                alleles = _parse_vcf_line(text, max_allele_length, line_number)
             except GenobirdError as exc:
                 _report(problems, BadRecord(source, line_number, str(exc), text))
+                continue
+            for allele in alleles:
+                if isinstance(allele, Variant):
+                    yield allele
+                else:
+                    _report(problems, BadRecord(source, line_number, allele, text))
 
 
 _SYMBOLIC = re.compile(r"[<>\[\]*.]")
 
 
-def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Variant]:
+def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Variant | str]:
+    """Each ALT of a VCF line as a Variant, or as the reason it cannot be scored."""
     fields = text.split("\t")
     if len(fields) < 5:
         raise FormatError(f"expected at least 5 tab-separated columns, got {len(fields)}")
@@ -295,7 +315,7 @@ def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Va
     if not pos_text.isdigit() or int(pos_text) < 1:
         raise FormatError(f"POS must be a positive integer (1-based), got {pos_text!r}")
     ref = normalise_dna(ref_text, record=f"REF of {chrom}:{pos_text}")
-    variants = []
+    alleles = []
     for alt_raw in alt_text.split(","):
         if _SYMBOLIC.search(alt_raw):
             raise FormatError(f"unsupported ALT {alt_raw!r}: only SNVs and small indels are scored")
@@ -304,8 +324,12 @@ def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Va
             raise FormatError(
                 f"allele longer than {max_allele_length} bp; only SNVs and small indels are scored"
             )
-        variants.append(Variant(chrom, int(pos_text), variant_id, ref, alt, line))
-    return variants
+        if alt == ref:
+            alleles.append(f"{chrom}:{pos_text}: ALT {alt_raw} is REF {ref_text}: nothing "
+                           "changes, nothing is scored")  # fmt: skip
+            continue
+        alleles.append(Variant(chrom, int(pos_text), variant_id, ref, alt, line))
+    return alleles
 
 
 # --------------------------------------------------------------------------- windows
