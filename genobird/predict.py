@@ -356,9 +356,9 @@ class Predictor:
         kept = []
         for row, (interval, share) in enumerate(zip(intervals, shares, strict=True)):
             window = centered_window(interval, self.input_length_bp)
-            place = f"{interval.chrom}:{window.start + 1:,}-{window.end:,}"
+            place = f"{interval.chrom}:{interval.start + 1:,}-{interval.end:,}"
             if share > MAX_N_FRACTION:
-                reason = mostly_n_reason(share, self.input_length_bp, f"the window {place}")
+                reason = mostly_n_reason(share, self.input_length_bp, f"the window around {place}")
                 rejected.append(BadRecord(str(path), interval.line, reason,
                                           interval.name or place))  # fmt: skip
                 continue

@@ -121,3 +121,31 @@ def demo_promoter_run(pretraining_data, demo_reference, folder: Path) -> tuple[P
                  "--upstream-bp", "300", "--downstream-bp", "200", "--valid-chromosomes",
                  "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
     return model_dir, data
+
+
+@pytest.fixture(scope="session")
+def model_dir(demo_reference, pretraining_data, tmp_path_factory):
+    """A tiny chromatin model (400 bp windows) fine-tuned for 10 steps: plumbing, not skill."""
+    from genobird.cli import main
+
+    folder = tmp_path_factory.mktemp("predict")
+    data = folder / "c.h5"
+    assert main([
+        "-q", "dataset", "chromatin", "--features", str(demo_reference / "features.tsv"),
+        "--reference", str(demo_reference / "genome.fa"), "--out", str(data), "--context-bp", "400",
+        "--max-bins", "120", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
+    ]) == 0  # fmt: skip
+    assert main([
+        "-q", "finetune", "chromatin", "--data", str(data), "--out", str(folder / "run"),
+        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
+        "--max-tokens", "128", "--max-steps", "10",
+    ]) == 0  # fmt: skip
+    return folder / "run" / "model"
+
+
+@pytest.fixture(scope="session")
+def predictor(model_dir):
+    """The tiny chromatin model (`model_dir`) as a CPU predictor."""
+    from genobird import load_predictor
+
+    return load_predictor(model_dir, device="cpu")

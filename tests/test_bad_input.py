@@ -16,7 +16,6 @@ import pytest
 from genobird.cli import main
 from genobird.errors import SequenceError
 from tests.conftest import write
-from tests.test_predict import model_dir, predictor  # noqa: F401 (fixtures)
 
 # a genome with an assembly gap: 3 kb of DNA, 3 kb of N, 3 kb of DNA (the model reads 400 bp)
 GAP = (3000, 6000)
@@ -38,7 +37,7 @@ def rejected_reasons(out) -> list[str]:
 
 
 # --------------------------------------------------------------------------- runs of N
-def test_the_python_api_refuses_a_window_mostly_n(predictor):  # noqa: F811
+def test_the_python_api_refuses_a_window_mostly_n(predictor):
     with pytest.raises(SequenceError, match=r"sequence 1 is all N \(4 bp\)"):
         predictor.predict(["ACGT" * 100, "NNNN"])
     with pytest.raises(SequenceError, match=r"sequence 0: the window is 9[89]% N in the 400 bp "
@@ -49,7 +48,9 @@ def test_the_python_api_refuses_a_window_mostly_n(predictor):  # noqa: F811
 
 
 def test_fasta_records_mostly_n_are_rejected_and_each_row_says_its_n_share(
-    predictor, tmp_path, capsys  # noqa: F811
+    predictor,
+    tmp_path,
+    capsys,
 ):
     fasta = write(tmp_path / "r.fa", ">whole\n" + "ACGT" * 100 + "\n>gap\n" + "N" * 400
                   + "\n>short\nACGTAC\n>padded\n" + "ACGT" * 60 + "\n>cut\n" + "ACGT" * 37
@@ -68,7 +69,7 @@ def test_fasta_records_mostly_n_are_rejected_and_each_row_says_its_n_share(
     assert api["name"].tolist() == ["whole", "padded"] and len(api.attrs["rejected"]) == 3
 
 
-def test_a_bed_region_in_an_assembly_gap_is_rejected_not_scored(predictor, gapped, tmp_path):  # noqa: F811
+def test_a_bed_region_in_an_assembly_gap_is_rejected_not_scored(predictor, gapped, tmp_path):
     bed = write(tmp_path / "r.bed", "chr20\t1000\t1200\tdna\nchr20\t4400\t4600\tin_gap\n"
                 "chr20\t2900\t3000\tedge\n")  # fmt: skip
     out = tmp_path / "s.tsv"
@@ -80,11 +81,13 @@ def test_a_bed_region_in_an_assembly_gap_is_rejected_not_scored(predictor, gappe
     # edge: its window 2,751-3,150 reaches 150 bp into the gap
     assert table["n_fraction"].tolist() == [0.0, pytest.approx(150 / 400)]
     (reason,) = rejected_reasons(out)
-    assert "the window chr20:4,301-4,700 is 100% N" in reason
+    assert "the window around chr20:4,401-4,600 is 100% N" in reason
 
 
 def test_tracks_write_nothing_over_a_gap_and_the_scores_of_score_elsewhere(
-    predictor, gapped, tmp_path  # noqa: F811
+    predictor,
+    gapped,
+    tmp_path,
 ):
     out = tmp_path / "tracks"
     assert main(["-q", "tracks", "--model", str(predictor.model_dir), "--region",
@@ -103,7 +106,7 @@ def test_tracks_write_nothing_over_a_gap_and_the_scores_of_score_elsewhere(
                                scores[predictor.feature_names[0]], rtol=1e-5)  # fmt: skip
 
 
-def test_tracks_bins_cover_every_base(predictor, gapped, tmp_path, capsys):  # noqa: F811
+def test_tracks_bins_cover_every_base(predictor, gapped, tmp_path, capsys):
     command = ["tracks", "--model", str(predictor.model_dir), "--region", "chr20:1-2000",
                "--reference", str(gapped), "--out", str(tmp_path / "t")]  # fmt: skip
     assert main([*command, "--step-bp", "500"]) == 1
@@ -115,7 +118,7 @@ def test_tracks_bins_cover_every_base(predictor, gapped, tmp_path, capsys):  # n
     assert step_for(400) == 200 and step_for(101) == 101 and step_for(101, 50) == 50
 
 
-def test_ism_and_embed_set_aside_a_record_mostly_n(predictor, tmp_path, capsys, caplog):  # noqa: F811
+def test_ism_and_embed_set_aside_a_record_mostly_n(predictor, tmp_path, capsys, caplog):
     fasta = write(tmp_path / "r.fa", ">gap\n" + "N" * 400 + "\n>dna\n" + "ACGT" * 100 + "\n")
     with caplog.at_level("WARNING"):
         assert main(["-q", "ism", "--model", str(predictor.model_dir), "--fasta", str(fasta),
@@ -144,7 +147,7 @@ def random_rows(count: int, seed: int = 0, width: int = 101):
 
 def test_classify_skips_records_mostly_n_and_says_why(tmp_path, capsys, caplog):
     # the last: 60 bp of bases and 41 bp of N as the 101 bp window reads it, kept
-    rows = random_rows(60) + [("N" * 101, 1), ("ACGTAC", 0), ("N" * 40 + "ACGT" * 15, 1)]
+    rows = [*random_rows(60), ("N" * 101, 1), ("ACGTAC", 0), ("N" * 40 + "ACGT" * 15, 1)]
     table = classify_csv(tmp_path / "t.csv", rows)
     with caplog.at_level("WARNING"):
         assert main(["dataset", "classify", "--input", str(table), "--out",
@@ -195,7 +198,10 @@ def test_a_split_of_one_class_is_refused_by_name_unless_asked(tmp_path, capsys, 
 
 # --------------------------------------------------------------------------- VCF alleles
 def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
-    predictor, demo_reference, pretraining_data, tmp_path  # noqa: F811
+    predictor,
+    demo_reference,
+    pretraining_data,
+    tmp_path,
 ):
     from genobird.genome import open_reference
 
@@ -207,7 +213,8 @@ def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
                 f"1\t20001\twrong\t{third if third != base else other}\t{base}\n")  # fmt: skip
     out = tmp_path / "s.tsv"
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--vcf", str(vcf),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]) == 0  # fmt: skip
+                 "--reference", str(demo_reference / "genome.fa"),
+                 "--out", str(out)]) == 0  # fmt: skip
     table = pd.read_csv(out, sep="\t")
     # one row per ALT; the ALT that is REF is refused; the contig keeps the VCF's name
     assert table[["chrom", "id", "alt"]].values.tolist() == [[1, "multi", other]]
@@ -215,8 +222,8 @@ def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
     assert any(f"ALT {base} is REF {base}: nothing changes" in r for r in reasons)
     wrong = next(r for r in reasons if "is not the reference's bases" in r)
     # likelihood: the same variants scored and refused, for the same reasons
-    from tests.conftest import saved_model_dir, tiny_language_model
     from genobird.corpus.tokenizer import load_tokenizer
+    from tests.conftest import saved_model_dir, tiny_language_model
 
     tokenizer = load_tokenizer(pretraining_data["tokenizer"])
     lm = saved_model_dir(tiny_language_model(tokenizer, 512), tokenizer, tmp_path / "lm")
@@ -230,15 +237,17 @@ def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
 
 
 # --------------------------------------------------------------------------- contig names
-def test_rows_keep_the_inputs_contig_names(predictor, demo_reference, tmp_path):  # noqa: F811
+def test_rows_keep_the_inputs_contig_names(predictor, demo_reference, tmp_path):
     bed = write(tmp_path / "r.bed", "1\t20000\t20200\talias\nchr1\t30000\t30200\tnamed\n")
     out = tmp_path / "s.tsv"
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--bed", str(bed),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]) == 0  # fmt: skip
+                 "--reference", str(demo_reference / "genome.fa"),
+                 "--out", str(out)]) == 0  # fmt: skip
     assert pd.read_csv(out, sep="\t", dtype={"chrom": str})["chrom"].tolist() == ["1", "chr1"]
     h5 = tmp_path / "s.h5"
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--bed", str(bed),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(h5)]) == 0  # fmt: skip
+                 "--reference", str(demo_reference / "genome.fa"),
+                 "--out", str(h5)]) == 0  # fmt: skip
     import h5py
 
     with h5py.File(h5, "r") as handle:

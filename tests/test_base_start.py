@@ -143,8 +143,10 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     theirs = []
     if base_cnn_channels:
         cnn = base_start.base_cnn(baseline_data, spec, folder / "cache", rc_average)[0]
-    kmer_lr = fit_kmer_lr(baseline_data, base_kmer_lengths(base_kmers), seed=spec.seed,
-                          window_bp=window_bp, both_strands=both) if base_kmers else None  # fmt: skip
+    kmer_lr = None
+    if base_kmers:
+        kmer_lr = fit_kmer_lr(baseline_data, base_kmer_lengths(base_kmers), seed=spec.seed,
+                              window_bp=window_bp, both_strands=both)  # fmt: skip
     for reverse in strands:
         strand = [reverse_complement(w) for w in windows] if reverse else windows
         logits = np.zeros_like(ours[0], dtype=np.float64)
@@ -279,8 +281,9 @@ def test_a_finetuning_run_starts_from_the_baseline_runs_that_fitted_its_readers(
     """`genobird baseline deepsea-cnn` and `kmer-lr` runs, given to `genobird finetune
     --base-start-from`, are what it starts from: read, not fitted again (`read_from`; a
     base CNN trained anew would be the same model, the seed drawing everything), and its
-    check before the first step is their blend's. A run whose base CNN's budget differs from the baseline
-    run's fits its own and says why; a folder that holds no fitted baseline is refused."""
+    check before the first step is their blend's. A run whose base CNN's budget differs
+    from the baseline run's fits its own and says why; a folder that holds no fitted
+    baseline is refused."""
     model, data = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
     runs = {}
     for kind, options in (("deepsea-cnn", ["--channels", "8", "--max-minutes", "0.5"]),

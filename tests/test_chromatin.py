@@ -523,7 +523,7 @@ def test_a_profile_head_fine_tunes_saves_and_scores_from_the_command_line(
     assert head["centre_fraction"] == pytest.approx(0.2)
     with np.load(out / "report" / "test_predictions.npz") as saved:  # the windows' own bins
         assert saved["probabilities"].shape == (read_metadata(data)["counts"]["test"], 16)
-    bed = write(tmp_path / "r.bed", "chr1\t1000\t2000\nchr2\t5000\t6000\n")
+    bed = write(tmp_path / "r.bed", "chr1\t10000\t11000\nchr2\t5000\t6000\n")
     scored = tmp_path / "s.tsv"
     assert main(["-q", "score", "--model", str(out / "model"), "--bed", str(bed), "--reference",
                  str(demo_reference / "genome.fa"), "--out", str(scored)]) == 0  # fmt: skip

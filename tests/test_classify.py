@@ -19,9 +19,10 @@ def test_classify_dataset_from_separate_split_files(tmp_path):
     paths = {k: write(tmp_path / f"{k}.csv", "sequence,label\n" + "\n".join(v) + "\n")
              for k, v in rows.items()}  # fmt: skip
     out = tmp_path / "gue.h5"
+    # splits of one or two records: parsing, not a split a model is judged on
     assert main(["-q", "dataset", "classify", "--input", str(paths["train"]),
                  "--valid", str(paths["dev"]), "--test", str(paths["test"]),
-                 "--out", str(out)]) == 0  # fmt: skip
+                 "--out", str(out), "--min-split-positives", "0"]) == 0  # fmt: skip
     meta = read_metadata(out)
     assert meta["counts"] == {"train": 3, "valid": 1, "test": 1}
     assert meta["feature_names"] == ["label"] and meta["positives"] == [3]
@@ -33,18 +34,19 @@ def test_classify_dataset_from_csv_with_bad_records_reported(tmp_path, capsys):
         tmp_path / "data.csv",
         "name,sequence,enhancer,promoter,split\n"
         "a,ACGTACGTAA,1,0,train\n"
-        "b,acgunnRR,0,1,test\n"
+        "b,acgunnRRacgtac,0,1,test\n"
         "c,ACGT-ACGT,1,1,train\n"  # bad DNA
         "d,ACGTTT,,0,train\n"  # a missing label
-        "e,GGGCCC,0,0,valid\n",
+        "e,GGGCCCGGGCCC,0,0,valid\n",
     )
     out = tmp_path / "c.h5"
-    assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out)]) == 0
+    assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out),
+                 "--min-split-positives", "0"]) == 0  # fmt: skip
     assert "3 sequences" in capsys.readouterr().out
     meta = read_metadata(out)
     assert meta["feature_names"] == ["enhancer", "promoter"] and meta["positives"] == [1, 1]
     with h5py.File(out, "r") as handle:
-        assert handle["sequences"][1].decode() == "ACGTNNNN"
+        assert handle["sequences"][1].decode() == "ACGTNNNNACGTAC"
         assert handle["split"][:].astype(str).tolist() == ["train", "test", "valid"]
 
 
@@ -56,7 +58,8 @@ def test_classify_dataset_from_fasta_with_class_names(tmp_path):
         ">s1 kind=enhancer\nACGT\n>s2 kind=promoter split=test\nGGCC\n"
         ">s3\nAAAA\n>s4 kind=silencer\nTTTT\n",
     )
-    windows, problems = build_classify_dataset(fasta, tmp_path / "x.h5", seed=1)
+    windows, problems = build_classify_dataset(fasta, tmp_path / "x.h5", seed=1,
+                                               min_split_positives=0)  # fmt: skip
     assert windows.feature_names == ["enhancer", "promoter", "silencer"]
     assert [list(v) for v in windows.labels] == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
     assert windows.splits[1] == "test"
@@ -73,26 +76,26 @@ def test_a_label_outside_the_columns_kind_is_an_error_naming_its_value_and_line(
     rows = [f"{''.join(rng.choice(list('ACGT'), 40))},{i % 2}" for i in range(290)]
     body = "sequence,label\n" + "\n".join(rows)
     for bad in ("yes", "2", "0.5"):
-        table = write(tmp_path / f"{bad}.csv", body + f"\nACGTACGT, 1\nACGT,NA\nGGCC,{bad}\n")
+        table = write(tmp_path / f"{bad}.csv", body + f"\n{'ACGT' * 10}, 1\nACGT,NA\nGGCC,{bad}\n")
         out = tmp_path / f"{bad}.h5"
         assert main(["-q", "dataset", "classify", "--input", str(table), "--out", str(out)]) == 1
         err = capsys.readouterr().err.strip()
         assert f"line 294 (row294): label 'label' is '{bad}'" in err, err
         assert len(err.splitlines()) == 1 and not out.exists()
-    table = write(tmp_path / "ok.csv", body + "\nACGTACGT, 1\nACGT,NA\n")
+    table = write(tmp_path / "ok.csv", body + f"\n{'ACGT' * 10}, 1\nACGT,NA\n")
     assert main(["-q", "dataset", "classify", "--input", str(table), "--out",
                  str(tmp_path / "ok.h5")]) == 0  # fmt: skip
     assert "291 sequences, 1 label" in capsys.readouterr().out
     assert read_metadata(tmp_path / "ok.h5")["feature_names"] == ["label"]
     words = write(tmp_path / "w.csv", "sequence,kind\nACGT,yes\nGGCC,no\nTTTT,yes\n")
     assert main(["-q", "dataset", "classify", "--input", str(words), "--out",
-                 str(tmp_path / "w.h5")]) == 0  # fmt: skip
+                 str(tmp_path / "w.h5"), "--min-split-positives", "0"]) == 0  # fmt: skip
     assert read_metadata(tmp_path / "w.h5")["feature_names"] == ["no", "yes"]
     three = write(
         tmp_path / "3.csv", "sequence,c\n" + "\n".join(f"ACGT,{i % 3}" for i in range(30))
     )
     assert main(["-q", "dataset", "classify", "--input", str(three), "--out",
-                 str(tmp_path / "3.h5")]) == 0  # fmt: skip
+                 str(tmp_path / "3.h5"), "--min-split-positives", "0"]) == 0  # fmt: skip
     assert read_metadata(tmp_path / "3.h5")["feature_names"] == ["0", "1", "2"]
 
 

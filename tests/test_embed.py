@@ -152,7 +152,7 @@ def test_embed_writes_hdf5_for_fasta_bed_and_vcf(model_dir, demo_reference, tmp_
         window = Reference(reference).fetch("chr1", 60000 - 100, 60000 + 100)
         np.testing.assert_allclose(handle["pooled"][0], embedder.embed([window])[0], atol=1e-6)
     rejected = (tmp_path / "v.h5.rejected.tsv").read_text()
-    assert "REF is not the reference's bases" in rejected and "\t4\t" in rejected
+    assert "is not the reference's bases at chr1" in rejected and "\t4\t" in rejected
     assert main(["-q", "embed", "--model", str(model_dir), "--fasta", str(fasta), "--out",
                  str(tmp_path / "x.tsv")]) == 1  # fmt: skip
     assert "embeddings are written as HDF5" in capsys.readouterr().err

@@ -22,29 +22,6 @@ from genobird.predict import fit_window
 from tests.conftest import write
 
 
-@pytest.fixture(scope="module")
-def model_dir(demo_reference, pretraining_data, tmp_path_factory):
-    """A tiny chromatin model (400 bp windows) fine-tuned for 10 steps: plumbing, not skill."""
-    folder = tmp_path_factory.mktemp("predict")
-    data = folder / "c.h5"
-    assert main([
-        "-q", "dataset", "chromatin", "--features", str(demo_reference / "features.tsv"),
-        "--reference", str(demo_reference / "genome.fa"), "--out", str(data), "--context-bp", "400",
-        "--max-bins", "120", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
-    ]) == 0  # fmt: skip
-    assert main([
-        "-q", "finetune", "chromatin", "--data", str(data), "--out", str(folder / "run"),
-        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
-        "--max-tokens", "128", "--max-steps", "10",
-    ]) == 0  # fmt: skip
-    return folder / "run" / "model"
-
-
-@pytest.fixture(scope="module")
-def predictor(model_dir):
-    return load_predictor(model_dir, device="cpu")
-
-
 def test_python_api(predictor):
     assert isinstance(predictor, ChromatinPredictor)
     assert len(predictor.feature_names) == 16 and predictor.input_length_bp == 400
@@ -75,10 +52,10 @@ def test_windows_are_padded_or_centre_cropped():
 
 
 def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
-    """Each row names its record and header line, the record's bases it read and whether
-    its window was cropped or N-padded; an empty or all-N record is rejected on its own
-    header's line."""
-    short = "ACGTACGTAC"
+    """Each row names its record and header line, the record's bases it read, whether its
+    window was cropped or N-padded and how much of it is N; an empty or all-N record is
+    rejected on its own header's line."""
+    short = "".join(np.random.default_rng(2).choice(list("ACGT"), 250))
     long = "".join(np.random.default_rng(1).choice(list("ACGT"), 1000))
     fasta = write(tmp_path / "s.fa", f">short\n{short}\n>empty\n>long\n{long[:500]}\n"
                   f"{long[500:]}\n>n\nNNNN\n")  # fmt: skip
@@ -100,13 +77,14 @@ def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
     )
     table = pd.read_csv(out, sep="\t")
     assert list(table.columns) == ["index", "name", "line", "first_bp", "last_bp", "cropped",
-                                   "padded", *predictor.feature_names]  # fmt: skip
+                                   "padded", "n_fraction", *predictor.feature_names]  # fmt: skip
     assert table[["name", "line", "first_bp", "last_bp"]].values.tolist() == [
-        ["short", 1, 0, 10], ["long", 4, 300, 700]]  # fmt: skip
+        ["short", 1, 0, 250], ["long", 4, 300, 700]]  # fmt: skip
     assert table["cropped"].tolist() == [False, True] and table["padded"].tolist() == [True, False]
+    assert table["n_fraction"].tolist() == [150 / 400, 0.0]
     rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
     assert rejected["line"].tolist() == [3, 7], rejected
-    assert "no A/C/G/T base" in rejected["reason"][1]
+    assert "record 'n' is 100% N" in rejected["reason"][1]
     expected = predictor.predict([fit_window(short, 400), long[300:700]])
     np.testing.assert_allclose(table[predictor.feature_names].to_numpy(), expected, rtol=1e-6)
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--fasta", str(fasta),
@@ -125,7 +103,8 @@ def test_the_api_refuses_what_the_command_line_refuses(predictor, model_dir):
     for bad, why in (("", "sequence 1 is empty"), ("nnNN", "sequence 1 is all N")):
         with pytest.raises(ValueError, match=why):
             predictor.predict(["ACGT" * 10, bad])
-    assert predictor.predict(("ACGT" * 10, "acgtn")).shape == (2, len(predictor.feature_names))
+    shape = predictor.predict(("ACGT" * 60, "acgtn" * 50)).shape  # a tuple; lowercase, N
+    assert shape == (2, len(predictor.feature_names))
 
 
 def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_reference,
@@ -136,7 +115,8 @@ def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_re
     starts = rng.integers(20_000, 90_000, 11)  # within the 0.6 Mb test genome
     lines = [f"chr{1 + i % 2}\t{s}\t{s + 200}\tr{i}\t0\t{'+-'[i % 2]}\n"
              for i, s in enumerate(starts)]  # fmt: skip
-    bed = write(tmp_path / "w.bed", "".join(lines) + "chr2\t0\t10\n")  # an N-padded window
+    # a window N-padded past chr2's start, and one in its first 3,360 bp of N (not scored)
+    bed = write(tmp_path / "w.bed", "".join(lines) + "chr2\t3500\t3510\nchr2\t0\t10\n")
     fasta = demo_reference / "genome.fa"
     tables = [
         load_predictor(
@@ -144,7 +124,9 @@ def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_re
         ).score_bed(bed, fasta)
         for workers in (0, 2)
     ]
-    assert len(tables[1]) == 12 and tables[1]["contains_N"].iloc[-1]
+    assert tables[1]["contains_N"].iloc[-1] and tables[1]["n_fraction"].iloc[-1] > 0
+    assert len(tables[1]) + len(tables[1].attrs["rejected"]) == 13
+    assert "is 100% N" in tables[1].attrs["rejected"][-1]
     pd.testing.assert_frame_equal(tables[0], tables[1], rtol=1e-6)
     assert main(["-q", "score", "--model", str(model_dir), "--bed", str(bed), "--reference",
                  str(fasta), "--out", str(tmp_path / "w.tsv"), "--workers", "1"]) == 0  # fmt: skip
@@ -168,20 +150,23 @@ def test_scoring_masks_the_tokenizers_own_pad_id(model_dir):
 def test_bed_end_to_end_naming_padding_rejects_and_strict(
     predictor, demo_reference, tmp_path, capsys
 ):
-    bed = write(
-        tmp_path / "r.bed", "chr1\t100000\t100200\ta\t0\t+\n1\t5\t60\tb\t0\t-\nchrZ\t1\t5\n"
-    )
+    # b: its window reaches into chr1's first 4,320 bp of N; c: within them
+    bed = write(tmp_path / "r.bed", "chr1\t100000\t100200\ta\t0\t+\n1\t4400\t4440\tb\t0\t-\n"
+                "chrZ\t1\t5\n1\t5\t60\tc\n")  # fmt: skip
     out = tmp_path / "r.tsv"
     argv = ["score", "--model", str(predictor.model_dir), "--bed", str(bed),
             "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]  # fmt: skip
     assert main(["-q", *argv]) == 0
     table = pd.read_csv(out, sep="\t")
-    assert list(table.columns[:10]) == ["index", "chrom", "start", "end", "name", "strand", "line",
-                                        "window_start", "window_end", "contains_N"]  # fmt: skip
+    assert list(table.columns[:11]) == ["index", "chrom", "start", "end", "name", "strand", "line",
+                                        "window_start", "window_end", "contains_N",
+                                        "n_fraction"]  # fmt: skip
     assert table[["name", "line", "window_start", "window_end"]].values.tolist() == [
-        ["a", 1, 100100 - 200, 100100 + 200], ["b", 2, 32 - 200, 32 + 200]]  # fmt: skip
-    assert table["chrom"].tolist() == ["chr1", "chr1"]  # '1' resolved to the FASTA's chr1
-    assert table["contains_N"].tolist() == [False, True]  # the second runs off chr1's start
+        ["a", 1, 100100 - 200, 100100 + 200], ["b", 2, 4420 - 200, 4420 + 200]]  # fmt: skip
+    # '1' read from the FASTA's chr1, written as the BED spells it
+    assert table["chrom"].astype(str).tolist() == ["chr1", "1"]
+    assert table["contains_N"].tolist() == [False, True]  # the second reaches into N
+    assert table["n_fraction"].tolist() == [0.0, 100 / 400]
     reference = Reference(demo_reference / "genome.fa")
     window = reference.fetch("chr1", 100100 - 200, 100100 + 200)
     np.testing.assert_allclose(
@@ -190,9 +175,10 @@ def test_bed_end_to_end_naming_padding_rejects_and_strict(
         rtol=1e-6,
     )
     rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
-    assert rejected["line"].tolist() == [3] and "unknown contig 'chrZ'" in rejected["reason"][0]
+    assert rejected["line"].tolist() == [3, 4] and "unknown contig 'chrZ'" in rejected["reason"][0]
+    assert "the window around 1:6-60 is 100% N" in rejected["reason"][1]
     assert main(["-q", *argv, "--strict"]) == 1
-    assert "--strict and 1 records rejected" in capsys.readouterr().err
+    assert "--strict and 2 records rejected" in capsys.readouterr().err
 
 
 def test_chromosomes_option_keeps_only_those_regions_and_variants(
@@ -203,12 +189,13 @@ def test_chromosomes_option_keeps_only_those_regions_and_variants(
     base = ["-q", "score", "--model", str(predictor.model_dir), "--reference", fasta]
     out = tmp_path / "r.tsv"
     assert main([*base, "--bed", str(bed), "--out", str(out), "--chromosomes", "chr2"]) == 0
-    table = pd.read_csv(out, sep="\t")
-    assert table["chrom"].tolist() == ["chr2", "chr2"] and table["start"].tolist() == [5000, 9000]
-    vcf = write(
-        tmp_path / "v.vcf",
-        "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n1\t10\ta\tA\tC\n2\t10\tb\tA\tC\n",
-    )
+    table = pd.read_csv(out, sep="\t", dtype={"chrom": str})
+    assert table["chrom"].tolist() == ["chr2", "2"] and table["start"].tolist() == [5000, 9000]
+    reference = Reference(demo_reference / "genome.fa")
+    ref_1, ref_2 = (reference.fetch(c, 50_000, 50_001) for c in ("chr1", "chr2"))
+    vcf = write(tmp_path / "v.vcf", "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n"
+                f"1\t50001\ta\t{ref_1}\t{'C' if ref_1 != 'C' else 'G'}\n"
+                f"2\t50001\tb\t{ref_2}\t{'C' if ref_2 != 'C' else 'G'}\n")  # fmt: skip
     effects = predictor.score_variants(vcf, fasta, chromosomes=["1"])  # alias of chr1
     assert effects["id"].tolist() == ["a"]
     assert main([*base, "--bed", str(bed), "--out", str(out), "--chromosomes", "chr9"]) == 1
@@ -231,10 +218,11 @@ def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path, capsys):
     assert main(["-q", *argv, "--out", str(out)]) == 0
     diff = pd.read_csv(out, sep="\t")
     assert list(diff.columns[:7]) == ["chrom", "pos", "id", "ref", "alt", "ref_match", "line"]
-    assert diff["ref_match"].tolist() == [True, False] and diff["line"].tolist() == [3, 4]
-    err = capsys.readouterr().err  # the mismatch is scored, kept in its column, and said
-    assert "1 of 2 variants have a REF that is not the reference's bases there" in err
-    assert f"first: 1:50001 REF {other} (line 4)" in err and len(err.strip().splitlines()) == 1
+    assert diff["ref_match"].tolist() == [True] and diff["line"].tolist() == [3]
+    # a REF that is not the reference's bases is not scored, as `likelihood` refuses it
+    rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
+    assert rejected["line"].tolist() == [4]
+    assert f"REF {other} is not the reference's bases at 1:50,001" in rejected["reason"][0]
     ref_window = reference.fetch("chr1", 50_000 - 200, 50_000 + 200)
     assert "N" not in ref_window  # DNA, not one of the demo genome's gaps
     alt_window = ref_window[:200] + other + ref_window[201:]
@@ -257,7 +245,7 @@ def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path, capsys):
 
 
 def test_hdf5_output_and_feature_subset(predictor, demo_reference, tmp_path):
-    bed = write(tmp_path / "r.bed", "chr2\t50000\t50100\nchr2\t60000\t60100\n")
+    bed = write(tmp_path / "r.bed", "chr2\t50000\t50100\nchr2\t70000\t70100\n")
     out = tmp_path / "r.h5"
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--bed", str(bed),
                  "--reference", str(demo_reference / "genome.fa"), "--out", str(out),
@@ -265,7 +253,7 @@ def test_hdf5_output_and_feature_subset(predictor, demo_reference, tmp_path):
     with h5py.File(out, "r") as handle:
         assert handle["predictions"].dtype == np.float32 and handle["predictions"].shape == (2, 2)
         assert handle["feature_names"][:].astype(str).tolist() == ["CTCF", "H3K9me3"]
-        assert handle["rows/start"][:].tolist() == [50000, 60000]
+        assert handle["rows/start"][:].tolist() == [50000, 70000]
 
 
 def test_the_default_device_is_genobird_device_else_the_gpu(monkeypatch):
@@ -352,7 +340,7 @@ def test_unwritable_output_is_a_one_line_error(predictor, tmp_path, capsys):
 def test_interrupted_run_leaves_no_file_that_looks_complete(predictor, tmp_path, monkeypatch):
     from genobird.scoring import write_scores
 
-    fasta = write(tmp_path / "s.fa", "".join(f">r{i}\nACGTACGT\n" for i in range(10)))
+    fasta = write(tmp_path / "s.fa", "".join(f">r{i}\n{'ACGT' * 60}\n" for i in range(10)))
     predictor.chunk_size = 3
     calls = {"n": 0}
     original = predictor._probabilities
@@ -392,11 +380,12 @@ def test_example_script_ranks_variants(predictor, demo_reference, tmp_path):
 
 
 def test_api_tables_carry_their_rejected_records(predictor, demo_reference, tmp_path):
-    bed = write(tmp_path / "r.bed", "chr1\t1000\t1200\nchrQ\t1\t2\n")
+    bed = write(tmp_path / "r.bed", "chr1\t10000\t10200\nchrQ\t1\t2\nchr1\t1000\t1200\n")
     table = predictor.score_bed(bed, reference=demo_reference / "genome.fa")
     assert len(table) == 1 and "unknown contig 'chrQ'" in table.attrs["rejected"][0]
-    ref = Reference(demo_reference / "genome.fa").fetch("chr1", 1999, 2000)
-    vcf = write(tmp_path / "v.vcf", f"#CHROM\tPOS\tID\tREF\tALT\nchr1\t2000\tx\t{ref}\tN\n")
+    assert "around chr1:1,001-1,200 is 100% N" in table.attrs["rejected"][1]
+    ref = Reference(demo_reference / "genome.fa").fetch("chr1", 19999, 20000)
+    vcf = write(tmp_path / "v.vcf", f"#CHROM\tPOS\tID\tREF\tALT\nchr1\t20000\tx\t{ref}\tN\n")
     diff = predictor.score_variants(vcf, reference=demo_reference / "genome.fa")
     alt = predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="alt")
     ref_table = predictor.score_variants(vcf, reference=demo_reference / "genome.fa", score="ref")
@@ -410,7 +399,7 @@ def test_hdf5_ids_are_not_truncated_across_chunks(predictor, tmp_path):
     from genobird.scoring import write_scores
 
     names = ["a", "b", "a_much_longer_record_name_in_a_later_chunk"]
-    fasta = write(tmp_path / "s.fa", "".join(f">{n}\nACGTACGT\n" for n in names))
+    fasta = write(tmp_path / "s.fa", "".join(f">{n}\n{'ACGT' * 60}\n" for n in names))
     predictor.chunk_size = 2
     try:
         write_scores(predictor, "fasta", fasta, tmp_path / "o.h5", "h5", None)
@@ -446,7 +435,7 @@ def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
     """Every single-base change of the central 12 bp, batched, against `genobird score`
     of the same 36 mutated sequences one FASTA record each (both strands averaged)."""
     long = "".join(np.random.default_rng(5).choice(list("ACGT"), 600))  # centre-cropped
-    short = "ACGTTGCA" * 10  # N-padded to 400 bp
+    short = "ACGTTGCA" * 30  # N-padded to 400 bp
     fasta = write(tmp_path / "r.fa", f">long\n{long}\n>short\n{short}\n")
     out = tmp_path / "ism.h5"
     model = str(predictor.model_dir)
@@ -456,8 +445,8 @@ def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
         effects, reference = handle["effects"][:], handle["reference"][:]
         assert effects.shape == (2, 12, 4, 16) and handle.attrs["score"] == "diff"
         assert handle["name"][:].astype(str).tolist() == ["long", "short"]
-        assert handle["start"][:].tolist() == [100 + 194, -160 + 194]  # record coordinates
-        assert handle["positions"][1].tolist() == list(range(34, 46))
+        assert handle["start"][:].tolist() == [100 + 194, -80 + 194]  # record coordinates
+        assert handle["positions"][1].tolist() == list(range(114, 126))
         assert handle["sequence"][0].decode() == long[294:306]
         assert handle["feature_names"][:].astype(str).tolist() == predictor.feature_names
     window = fit_window(long, 400)
@@ -653,7 +642,8 @@ def test_tracks_are_bedgraphs_of_each_bin_scored_as_a_bed_region(
     chosen = predictor.feature_names[:2]
     argv = ["-q", "tracks", "--model", str(model_dir), "--reference", fasta, "--features",
             *chosen]  # fmt: skip
-    assert main([*argv, "--region", "chr1:50,001-51,050", "chr2:1-200", "--out", str(out)]) == 0
+    assert main([*argv, "--region", "chr1:50,001-51,050", "chr2:5,001-5,200", "--out",
+                 str(out)]) == 0  # fmt: skip
     files = sorted(out.iterdir())
     assert [f.name for f in files] == sorted(
         re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".bedGraph" for name in chosen)  # fmt: skip
@@ -664,7 +654,7 @@ def test_tracks_are_bedgraphs_of_each_bin_scored_as_a_bed_region(
     rows = [line.split("\t") for line in lines[1:]]
     assert [(r[0], int(r[1]), int(r[2])) for r in rows[:2]] == [("chr1", 50000, 50200),
                                                                 ("chr1", 50200, 50400)]  # fmt: skip
-    assert rows[5][1:3] == ["51000", "51050"] and rows[6][:3] == ["chr2", "0", "200"]
+    assert rows[5][1:3] == ["51000", "51050"] and rows[6][:3] == ["chr2", "5000", "5200"]
     bed = write(tmp_path / "bins.bed", "".join(f"{c}\t{a}\t{b}\n" for c, a, b, _ in rows))
     expected = predictor.score_bed(bed, fasta)[feature].to_numpy()
     np.testing.assert_allclose([float(r[3]) for r in rows], expected, rtol=1e-5)

@@ -124,18 +124,19 @@ def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(model_dir, dem
                  str(demo_reference / "genome.fa"), "--window-bp", "300", "--out", str(out),
                  "--device", "cpu"]) == 0  # fmt: skip
     table = pd.read_csv(out, sep="\t")
-    assert table["id"].tolist() == ["ok"] and table["line"].tolist() == [3]
+    # each ALT of a record on its own row, as `score --vcf` scores it
+    assert table["id"].tolist() == ["ok", "multi", "multi"]
+    assert table["line"].tolist() == [3, 5, 5] and table["alt"].tolist()[1:] == [alt, wrong]
     assert table.columns.tolist()[-5:] == ["llr_bits", "ref_bits", "alt_bits", "ref_pieces",
                                            "alt_pieces"]  # fmt: skip
     assert table["window_end"][0] - table["window_start"][0] == 300
     rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
     reasons = dict(zip(rejected["line"], rejected["reason"], strict=True))
-    assert "REF is not the reference's bases" in reasons[4]
-    assert "several ALT alleles" in reasons[5]
+    assert f"REF {wrong} is not the reference's bases at chr1:50,001" in reasons[4]
     assert "longer than 20 bp" in reasons[6]
     assert "runs past the end of chr1" in reasons[7]
     assert "chrZ" in reasons[8]
-    assert "scored 1 variants, rejected 6" in capsys.readouterr().out
+    assert "scored 3 variants, rejected 4" in capsys.readouterr().out
 
 
 def test_the_markov_yardstick_is_the_bits_of_the_ref_window_minus_the_alt_windows():
@@ -172,7 +173,9 @@ def test_baseline_markov_scores_a_vcf_as_likelihood_does(demo_reference, tmp_pat
                  "--scores", str(scores)]) == 0  # fmt: skip
     table = pd.read_csv(scores, sep="\t")
     assert table["id"].tolist() == ["v"] and np.isfinite(table["llr_bits"]).all()
-    assert "REF is not" in (tmp_path / "m.tsv.rejected.tsv").read_text()
+    assert (
+        f"REF {alt} is not the reference's bases" in (tmp_path / "m.tsv.rejected.tsv").read_text()
+    )
     assert main(["-q", "baseline", "markov", "--train", genome, "--heldout", genome,
                  "--vcf", str(vcf)]) == 2  # fmt: skip
     assert "--vcf needs --reference FASTA and --scores" in capsys.readouterr().err
