@@ -102,6 +102,21 @@ def prepare(out: Path, corpus: Path = CORPUS, heldout: Path = HELDOUT_FASTA,
     print(f"{out}: {total / 2**20:.1f} MiB")
 
 
+def check_inputs(inputs: Path) -> None:
+    """Refuse, naming what is missing and the command that prepares it, a folder that
+    lacks the study's inputs (made on the CPU and carried to the GPU machine)."""
+    missing = [name for name in ("tokenizer.model", "heldout.fa") if not (inputs / name).is_file()]
+    if not any(inputs.glob("train-*/manifest.json")):
+        missing.append("train-LENGTH/ (instances of each training length)")
+    if missing:
+        raise FileNotFoundError(
+            f"the long-context study's inputs are not in {inputs}: no {', '.join(missing)}; "
+            f"prepare them on the CPU with `python benchmarks/long_context.py prepare --out "
+            f"{inputs}` (from human-mini's corpus: `snakemake --cores 2 --configfile "
+            "pipelines/human-mini.yaml` first) and carry the folder"
+        )
+
+
 # --------------------------------------------------------------------------- train
 def train_arm(inputs: Path, out: Path, length: int, sizes: dict, minutes: float,
               init: Path | None = None, model_changes: dict | None = None) -> dict:  # fmt: skip
@@ -304,6 +319,7 @@ def run(inputs: Path, out: Path, dry_run: bool = False, device: str | None = Non
     training log and pieces.npz."""
     import tempfile
 
+    check_inputs(inputs)
     if work is None:  # models and checkpoints are not results: removed at the end
         with tempfile.TemporaryDirectory(prefix="genobird-long-context-") as folder:
             return run(inputs, out, dry_run, device, Path(folder), sizes)

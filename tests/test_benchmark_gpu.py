@@ -87,3 +87,15 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
     assert (out / "long_context" / "long_context.md").read_text().strip() == summary.strip()
     table = (out / "gpu.md").read_text()
     assert "| pretraining | tokens_per_s |" in table and "| hf_model |" in table
+
+
+def test_the_dry_run_names_the_long_context_inputs_it_lacks_and_how_to_prepare_them(tmp_path):
+    out, inputs = tmp_path / "out", tmp_path / "nowhere"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--out", str(out),
+                           "--dry-run", "--steps", "long_context", "--long-context-inputs",
+                           str(inputs)], cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 1
+    error = json.loads((out / "gpu.json").read_text())["steps"]["long_context"]["error"]
+    assert error.startswith(f"FileNotFoundError: the long-context study's inputs are not in "
+                            f"{inputs}: no tokenizer.model, heldout.fa, train-LENGTH/")  # fmt: skip
+    assert f"python benchmarks/long_context.py prepare --out {inputs}" in error
