@@ -498,6 +498,13 @@ def summarise(folder: Path, heldout_fasta: Path = HELDOUT_FASTA,
                      f"{row['minutes']:.2f} min, {row['tokens_per_s']:,.0f} tokens/s, "
                      f"last training loss {row['last_loss']:.3f}"
                      + (f"; MLM loss {curve}" if curve else ""))  # fmt: skip
+    from genobird.training.collapse import context_blind_note
+
+    for arm in names:  # a model whose bits do not move with its context reads nothing
+        per_length = {length: float(scored(arm, length).sum() / bp.sum())
+                      for length in lengths}  # fmt: skip
+        if note := context_blind_note(per_length):
+            lines.append(f"- {names[arm]}: {note}")
     lines += ["", "Bits per bp:", "", header, rule, *split_rows(bits, bp, group, subsets), "",
               "Bits per bp saved (95% interval over stretches):", "", header, rule,
               *gain_rows(pairs, bp, group, subsets), ""]  # fmt: skip

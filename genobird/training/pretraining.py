@@ -28,6 +28,7 @@ from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 from genobird.training import distributed
+from genobird.training.collapse import CollapseWatch, unigram_entropy
 from genobird.training.trainer import Trainer, TrainingConfig, discard_other_run
 
 log = logging.getLogger(__name__)
@@ -341,8 +342,10 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
         return evaluate_pretraining(module, loader, device, lengths, tokenizer.mask_id)
 
     identity = {"model": model_identity(model.config)}
+    watch = CollapseWatch.for_run(unigram_entropy(train_set.paths, train_set.special.all()),
+                                  training.max_steps)  # fmt: skip
     trainer = Trainer(model, train_set, training, output, pretraining_step, eval_set, eval_fn,
-                      run_identity=identity)  # fmt: skip
+                      run_identity=identity, monitor=watch)  # fmt: skip
     if config.get("restart_changed"):  # a pipeline rerun after its config changed
         discard_other_run(trainer.checkpoint_root, training, identity)
     with torch.random.fork_rng(devices=[]):  # dropout's stream, saved in checkpoints
@@ -350,6 +353,7 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
         if not config.get("no_resume"):
             trainer.resume()
         trainer.train()
+    trainer.collapse = watch.verdict()
     return trainer
 
 
@@ -396,6 +400,8 @@ def run_pretraining(config: dict) -> dict:
         "train_last": trainer.state.history[-1] if trainer.state.history else {},
         "eval": final,
         "heldout_scoring": HELDOUT_SCORING,
+        # whether the MLM loss left the level of a model that ignores its input
+        "mlm_collapse": trainer.collapse,
         "paper_bits_per_character": PAPER_BPC,
         "bits_per_character_definition": (
             "masked-token cross-entropy in bits / mean bp per masked token"

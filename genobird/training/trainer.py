@@ -262,8 +262,12 @@ class Trainer:
         device: str | torch.device | None = None,
         collate_fn: Callable | None = None,
         run_identity: dict | None = None,
+        monitor: Callable[[dict], dict | None] | None = None,
     ):
         self.config = config
+        # handed each logged row; a row it returns is logged after it (e.g. a warning
+        # that the run learns nothing: training.collapse)
+        self.monitor = monitor
         # what, besides the training settings, a checkpoint must share with its resumption
         # (the task's recipe, the starting weights): see run_settings
         self.run = run_settings(config, run_identity)
@@ -614,6 +618,11 @@ class Trainer:
 
     def _log(self, metrics: dict, prefix: str = "") -> None:
         record = {"step": self.state.step, **{prefix + k: v for k, v in metrics.items()}}
+        self._record(record)
+        if self.monitor is not None and (note := self.monitor(record)):
+            self._record({"step": self.state.step, **note})
+
+    def _record(self, record: dict) -> None:
         self.state.history.append(record)
         if self.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)

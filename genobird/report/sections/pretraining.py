@@ -40,6 +40,17 @@ def markov_comparison(results: Path, evaluation: dict, findings: dict | None = N
     )
 
 
+def collapse_note(summary: dict) -> str:
+    """A warning where pretraining ended at the level of a model that ignores its input
+    (training_summary.json's `mlm_collapse`, training.collapse)."""
+    collapse = summary.get("mlm_collapse") or {}
+    if not collapse.get("collapsed"):
+        return ""
+    return (f"<p class='warning'>The MLM loss ended at {collapse['final_mlm_loss']} nats, "
+            f"within {collapse['margin_nats']} of the {collapse['unigram_entropy_nats']} of a "
+            "model that ignores its input: pretraining learnt nothing from the sequence.</p>")
+
+
 def held_out_evaluation(summary: dict, model_dir: Path, instances: Path) -> tuple[dict, str]:
     """(held-out figures, HTML note): the training summary's own, or, for a summary
     written before every scored token was shown as [MASK] (its figures let the model
@@ -69,6 +80,7 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    from genobird.training.collapse import context_blind_note
     from genobird.training.pretraining import mlm_accuracy_by_context
 
     folder = results / "pretrain"
@@ -92,7 +104,7 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text())
         final, note = held_out_evaluation(summary, folder / "model", instances)
-        text += "<h3>Held-out evaluation</h3>" + note
+        text += "<h3>Held-out evaluation</h3>" + note + collapse_note(summary)
         if final:
             text += html_table(sorted(final.items())) + markov_comparison(
                 results, final, findings, summary.get("steps")
@@ -111,6 +123,8 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
         text += "<h3>Masked-token accuracy against context length</h3>"
         text += html_image(figure_png(figure), "MLM accuracy against context length")
         plt.close(figure)
+        blind = context_blind_note({r["context_length"]: r["bits_per_character"] for r in rows})
+        text += f"<p class='warning'>{blind}</p>" if blind else ""
         text += html_table(
             [(r["context_length"], r["mlm_accuracy"], r["bits_per_character"],
               context_gain_text(r, "accuracy_gain"), context_gain_text(r, "bits_gain"),
