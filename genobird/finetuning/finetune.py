@@ -263,7 +263,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     spec, strands = settle_strands(spec, meta, choice, start_choice)
     trainer = run(spec, output)
     summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
-               else None, "estimated_cost": cost}  # fmt: skip
+               else None, "estimated_cost": cost,
+               "attention_kernel_check": trainer.kernel_check}  # fmt: skip
     if (base_start := output / BASE_START_FILE).is_file():
         summary.update(json.loads(base_start.read_text()))
         summary["start_check"] = start_check(trainer.state.history, summary)

@@ -102,13 +102,20 @@ class SelfAttention(nn.Module):
         )
         return layout.to(device)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
-        batch, length, hidden = x.shape
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, N, C] -> q, k, v [B, H, N, D] (q and k rotated by position with rotary
+        positions): what the attention kernel is handed."""
+        batch, length, _ = x.shape
         heads, dim = self.config.num_heads, self.config.head_dim
         # [B, N, 3C] -> 3 x [B, H, N, D]
         q, k, v = self.qkv(x).view(batch, length, 3, heads, dim).permute(2, 0, 3, 1, 4)
         if self.config.position_encoding == "rotary":
             q, k = rotate_by_position(q), rotate_by_position(k)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
+        batch, length, hidden = x.shape
+        q, k, v = self.project(x)
         out = attention(
             q,
             k,

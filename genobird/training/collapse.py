@@ -51,10 +51,12 @@ def context_blind_note(bits_by_length: dict) -> str:
         return ""
     lengths = ", ".join(f"{k:,}" for k in sorted(bits_by_length))
     bits = next(iter(bits_by_length.values()))
-    return (f"The held-out bits per bp are {bits:.4f} at every context length ({lengths} "
-            "tokens): the model reads nothing of its input, the signature of a collapsed "
-            "pretraining (its MLM loss at the unigram level). Check the training log for the "
-            "collapse warning, and the attention kernel.")
+    return (
+        f"The held-out bits per bp are {bits:.4f} at every context length ({lengths} "
+        "tokens): the model reads nothing of its input, the signature of a collapsed "
+        "pretraining (its MLM loss at the unigram level). Check the training log for the "
+        "collapse warning, and the attention kernel."
+    )
 
 
 def unigram_entropy(shard_paths, special_ids, instances: int = ENTROPY_INSTANCES) -> float:

@@ -402,6 +402,8 @@ def run_pretraining(config: dict) -> dict:
         "heldout_scoring": HELDOUT_SCORING,
         # whether the MLM loss left the level of a model that ignores its input
         "mlm_collapse": trainer.collapse,
+        # the run's attention kernel against the reference on its first batch
+        "attention_kernel_check": trainer.kernel_check,
         "paper_bits_per_character": PAPER_BPC,
         "bits_per_character_definition": (
             "masked-token cross-entropy in bits / mean bp per masked token"

@@ -49,6 +49,7 @@ from genobird.training.checkpoint import (
     read_training_state,
     save_checkpoint,
 )
+from genobird.training.kernel_check import KernelCheck
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +269,8 @@ class Trainer:
         # handed each logged row; a row it returns is logged after it (e.g. a warning
         # that the run learns nothing: training.collapse)
         self.monitor = monitor
+        # what the first batch found of the run's attention kernel (training.kernel_check)
+        self.kernel_check = None
         # what, besides the training settings, a checkpoint must share with its resumption
         # (the task's recipe, the starting weights): see run_settings
         self.run = run_settings(config, run_identity)
@@ -460,43 +463,51 @@ class Trainer:
         self.state.stopped_at_time = False
         started, tokens = time.perf_counter(), 0
         deadline = started + config.max_minutes * 60 if config.max_minutes else math.inf
-        while self.state.step < config.max_steps and not self.state.stopped_early:
-            metrics, step_tokens = self.optimizer_step(batches)
-            tokens += step_tokens
-            self.state.step += 1
-            if self.average is not None:
-                self.average.update()
-            bar.update()
-            if self.state.step % config.log_every == 0 or self.state.step == config.max_steps:
-                self._check_finite()
-                metrics = {name: float(value) for name, value in metrics.items()}
-                metrics["tokens_per_second"] = tokens * self.world / (time.perf_counter() - started)
-                self._log(metrics)
-                bar.set_postfix(loss=f"{metrics['loss']:.3f}")
-                started, tokens = time.perf_counter(), 0
-            stop = False
-            if time.perf_counter() >= deadline:
-                log.info("stopping at step %d: %g minutes of training reached",
-                         self.state.step, config.max_minutes)  # fmt: skip
-                self.state.stopped_at_time = True
-            # the final weights are a candidate too
-            last = self.state.step == config.max_steps or self.state.stopped_at_time
-            if self.eval_fn and config.eval_every and (self.state.step % config.eval_every == 0
-                                                       or last):  # fmt: skip
-                self._check_finite()
-                metrics = self.evaluate()
-                self._log(metrics, prefix="eval_")
-                stop = self.state.stopped_early = self._select(metrics)
-            if stop or last or self.state.step % config.checkpoint_every == 0:
-                self._check_finite()
-                self.save()
-            if self.state.stopped_at_time:
-                break
-            if stop:
-                log.info("early stop at step %d: no better %s in %d evaluations",
-                         self.state.step, config.best_metric, config.patience)  # fmt: skip
-                break
-        bar.close()
+        # the run's attention kernel against the reference on its first batch
+        check, checked = KernelCheck(self.module, self.device), False
+        try:  # the bar closed on any exit, so that an error prints on a line of its own
+            while self.state.step < config.max_steps and not self.state.stopped_early:
+                metrics, step_tokens = self.optimizer_step(batches)
+                if not checked and check.result is not None:
+                    self.kernel_check, checked = check.result, True
+                    self._record({"step": self.state.step, "attention_kernel_check": check.result})
+                tokens += step_tokens
+                self.state.step += 1
+                if self.average is not None:
+                    self.average.update()
+                bar.update()
+                if self.state.step % config.log_every == 0 or self.state.step == config.max_steps:
+                    self._check_finite()
+                    metrics = {name: float(value) for name, value in metrics.items()}
+                    elapsed = time.perf_counter() - started
+                    metrics["tokens_per_second"] = tokens * self.world / elapsed
+                    self._log(metrics)
+                    bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+                    started, tokens = time.perf_counter(), 0
+                stop = False
+                if time.perf_counter() >= deadline:
+                    log.info("stopping at step %d: %g minutes of training reached",
+                             self.state.step, config.max_minutes)  # fmt: skip
+                    self.state.stopped_at_time = True
+                # the final weights are a candidate too
+                last = self.state.step == config.max_steps or self.state.stopped_at_time
+                if self.eval_fn and config.eval_every and (self.state.step % config.eval_every == 0
+                                                           or last):  # fmt: skip
+                    self._check_finite()
+                    metrics = self.evaluate()
+                    self._log(metrics, prefix="eval_")
+                    stop = self.state.stopped_early = self._select(metrics)
+                if stop or last or self.state.step % config.checkpoint_every == 0:
+                    self._check_finite()
+                    self.save()
+                if self.state.stopped_at_time:
+                    break
+                if stop:
+                    log.info("early stop at step %d: no better %s in %d evaluations",
+                             self.state.step, config.best_metric, config.patience)  # fmt: skip
+                    break
+        finally:
+            bar.close()
         if not self.restore_best() and self.average is not None:
             self.average.copy_to_module()
         return self.state

@@ -46,9 +46,11 @@ def collapse_note(summary: dict) -> str:
     collapse = summary.get("mlm_collapse") or {}
     if not collapse.get("collapsed"):
         return ""
-    return (f"<p class='warning'>The MLM loss ended at {collapse['final_mlm_loss']} nats, "
-            f"within {collapse['margin_nats']} of the {collapse['unigram_entropy_nats']} of a "
-            "model that ignores its input: pretraining learnt nothing from the sequence.</p>")
+    return (
+        f"<p class='warning'>The MLM loss ended at {collapse['final_mlm_loss']} nats, "
+        f"within {collapse['margin_nats']} of the {collapse['unigram_entropy_nats']} of a "
+        "model that ignores its input: pretraining learnt nothing from the sequence.</p>"
+    )
 
 
 def held_out_evaluation(summary: dict, model_dir: Path, instances: Path) -> tuple[dict, str]:
