@@ -496,3 +496,34 @@ def test_flex_kernel_gradients_on_cuda_match_the_oracle_in_bf16():
     for got, expected in zip(low, high, strict=True):
         error = (got.grad.double() - expected.grad).abs().max()
         assert error < 0.05 * expected.grad.abs().max()
+
+
+@pytest.mark.slow
+def test_compiled_flex_forward_at_training_shapes_on_the_cpu_matches_the_oracle():
+    """The forward FlexAttention trains with, at the paper's training shape (batch 8 of
+    4,096 tokens, 64-token blocks), compiled as on a GPU (Inductor's CPU backend; its
+    backward is CUDA-only): genobird's block lists and repeat weights for two layers'
+    random layouts, and each row's own padding, against the dense fp64 oracle."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from genobird.attention.flex import repeat_score_mod
+
+    batch, heads, length, dim = 8, 2, 4096, 32
+    compiled = torch.compile(flex_attention, dynamic=False)
+    lengths = [4096, 3001, 4000, 2048, 4096, 1000, 3500, 4095]
+    mask = padding_mask(batch, length, lengths)
+    for layer in range(2):
+        layout = bigbird_layout(length, block_size=64, num_heads=heads, seed=0, layer=layer)
+        q, k, v = qkv(batch, heads, length, dim=dim, seed=layer, dtype=torch.float32)
+        block_mask = flex_block_mask(layout, mask, batch, q.device, False)
+        try:
+            out = compiled(q, k, v, score_mod=repeat_score_mod(layout, q.device),
+                           block_mask=block_mask, scale=dim**-0.5)  # fmt: skip
+        except torch._dynamo.exc.BackendCompilerFailed as error:  # no C++ compiler here
+            pytest.skip(f"torch cannot compile FlexAttention on this CPU: {error}")
+        out = out * mask[:, None, :, None]
+        for row in range(batch):
+            expected = dense_attention(q[row : row + 1].double(), k[row : row + 1].double(),
+                                       v[row : row + 1].double(), layout.dense_mask(),
+                                       mask[row : row + 1])  # fmt: skip
+            torch.testing.assert_close(out[row : row + 1].double(), expected, rtol=0, atol=1e-5)
