@@ -101,12 +101,8 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     from genobird.corpus.tokenizer import load_tokenizer
     from genobird.datasets.windows import WindowDataset, read_metadata
     from genobird.finetuning import base_start
-    from genobird.finetuning.finetune import (
-        FinetuneSpec,
-        build_model,
-        fitted_spec,
-        task_pos_weight,
-    )
+    from genobird.finetuning.build import build_model, fitted_spec
+    from genobird.finetuning.spec import FinetuneSpec, task_pos_weight
     from genobird.inputs import central, window_collate
     from genobird.model.base_readers import base_kmer_lengths
 
@@ -409,7 +405,7 @@ def test_finetune_checks_its_start_against_the_baselines(real_model, shared_data
 
 
 def test_a_start_that_is_not_the_baselines_is_reported(caplog):
-    from genobird.finetuning.finetune import start_check
+    from genobird.finetuning.evaluation import start_check
 
     history = [{"step": 0, "eval_auroc": 0.6847}, {"step": 10, "loss": 0.5}]
     assert start_check(history, {"start_validation_auroc": 0.68468}) == {

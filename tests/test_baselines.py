@@ -302,7 +302,7 @@ def test_a_base_cnn_trained_in_the_run_leaves_the_random_streams_as_it_found_the
     from genobird.baselines import load_baseline_data
     from genobird.device import default_device
     from genobird.finetuning import base_start
-    from genobird.finetuning.finetune import FinetuneSpec
+    from genobird.finetuning.spec import FinetuneSpec
 
     data = load_baseline_data(_motif_dataset(tmp_path / "m.h5", n=200, task="chromatin",
                                              features=1), 0)  # fmt: skip

@@ -128,7 +128,8 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert np.allclose(predictor.predict([sequence]), both_strands, atol=1e-6)
     # model selection scored the validation split on both strands too, as the report does
     from genobird.datasets.metrics import mean_auroc
-    from genobird.finetuning.finetune import FinetuneSpec, split_probabilities
+    from genobird.finetuning.evaluation import split_probabilities
+    from genobird.finetuning.spec import FinetuneSpec
 
     best = max(row["eval_auroc"] for row in checks if "eval_auroc" in row)
     kept = predictor.model
@@ -178,8 +179,8 @@ CLASSIFY_META = {"task": "classify", "feature_names": ["y"], "counts": {"valid":
 
 
 def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
-    from genobird.finetuning.finetune import FinetuneSpec, settle_strands
     from genobird.finetuning.probes import choose_recipe
+    from genobird.finetuning.spec import FinetuneSpec, settle_strands
 
     def choose(spec, meta, folder, probe):
         chosen, choice = choose_recipe(spec, meta, folder, probe)
@@ -237,8 +238,8 @@ def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given
 
 def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tmp_path):
     from genobird.errors import ConfigError
-    from genobird.finetuning.finetune import FinetuneSpec
     from genobird.finetuning.probes import choose_recipe
+    from genobird.finetuning.spec import FinetuneSpec
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
     both = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
@@ -412,7 +413,7 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
 
     from genobird.corpus import Tokenizer
     from genobird.errors import ConfigError
-    from genobird.finetuning.finetune import FinetuneSpec
+    from genobird.finetuning.spec import FinetuneSpec
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
     from genobird.model.task_model import layer_decay_scales
 
@@ -557,7 +558,7 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
 def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
     from types import SimpleNamespace
 
-    from genobird.finetuning.finetune import FinetuneSpec, training_max_tokens
+    from genobird.finetuning.spec import FinetuneSpec, training_max_tokens
 
     model = SimpleNamespace(config=SimpleNamespace(max_position=512))
     assert training_max_tokens(FinetuneSpec(max_tokens=32), model) == 32
@@ -798,8 +799,8 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
     """A run started from its base readers whose best probe is still the start: a later
     question's probes would score that same start, so they are not run; their defaults are
     kept and the record says why. A probe that learnt past its start asks on."""
-    from genobird.finetuning.finetune import FinetuneSpec
     from genobird.finetuning.probes import choose_recipe
+    from genobird.finetuning.spec import FinetuneSpec
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
     spec = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
@@ -828,7 +829,8 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
     """Base readers (for each strand reading, where the strands are chosen with the
     start), probes when asked, and the step budget, as `finetune` logs them at its start;
     --max-steps bounds the probes too."""
-    from genobird.finetuning.finetune import FinetuneSpec, plan
+    from genobird.finetuning.plan import plan
+    from genobird.finetuning.spec import FinetuneSpec
 
     meta = {"task": "classify", "feature_names": ["label"], "counts": {"valid": 30},
             "positives_by_split": {"valid": [14]}}  # fmt: skip

@@ -15,7 +15,6 @@ from genobird.baselines.cnn import ARCHITECTURES
 from genobird.commands import build_parser
 from genobird.errors import ConfigError
 from genobird.finetuning import recipe
-from genobird.finetuning.finetune import FinetuneSpec, recipe_values
 from genobird.finetuning.recipe import (
     CNN_ARCHITECTURES,
     POOLINGS,
@@ -29,6 +28,7 @@ from genobird.finetuning.recipe import (
     resolve,
     tree,
 )
+from genobird.finetuning.spec import FinetuneSpec, recipe_values
 from genobird.model.base_readers import BASE_CNNS
 from genobird.model.classifier import BigBirdForSequenceClassification
 

@@ -150,7 +150,8 @@ def test_a_weighted_start_sits_near_the_weighted_losss_optimum(promoter_run_inpu
     from genobird.corpus.tokenizer import load_tokenizer
     from genobird.datasets.windows import WindowDataset, read_metadata
     from genobird.finetuning.base_start import start_from_baselines
-    from genobird.finetuning.finetune import FinetuneSpec, build_model, fitted_spec
+    from genobird.finetuning.build import build_model, fitted_spec
+    from genobird.finetuning.spec import FinetuneSpec
     from genobird.inputs import window_collate
 
     model_dir, data, _ = promoter_run_inputs

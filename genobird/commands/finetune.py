@@ -48,7 +48,7 @@ def given_settings(args: argparse.Namespace) -> dict:
 
 def spec_of(values: dict, choose: tuple, quiet: bool):
     """A FinetuneSpec of resolved recipe values (recipe.resolve)."""
-    from genobird.finetuning.finetune import FinetuneSpec
+    from genobird.finetuning.spec import FinetuneSpec
 
     training = {s.name: values[s.name] for s in SETTINGS if s.training}
     training["effective_batch_size"] = training["effective_batch_size"] or training["batch_size"]

@@ -50,7 +50,7 @@ def recipe_parts(metrics: dict) -> list[str]:
 
 def start_part(training: dict) -> str:
     """Whether the classifier started as its baselines: its check before the first step
-    against their own validation AUROC (finetuning.finetune.start_check)."""
+    against their own validation AUROC (finetuning.evaluation.start_check)."""
     check = training.get("start_check")
     if check is None:
         if "start_validation_auroc" in training:

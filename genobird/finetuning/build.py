@@ -1,0 +1,87 @@
+"""The classifier a fine-tuning spec starts from: its shape (a pretrained encoder's,
+or a fresh one), its head, its base readers, its outputs' starting logits, and the input
+length the data set's windows need."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from genobird.datasets.windows import default_max_tokens
+from genobird.finetuning.spec import (
+    FinetuneSpec,
+    base_strands,
+    profile_bins_read,
+    task_pos_weight,
+)
+from genobird.model import BigBirdForSequenceClassification
+from genobird.model.io import read_model_description
+from genobird.model.task_model import build_task_model, task_config
+
+log = logging.getLogger(__name__)
+
+
+def base_rate_logits(data_path, pos_weight: float) -> np.ndarray:
+    """Each output's starting logit: the constant that minimises the weighted BCE on the
+    training split's known labels, log(w p / (1 - p)). A chromatin feature with 3%
+    positives starts at its rate instead of at 0.5, which the head would otherwise spend
+    hundreds of steps unlearning (a balanced task, or negatives matched by the weight,
+    starts at 0 as before)."""
+    import h5py
+
+    from genobird.datasets.windows import label_values
+
+    with h5py.File(data_path, "r") as handle:
+        train = handle["split"][:].astype(str) == "train"
+        labels = label_values(handle["labels"][:][train])
+    with np.errstate(invalid="ignore"):
+        rate = np.nan_to_num(np.nanmean(labels, axis=0), nan=0.5) if len(labels) else 0.5
+    rate = np.clip(rate, 1e-4, 1 - 1e-4)
+    return np.log(pos_weight * rate / (1 - rate))
+
+
+def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, tokenizer):
+    pos_weight = task_pos_weight(spec, task_meta)
+    pieces = tokenizer.pieces
+    config = task_config(pretrained, spec.model, spec.max_tokens, len(pieces), tokenizer.pad_id)
+    if spec.dropout is not None:
+        config = replace(config, hidden_dropout=spec.dropout)
+    head = {}
+    window = spec.window_bp or task_meta["window_bp"]
+    if spec.pooling == "centre":
+        head["centre_fraction"] = min(1.0, spec.centre_bp / window)
+    if spec.pooling == "profile":  # the data set's bins read, each its own share of the window
+        head["profile_bins"] = profile_bins_read(task_meta, window)
+        head["centre_fraction"] = task_meta["profile_bin_bp"] / window
+    if spec.base_cnn_channels:
+        head["base_cnn_channels"] = spec.base_cnn_channels
+        head["base_cnn_architecture"] = spec.base_cnn_architecture
+    if spec.base_kmers:
+        head["base_kmers"] = spec.base_kmers
+    if spec.base_cnn_channels or spec.base_kmers:
+        head["base_strands"] = base_strands(spec, task_meta)
+    return build_task_model(
+        BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
+        num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
+        pooling=spec.pooling, **head,
+    )  # fmt: skip
+
+
+def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> FinetuneSpec:
+    """`spec` with max_tokens set, where it was left open, to what the data set's windows
+    need (at most the pretrained model's max_position)."""
+    if spec.max_tokens is not None:
+        return spec
+    if pretrained is not None:
+        config = read_model_description(pretrained)["config"]
+        block = config["block_size"]
+        # rotary positions have no table to outgrow (task_config)
+        limit = None if config.get("position_encoding") == "rotary" else config["max_position"]
+    else:
+        block, limit = spec.model.get("block_size", 64), None
+    max_tokens = default_max_tokens(data_path, tokenizer, block, limit, window_bp=spec.window_bp)
+    log.info("max_tokens %d (the data set's longest window)", max_tokens)
+    return replace(spec, max_tokens=max_tokens)

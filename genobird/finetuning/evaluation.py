@@ -1,0 +1,153 @@
+"""How a fine-tuned classifier is scored: its probabilities over a split's views
+(strands, sampled cuts), the validation check that selects its steps, the check of its
+start against its baselines, what its training recorded, and the report it writes."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from genobird.datasets.metrics import is_multilabel, mean_auroc, write_evaluation
+from genobird.datasets.windows import WindowDataset
+from genobird.finetuning.spec import (
+    evaluation_strands,
+    strand_symmetric,
+    task_head_lr_scale,
+    training_max_tokens,
+)
+from genobird.inputs import window_collate
+
+log = logging.getLogger(__name__)
+
+
+@torch.no_grad()
+def loader_probabilities(model, loader, device) -> tuple[np.ndarray, np.ndarray]:
+    """(labels [N, F], probabilities [N, F]) over a loader of collated windows."""
+    model.eval()
+    probabilities, labels = [], []
+    for batch in loader:
+        logits = model(
+            batch["input_ids"].to(device), None, batch["attention_mask"].to(device)
+        ).logits
+        probabilities.append(torch.sigmoid(logits.float()).cpu().numpy())
+        labels.append(batch["labels"].numpy())
+    return np.concatenate(labels), np.concatenate(probabilities)
+
+
+def predict_probabilities(
+    model, dataset, device, batch_size: int = 16
+) -> tuple[np.ndarray, np.ndarray]:
+    collate = window_collate(model, dataset.tokenizer.pad_id)
+    loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate)
+    return loader_probabilities(model, loader, device)
+
+
+def validation_auroc(model, loader, device, reverse=None) -> dict:
+    """The fine-tuning eval_fn: mean AUROC over features on the validation split, with
+    `reverse` (the split read on the other strand) averaged over both strands, as the
+    test split is evaluated: model selection scores what the report will."""
+    labels, probabilities = loader_probabilities(model, loader, device)
+    if reverse is not None:
+        other = predict_probabilities(model, reverse, device, loader.batch_size)[1]
+        probabilities = (probabilities + other) / 2
+    return {"auroc": mean_auroc(labels, probabilities)}
+
+
+def evaluation_views(data_path, split, tokenizer, spec, model, rc_average: bool) -> list:
+    """The datasets whose probabilities evaluation averages: the split on each strand
+    asked for, in the tokenizer's segmentation or in each of `spec.segmentations` sampled
+    cuts (`window_views`, the same inputs a saved predictor scores)."""
+    strands = (False, True) if rc_average else (False,)
+    windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=spec.window_bp)
+    if not spec.segmentations:
+        return [windows(spec.max_tokens, reverse_complement=r) for r in strands]
+    return [windows(training_max_tokens(spec, model), reverse_complement=r,
+                    bpe_dropout=spec.bpe_dropout, cut=cut)
+            for r in strands for cut in range(spec.segmentations)]  # fmt: skip
+
+
+def split_probabilities(model, data_path, split, tokenizer, spec, device, rc_average: bool):
+    """(labels, probabilities) of one split, averaged over its views (`evaluation_views`)."""
+    views = evaluation_views(data_path, split, tokenizer, spec, model, rc_average)
+    predictions = [predict_probabilities(model, view, device) for view in views]
+    return predictions[0][0], np.mean([p for _, p in predictions], axis=0)
+
+
+# How far the classifier's check before its first step may lie from its baselines' own
+# validation AUROC: float rounding, and bf16 on a GPU; more means the start is not them.
+START_TOLERANCE = 1e-3
+
+
+def start_check(history: list[dict], base_start: dict) -> dict | None:
+    """The run's validation check before its first step beside the validation AUROC of the
+    baselines it started from (base-start.json): equal, up to rounding, when the
+    classifier started as them. A start that is not them is logged as a warning."""
+    expected = base_start.get("start_validation_auroc")
+    at_start = next((row["eval_auroc"] for row in history
+                     if row.get("step") == 0 and "eval_auroc" in row), None)  # fmt: skip
+    if expected is None or at_start is None:
+        return None
+    agree = abs(at_start - expected) <= START_TOLERANCE
+    if not agree:
+        log.warning("the classifier's start scores validation AUROC %.4f, its baselines %.4f: "
+                    "it did not start as its baselines", at_start, expected)  # fmt: skip
+    return {"baselines": expected, "step_0": round(at_start, 5), "agree": agree}
+
+
+def training_summary(state) -> dict:
+    """Steps taken, the step whose weights were kept, and the training speed in real
+    (non-pad) tokens per second, the median over the logged intervals."""
+    speeds = [row["tokens_per_second"] for row in state.history if "tokens_per_second" in row]
+    return {
+        "steps": state.step,
+        "best_step": state.best_step if state.best_score is not None else state.step,
+        # the kept weights' validation figure (mean AUROC over features): what a choice
+        # between runs (e.g. contexts) may read without looking at the test split
+        "best_validation_auroc": state.best_score,
+        "stopped_early": state.stopped_early,
+        "stopped_at_time": state.stopped_at_time,
+        # what ended the run: its budget, validation's early stop, or a user's time cap
+        "stopped_by": (
+            "max_minutes"
+            if state.stopped_at_time
+            else "patience"
+            if state.stopped_early
+            else "max_steps"
+        ),
+        "real_tokens_per_second": float(np.median(speeds)) if speeds else None,
+    }
+
+
+def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
+             training: dict | None = None, strands: dict | None = None,
+             choice: dict | None = None) -> dict:  # fmt: skip
+    rc_average = evaluation_strands(spec, meta)
+    test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
+    valid = None
+    if meta["counts"]["valid"] and not is_multilabel(meta):
+        valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
+    extra = {
+        "window_bp": spec.window_bp or meta["window_bp"],
+        "max_tokens": spec.max_tokens,
+        "rc_average": rc_average,
+        "rc_augment": strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment,
+        "strands": strands or {},
+        "recipe_choice": choice or {},
+        "learning_rate": spec.training.get("learning_rate"),
+        "pooling": spec.pooling,
+        "base_cnn_channels": spec.base_cnn_channels,
+        "base_cnn_architecture": spec.base_cnn_architecture,
+        "base_kmers": spec.base_kmers,
+        "head_lr_scale": task_head_lr_scale(spec, meta),
+        "layer_decay": spec.layer_decay,
+        "ema_decay": spec.training.get("ema_decay", 0.0),
+        "bpe_dropout": spec.bpe_dropout,
+        "segmentations": spec.segmentations,
+        "training": training or {},
+    }
+    return write_evaluation(output / "report", meta, test, valid, extra, data_path)
