@@ -54,7 +54,7 @@ from genobird.model.io import WEIGHTS_FILE
 from genobird.model.task_model import layer_decay_scales
 from genobird.training import Trainer, TrainingConfig
 from genobird.training.checkpoint import latest_checkpoint
-from genobird.training.trainer import discard_other_run
+from genobird.training.config import discard_other_run
 
 log = logging.getLogger(__name__)
 

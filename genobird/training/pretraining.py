@@ -29,7 +29,8 @@ from genobird.fileio import atomic_write
 from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 from genobird.training import distributed
 from genobird.training.collapse import CollapseWatch, unigram_entropy
-from genobird.training.trainer import Trainer, TrainingConfig, discard_other_run
+from genobird.training.config import TrainingConfig, discard_other_run
+from genobird.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +343,10 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
         return evaluate_pretraining(module, loader, device, lengths, tokenizer.mask_id)
 
     identity = {"model": model_identity(model.config)}
-    watch = CollapseWatch.for_run(unigram_entropy(train_set.paths, train_set.special.all()),
+    shards = train_set
+    while not isinstance(shards, PretrainingDataset):  # a context ablation's cut instances
+        shards = shards.base
+    watch = CollapseWatch.for_run(unigram_entropy(shards.paths, shards.special.all()),
                                   training.max_steps)  # fmt: skip
     trainer = Trainer(model, train_set, training, output, pretraining_step, eval_set, eval_fn,
                       run_identity=identity, monitor=watch)  # fmt: skip
