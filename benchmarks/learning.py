@@ -58,7 +58,7 @@ def metrics(folder: Path) -> dict:
 def bits_per_base(results: Path, model: Path) -> list[tuple]:
     """genobird's held-out BPC, scored here (every scored token shown as [MASK]), beside
     the pipeline's Markov baseline on the same held-out DNA."""
-    from genobird.training.pretraining import evaluate_saved_model
+    from genobird.training.context import evaluate_saved_model
 
     held_out = evaluate_saved_model(model, results / "corpus" / "instances-heldout")
     markov = json.loads((results / "baselines" / "markov.json").read_text())
@@ -74,7 +74,7 @@ def context_curves(results: Path, model: Path, short_windows: int = 10_000) -> N
     tiled over every held-out instance (at most `short_windows`: more score more tokens
     and narrow the intervals), long ones centred on it."""
     from genobird.report.sections.pretraining import context_gain_text
-    from genobird.training.pretraining import mlm_accuracy_by_context
+    from genobird.training.context import mlm_accuracy_by_context
 
     instances = results / "corpus" / "instances-heldout"
     print("\nMasked-token accuracy by context (the same masked tokens at every length; gains")

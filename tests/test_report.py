@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from genobird.report import build_report
-from genobird.training.pretraining import HELDOUT_SCORING
+from genobird.training.mlm import HELDOUT_SCORING
 
 
 def _write_json(path: Path, value: dict) -> None:

@@ -23,14 +23,14 @@ from genobird.errors import CheckpointError, ConfigError
 from genobird.model import BigBirdConfig, BigBirdForPretraining, from_pretrained
 from genobird.training import EpochSampler, Trainer, TrainingConfig, TrainingError, linear_schedule
 from genobird.training.checkpoint import complete_checkpoints, latest_checkpoint, load_checkpoint
-from genobird.training.pretraining import (
-    TruncatedDataset,
+from genobird.training.context import TruncatedDataset
+from genobird.training.mlm import (
     evaluate_pretraining,
     hide_scored_tokens,
-    load_run_config,
     masked_token_scores,
     pretraining_step,
 )
+from genobird.training.pretraining import load_run_config
 
 MODEL = dict(
     hidden_size=32,
@@ -515,7 +515,7 @@ def test_truncated_dataset_drops_masks_past_the_cut_and_nsp(datasets):
 
 
 def test_centred_context_windows_score_the_same_masked_tokens_at_every_length(datasets):
-    from genobird.training.pretraining import CentredContextDataset
+    from genobird.training.context import CentredContextDataset
 
     train, _ = datasets  # instances of 256 tokens
     for index in range(5):
@@ -548,7 +548,7 @@ def test_centred_context_windows_score_the_same_masked_tokens_at_every_length(da
 
 @pytest.mark.slow
 def test_sliding_context_windows_tile_each_instance_and_score_the_same_tokens(datasets):
-    from genobird.training.pretraining import CentredContextDataset
+    from genobird.training.context import CentredContextDataset
 
     train, _ = datasets  # instances of 256 tokens
     lengths, scored = (16, 32, 64), 8
@@ -586,7 +586,7 @@ def test_sliding_context_windows_tile_each_instance_and_score_the_same_tokens(da
 
 def test_context_gains_are_paired_on_the_same_masked_tokens(pretraining_data, tmp_path):
     from genobird.model import save_pretrained
-    from genobird.training.pretraining import mlm_accuracy_by_context, paired_context_gain
+    from genobird.training.context import mlm_accuracy_by_context, paired_context_gain
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     model = make_model(vocab_size=tokenizer.vocab_size)
@@ -668,7 +668,7 @@ def test_report_scores_a_summary_written_with_the_answers_visible_again(pretrain
     the held-out instances again and says so."""
     from genobird.model import save_pretrained
     from genobird.report import build_report
-    from genobird.training.pretraining import evaluate_saved_model
+    from genobird.training.context import evaluate_saved_model
 
     results = tmp_path / "results"
     model_dir = results / "pretrain" / "model"
@@ -692,7 +692,7 @@ def test_a_saved_model_is_never_scored_on_instances_of_another_vocabulary(
 ):
     from genobird.corpus import VocabSpec, train_vocabulary
     from genobird.model import save_pretrained
-    from genobird.training.pretraining import evaluate_saved_model, mlm_accuracy_by_context
+    from genobird.training.context import evaluate_saved_model, mlm_accuracy_by_context
 
     other = train_vocabulary(
         pretraining_data["folder"] / "train.txt", tmp_path / "other.model", VocabSpec(400)
@@ -711,7 +711,7 @@ def test_instances_of_a_vocabulary_of_the_same_size_but_other_pieces_are_refused
     from genobird.corpus import VocabSpec, train_vocabulary
     from genobird.corpus.instances import PretrainingDataset, shard_paths
     from genobird.corpus.tokenizer import load_tokenizer
-    from genobird.training.pretraining import require_same_vocabulary
+    from genobird.training.mlm import require_same_vocabulary
 
     shards = PretrainingDataset(shard_paths(pretraining_data["eval"]))
     own = load_tokenizer(pretraining_data["tokenizer"])

@@ -58,7 +58,8 @@ def held_out_evaluation(summary: dict, model_dir: Path, instances: Path) -> tupl
     written before every scored token was shown as [MASK] (its figures let the model
     read a tenth of the answers), the saved model scored again, or nothing."""
     from genobird.model.io import CONFIG_FILE
-    from genobird.training.pretraining import HELDOUT_SCORING, evaluate_saved_model
+    from genobird.training.context import evaluate_saved_model
+    from genobird.training.mlm import HELDOUT_SCORING
 
     final = summary.get("eval") or {}
     if not final or summary.get("heldout_scoring") == HELDOUT_SCORING:
@@ -83,7 +84,7 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
     from matplotlib import pyplot as plt
 
     from genobird.training.collapse import context_blind_note
-    from genobird.training.pretraining import mlm_accuracy_by_context
+    from genobird.training.context import mlm_accuracy_by_context
 
     folder = results / "pretrain"
     if not folder.is_dir():
