@@ -117,7 +117,7 @@ def scoring_parts(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args
         collate_fn=collate, num_workers=workers,
     )  # fmt: skip
     started = time.perf_counter()
-    batches = [views[0] for views, _ in loader]
+    batches = [views[0] for views, *_ in loader]
     inputs_rate = len(windows) / (time.perf_counter() - started)
     batches = [ids.to(predictor.device) for ids in batches]
     pad_id = predictor.tokenizer.pad_id

@@ -206,11 +206,13 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
                  "--max-tokens", "64", "--max-steps", "2"]) == 0  # fmt: skip
     report = json.loads((run / "report" / "metrics.json").read_text())
     assert set(report["median_auroc_by_category"]) == {"DNase", "TF", "Histone"}
-    fasta = write(tmp_path / "s.fa", f">a\n{sequences[0]}\n>b\n{sequences[1]}\n")
+    # records that fill most of the 8 kb window (shorter ones are mostly N padding: refused)
+    fasta = write(tmp_path / "s.fa", f">a\n{sequences[0] * 100}\n>b\n{sequences[1] * 100}\n")
     assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
                  "--out", str(tmp_path / "s.tsv")]) == 0  # fmt: skip
     header = (tmp_path / "s.tsv").read_text().splitlines()[0].split("\t")
-    assert header == ["index", "name", "line", "first_bp", "last_bp", "cropped", "padded", *names]
+    assert header == ["index", "name", "line", "first_bp", "last_bp", "cropped", "padded",
+                      "n_fraction", *names]  # fmt: skip
 
 
 def test_deepsea_csv_with_a_header_and_a_split_column(tmp_path, capsys, caplog):

@@ -526,13 +526,14 @@ def test_state_arms_start_from_the_baseline_arms_at_their_context(tmp_path, shar
                  for line in done.stdout.splitlines() if "finetune chromatin" in line}  # fmt: skip
     assert set(finetunes) == {1000, 2000, 4000, 8000}
     assert f"--base-start-from {arms}/kmer-lr-4000 {arms}/deepsea-cnn-4000 >" in finetunes[4000]
-    assert ("--base-cnn-architecture deepsea-cnn --base-cnn-minutes 15" in finetunes[4000]
+    assert ("--base-cnn-architecture deepsea-cnn --base-cnn-epochs 10 --base-cnn-minutes 15"
+            in finetunes[4000]
             and "--base-blend by-category" in finetunes[4000])  # fmt: skip
     assert "--base-start-from" not in finetunes[8000]  # no baseline arm at 8 kb here
     # the CNN arm is fitted as the genobird arms' base CNN is: one width, one budget
     cnn_arm = next(line for line in done.stdout.splitlines()
                    if "baseline deepsea-cnn" in line and "--window-bp 4000" in line)  # fmt: skip
-    assert "--max-minutes 15 --channels 128" in cnn_arm
+    assert "--max-epochs 10 --max-minutes 15 --channels 128" in cnn_arm
     task["base_cnn_minutes"] = 10  # a base CNN the arms could not read: refused by name
     overlay.write_text(yaml.safe_dump(states))
     done = snakemake("-n", "--cores", "2", "--configfile", base, str(overlay))
