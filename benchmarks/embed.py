@@ -75,8 +75,8 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-mb", type=float, default=5.0)
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args(argv)
-    from genobird.embed import Embedder, write_embeddings
-    from genobird.predict import load_predictor
+    from genobird.scoring.embed import Embedder, write_embeddings
+    from genobird.scoring.predict import load_predictor
 
     folder = Path(tempfile.mkdtemp(prefix="genobird-embed-"))
     bed = random_bed(folder / "regions.bed", args.regions, 1000)

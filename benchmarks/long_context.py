@@ -222,8 +222,8 @@ def score_lengths(model, tokenizer, runs, picked, lengths, stretch, score_tokens
     import torch
 
     from genobird.inputs import model_padding
-    from genobird.likelihood import masked_batch_at, masked_bits
     from genobird.model.precision import autocast, autocast_dtype
+    from genobird.scoring.likelihood import masked_batch_at, masked_bits
 
     padding = model_padding(model)
     dtype = autocast_dtype("auto", torch.device(device))

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from genobird.baselines.markov import base_counts, dna_codes, fit_counts
 from genobird.corpus.tokenizer import load_tokenizer
-from genobird.likelihood import DEFAULT_STRIDE
+from genobird.scoring.likelihood import DEFAULT_STRIDE
 
 REPO = Path(__file__).resolve().parents[1]
 MARKOV_ORDERS = (0, 2, 5, 8, 10)
@@ -162,8 +162,8 @@ def model_bits_by_case(model_dir: Path, heldout_runs, tokenizer,
                        batch_size: int = 8) -> dict[str, float]:  # fmt: skip
     """Bits per bp of a pretrained model's masked-piece predictions, all pieces scored;
     `heldout_runs` were cut into pieces by `tokenizer`, the model's (require_vocabulary)."""
-    from genobird.likelihood import piece_bits
     from genobird.model.io import from_pretrained
+    from genobird.scoring.likelihood import piece_bits
     from genobird.training import distributed
 
     device = distributed.default_device()  # a GPU where there is one

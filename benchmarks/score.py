@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from genobird.corpus import DocumentSpec, VocabSpec, train_vocabulary, write_documents
 from genobird.genome.demo import DemoSpec, generate_demo_reference
 from genobird.model import BigBirdConfig, BigBirdForSequenceClassification, save_pretrained
-from genobird.predict import load_predictor
+from genobird.scoring.predict import load_predictor
 
 SHAPES = {
     "tiny": dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512),
@@ -101,7 +101,7 @@ def scoring_parts(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args
     from genobird.genome.regions import Interval
     from genobird.inputs import model_padding
     from genobird.model.precision import autocast
-    from genobird.predict import WindowInputs, collate_views
+    from genobird.scoring.windows import WindowInputs, collate_views
 
     predictor = load_predictor(model_dir, device=args.device, batch_size=batch_size,
                                rc_average=False, precision=args.precision)  # fmt: skip

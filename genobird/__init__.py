@@ -16,15 +16,15 @@ __all__ = [
 def __getattr__(name: str):
     # Lazy: `import genobird` stays light (no torch) for the command line's start-up.
     if name in ("load_predictor", "Predictor", "PromoterPredictor", "ChromatinPredictor"):
-        from genobird import predict
+        from genobird.scoring import predict
 
         return getattr(predict, name)
     if name == "LikelihoodScorer":
-        from genobird.likelihood import LikelihoodScorer
+        from genobird.scoring.likelihood import LikelihoodScorer
 
         return LikelihoodScorer
     if name == "Embedder":
-        from genobird.embed import Embedder
+        from genobird.scoring.embed import Embedder
 
         return Embedder
     raise AttributeError(f"module 'genobird' has no attribute {name!r}")

@@ -146,3 +146,11 @@ def require_unique_names(names, what: str, source, fix: str) -> None:
 
 def require_unique_columns(columns, source) -> None:
     require_unique_names(columns, "column names", source, "give each column its own name")
+
+
+def read_small_tsv(path: str | Path) -> tuple[list[str], list[dict]]:
+    """(header, rows as dicts) of a small TSV table; repeated column names are an error."""
+    lines = Path(path).read_text().splitlines()
+    header = lines[0].split("\t") if lines else []
+    require_unique_columns(header, path)
+    return header, [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:] if line]

@@ -82,7 +82,7 @@ def _samples(sequences, bins) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _write_deepsea(sequences, folder: Path) -> tuple[Path, Path]:
-    from genobird.datasets.chromatin import deepsea_split_of
+    from genobird.datasets.deepsea import deepsea_split_of
 
     bins = _bins(sequences)
     staging = folder / "deepsea_train"

@@ -113,7 +113,7 @@ def test_tracks_bins_cover_every_base(predictor, gapped, tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert "--step-bp 500 is wider than the model's 400 bp window: 100 bp of each bin" in error
     assert "\n" not in error and not (tmp_path / "t").exists()
-    from genobird.tracks import step_for
+    from genobird.scoring.tracks import step_for
 
     assert step_for(400) == 200 and step_for(101) == 101 and step_for(101, 50) == 50
 

@@ -17,7 +17,7 @@ from genobird.corpus import InstanceSpec, read_documents, write_instances
 from genobird.corpus.tokenizer import load_tokenizer
 from genobird.errors import ConfigError
 from genobird.model import from_pretrained
-from genobird.predict import load_predictor
+from genobird.scoring.predict import load_predictor
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -404,7 +404,7 @@ def test_a_converted_checkpoint_embeds_as_transformers_computes(gena_like, tmp_p
     """`genobird embed` of a GENA-LM-shaped model converted from transformers: each
     layer's vectors of a sequence's pieces are transformers' hidden states."""
     from genobird.corpus.tokenizer import load_tokenizer
-    from genobird.embed import Embedder
+    from genobird.scoring.embed import Embedder
 
     hf_dir, theirs = gena_like
     out = tmp_path / "genobird"

@@ -11,7 +11,7 @@ import pytest
 import scipy.io
 
 from genobird.cli import main
-from genobird.datasets.chromatin import (
+from genobird.datasets.deepsea import (
     check_label_width,
     deepsea_sequences,
     deepsea_split_of,
@@ -107,7 +107,7 @@ def test_deepsea_import_of_several_splits_from_a_genome_wide_bin_list(
 ):
     """train.mat and test.mat in one HDF5: each split takes its bins from one genome-wide
     BED by the paper's split; without a feature table, DeepSEA's category layout."""
-    from genobird.datasets.chromatin import default_deepsea_features, read_deepsea_features
+    from genobird.datasets.deepsea import default_deepsea_features, read_deepsea_features
 
     fasta = shared_data / "genome" / "hg19_chr20_0-2Mb.fa"
     lengths = Reference(fasta).lengths
@@ -165,7 +165,7 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
 ):
     """The published layout (no header, sequence then 919 labels; gzipped), with real
     feature names: 55 repeated cell|target|treatment triples become unique by index."""
-    from genobird.datasets.chromatin import read_deepsea_features
+    from genobird.datasets.deepsea import read_deepsea_features
 
     table = shared_data / "chromatin" / "deepsea_919_features.tsv"
     sequences, labels = _deepsea_csv_rows(40, 120, seed=0)

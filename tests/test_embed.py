@@ -161,7 +161,7 @@ def test_embed_writes_hdf5_for_fasta_bed_and_vcf(model_dir, demo_reference, tmp_
 def test_chunks_end_at_a_base_budget_and_the_file_is_the_same(model_dir, tmp_path, monkeypatch):
     """Long records are embedded a few at a time (CHUNK_BP), so memory follows the chunk,
     not the file; the HDF5 is the one a single chunk writes."""
-    import genobird.embed as embed
+    import genobird.scoring.embed as embed
 
     records = [({"name": str(i)}, "A" * length) for i, length in enumerate((50, 300, 20, 400))]
     sizes = [[len(s) for _, s in chunk] for chunk in embed.iter_chunks(iter(records), 256, 320)]
@@ -189,7 +189,7 @@ def test_chunks_end_at_a_base_budget_and_the_file_is_the_same(model_dir, tmp_pat
 
 
 def test_worker_processes_tokenise_ahead_and_write_the_same_file(model_dir, tmp_path, monkeypatch):
-    import genobird.embed as embed
+    import genobird.scoring.embed as embed
 
     monkeypatch.setattr(embed, "CHUNK_RECORDS", 2)  # several chunks in flight
     fasta = write(tmp_path / "s.fa", "".join(f">r{i}\n{dna(120 + 30 * i, i)}\n" for i in range(7)))

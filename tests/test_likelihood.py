@@ -1,4 +1,4 @@
-"""Zero-shot scoring with a pretrained language model (genobird.likelihood, `genobird
+"""Zero-shot scoring with a pretrained language model (genobird.scoring.likelihood, `genobird
 likelihood`): checked against scoring each piece on its own, one sequence at a time."""
 
 import math
@@ -12,8 +12,8 @@ from genobird.cli import main
 from genobird.corpus.tokenizer import load_tokenizer
 from genobird.errors import CheckpointError
 from genobird.genome.alphabet import reverse_complement
-from genobird.likelihood import DEFAULT_STRIDE, LikelihoodScorer, masked_batch, piece_bits
 from genobird.model import BigBirdConfig, save_pretrained
+from genobird.scoring.likelihood import DEFAULT_STRIDE, LikelihoodScorer, masked_batch, piece_bits
 from tests.conftest import saved_model_dir, tiny_language_model, write
 
 MAX_POSITION = 64  # windows of 62 pieces: the long test sequences need several

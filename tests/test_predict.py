@@ -18,7 +18,7 @@ from genobird.cli import main
 from genobird.device import default_device, resolve_device
 from genobird.errors import CheckpointError, ConfigError, InputError
 from genobird.genome import Reference, reverse_complement
-from genobird.predict import fit_window
+from genobird.inputs import fit_window
 from tests.conftest import write
 
 
@@ -338,7 +338,7 @@ def test_unwritable_output_is_a_one_line_error(predictor, tmp_path, capsys):
 
 
 def test_interrupted_run_leaves_no_file_that_looks_complete(predictor, tmp_path, monkeypatch):
-    from genobird.scoring import write_scores
+    from genobird.scoring.tables import write_scores
 
     fasta = write(tmp_path / "s.fa", "".join(f">r{i}\n{'ACGT' * 60}\n" for i in range(10)))
     predictor.chunk_size = 3
@@ -396,7 +396,7 @@ def test_api_tables_carry_their_rejected_records(predictor, demo_reference, tmp_
 
 
 def test_hdf5_ids_are_not_truncated_across_chunks(predictor, tmp_path):
-    from genobird.scoring import write_scores
+    from genobird.scoring.tables import write_scores
 
     names = ["a", "b", "a_much_longer_record_name_in_a_later_chunk"]
     fasta = write(tmp_path / "s.fa", "".join(f">{n}\n{'ACGT' * 60}\n" for n in names))
@@ -466,7 +466,7 @@ def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
 
 
 def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, capsys):
-    from genobird.predict import logit
+    from genobird.scoring.predict import logit
 
     bed = write(tmp_path / "r.bed", "chr1\t50000\t50200\tpeak1\nchr1\t60000\t60010\n")
     out, png = tmp_path / "ism.h5", tmp_path / "ism.png"
@@ -510,7 +510,7 @@ def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, c
 def test_ism_heatmap_positions_are_whole_and_do_not_overlap(width):
     """The position axis is labelled at whole bases (a 6 bp window once read 50,100.5),
     its labels side by side without overlapping, at 6 to 400 mutated bases."""
-    from genobird.mutagenesis import IsmResult, Region, ism_figure
+    from genobird.scoring.mutagenesis import IsmResult, Region, ism_figure
 
     rng = np.random.default_rng(0)
     region = Region("r", "chr1", 1_234_000, "A" * (width + 10))
@@ -548,7 +548,7 @@ def test_ism_and_h5_scores_keep_deepsea_feature_names_that_are_not_ascii(
 ):
     """DeepSEA's own 919-feature table names cells with non-ASCII characters; ISM and
     HDF5 scores store every name as UTF-8 (they stopped with UnicodeEncodeError)."""
-    from genobird.datasets.chromatin import read_deepsea_features
+    from genobird.datasets.deepsea import read_deepsea_features
 
     names, _ = read_deepsea_features(shared_data / "chromatin" / "deepsea_919_features.tsv")
     unusual = [name for name in names if not name.isascii()][:4]
@@ -658,7 +658,7 @@ def test_tracks_are_bedgraphs_of_each_bin_scored_as_a_bed_region(
     bed = write(tmp_path / "bins.bed", "".join(f"{c}\t{a}\t{b}\n" for c, a, b, _ in rows))
     expected = predictor.score_bed(bed, fasta)[feature].to_numpy()
     np.testing.assert_allclose([float(r[3]) for r in rows], expected, rtol=1e-5)
-    monkeypatch.setattr("genobird.tracks.MAX_TRACK_BP", 1_000)  # the limit, within chr1
+    monkeypatch.setattr("genobird.scoring.tracks.MAX_TRACK_BP", 1_000)  # the limit, within chr1
     for region, message in (("chr1:215,001-216,001", "runs past the end of chr1"),
                             ("chrZ:1-100", "contig 'chrZ' is not in"),
                             ("chr1:1-1001", "1,001 bp, longer than the 1,000 bp")):  # fmt: skip

@@ -13,7 +13,7 @@ import torch
 
 from genobird.cli import main
 from genobird.genome import Reference, reverse_complement
-from genobird.variant_effects import (
+from genobird.scoring.variant_effects import (
     AlleleWindows,
     VariantEffectScorer,
     differing_pieces,
@@ -73,7 +73,7 @@ def test_the_score_is_the_bits_of_the_differing_pieces_computed_the_slow_way(
 ):
     from genobird.genome.regions import Variant
     from genobird.model.io import from_pretrained
-    from genobird.predict import variant_windows
+    from genobird.scoring.windows import variant_windows
 
     reference = Reference(demo_reference / "genome.fa")
     model = from_pretrained(model_dir).eval()

@@ -127,7 +127,7 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
 def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
     if args.csv:
         return _dataset_deepsea_csv(args)
-    from genobird.datasets.chromatin import import_deepsea
+    from genobird.datasets.deepsea import import_deepsea
 
     missing = [f"--{name}" for name in ("split", "coordinates", "reference")
                if getattr(args, name) is None]  # fmt: skip

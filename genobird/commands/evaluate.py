@@ -97,8 +97,8 @@ def markov_variant_scores(args: argparse.Namespace, train, result) -> None:
 
     from genobird.baselines.markov import fit_counts
     from genobird.genome import open_reference
-    from genobird.scoring import TsvSink, write_rejected
-    from genobird.variant_effects import allele_windows, markov_variant_effects
+    from genobird.scoring.tables import TsvSink, write_rejected
+    from genobird.scoring.variant_effects import allele_windows, markov_variant_effects
 
     both = not args.forward_only
     counts = fit_counts(train, result.order, both)

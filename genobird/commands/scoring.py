@@ -21,7 +21,7 @@ log = logging.getLogger("genobird")
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from genobird.scoring import write_scores
+    from genobird.scoring.tables import write_scores
 
     kind, source = _score_source(args, ("fasta", "bed", "vcf"))
     predictor = _load_predictor(args)
@@ -33,8 +33,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_likelihood(args: argparse.Namespace) -> int:
-    from genobird.likelihood import LikelihoodScorer
-    from genobird.scoring import write_scores
+    from genobird.scoring.likelihood import LikelihoodScorer
+    from genobird.scoring.tables import write_scores
 
     kind, source = _score_source(args, ("fasta", "bed", "vcf"))
     if kind == "vcf":
@@ -50,7 +50,7 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
 
 
 def _variant_effects(args: argparse.Namespace, vcf: Path) -> int:
-    from genobird.variant_effects import VariantEffectScorer, write_variant_effects
+    from genobird.scoring.variant_effects import VariantEffectScorer, write_variant_effects
 
     scorer = VariantEffectScorer(args.model, args.device, args.rc_average, args.batch_size)
     scored, rejected = write_variant_effects(scorer, vcf, args.reference, args.out,
@@ -99,7 +99,7 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
 
 
 def cmd_tracks(args: argparse.Namespace) -> int:
-    from genobird.tracks import step_for, write_tracks
+    from genobird.scoring.tracks import step_for, write_tracks
 
     predictor = _load_predictor(args)
     step_bp = step_for(predictor.input_length_bp, args.step_bp)
@@ -110,7 +110,7 @@ def cmd_tracks(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from genobird.embed import Embedder, write_embeddings
+    from genobird.scoring.embed import Embedder, write_embeddings
 
     kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
     embedder = Embedder(args.model, args.device, args.layer, args.mean_last, args.rc_average,
@@ -123,7 +123,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def cmd_ism(args: argparse.Namespace) -> int:
-    from genobird.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
+    from genobird.scoring.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
 
     if args.bed and args.reference is None:
         raise GenobirdError("--bed needs --reference FASTA to cut the windows from")
@@ -160,7 +160,7 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 def check_ism_outputs(out: Path, plot: Path | None) -> None:
     """`ism` writes HDF5 to --out and a figure to --plot, each in the format its name says."""
-    from genobird.scoring import H5_SUFFIXES
+    from genobird.scoring.tables import H5_SUFFIXES
 
     if Path(out).suffix.lower() not in H5_SUFFIXES:
         raise ConfigError(f"--out {out}: ism writes HDF5 (every base x 3 changes x features); "
@@ -207,7 +207,7 @@ def add_score(commands) -> None:
 
 
 def add_tracks(commands) -> None:
-    from genobird.tracks import MAX_TRACK_BP
+    from genobird.scoring.tracks import MAX_TRACK_BP
 
     sub = subcommand(
         commands,
@@ -368,7 +368,7 @@ def _add_predictor_options(sub) -> None:
 
 
 def _load_predictor(args: argparse.Namespace):
-    from genobird.predict import load_predictor
+    from genobird.scoring.predict import load_predictor
 
     return load_predictor(
         args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,

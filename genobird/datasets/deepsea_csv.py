@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from genobird.datasets.chromatin import default_deepsea_features, read_deepsea_features
 from genobird.datasets.classify import draw_split
+from genobird.datasets.deepsea import default_deepsea_features, read_deepsea_features
 from genobird.datasets.windows import SPLITS, window_writer
 from genobird.errors import GenobirdError, InputError
 from genobird.fileio import open_text, require_unique_columns

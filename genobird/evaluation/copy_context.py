@@ -26,7 +26,7 @@ from genobird.baselines.markov import base_bits, base_counts, dna_codes
 from genobird.errors import ConfigError
 from genobird.genome import open_reference, read_bed
 from genobird.inputs import model_padding
-from genobird.likelihood import DEFAULT_STRIDE, masked_batch_at, masked_bits
+from genobird.scoring.likelihood import DEFAULT_STRIDE, masked_batch_at, masked_bits
 
 _ACGT_RUN = re.compile("[ACGT]+")
 

@@ -69,7 +69,7 @@ def calibrated(bits_per_bp: dict, labels: dict) -> dict:
 
 
 def language_model_bits(model_dir, sequences: dict, device="auto", stride=None) -> dict:
-    from genobird.likelihood import LikelihoodScorer
+    from genobird.scoring.likelihood import LikelihoodScorer
 
     scorer = LikelihoodScorer(model_dir, device, stride)
     return {split: scorer.score(texts)["bits_per_bp"].to_numpy()
@@ -113,13 +113,13 @@ def choose_order(bits_by_order: dict[int, dict], labels: dict) -> tuple[int, dic
 def zero_shot(data_path, output, model_dir=None, markov_dna=None, orders=range(0, 11),
               device="auto", stride=None) -> dict:  # fmt: skip
     """Score the data set with a pretraining model (`model_dir`; pieces `stride` apart
-    masked together, genobird.likelihood) or with Markov models of `markov_dna` (FASTA or
+    masked together, genobird.scoring.likelihood) or with Markov models of `markov_dna` (FASTA or
     genobird documents), and write OUT/report as `finetune` does."""
     if (model_dir is None) == (markov_dna is None):
         raise ConfigError("give a pretraining model directory or Markov training DNA, not both")
     meta, sequences, labels = read_splits(data_path)
     if model_dir is not None:
-        from genobird.likelihood import DEFAULT_STRIDE
+        from genobird.scoring.likelihood import DEFAULT_STRIDE
 
         stride = DEFAULT_STRIDE if stride is None else stride
         bits = language_model_bits(model_dir, sequences, device, stride)

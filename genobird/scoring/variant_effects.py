@@ -60,7 +60,7 @@ def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
     `predict.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
     `MAX_ALLELE_BP` or a window past its contig's end."""
     from genobird.genome import read_vcf
-    from genobird.predict import variant_problem, variant_windows, wanted_contigs
+    from genobird.scoring.windows import variant_problem, variant_windows, wanted_contigs
 
     if window_bp < 2 * MAX_ALLELE_BP:
         raise ConfigError(f"--window-bp must be at least {2 * MAX_ALLELE_BP}, got {window_bp}")
@@ -111,7 +111,7 @@ class VariantEffectScorer:
 
     def __init__(self, model_dir, device="auto", both_strands: bool = True,
                  batch_size: int = 32):  # fmt: skip
-        from genobird.likelihood import LikelihoodScorer
+        from genobird.scoring.likelihood import LikelihoodScorer
 
         self.language_model = LikelihoodScorer(model_dir, device, both_strands=both_strands,
                                                batch_size=batch_size)  # fmt: skip
@@ -130,7 +130,7 @@ class VariantEffectScorer:
 
     def _strand(self, windows: list[AlleleWindows], reverse: bool) -> np.ndarray:
         from genobird.inputs import model_padding
-        from genobird.likelihood import masked_batch_at, masked_bits
+        from genobird.scoring.likelihood import masked_batch_at, masked_bits
 
         lm = self.language_model
         texts = [text for w in windows for text in (w.ref, w.alt)]
@@ -162,7 +162,7 @@ def write_variant_effects(scorer: VariantEffectScorer, vcf, reference, out: Path
     """Score a VCF into a TSV (the variant's ids, its window, SCORE_COLUMNS), written
     atomically chunk by chunk; returns (scored, rejected)."""
     from genobird.genome import open_reference
-    from genobird.scoring import TsvSink, output_format, write_rejected
+    from genobird.scoring.tables import TsvSink, output_format, write_rejected
 
     if output_format(out, None) != "tsv":
         raise ConfigError(f"--out {out}: variant effects are written as TSV; name it .tsv")

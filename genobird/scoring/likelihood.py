@@ -14,7 +14,7 @@ regions are then read on their own strand). Non-A/C/G/T bases (N) are not scored
 A/C/G/T run between them is cut into pieces and scored on its own, in windows of the
 model's longest input, and `bp` counts the bases scored. A record with none is rejected.
 
-    from genobird.likelihood import LikelihoodScorer
+    from genobird.scoring.likelihood import LikelihoodScorer
     scorer = LikelihoodScorer("results/demo/pretrain/model")
     scorer.score(["ACGT...", ...])   # DataFrame: bp, pieces, bits, bits_per_bp
 """
@@ -40,7 +40,8 @@ from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
-from genobird.predict import ScoreResult, wanted_contigs
+from genobird.scoring.predict import ScoreResult
+from genobird.scoring.windows import wanted_contigs
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]

@@ -59,7 +59,7 @@ class Embedder:
     def __init__(self, model_dir, device="auto", layer: int = -1, mean_last: int = 1,
                  rc_average: bool = False, batch_size: int = 16,
                  precision: str = "auto", num_workers: int | None = None):  # fmt: skip
-        from genobird.predict import default_workers
+        from genobird.scoring.windows import default_workers
 
         self.model_dir = Path(model_dir)
         self.device = resolve_device(device)
@@ -289,7 +289,7 @@ def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: st
     from tqdm import tqdm
 
     from genobird.fileio import atomic_path
-    from genobird.scoring import H5_SUFFIXES, append_rows, write_rejected
+    from genobird.scoring.tables import H5_SUFFIXES, append_rows, write_rejected
 
     check_level(level, pooling, embedder.rc_average)
     out = Path(out)
@@ -349,7 +349,7 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
     from genobird.genome import open_reference, read_bed, read_fasta, read_vcf
     from genobird.genome.regions import BadRecord, centered_window
     from genobird.inputs import mostly_n, mostly_n_reason, n_fraction
-    from genobird.predict import variant_problem, variant_windows
+    from genobird.scoring.windows import variant_problem, variant_windows
 
     def usable(where: str, line: int, sequence: str, record: str) -> bool:
         reason = None

@@ -104,7 +104,7 @@ def write_tracks(predictor, region_texts: list[str], reference, out: Path,
     import numpy as np
 
     from genobird.genome import open_reference
-    from genobird.scoring import select_features
+    from genobird.scoring.tables import select_features
 
     step_bp = step_for(predictor.input_length_bp, step_bp)
     out = Path(out)

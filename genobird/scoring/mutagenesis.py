@@ -33,9 +33,9 @@ from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path, utf8_names
 from genobird.genome import centered_window, open_reference, read_bed, read_fasta
 from genobird.genome.regions import BadRecord
-from genobird.inputs import mostly_n, mostly_n_reason, n_fraction
-from genobird.predict import fit_window, logit
-from genobird.scoring import select_features
+from genobird.inputs import fit_window, mostly_n, mostly_n_reason, n_fraction
+from genobird.scoring.predict import logit
+from genobird.scoring.tables import select_features
 
 BASES = "ACGT"
 SCORE_LABELS = {"diff": "alt - ref", "log_odds": "logit(alt) - logit(ref)"}

@@ -1,0 +1,117 @@
+"""Where scored windows come from, one policy for every scorer (predictors, likelihood,
+embeddings, variant effects): a window's DNA is fetched (BED intervals centred and
+N-padded past contig ends, FASTA records cropped or N-padded by `inputs.fit_window`,
+variants as a reference and an alternative window), a window more than half N is not
+scored (`inputs.MAX_N_FRACTION`), and DataLoader workers tokenise windows into the
+views whose predictions are averaged."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import torch
+
+from genobird.genome import Reference
+from genobird.genome.regions import Interval
+from genobird.inputs import (
+    MAX_N_FRACTION,
+    fit_window,
+    mostly_n,
+    mostly_n_reason,
+    n_fraction,
+    pad_ids,
+)
+
+
+def default_workers(device: torch.device) -> int:
+    """DataLoader workers that fetch and tokenise: on CUDA, enough to keep the GPU fed
+    (up to 8, leaving a core to the main process: on an H200 a small model scored 8 kb
+    windows 1.4x faster with 8 than with 4, a base-sized one 5% slower, and 14 helped
+    neither); on CPU none, since workers would take cores from the model itself."""
+    if device.type != "cuda":
+        return 0
+    return max(0, min(8, (os.cpu_count() or 1) - 1))
+
+
+class WindowInputs(torch.utils.data.Dataset):
+    """Model inputs of windows: each is fetched (an Interval) and tokenised here into the
+    views whose predictions are averaged (`views`: a window's DNA to its list of id rows,
+    a `window_views` partial), so that DataLoader workers do it off the main process."""
+
+    def __init__(self, windows: list, reference, views):
+        self.windows, self.reference, self.views = windows, reference, views
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, index: int) -> tuple[list[np.ndarray] | None, float]:
+        """(the window's views, or None where it is too much N to score; its N share)."""
+        window = self.windows[index]
+        if isinstance(window, Interval):
+            window = self.reference.fetch(window.chrom, window.start, window.end, window.strand,
+                                          pad=True)  # fmt: skip
+        share = n_fraction(window)
+        return (None if mostly_n(window) else self.views(window)), share
+
+
+def collate_views(items: list, block_size: int, pad_id: int, dense_length: int = 0) -> tuple:
+    """([ids of every scored window's view k, padded (`padded_length`)] for each view,
+    every window's N share, whether each window is scored)."""
+    scored = [ids for ids, _ in items if ids is not None]
+    padded = functools.partial(
+        pad_ids, block_size=block_size, pad_id=pad_id, dense_length=dense_length
+    )
+    views = [padded([ids[k] for ids in scored]) for k in range(len(scored[0]))] if scored else []
+    return views, [share for _, share in items], [ids is not None for ids, _ in items]
+
+
+# the id columns of a FASTA record's scores (Predictor._fasta_windows)
+FASTA_IDS = ("name", "line", "first_bp", "last_bp", "cropped", "padded", "n_fraction")
+# of a BED region's: the region as given, its input line, and the window scored around it
+BED_IDS = ("chrom", "start", "end", "name", "strand", "line", "window_start", "window_end")
+
+
+def variant_windows(variant, reference, length: int) -> tuple[str, str, bool]:
+    """(reference window, alternative window, whether REF is the reference's bases
+    there): `length` bp centred on the variant, the alternative with ALT in REF's place
+    (an indel's re-centred and refitted to `length`), N-padded past contig ends."""
+    centre = variant.start + len(variant.ref) // 2
+    start = centre - length // 2
+    ref_window = reference.fetch(variant.chrom, start, start + length, pad=True)
+    ref_match = reference.fetch(variant.chrom, variant.start, variant.end, pad=True) == variant.ref
+    left = ref_window[: variant.start - start]
+    right = ref_window[variant.start - start + len(variant.ref) :]
+    alt_window = left + variant.alt + right
+    if len(alt_window) != length:  # indels: re-centre on the variant and refit
+        flank = (length - len(variant.alt)) // 2 + 1
+        left_bp = reference.fetch(variant.chrom, variant.start - flank, variant.start, pad=True)
+        right_bp = reference.fetch(variant.chrom, variant.end, variant.end + flank, pad=True)
+        alt_window = fit_window(left_bp + variant.alt + right_bp, length)
+    return ref_window, alt_window, ref_match
+
+
+def variant_problem(variant, ref_window: str, alt_window: str, ref_match: bool) -> str | None:
+    """Why a variant is not scored (None: it is), the one policy of `score --vcf` and
+    `likelihood --vcf`: its REF is not the reference's bases there (another genome build,
+    or another strand: an effect would set ALT against bases the VCF does not name), or
+    its window is more than half N (`inputs.MAX_N_FRACTION`). An ALT equal to REF is
+    refused when the VCF is read (`read_vcf`); a record of several ALTs gives one variant
+    per ALT, each scored on its own row."""
+    if not ref_match:
+        return (f"REF {variant.ref} is not the reference's bases at {variant.chrom}:"
+                f"{variant.pos:,} (another genome build, or another strand?); nothing is "
+                "scored")  # fmt: skip
+    share = max(n_fraction(ref_window), n_fraction(alt_window))
+    if share > MAX_N_FRACTION:
+        return mostly_n_reason(share, len(ref_window), f"the window of {variant.label}")
+    return None
+
+
+def wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:
+    """The reference's names for `chromosomes` (aliases resolved; an unknown one is an
+    error naming close names), or None for all."""
+    if chromosomes is None:
+        return None
+    return {reference.resolve(chrom) for chrom in chromosomes}
