@@ -668,3 +668,38 @@ def test_tracks_are_bedgraphs_of_each_bin_scored_as_a_bed_region(
     assert not (tmp_path / "bad").exists() and len(list(tmp_path.glob(".bad*"))) == 0
     assert main([*argv, "--region", "chr1:1-400", "--out", str(out)]) == 1
     assert "exists; give a new folder" in capsys.readouterr().err
+
+
+def test_ism_logo_draws_each_reference_base_as_tall_as_its_importance():
+    """The logo above the heatmap: one letter per mutated base, the reference's, upright,
+    as tall as minus the mean effect of changing it (above the axis where that lowers
+    the prediction, below where it raises it), none at an N. The planted effects are not
+    symmetric in the bases, so a logo of the wrong base or sign would not pass."""
+    from matplotlib.patches import PathPatch
+
+    from genobird.scoring.mutagenesis import IsmResult, Region, ism_figure, reference_importance
+
+    sequence = "GATTACANCG"
+    rng = np.random.default_rng(1)
+    effects = rng.normal(size=(len(sequence), 4, 2)).astype(np.float32)
+    for position, base in enumerate(sequence):  # the reference base's own entry is 0
+        if base != "N":
+            effects[position, "ACGT".index(base)] = 0
+    result = IsmResult(Region("r", "chr1", 100, "CC" + sequence + "CC"), 2,
+                       np.zeros(2, np.float32), effects)  # fmt: skip
+    importance = reference_importance(result, 1)
+    expected = [-effects[i, :, 1].sum() / 3 for i in range(len(sequence))]
+    np.testing.assert_allclose(np.delete(importance, 7), np.delete(expected, 7), rtol=1e-6)
+    assert np.isnan(importance[7])
+    figure = ism_figure(result, 1, "CTCF")
+    logo = figure.axes[0]
+    letters = [patch for patch in logo.patches if isinstance(patch, PathPatch)]
+    assert [patch.get_label() for patch in letters] == list(sequence.replace("N", ""))
+    for patch, position in zip(letters, [i for i, b in enumerate(sequence) if b != "N"],
+                               strict=True):  # fmt: skip
+        box = patch.get_path().get_extents()
+        height = importance[position]
+        assert box.height == pytest.approx(abs(height), rel=1e-6)
+        assert (box.y0 == pytest.approx(0, abs=1e-9)) if height > 0 else (
+            box.y1 == pytest.approx(0, abs=1e-9))  # fmt: skip
+        assert box.x0 >= result.start + position - 0.5 and box.x1 <= result.start + position + 0.5

@@ -99,13 +99,16 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
 
 
 def cmd_tracks(args: argparse.Namespace) -> int:
-    from genobird.scoring.tracks import step_for, write_tracks
+    from genobird.scoring.tracks import TRACK_FORMATS, step_for, write_tracks
 
     predictor = _load_predictor(args)
     step_bp = step_for(predictor.input_length_bp, args.step_bp)
     files = write_tracks(predictor, args.region, args.reference, args.out, args.features,
-                         step_bp, progress=not args.quiet)  # fmt: skip
-    print(f"wrote {len(files):,} bedGraph tracks ({step_bp} bp bins) to {args.out}")
+                         step_bp, progress=not args.quiet, fmt=args.format)  # fmt: skip
+    kind = "bigWig" if files and next(iter(files.values())).suffix in TRACK_FORMATS["bigwig"] \
+        else "bedGraph"  # fmt: skip
+    print(f"wrote {len(files):,} {kind} track{'s' if len(files) != 1 else ''} ({step_bp} bp "
+          f"bins) to {args.out}")  # fmt: skip
     return EXIT_OK
 
 
@@ -207,13 +210,14 @@ def add_score(commands) -> None:
 
 
 def add_tracks(commands) -> None:
-    from genobird.scoring.tracks import MAX_TRACK_BP
+    from genobird.scoring.tracks import MAX_TRACK_BP, TRACK_FORMATS
 
     sub = subcommand(
         commands,
         "tracks",
-        "Score a region bin by bin with a fine-tuned model and write one bedGraph per "
-        "feature, for a genome browser (IGV, UCSC) beside the real peaks.",
+        "Score a region bin by bin with a fine-tuned model and write one track per "
+        "feature, bedGraph or bigWig, for a genome browser (IGV, UCSC) beside the real "
+        "peaks.",
         cmd_tracks,
     )
     add_shared(sub, "model")
@@ -226,8 +230,13 @@ def add_tracks(commands) -> None:
         "out",
         "features",
         reference={"required": True},
-        out="a new folder for the tracks: OUT/<feature>.bedGraph",
+        out="a new file for one feature's track, in the format its name says (x.bw or "
+        "x.bigWig: bigWig; x.bedGraph or x.bg: bedGraph), or a new folder of one file per "
+        "feature (OUT/<feature>.bedGraph, or .bw with --format bigwig)",
     )
+    sub.add_argument("--format", choices=tuple(TRACK_FORMATS),
+                     help="the tracks' format (default: what --out's name says; a folder's: "
+                     "bedgraph)")  # fmt: skip
     sub.add_argument("--step-bp", type=int,
                      help="bin size, at most the model's window; each bin is scored with the "
                      "model's window centred on it (default: 200, the chromatin data sets' "
@@ -349,7 +358,9 @@ def add_ism(commands) -> None:
     sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
                      help="alt - ref probability, or the log-odds change")  # fmt: skip
     add_shared(sub, "features")
-    sub.add_argument("--plot", type=Path, help="PNG heatmap of the first record")
+    sub.add_argument("--plot", type=Path,
+                     help="a figure of the first record (.png, .pdf or .svg): a sequence logo "
+                     "of its bases scaled by importance above the heatmap of every change")  # fmt: skip
     sub.add_argument("--feature", help="the feature to plot (default: the first)")
     _add_predictor_options(sub)
 

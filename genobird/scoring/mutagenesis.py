@@ -228,10 +228,55 @@ def plot_ism(result: IsmResult, feature: int, feature_name: str, path: Path,
     return Path(path)
 
 
+# the letters' colours, as sequence logos draw them (A green, C blue, G orange, T red)
+LOGO_COLOURS = {"A": "#109648", "C": "#255C99", "G": "#F7B32B", "T": "#D62839"}
+
+
+def reference_importance(result: IsmResult, feature: int) -> np.ndarray:
+    """Each mutated position's importance for one feature: minus the mean effect of
+    changing its reference base to each of the three others (the reference's own entry
+    is 0), so a base whose loss lowers the prediction stands tall; NaN at an N, which has
+    no reference base."""
+    effects = result.effects[:, :, feature].astype(np.float64)  # [W, 4]
+    importance = -effects.sum(axis=1) / 3
+    unknown = np.array([base not in BASES for base in result.mutated_sequence.upper()])
+    importance[unknown] = np.nan
+    return importance
+
+
+def draw_logo(axis, sequence: str, heights: np.ndarray, first_position: int) -> None:
+    """The sequence as letters, each as wide as a base and as tall as its height: above
+    the axis where the height is positive, below it (upright) where negative. Each
+    letter is one patch labelled with its base."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.patches import PathPatch
+    from matplotlib.textpath import TextPath
+    from matplotlib.transforms import Affine2D
+
+    font = FontProperties(family="DejaVu Sans", weight="bold")
+    shapes = {base: TextPath((0, 0), base, size=1, prop=font) for base in LOGO_COLOURS}
+    for offset, (base, height) in enumerate(zip(sequence.upper(), heights, strict=True)):
+        if base not in shapes or not np.isfinite(height) or height == 0:
+            continue
+        shape = shapes[base]
+        box = shape.get_extents()
+        place = (Affine2D().translate(-box.x0, -box.y0)
+                 .scale(0.9 / box.width, abs(height) / box.height)
+                 .translate(first_position + offset - 0.45, min(height, 0.0)))  # fmt: skip
+        axis.add_patch(PathPatch(place.transform_path(shape), facecolor=LOGO_COLOURS[base],
+                                 edgecolor="none", label=base))  # fmt: skip
+    finite = heights[np.isfinite(heights)]
+    low, high = (min(0.0, finite.min()), max(0.0, finite.max())) if finite.size else (0, 1)
+    pad = 0.05 * ((high - low) or 1.0)
+    axis.set_ylim(low - pad, high + pad)
+    axis.axhline(0, color="#999", linewidth=0.5)
+
+
 def ism_figure(result: IsmResult, feature: int, feature_name: str, score: str = "diff"):
-    """Heatmap of positions x bases for one feature, over a per-position importance track
-    (the largest |effect| of any change at that position). The position axis is labelled
-    at whole bases, as many as fit side by side at the figure's width."""
+    """A sequence logo of the reference bases, each scaled by its importance
+    (`reference_importance`), above the heatmap of positions x bases for one feature.
+    The position axis is labelled at whole bases, as many as fit side by side at the
+    figure's width."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -241,12 +286,13 @@ def ism_figure(result: IsmResult, feature: int, feature_name: str, score: str = 
     effects = result.effects[:, :, feature].T  # [4, W]
     limit = float(np.abs(effects).max()) or 1.0
     width = max(6.0, min(24.0, len(result.effects) / 25))
-    figure, (track, heat) = plt.subplots(2, 1, figsize=(width, 4), sharex=True,
-                                         gridspec_kw={"height_ratios": [1, 1.4]})  # fmt: skip
+    figure, (logo, heat) = plt.subplots(2, 1, figsize=(width, 4), sharex=True,
+                                        gridspec_kw={"height_ratios": [1, 1.4]})  # fmt: skip
     positions = np.arange(result.start, result.start + len(result.effects))
-    track.bar(positions, np.abs(effects).max(axis=0), width=1.0, color="#444")
-    track.set_ylabel("max |effect|")
-    track.set_title(f"{result.region.name}: {feature_name}")
+    draw_logo(logo, result.mutated_sequence, reference_importance(result, feature), result.start)
+    logo.set_ylabel("importance")
+    logo.set_title(f"{result.region.name}: {feature_name} (a base's importance: minus the "
+                   "mean effect of changing it)", fontsize=9)  # fmt: skip
     image = heat.imshow(effects, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit,
                         extent=(positions[0] - 0.5, positions[-1] + 0.5, 3.5, -0.5),
                         interpolation="nearest")  # fmt: skip

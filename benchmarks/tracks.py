@@ -1,0 +1,116 @@
+"""A whole chromosome piece as tracks: bigWig against bedGraph, in time and size.
+
+    python benchmarks/tracks.py --model results/demo/chromatin/model
+
+Region: `--region` (chr19:1-3,119,000, the whole hg19 chr19 piece in ../shared/data) at
+`--step-bp` (100) bp bins, scored once by `genobird tracks` into a folder of bedGraphs
+(every feature of the model; the demo's chromatin model by default: a format benchmark,
+so the model's skill on human DNA does not matter, only its bins). Then, from the same
+values, in one process:
+
+- writing: seconds to write every feature's bedGraph and bigWig (`BedGraphTrack`,
+  `BigWigTrack`), and their sizes on disk;
+- reading as a browser zoomed out to the whole piece does: the mean of each of 1,000
+  bins over the region, from the bigWig's zoom levels (`pyBigWig.stats`) against
+  parsing the bedGraph (pandas) and averaging, with their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+PIECE = REPO.parent / "shared" / "data" / "genome" / "hg19_chr19_0-3119000_softmasked.fa"
+SUMMARY_BINS = 1_000  # a browser window's width in pixels, about
+
+
+def bins_of(rows) -> list:
+    from genobird.genome.regions import Interval
+
+    return [Interval(chrom, int(start), int(end)) for chrom, start, end in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=REPO / "results/demo/chromatin/model")
+    parser.add_argument("--reference", type=Path, default=PIECE)
+    parser.add_argument("--region", default="chr19:1-3,119,000")
+    parser.add_argument("--step-bp", type=int, default=100)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+
+    import pandas as pd
+    import pyBigWig
+
+    from genobird import load_predictor
+    from genobird.genome import open_reference
+    from genobird.scoring.tracks import BedGraphTrack, BigWigTrack, write_tracks
+
+    work = Path(tempfile.mkdtemp(prefix="genobird-tracks-"))
+    predictor = load_predictor(args.model, device=args.device)
+    started = time.perf_counter()
+    files = write_tracks(predictor, [args.region], args.reference, work / "scored",
+                         step_bp=args.step_bp, progress=True)  # fmt: skip
+    scoring_s = time.perf_counter() - started
+    tables = {feature: pd.read_csv(path, sep="\t", skiprows=1, header=None,
+                                   names=["chrom", "start", "end", "value"])
+              for feature, path in files.items()}  # fmt: skip
+    lengths = open_reference(args.reference).lengths
+    first = next(iter(tables.values()))
+    bins = bins_of(first[["chrom", "start", "end"]].itertuples(index=False))
+
+    seconds, sizes = {}, {}
+    for fmt in ("bedgraph", "bigwig"):
+        folder = work / fmt
+        folder.mkdir()
+        started = time.perf_counter()
+        for index, (feature, table) in enumerate(tables.items()):
+            path = folder / f"{index}.{'bw' if fmt == 'bigwig' else 'bedGraph'}"
+            track = (BigWigTrack(path, lengths) if fmt == "bigwig"
+                     else BedGraphTrack(path, feature, feature))  # fmt: skip
+            track.add(bins, table["value"].to_numpy())
+            track.close()
+        seconds[fmt] = time.perf_counter() - started
+        sizes[fmt] = sum(path.stat().st_size for path in folder.iterdir())
+
+    # a zoomed-out view of one feature's track: SUMMARY_BINS means over the region
+    chrom, start, end = bins[0].chrom, bins[0].start, bins[-1].end
+    started = time.perf_counter()
+    with pyBigWig.open(str(work / "bigwig" / "0.bw")) as track:
+        from_zooms = np.array(track.stats(chrom, start, end, type="mean", nBins=SUMMARY_BINS),
+                              dtype=float)  # fmt: skip
+    zoom_s = time.perf_counter() - started
+    started = time.perf_counter()
+    table = pd.read_csv(work / "bedgraph" / "0.bedGraph", sep="\t", skiprows=1, header=None,
+                        names=["chrom", "start", "end", "value"])  # fmt: skip
+    edges = np.linspace(start, end, SUMMARY_BINS + 1)
+    which = np.clip(np.searchsorted(edges, table["start"].to_numpy(), side="right") - 1, 0,
+                    SUMMARY_BINS - 1)  # fmt: skip
+    sums = np.bincount(which, weights=table["value"].to_numpy(), minlength=SUMMARY_BINS)
+    parsed_s = time.perf_counter() - started
+    covered = np.bincount(which, minlength=SUMMARY_BINS) > 0
+    result = {
+        "region": args.region, "step_bp": args.step_bp, "bins": len(bins),
+        "features": len(tables), "scoring_and_bedgraph_s": round(scoring_s, 1),
+        "write_s": {fmt: round(value, 2) for fmt, value in seconds.items()},
+        "mib": {fmt: round(value / 2**20, 2) for fmt, value in sizes.items()},
+        "bigwig_over_bedgraph_size": round(sizes["bigwig"] / sizes["bedgraph"], 3),
+        "zoomed_out_view_s": {"bigwig_zooms": round(zoom_s, 4),
+                              "bedgraph_parsed": round(parsed_s, 4)},
+        "bedgraph_over_bigwig_view_time": round(parsed_s / zoom_s, 1),
+        "view_bins_with_values": int(covered.sum()),
+        "nan_bins_in_bigwig_view": int(np.isnan(from_zooms).sum()),
+        "bigwig_levels": pyBigWig.open(str(work / "bigwig" / "0.bw")).header()["nLevels"],
+    }  # fmt: skip
+    assert np.isfinite(sums).all()
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
