@@ -31,6 +31,7 @@ from genobird.corpus.hf_export import write_hf_tokenizer
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.errors import CheckpointError, ConfigError
 from genobird.fileio import atomic_write, staging_folder
+from genobird.finetuning.card import CARD_FILE
 from genobird.model import BigBirdForPretraining
 from genobird.model.classifier import BigBirdForSequenceClassification
 from genobird.model.hf import config_from_hf, config_to_hf, state_dict_from_hf, state_dict_to_hf
@@ -229,6 +230,22 @@ def _hf_config(model, description: dict, tokenizer: TokenizerBase) -> dict:
     return config
 
 
+def hf_card(card: str, model_dir: Path) -> str:
+    """A genobird model card for its transformers directory: the library is transformers,
+    and how to load it there is said first; the rest (data, recipe, figures, limits) is
+    the model's own."""
+    body = card.split("---\n", 2)[2] if card.startswith("---\n") else card
+    front = ("---\nlibrary_name: transformers\ntags:\n- genomics\n- dna\n- bigbird\n"
+             "- genobird\n---\n")  # fmt: skip
+    loading = (f"\nConverted from the genobird model directory `{model_dir}` (`genobird convert "
+               "to-hf`): load it with `transformers.BigBirdForSequenceClassification."
+               "from_pretrained(THIS_DIR)` and its tokenizer with `AutoTokenizer`; inputs are "
+               "tokenised as genobird tokenises them (the same pieces, [CLS] "
+               "first).\n")  # fmt: skip
+    title, _, rest = body.partition("\n")
+    return front + title + "\n" + loading + rest
+
+
 def to_hf(model_dir, out_dir) -> dict:
     """Write a genobird model directory as a transformers BigBird directory."""
     model_dir = Path(model_dir)
@@ -245,6 +262,9 @@ def to_hf(model_dir, out_dir) -> dict:
             json.dump(config, handle, indent=2)
             handle.write("\n")
         write_hf_tokenizer(tokenizer, work, model.config.max_position)
+        if (card := model_dir / CARD_FILE).is_file():
+            with atomic_write(work / CARD_FILE) as handle:
+                handle.write(hf_card(card.read_text(), model_dir))
     result = {"architecture": config["architectures"][0],
               "attention_type": config["attention_type"], "tensors": len(state)}  # fmt: skip
     if model.config.attention_type == "itc":

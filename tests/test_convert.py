@@ -325,6 +325,10 @@ def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(gena_
         main(["convert", "to-hf", "--model", str(tmp_path / "hf" / "model"), "--out", str(out)])
         == 0
     )
+    # the model card goes with it, told how transformers loads it
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: transformers\n")
+    assert "BigBirdForSequenceClassification.from_pretrained" in card and "## Trained on" in card
     load = transformers.BigBirdForSequenceClassification.from_pretrained
     theirs, info = load(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]

@@ -162,9 +162,42 @@ def _dataset_deepsea_csv(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# the parsed arguments that are the command line's, not the data set's
+NOT_PROVENANCE = ("command", "action", "handler", "parser", "quiet", "verbose", "debug")
+
+
+def provenance(name: str, args: argparse.Namespace) -> dict:
+    """How a data set was built: `genobird dataset NAME` and its options (paths as
+    given), and the genobird version, which the model cards of its models read."""
+    from genobird.version import __version__
+
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return [plain(item) for item in value]
+        return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+    options = {key: plain(value) for key, value in sorted(vars(args).items())
+               if key not in NOT_PROVENANCE}  # fmt: skip
+    return {"command": f"genobird dataset {name}", "options": options, "genobird": __version__}
+
+
+def _recorded_subcommand(actions, name: str, help_text: str, handler):
+    """A `dataset` command whose data set records how it was built (`provenance`)."""
+
+    def build(args: argparse.Namespace) -> int:
+        from genobird.datasets.windows import record_provenance
+
+        code = handler(args)
+        if code == EXIT_OK:
+            record_provenance(args.out, provenance(name, args))
+        return code
+
+    return subcommand(actions, name, help_text, build)
+
+
 def add_dataset(commands) -> None:
     actions = command_group(commands, "dataset", "Build fine-tuning data sets (HDF5).")
-    promoter = subcommand(
+    promoter = _recorded_subcommand(
         actions,
         "promoter",
         "Promoter windows around EPDnew-style TSSs, with DeePromoter negatives.",
@@ -180,7 +213,7 @@ def add_dataset(commands) -> None:
     promoter.add_argument("--min-distance", type=int, default=10_000)
     promoter.add_argument("--off-end", choices=["skip", "pad"], default="skip")
     _add_split_arguments(promoter)
-    sequences = subcommand(
+    sequences = _recorded_subcommand(
         actions,
         "promoter-sequences",
         "Promoter sequences without coordinates (one per line, or FASTA; e.g. EPDnew's as "
@@ -198,7 +231,7 @@ def add_dataset(commands) -> None:
         out="HDF5 to write",
         seed="seed of the split",
     )
-    chromatin = subcommand(
+    chromatin = _recorded_subcommand(
         actions,
         "chromatin",
         "Genome bins labelled from peak BEDs (features.tsv: name, category, peak_file).",
@@ -225,7 +258,7 @@ def add_dataset(commands) -> None:
                            "negative")  # fmt: skip
     add_shared(chromatin, "chromosomes")
     _add_split_arguments(chromatin, regions=True)
-    deepsea = subcommand(
+    deepsea = _recorded_subcommand(
         actions,
         "deepsea",
         "DeepSEA's 919 chromatin features: from the .mat files (a wider context cut from "
@@ -262,7 +295,7 @@ def add_dataset(commands) -> None:
                          help="919-feature table TSV (default: placeholder names, DeepSEA's "
                          "categories)")  # fmt: skip
     add_shared(deepsea, "out", out="HDF5 to write")
-    classify = subcommand(
+    classify = _recorded_subcommand(
         actions,
         "classify",
         "Your own labelled sequences: CSV/TSV (sequence column + label columns) or FASTA "

@@ -360,7 +360,8 @@ def add_ism(commands) -> None:
     add_shared(sub, "features")
     sub.add_argument("--plot", type=Path,
                      help="a figure of the first record (.png, .pdf or .svg): a sequence logo "
-                     "of its bases scaled by importance above the heatmap of every change")  # fmt: skip
+                     "of its bases scaled by importance above the heatmap of every "
+                     "change")  # fmt: skip
     sub.add_argument("--feature", help="the feature to plot (default: the first)")
     _add_predictor_options(sub)
 

@@ -8,8 +8,10 @@ One format serves the promoter, chromatin and generic classification tasks:
                             assayed there, ignored by the loss, the metrics and baselines)
     chrom S, start int64, end int64, strand S1 [N]   0-based half-open window
     split      S5 [N]       "train", "valid" or "test"
-    attrs: format, task, feature_names (JSON), categories (JSON), window_bp, and scales
-           (JSON, where the feature tables give a scale column)
+    attrs: format, task, feature_names (JSON), categories (JSON), window_bp, scales
+           (JSON, where the feature tables give a scale column), and provenance (JSON:
+           the `genobird dataset` command and options that built it, which a model
+           card reads)
 
 and, in a chromatin data set built with profile bins (`dataset chromatin --profile-bins`):
 
@@ -44,6 +46,7 @@ from genobird.inputs import central, framed_ids, padded_length, sampled_cut
 
 log = logging.getLogger(__name__)
 
+PROVENANCE = "provenance"  # the attribute that says how a data set was built
 FORMAT = "genobird-sequences/1"
 SPLITS = ("train", "valid", "test")
 # A label that was not measured (e.g. a feature assayed on some chromosomes only): read
@@ -206,7 +209,30 @@ def read_metadata(path: str | Path) -> dict:
                 split: (labels[splits == split] == 1).sum(axis=0).tolist() for split in SPLITS
             },
             "missing_labels": int((labels == MISSING_LABEL).sum()),
+            "provenance": json.loads(handle.attrs.get(PROVENANCE, "{}")),
         }
+
+
+def record_provenance(path: str | Path, provenance: dict) -> None:
+    """Record how a data set was built (`genobird dataset`'s command and options) in its
+    attributes, for the model cards of the models fine-tuned on it."""
+    with h5py.File(path, "a") as handle:
+        handle.attrs[PROVENANCE] = json.dumps(provenance)
+
+
+def split_sources(path: str | Path) -> dict[str, dict[str, int]]:
+    """Each split's windows by where they come from (the chrom column: a contig, or a
+    record file's name for sequences given without coordinates), most first."""
+    with h5py.File(path, "r") as handle:
+        splits = handle["split"][:].astype(str)
+        sources = np.array([name.decode().rsplit(":", 1)[0] if b":" in name else name.decode()
+                            for name in handle["chrom"][:]])  # fmt: skip
+    found = {}
+    for split in SPLITS:
+        names, counts = np.unique(sources[splits == split], return_counts=True)
+        order = np.argsort(-counts, kind="stable")
+        found[split] = {str(names[i]): int(counts[i]) for i in order}
+    return found
 
 
 def read_split(path: str | Path, split: str) -> tuple[list[str], np.ndarray]:

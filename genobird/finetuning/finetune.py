@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from genobird.corpus.tokenizer import load_tokenizer
-from genobird.datasets.windows import WindowDataset, read_metadata
+from genobird.datasets.windows import WindowDataset, read_metadata, split_sources
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write, file_digest
 from genobird.finetuning.base_start import (
@@ -29,6 +29,7 @@ from genobird.finetuning.base_start import (
     start_from_baselines,
 )
 from genobird.finetuning.build import base_rate_logits, build_model, fitted_spec
+from genobird.finetuning.card import CARD_FILE, baseline_reports, model_card
 from genobird.finetuning.cost import describe
 from genobird.finetuning.evaluation import evaluate, start_check, training_summary, validation_auroc
 from genobird.finetuning.plan import plan, planned_cost
@@ -117,7 +118,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
                       summary, strands, choice)  # fmt: skip
     if trainer.is_main:
-        save_model(trainer.module, tokenizer, meta, spec, output / "model", report)
+        save_model(trainer.module, tokenizer, meta, spec, output / "model", report, data_path,
+                   baseline_runs)  # fmt: skip
     return report
 
 
@@ -191,7 +193,10 @@ def run_identity(spec: FinetuneSpec, pretrained: Path | None, meta: dict) -> dic
     return {"task": recipe, "pretrained_weights": weights, "examples": meta["counts"]}
 
 
-def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict) -> None:
+def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict,
+               data_path: Path, baseline_runs=()) -> None:  # fmt: skip
+    """The model directory: weights, tokenizer, the task, the evaluation, the recipe as
+    run and the model card (finetuning.card)."""
     task = {
         "task": meta["task"],
         "feature_names": meta["feature_names"],
@@ -207,5 +212,10 @@ def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, repo
     with atomic_write(directory / "evaluation.json") as handle:
         json.dump(report, handle, indent=2)
     # the recipe as run (what validation chose included), which `finetune --config` reads
+    recipe = tree(recipe_values(spec))
     with atomic_write(directory / RECIPE_FILE) as handle:
-        json.dump(tree(recipe_values(spec)), handle, indent=2)
+        json.dump(recipe, handle, indent=2)
+    card = model_card(meta, recipe, report, split_sources(data_path),
+                      baseline_reports(baseline_runs), task_pos_weight(spec, meta))  # fmt: skip
+    with atomic_write(directory / CARD_FILE) as handle:
+        handle.write(card)
