@@ -319,12 +319,19 @@ def add_report(commands) -> None:
     sub = subcommand(
         commands,
         "report",
-        "Write the HTML report of a pipeline results folder: corpus and vocabulary, "
+        "Write the HTML report of a pipeline results folder (corpus and vocabulary, "
         "pretraining curves, MLM accuracy against context length, fine-tuning metrics "
-        "with ROC/PR plots, links to the score tables.",
+        "with ROC/PR plots, links to the score tables), or the page of one finetune or "
+        "baseline run (its plan, choices, start check, figures beside its baselines, "
+        "curves and calibration).",
         cmd_report,
     )
-    sub.add_argument("--results", type=Path, required=True, help="the pipeline's results folder")
+    sub.add_argument(
+        "--results",
+        type=Path,
+        required=True,
+        help="the pipeline's results folder, or one finetune or baseline --out folder",
+    )
     add_shared(
         sub,
         "out",

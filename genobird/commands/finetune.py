@@ -57,9 +57,25 @@ def spec_of(values: dict, choose: tuple, quiet: bool):
     return FinetuneSpec(**fields, choose_on_validation=choose, training=training)
 
 
+def run_baselines(out: Path, baseline_runs) -> dict:
+    """The baselines a fine-tuning run is paired with: its own base readers and start
+    (finetuning.base_start.READERS_FOLDER, as written this run) and the baseline runs it
+    read them from."""
+    from genobird.finetuning.base_start import READERS_FOLDER
+
+    found = {}
+    for name in ("cnn", "kmer-lr", "start"):
+        if (folder := Path(out) / READERS_FOLDER / name).is_dir():
+            found[f"base {name}" if name != "start" else "start"] = folder
+    for run in baseline_runs:
+        found[f"baseline run {Path(run).name}"] = Path(run)
+    return found
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     from genobird.baselines.saved import SAVED_FOLDER
     from genobird.datasets.windows import read_metadata
+    from genobird.evaluation.compare import compare_run
     from genobird.finetuning.finetune import finetune
 
     meta = read_metadata(args.data)
@@ -88,6 +104,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                              "baseline cnn|deepsea-cnn|kmer-lr`")  # fmt: skip
     report = finetune(args.data, args.out, spec, pretrained, tokenizer, args.restart_changed,
                       baseline_runs=args.base_start_from or ())  # fmt: skip
+    compare_run(args.out, run_baselines(args.out, args.base_start_from or ()))
     print(f"fine-tuned {args.task}; test {headline(report)}; model in {args.out}/model")
     return EXIT_OK
 

@@ -26,6 +26,7 @@ count-weighted sums, many resamples at once (scikit-learn's metrics with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ import numpy as np
 from genobird.datasets.metrics import PREDICTIONS
 from genobird.datasets.windows import MISSING_LABEL
 from genobird.errors import InputError
+from genobird.fileio import atomic_write
 
 METRICS = ("mcc", "f1", "auroc", "mcc_at_0.5", "f1_at_0.5")
 # a run without a threshold chosen on validation calls its windows at 0.5 (binary_metrics)
@@ -311,3 +313,36 @@ def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples:
         row["a_better_share"] = float((spread[np.isfinite(spread)] > 0).mean())
         result["categories"][category] = row
     return result
+
+
+# =========================================================================== a run's own
+# a run's model paired with the baselines beside it (RUN/report/compare.json), which the
+# run's page draws
+RUN_COMPARISONS = "compare.json"
+
+
+def compare_run(run: str | Path, others: dict[str, Path], resamples: int = 2000,
+                seed: int = 0) -> Path | None:  # fmt: skip
+    """Pair a run's test predictions with each of `others` ({name: a run folder or
+    predictions file on the same test split}): AUROC, AUPRC, MCC and F1 for one feature
+    (`paired_bootstrap`), each category's median AUROC for several
+    (`paired_median_auroc`); written to RUN/report/compare.json as {name: result}.
+    None where there is nothing to pair with."""
+    run = Path(run)
+    if not others:
+        return None
+    several = len(read_feature_predictions(run).feature_names) > 1
+    results = {}
+    for name, other in others.items():
+        if several:
+            result = paired_median_auroc(read_feature_predictions(run),
+                                         read_feature_predictions(other), resamples,
+                                         seed)  # fmt: skip
+        else:
+            result = paired_bootstrap(read_predictions(run), read_predictions(other), resamples,
+                                      seed)  # fmt: skip
+        results[name] = {**result, "b": str(predictions_file(other))}
+    path = run / "report" / RUN_COMPARISONS
+    with atomic_write(path) as handle:
+        json.dump(results, handle, indent=2)
+    return path

@@ -41,7 +41,13 @@ from genobird.baselines.saved import (
     read_saved,
     write_saved,
 )  # fmt: skip
-from genobird.datasets.metrics import mean_auroc
+from genobird.datasets.metrics import (
+    best_mcc_threshold,
+    is_multilabel,
+    mean_auroc,
+    write_test_predictions,
+)
+from genobird.datasets.windows import split_fingerprint
 from genobird.device import default_device
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
@@ -54,6 +60,10 @@ log = logging.getLogger(__name__)
 # tower is known to train; the encoder's fine-tuning rate (3e-4) is a pretrained model's.
 BASE_CNN_LEARNING_RATE = 1e-3
 BASE_START_FILE = "base-start.json"
+# each base reader's test predictions, and the start's, as a baseline run writes its own
+# (OUTPUT/base-readers/<reader>/report/test_predictions.npz): the run's model is paired
+# with them (`genobird finetune` writes report/compare.json)
+READERS_FOLDER = "base-readers"
 # The CNN's weights in the blended start that validation chooses among; a tie goes to the
 # first listed, an even blend before either baseline alone
 CNN_WEIGHTS = (0.5, 0.25, 0.75, 0.0, 1.0)
@@ -150,6 +160,9 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
             logits = logits or readers.logits(split.sequences)
             start = blend_probabilities(*logits, cnn_weight, shift)
             record[name] = round(mean_auroc(split.labels, start), 5)
+            if split is data.test:
+                write_reader_predictions(output / READERS_FOLDER, data, readers, validation,
+                                         logits, cnn_weight, shift)  # fmt: skip
     record["base_strands"] = model.base_strands
     model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
     read = [part.get("read_from", "") for part in (record.get("base_cnn", {}),
@@ -167,6 +180,30 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
     with atomic_write(output / BASE_START_FILE) as handle:
         json.dump(record, handle, indent=2)
     return record
+
+
+def write_reader_predictions(folder: Path, data, readers: BaseReaders, validation: tuple,
+                             test: tuple, cnn_weight, shift: float) -> None:  # fmt: skip
+    """Each base reader's test probabilities as its baseline run gives them (its logits
+    alone, no shift), and the start's (the blend the classifier starts as), each with the
+    threshold its validation probabilities choose, in a baseline run's predictions file."""
+    readings = []
+    if readers.cnn is not None:
+        readings.append(("cnn", 1.0, 0.0))
+    if readers.kmer_lr is not None:
+        readings.append(("kmer-lr", 0.0, 0.0))
+    if readers.cnn is not None and readers.kmer_lr is not None:
+        readings.append(("start", cnn_weight, shift))
+    fingerprint = split_fingerprint(data.path, "test")
+    for name, weight, reading_shift in readings:
+        threshold = None
+        if not is_multilabel(data.meta):
+            valid = blend_probabilities(*validation, weight, reading_shift)
+            threshold = best_mcc_threshold(data.valid.labels[:, 0], valid[:, 0])
+        probabilities = blend_probabilities(*test, weight, reading_shift)
+        write_test_predictions(folder / name / "report", data.meta,
+                               (data.test.labels, probabilities), fingerprint,
+                               threshold)  # fmt: skip
 
 
 # The strand readings a classify run whose strands are open chooses among with its start:

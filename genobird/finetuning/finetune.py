@@ -101,7 +101,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn",
                   baseline_runs=tuple(baseline_runs), restart_changed=restart_changed)  # fmt: skip
     cost = planned_cost(spec, meta, data_path, pretrained, tokenizer)
-    log.info("plan: %s; %s", plan(spec, meta, baseline_runs), describe(cost))
+    planned = plan(spec, meta, baseline_runs)
+    log.info("plan: %s; %s", planned, describe(cost))
     start_choice = {}
     if strands_chosen_with_start(spec, meta):
         start_choice = choose_strands(spec, data_path, output / "base-cnn", baseline_runs)
@@ -110,7 +111,7 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     spec, strands = settle_strands(spec, meta, choice, start_choice)
     trainer = run(spec, output)
     summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
-               else None, "estimated_cost": cost,
+               else None, "plan": planned, "estimated_cost": cost,
                "attention_kernel_check": trainer.kernel_check}  # fmt: skip
     if (base_start := output / BASE_START_FILE).is_file():
         summary.update(json.loads(base_start.read_text()))

@@ -27,7 +27,7 @@ def plan(spec: FinetuneSpec, meta: dict, baseline_runs=()) -> str:
     """What a fine-tuning run will do, said before it starts: the base readers it trains
     first (or reads from `baseline_runs`, `--base-start-from`, where one fitted them so),
     the probes it runs, the run's own step budget and checks. `--max-steps` bounds the run
-    and each probe; the base CNN is bounded by its own clock."""
+    and each probe; the base CNN by its own epoch budget."""
     parts = []
     per_reading = " for each strand reading" if strands_chosen_with_start(spec, meta) else ""
     if spec.base_cnn_channels:

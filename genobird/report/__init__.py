@@ -1,4 +1,5 @@
-"""The pipeline's report: one self-contained HTML page over a results folder.
+"""The pipeline's report: one self-contained HTML page over a results folder (a single
+`finetune` or `baseline` run folder gets its own page: genobird.report.run_page).
 
 It shows the corpus and vocabulary statistics, the pretraining curves, masked-token
 accuracy against context length (the pretrained model evaluated on held-out instances
@@ -20,6 +21,7 @@ from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_write
 from genobird.report.checks import checks, checks_path, demo_notes, write_checks
 from genobird.report.page import STYLE, ReportContext, html_table
+from genobird.report.run_page import build_run_page, is_run_folder
 
 
 def registered_sections() -> list:
@@ -45,6 +47,8 @@ def build_report(
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise InputError(f"{results}: no such results folder; run the pipeline first")
+    if is_run_folder(results):  # one finetune or baseline run: its own page
+        return build_run_page(results, out)
     if context_windows < 1:
         raise ConfigError(f"context windows must be at least 1, got {context_windows}")
     report = ReportContext(results, out, list(context_lengths), context_windows, copy_context)
