@@ -150,7 +150,8 @@ def train_arm(inputs: Path, out: Path, length: int, sizes: dict, minutes: float,
             "minutes": elapsed, "tokens_per_s": tokens_per_s, "continued": init is not None,
             "mfu": utilisation(out / "model", length, tokens_per_s),
             "mlm_loss_by_step": losses,
-            "last_loss": history[-1]["loss"] if history else None}  # fmt: skip
+            "last_loss": next((row["loss"] for row in reversed(history) if "loss" in row),
+                              None)}  # fmt: skip
 
 
 def utilisation(model_dir: Path, length: int, tokens_per_s: float | None) -> float | None:
