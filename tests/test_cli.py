@@ -229,8 +229,10 @@ def _options_by_command(parser, path=()):
 
 
 # one flag, two concepts: the data set builders' --features are feature tables (files),
-# the scoring commands' the names of features to keep
-OTHER_CONCEPTS = {("dataset chromatin", "--features"), ("dataset deepsea", "--features")}
+# the scoring commands' the names of features to keep; tracks' --format is a track file's
+# (bedgraph, bigwig), the score tables' a table's (tsv, h5)
+OTHER_CONCEPTS = {("dataset chromatin", "--features"), ("dataset deepsea", "--features"),
+                  ("tracks", "--format")}  # fmt: skip
 
 
 def test_every_command_spells_a_shared_option_as_the_table_declares_it():
