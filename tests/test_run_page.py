@@ -85,6 +85,11 @@ def test_the_run_is_paired_with_its_own_base_readers_and_start(runs):
         assert auroc["low"] <= auroc["difference"] <= auroc["high"]
     start = comparisons["start"]["metrics"]["auroc"]["b"]
     assert start == pytest.approx(metrics["training"]["start_test_auroc"], abs=1e-5)
+    # the model card sets the same base readers' test figures beside the model's
+    card = (run / "model" / "README.md").read_text()
+    for reader in ("cnn", "kmer-lr"):
+        auroc = comparisons[f"base {reader}"]["metrics"]["auroc"]["b"]
+        assert f"| base {reader} | {auroc:.4f} |" in card
     page = (run / "report.html").read_text()
     difference = comparisons["base kmer-lr"]["metrics"]["mcc"]
     assert (f"{difference['difference']:+.4f} [{difference['low']:+.4f}, "

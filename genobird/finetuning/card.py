@@ -216,6 +216,30 @@ def usage() -> str:
     )
 
 
+def reader_reports(folder: Path) -> dict:
+    """{"base <reader>": its test figures} of the base readers a run wrote
+    (base_start.write_reader_predictions), at the threshold each chose on validation, as
+    their baseline runs' metrics.json would hold them (binary tasks; the start itself is
+    in the report as start_test_auroc)."""
+    import numpy as np
+
+    from genobird.datasets.metrics import PREDICTIONS, thresholded_metrics
+
+    found = {}
+    for name in ("cnn", "kmer-lr"):
+        path = Path(folder) / name / "report" / PREDICTIONS
+        if not path.is_file():
+            continue
+        with np.load(path, allow_pickle=False) as saved:
+            labels, probabilities = saved["labels"], saved["probabilities"]
+            threshold = float(saved["threshold"])
+        if labels.shape[1] != 1 or not np.isfinite(threshold):
+            continue
+        found[f"base {name}"] = thresholded_metrics((labels, probabilities), threshold,
+                                                    "the best MCC on validation")  # fmt: skip
+    return found
+
+
 def baseline_reports(baseline_runs) -> dict:
     """{folder name: metrics.json} of the baseline runs a start was read from."""
     found = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
@@ -24,12 +25,13 @@ from genobird.fileio import atomic_write, file_digest
 from genobird.finetuning.base_start import (
     BASE_CNN_LEARNING_RATE,
     BASE_START_FILE,
+    READERS_FOLDER,
     StartPull,
     choose_strands,
     start_from_baselines,
 )
 from genobird.finetuning.build import base_rate_logits, build_model, fitted_spec
-from genobird.finetuning.card import CARD_FILE, baseline_reports, model_card
+from genobird.finetuning.card import CARD_FILE, baseline_reports, model_card, reader_reports
 from genobird.finetuning.cost import describe
 from genobird.finetuning.evaluation import evaluate, start_check, training_summary, validation_auroc
 from genobird.finetuning.plan import plan, planned_cost
@@ -107,6 +109,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if strands_chosen_with_start(spec, meta):
         start_choice = choose_strands(spec, data_path, output / "base-cnn", baseline_runs)
         spec = replace(spec, **start_choice["settings"])
+    if not (spec.base_cnn_channels or spec.base_kmers):  # none of an earlier run's readers
+        shutil.rmtree(output / READERS_FOLDER, ignore_errors=True)
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice, start_choice)
     trainer = run(spec, output)
@@ -216,7 +220,9 @@ def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, repo
     recipe = tree(recipe_values(spec))
     with atomic_write(directory / RECIPE_FILE) as handle:
         json.dump(recipe, handle, indent=2)
-    card = model_card(meta, recipe, report, split_sources(data_path),
-                      baseline_reports(baseline_runs), task_pos_weight(spec, meta))  # fmt: skip
+    baselines = {**reader_reports(directory.parent / READERS_FOLDER),
+                 **baseline_reports(baseline_runs)}  # fmt: skip
+    card = model_card(meta, recipe, report, split_sources(data_path), baselines,
+                      task_pos_weight(spec, meta))  # fmt: skip
     with atomic_write(directory / CARD_FILE) as handle:
         handle.write(card)
