@@ -89,7 +89,8 @@ EOF
     cat >/etc/slurm/slurm.conf <<EOF
 # written by genobird's scripts/slurm_cluster.sh: one node, this host
 ClusterName=$cluster
-SlurmctldHost=$host
+# addresses given, so that no name lookup of this host is needed
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -113,7 +114,7 @@ AccountingStorageHost=localhost
 AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/linux
 JobCompType=jobcomp/none
-NodeName=$host CPUs=$cpus RealMemory=$memory_mb State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory_mb State=UNKNOWN
 PartitionName=cpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
 EOF
