@@ -48,7 +48,8 @@ def runs(pretraining_data, tmp_path_factory):
     baseline = folder / "kmer"
     assert main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out", str(baseline)]) == 0
     for results in (run, baseline):
-        assert main(["-q", "report", "--results", str(results)]) == 0
+        assert (results / "report.html").is_file()  # each run writes its page as it ends
+        assert main(["-q", "report", "--results", str(results)]) == 0  # and the command
     return run, baseline
 
 

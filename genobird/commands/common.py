@@ -121,3 +121,13 @@ def report_rejected(problems, limit: int = 5) -> None:
         log.warning("skipped: %s", problem)
     if len(problems) > limit:
         log.warning("... and %d more skipped records", len(problems) - limit)
+
+
+def write_run_page(out) -> None:
+    """The run's own page, OUT/report.html (genobird.report.run_page), written as the run
+    ends, so that every finetune and baseline folder has one."""
+    from pathlib import Path
+
+    from genobird.report.run_page import build_run_page
+
+    build_run_page(Path(out), Path(out) / "report.html")

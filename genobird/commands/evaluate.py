@@ -12,6 +12,7 @@ from genobird.commands.common import (
     command_group,
     headline,
     subcommand,
+    write_run_page,
 )
 from genobird.commands.options import add_shared
 from genobird.errors import GenobirdError, InputError, UsageError
@@ -127,7 +128,11 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
         if args.channels is not None:
             options["channels"] = args.channels
     report = run_classifier_baseline(args.kind, args.data, args.out, args.seed, **options)
-    print(f"{args.kind} baseline; test {headline(report)}; report in {args.out}/report")
+    write_run_page(args.out)
+    print(
+        f"{args.kind} baseline; test {headline(report)}; report in {args.out}/report, "
+        f"page {args.out}/report.html"
+    )
     return EXIT_OK
 
 

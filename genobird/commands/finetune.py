@@ -10,6 +10,7 @@ from genobird.commands.common import (
     EXIT_OK,
     headline,
     subcommand,
+    write_run_page,
 )
 from genobird.commands.options import add_shared
 from genobird.errors import GenobirdError, UsageError
@@ -105,7 +106,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     report = finetune(args.data, args.out, spec, pretrained, tokenizer, args.restart_changed,
                       baseline_runs=args.base_start_from or ())  # fmt: skip
     compare_run(args.out, run_baselines(args.out, args.base_start_from or ()))
-    print(f"fine-tuned {args.task}; test {headline(report)}; model in {args.out}/model")
+    write_run_page(args.out)
+    print(
+        f"fine-tuned {args.task}; test {headline(report)}; model in {args.out}/model, "
+        f"page {args.out}/report.html"
+    )
     return EXIT_OK
 
 
