@@ -397,9 +397,9 @@ def print_protocol(rows: list, arms: list, out: Path) -> None:
 def family_difference(runs: list[Path], baselines: list[Path], resamples: int = 2000,
                       seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
     """(mean, low, high): the mean over tasks of test MCC of each run minus its baseline
-    on the same test windows, with a 95% interval from resampling each task's test
-    windows with replacement (paired: the same draws for both; `genobird baseline
-    compare`'s resampling, one task at a time)."""
+    on the same test windows (each at the threshold its run chose on validation), with a
+    95% interval from resampling each task's test windows with replacement (paired: the
+    same draws for both; `genobird baseline compare`'s resampling, one task at a time)."""
     import numpy as np
 
     from genobird.evaluation.compare import (
@@ -417,8 +417,10 @@ def family_difference(runs: list[Path], baselines: list[Path], resamples: int = 
         check_same_split(ours, theirs)
 
         def difference(counts, ours=ours, theirs=theirs):
-            return (resampled_mcc(counts, ours.labels, ours.probabilities)
-                    - resampled_mcc(counts, theirs.labels, theirs.probabilities))  # fmt: skip
+            # each at its own threshold, chosen on its validation split
+            return (resampled_mcc(counts, ours.labels, ours.probabilities, ours.threshold)
+                    - resampled_mcc(counts, theirs.labels, theirs.probabilities,
+                                    theirs.threshold))  # fmt: skip
 
         observed.append(float(difference(np.ones((1, len(ours.labels))))[0]))
         batches = resample_counts(rng, len(ours.labels), resamples)
