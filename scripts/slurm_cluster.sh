@@ -14,6 +14,8 @@
 # cluster `genobird` and the account SLURM_ACCOUNT (genobird), starts the daemons and waits
 # until the node is idle. It is idempotent: a running cluster is left as it is.
 set -euo pipefail
+# the daemons and Debian's tools live in sbin, which a non-login shell's PATH may lack
+export PATH="/usr/local/sbin:/usr/sbin:/sbin:$PATH"
 
 cluster="genobird"
 account="${SLURM_ACCOUNT:-genobird}"
