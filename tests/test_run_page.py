@@ -133,3 +133,26 @@ def test_the_page_renders_with_its_images_in_a_headless_browser(runs, tmp_path):
                    check=True)  # fmt: skip
     assert base64.b64encode(shot.read_bytes()[:8]) == base64.b64encode(b"\x89PNG\r\n\x1a\n")
     assert shot.stat().st_size > 20_000  # drawn, not blank
+
+
+def test_a_run_of_many_features_is_paired_within_a_budget(tmp_path, monkeypatch, caplog):
+    """Every feature's AUROC is recomputed on each resample, so a large multi-feature run
+    is paired with fewer resamples as it ends, and one too large is left to `baseline
+    compare`, said in the log: a run never spends hours on its own comparison."""
+    from genobird.datasets.metrics import write_test_predictions
+    from genobird.evaluation import compare
+
+    rng = np.random.default_rng(0)
+    labels = (rng.random((400, 6)) < 0.3).astype(np.uint8)
+    meta = {"feature_names": [f"f{i}" for i in range(6)], "categories": ["a", "b"] * 3}
+    for name in ("run", "base"):
+        write_test_predictions(tmp_path / name / "report", meta,
+                               (labels, rng.random(labels.shape)), "split")  # fmt: skip
+    monkeypatch.setattr(compare, "FEATURE_CELLS_BUDGET", 400 * 6 * 150)
+    path = compare.compare_run(tmp_path / "run", {"base": tmp_path / "base"})
+    assert json.loads(path.read_text())["base"]["resamples"] == 150
+    monkeypatch.setattr(compare, "FEATURE_CELLS_BUDGET", 400 * 6 * 99)
+    path.unlink()
+    with caplog.at_level("INFO"):
+        assert compare.compare_run(tmp_path / "run", {"base": tmp_path / "base"}) is None
+    assert "too many to pair" in caplog.text and not path.exists()

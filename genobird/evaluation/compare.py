@@ -27,6 +27,7 @@ count-weighted sums, many resamples at once (scikit-learn's metrics with
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ from genobird.errors import InputError
 from genobird.fileio import atomic_write
 
 METRICS = ("mcc", "f1", "auroc", "mcc_at_0.5", "f1_at_0.5")
+log = logging.getLogger(__name__)
+
 # a run without a threshold chosen on validation calls its windows at 0.5 (binary_metrics)
 DEFAULT_THRESHOLD = 0.5
 # resample counts held at once ([batch, N]; the AUROC keeps a few float64 copies)
@@ -321,22 +324,40 @@ def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples:
 RUN_COMPARISONS = "compare.json"
 
 
+# the work a run's own comparison of many features may take, in (window, feature) cells
+# resampled: every feature's AUROC is recomputed on each resample (about 8 s per 100
+# resamples of 10,000 windows x 96 features on 2 cores), so a large run is paired with
+# fewer resamples, and one too large for 100 is left to `genobird baseline compare`
+FEATURE_CELLS_BUDGET = 200_000_000
+MIN_RESAMPLES = 100
+
+
 def compare_run(run: str | Path, others: dict[str, Path], resamples: int = 2000,
                 seed: int = 0) -> Path | None:  # fmt: skip
     """Pair a run's test predictions with each of `others` ({name: a run folder or
     predictions file on the same test split}): AUROC, AUPRC, MCC and F1 for one feature
     (`paired_bootstrap`), each category's median AUROC for several
-    (`paired_median_auroc`); written to RUN/report/compare.json as {name: result}.
-    None where there is nothing to pair with."""
+    (`paired_median_auroc`, at most the resamples FEATURE_CELLS_BUDGET allows); written
+    to RUN/report/compare.json as {name: result}. None where there is nothing to pair
+    with, or the run is too large to pair as it ends (said in the log)."""
     run = Path(run)
     if not others:
         return None
-    several = len(read_feature_predictions(run).feature_names) > 1
+    ours = read_feature_predictions(run)
+    several = len(ours.feature_names) > 1
+    if several:
+        cells = ours.labels.shape[0] * ours.labels.shape[1]
+        resamples = min(resamples, FEATURE_CELLS_BUDGET // max(cells, 1))
+        if resamples < MIN_RESAMPLES:
+            log.info("%s: %s test windows x %s features are too many to pair with its "
+                     "baselines as the run ends; `genobird baseline compare %s BASELINE` "
+                     "pairs them", run, f"{ours.labels.shape[0]:,}",
+                     f"{ours.labels.shape[1]:,}", run)  # fmt: skip
+            return None
     results = {}
     for name, other in others.items():
         if several:
-            result = paired_median_auroc(read_feature_predictions(run),
-                                         read_feature_predictions(other), resamples,
+            result = paired_median_auroc(ours, read_feature_predictions(other), resamples,
                                          seed)  # fmt: skip
         else:
             result = paired_bootstrap(read_predictions(run), read_predictions(other), resamples,
