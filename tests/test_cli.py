@@ -269,3 +269,17 @@ def test_a_shared_option_takes_only_a_commands_own_help_default_required_and_met
         add_shared(argparse.ArgumentParser(), "out", out={"type": int})
     with pytest.raises(TypeError, match="not added"):
         add_shared(argparse.ArgumentParser(), "out", seed="a seed")
+
+
+def test_every_option_is_as_the_snapshot_holds_it():
+    """A refactor changes no option: every command's options, their types, defaults and
+    choices, equal tests/data/parser_snapshot.json (help wording aside). A deliberate
+    change writes the snapshot again: python -m tests.parser_snapshot --write"""
+    import json
+
+    from tests.parser_snapshot import SNAPSHOT, snapshot
+
+    held, now = json.loads(SNAPSHOT.read_text()), json.loads(json.dumps(snapshot()))
+    assert sorted(now) == sorted(held), "commands added or removed"
+    for command, rows in held.items():
+        assert now[command] == rows, f"{command}: options changed"
