@@ -40,7 +40,11 @@ def options(parser: argparse.ArgumentParser, path: str = "genobird") -> dict:
                      "default": describe(action.default), "choices": describe(action.choices),
                      "nargs": describe(action.nargs), "const": describe(action.const),
                      "required": action.required, "metavar": describe(action.metavar)})  # fmt: skip
-    found[path] = rows
+    # positionals in their order (it is their meaning), options by name (their order is
+    # --help's only)
+    found[path] = [row for row in rows if not row["options"]] + sorted(
+        (row for row in rows if row["options"]), key=lambda row: row["options"]
+    )
     return found
 
 

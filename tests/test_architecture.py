@@ -10,7 +10,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "genobird"
 # lowest first: a module may import from its own layer and those before it
 LAYERS = [
-    ["genobird.errors", "genobird.fileio", "genobird.device", "genobird.version"],
+    ["genobird.errors", "genobird.fileio", "genobird.device", "genobird.version",
+     "genobird.settings"],
     ["genobird.genome"],
     ["genobird.corpus"],
     ["genobird.attention"],

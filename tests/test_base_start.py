@@ -102,14 +102,15 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     from genobird.datasets.windows import WindowDataset, read_metadata
     from genobird.finetuning import base_start
     from genobird.finetuning.build import build_model, fitted_spec
-    from genobird.finetuning.spec import FinetuneSpec, task_pos_weight
+    from genobird.finetuning.recipe import Recipe
+    from genobird.finetuning.spec import task_pos_weight
     from genobird.inputs import central, window_collate
     from genobird.model.base_readers import base_kmer_lengths
 
     tokenizer = load_tokenizer(model_dir)
     base_strands = base_strands or ("both" if rc_average else "one")
     both = base_strands == "both"
-    spec = FinetuneSpec(window_bp=window_bp, pooling=pooling, dropout=0.3,
+    spec = Recipe.of(window_bp=window_bp, pooling=pooling, dropout=0.3,
                         base_cnn_channels=base_cnn_channels, base_kmers=base_kmers,
                         base_cnn_architecture=base_cnn_architecture,
                         base_blend=base_blend, rc_average=rc_average,
@@ -123,14 +124,14 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
     strands = (False, True) if rc_average else (False,)
     ours = []
     for reverse in strands:
-        dataset = WindowDataset(data, "valid", tokenizer, spec.max_tokens,
+        dataset = WindowDataset(data, "valid", tokenizer, spec.data.max_tokens,
                                 reverse_complement=reverse, window_bp=window_bp)  # fmt: skip
         loader = DataLoader(dataset, batch_size=16,
                             collate_fn=window_collate(model, tokenizer.pad_id))  # fmt: skip
         with torch.no_grad():
             ours.append(torch.cat([model(b["input_ids"], None, b["attention_mask"]).logits
                                    for b in loader]).numpy())  # fmt: skip
-    baseline_data = load_baseline_data(data, spec.seed)
+    baseline_data = load_baseline_data(data, spec.optim.seed)
     windows = [central(s, window_bp) for s in baseline_data.valid.sequences]
     blend = record.get("base_blend", {})
     weight = blend.get("cnn_weight", 1.0 if base_cnn_channels else 0.0)
@@ -138,10 +139,12 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
         weight = np.array([by_category[category] for category in meta["categories"]])
     theirs = []
     if base_cnn_channels:
-        cnn = base_start.base_cnn(baseline_data, spec, folder / "cache", rc_average)[0]
+        cnn = base_start.base_cnn(
+            baseline_data, spec.head.base, window_bp, spec.optim.seed, folder / "cache", rc_average
+        )[0]
     kmer_lr = None
     if base_kmers:
-        kmer_lr = fit_kmer_lr(baseline_data, base_kmer_lengths(base_kmers), seed=spec.seed,
+        kmer_lr = fit_kmer_lr(baseline_data, base_kmer_lengths(base_kmers), seed=spec.optim.seed,
                               window_bp=window_bp, both_strands=both)  # fmt: skip
     for reverse in strands:
         strand = [reverse_complement(w) for w in windows] if reverse else windows

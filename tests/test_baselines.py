@@ -302,14 +302,16 @@ def test_a_base_cnn_trained_in_the_run_leaves_the_random_streams_as_it_found_the
     from genobird.baselines import load_baseline_data
     from genobird.device import default_device
     from genobird.finetuning import base_start
-    from genobird.finetuning.spec import FinetuneSpec
+    from genobird.finetuning.recipe import Recipe
 
     data = load_baseline_data(_motif_dataset(tmp_path / "m.h5", n=200, task="chromatin",
                                              features=1), 0)  # fmt: skip
-    spec = FinetuneSpec(base_cnn_channels=16, base_cnn_minutes=0.05)
+    spec = Recipe.of(base_cnn_channels=16, base_cnn_minutes=0.05)
     on_gpu = torch.cuda.is_available()
     before = torch.get_rng_state(), torch.cuda.get_rng_state() if on_gpu else None
-    details = base_start.base_cnn(data, spec, tmp_path / "cache", rc_average=True)[1]
+    details = base_start.base_cnn(
+        data, spec.head.base, None, 0, tmp_path / "cache", rc_average=True
+    )[1]
     assert details["device"] == str(default_device()) and details["epochs"] >= 1
     assert torch.equal(torch.get_rng_state(), before[0])
     if on_gpu:

@@ -37,7 +37,7 @@ def test_a_fine_tuned_model_directory_carries_its_card(model_dir):
     assert "Positives weighed 8 times a negative" in card  # chromatin's default pos_weight
     assert "bins without any" in card and "## Use" in card
     recipe = json.loads((model_dir / "finetune.json").read_text())
-    assert f"max_steps {recipe['recipe']['max_steps']}" in card
+    assert f"max_steps {recipe['optim']['max_steps']}" in card
 
 
 def test_a_data_set_records_the_command_that_built_it(model_dir):

@@ -4,7 +4,6 @@ decay, weight averaging, BPE-dropout, segmentation averaging, refused reruns."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -129,28 +128,28 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     # model selection scored the validation split on both strands too, as the report does
     from genobird.datasets.metrics import mean_auroc
     from genobird.finetuning.evaluation import split_probabilities
-    from genobird.finetuning.spec import FinetuneSpec
+    from genobird.finetuning.recipe import Recipe
 
     best = max(row["eval_auroc"] for row in checks if "eval_auroc" in row)
     kept = predictor.model
-    spec = FinetuneSpec(max_tokens=predictor.max_tokens)
+    spec = Recipe.of(max_tokens=predictor.max_tokens)
     valid = split_probabilities(kept, data, "valid", tokenizer, spec, "cpu", rc_average=True)
     assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
-    # the recipe as run is saved beside the model, grouped as the options are, and given
+    # the recipe as run is saved beside the model, nested as its tree is, and given
     # back with --config it is the same recipe (an option given beside it wins)
     saved = json.loads((tmp_path / "run" / "model" / "finetune.json").read_text())
-    assert saved["model"]["pooling"] == "mean" and saved["recipe"]["max_steps"] == 40
+    assert saved["head"]["pooling"] == "mean" and saved["optim"]["max_steps"] == 40
     assert saved["data"]["rc_augment"] is True and saved["evaluation"]["rc_average"] is True
-    assert saved["evaluation"]["eval_every"] == 10 and saved["model"]["base_cnn_channels"] == 0
+    assert saved["evaluation"]["eval_every"] == 10 and saved["head"]["base"]["cnn_channels"] == 0
     assert main(["-q", "finetune", "classify", "--data", str(data), "--out",
                  str(tmp_path / "again"), "--from-scratch", "--tokenizer",
                  str(pretraining_data["tokenizer"]), "--config",
                  str(tmp_path / "run" / "model" / "finetune.json"),
                  "--max-steps", "9"]) == 0  # fmt: skip
     again = json.loads((tmp_path / "again" / "model" / "finetune.json").read_text())
-    assert again["recipe"] == {**saved["recipe"], "max_steps": 9}
-    assert {k: v for k, v in again.items() if k != "recipe"} == {
-        k: v for k, v in saved.items() if k != "recipe"}  # fmt: skip
+    assert again["optim"] == {**saved["optim"], "max_steps": 9}
+    assert {k: v for k, v in again.items() if k != "optim"} == {
+        k: v for k, v in saved.items() if k != "optim"}  # fmt: skip
 
 
 class _Probe:
@@ -164,11 +163,11 @@ class _Probe:
     def __call__(self, spec, folder):
         from types import SimpleNamespace
 
-        settings = (spec.rc_augment, spec.training["learning_rate"], spec.pooling)
-        self.calls.append((*settings, spec.rc_average, spec.training["max_steps"]))
+        settings = (spec.data.rc_augment, spec.optim.learning_rate, spec.head.pooling)
+        self.calls.append((*settings, spec.evaluation.rc_average, spec.optim.max_steps))
         folder.mkdir(parents=True)
         (folder / "checkpoint").write_text("x")
-        step = 0 if settings in self.best_at_start else spec.training["max_steps"]
+        step = 0 if settings in self.best_at_start else spec.optim.max_steps
         state = SimpleNamespace(best_score=self.scores.get(settings, 0.5), best_step=step)
         return SimpleNamespace(state=state, is_main=True)
 
@@ -180,20 +179,21 @@ CLASSIFY_META = {"task": "classify", "feature_names": ["y"], "counts": {"valid":
 
 def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
     from genobird.finetuning.probes import choose_recipe
-    from genobird.finetuning.spec import FinetuneSpec, settle_strands
+    from genobird.finetuning.recipe import Recipe
+    from genobird.finetuning.spec import settle_strands
 
     def choose(spec, meta, folder, probe):
         chosen, choice = choose_recipe(spec, meta, folder, probe)
         return (*settle_strands(chosen, meta, choice), choice)
 
     meta, lr = CLASSIFY_META, {"learning_rate": 3e-4, "max_steps": 300}
-    spec = FinetuneSpec(probe_steps=50, pooling="mean", training=lr)
+    spec = Recipe.of(probe_steps=50, pooling="mean", **lr)
     probe = _Probe({(True, 3e-4, "mean"): 0.71, (False, 3e-4, "mean"): 0.80})  # one is better
     chosen, strands, choice = choose(spec, meta, tmp_path / "run", probe)
     assert [call[:4] for call in probe.calls] == [(True, 3e-4, "mean", True),
                                                   (False, 3e-4, "mean", False)]  # fmt: skip
     assert [call[4] for call in probe.calls] == [50, 50]
-    assert chosen.rc_augment is False and chosen.rc_average is False
+    assert chosen.data.rc_augment is False and chosen.evaluation.rc_average is False
     assert strands == {"chosen_by": "validation", "rc_augment": False, "rc_average": False}
     assert choice["probe_steps"] == 50 and choice["asked"] == ["strands"]
     assert choice["strands"]["validation_auroc"] == {"both strands": 0.71, "one strand": 0.80}
@@ -203,46 +203,46 @@ def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given
     again = _Probe({(True, 3e-4, "mean"): 0.9})
     assert choose(spec, meta, tmp_path / "run", again)[2] == choice and not again.calls
     # ... unless it asks for probes of another length
-    longer = FinetuneSpec(probe_steps=80, pooling="mean", training=lr)
-    assert choose(longer, meta, tmp_path / "run", again)[0].rc_augment is True
+    longer = Recipe.of(probe_steps=80, pooling="mean", **lr)
+    assert choose(longer, meta, tmp_path / "run", again)[0].data.rc_augment is True
     assert [call[4] for call in again.calls] == [80, 80]
     # a tie, or a lead within one standard error of the validation AUROC, keeps both
     # strands; a probe is never longer than the run
     tie = _Probe({(True, 3e-4, "mean"): 0.75, (False, 3e-4, "mean"): 0.75})
-    short = FinetuneSpec(probe_steps=500, pooling="mean", training={**lr, "max_steps": 40})
-    assert choose(short, meta, tmp_path / "tie", tie)[0].rc_augment is True
+    short = Recipe.of(probe_steps=500, pooling="mean", **{**lr, "max_steps": 40})
+    assert choose(short, meta, tmp_path / "tie", tie)[0].data.rc_augment is True
     assert tie.calls[0][4] == 40
     near = _Probe({(True, 3e-4, "mean"): 0.75, (False, 3e-4, "mean"): 0.758})
     kept = choose(short, meta, tmp_path / "near", near)
-    assert kept[0].rc_augment is True and kept[2]["strands"]["chosen"] == "both strands"
+    assert kept[0].data.rc_augment is True and kept[2]["strands"]["chosen"] == "both strands"
     assert 0.008 < kept[2]["strands"]["margin"] < 0.012
     # the same lead on a split of 200 windows is noise too, as is any without both classes
     small = {**meta, "counts": {"valid": 200}, "positives_by_split": {"valid": [100]}}
     wide = _Probe({(True, 3e-4, "mean"): 0.75, (False, 3e-4, "mean"): 0.78})
-    assert choose(short, small, tmp_path / "small", wide)[0].rc_augment is True
-    assert choose(short, meta, tmp_path / "wide", wide)[0].rc_augment is False
+    assert choose(short, small, tmp_path / "small", wide)[0].data.rc_augment is True
+    assert choose(short, meta, tmp_path / "wide", wide)[0].data.rc_augment is False
     # an option the user gave is kept, the other follows the task; kinds settle theirs
     never = _Probe({})
-    given = choose(FinetuneSpec(rc_augment=False, training=lr), meta, tmp_path / "x", never)
-    assert given[1]["chosen_by"] == "options" and given[0].rc_augment is False
-    assert given[0].rc_average is True and given[2] == {}
+    given = choose(Recipe.of(rc_augment=False, **lr), meta, tmp_path / "x", never)
+    assert given[1]["chosen_by"] == "options" and given[0].data.rc_augment is False
+    assert given[0].evaluation.rc_average is True and given[2] == {}
     for task, both in (("promoter", False), ("chromatin", True)):
-        kind = choose(FinetuneSpec(training=lr), {**meta, "task": task}, tmp_path / task, never)
+        kind = choose(Recipe.of(**lr), {**meta, "task": task}, tmp_path / task, never)
         assert kind[1] == {"chosen_by": "task", "rc_augment": both, "rc_average": both}
-    off = choose(FinetuneSpec(probe_steps=0, training=lr), meta, tmp_path / "off", never)
-    assert off[1]["chosen_by"] == "default (no probe)" and off[0].rc_augment is True
+    off = choose(Recipe.of(probe_steps=0, **lr), meta, tmp_path / "off", never)
+    assert off[1]["chosen_by"] == "default (no probe)" and off[0].data.rc_augment is True
     unsplit = {**meta, "counts": {"valid": 0}}
-    assert choose(FinetuneSpec(training=lr), unsplit, tmp_path / "u", never)[0].rc_average
+    assert choose(Recipe.of(**lr), unsplit, tmp_path / "u", never)[0].evaluation.rc_average
     assert not never.calls
 
 
 def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tmp_path):
     from genobird.errors import ConfigError
     from genobird.finetuning.probes import choose_recipe
-    from genobird.finetuning.spec import FinetuneSpec
+    from genobird.finetuning.recipe import Recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
-    both = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
+    both = Recipe.of(probe_steps=100, pooling="mean", **lr,
                         choose_on_validation=("learning_rate", "pooling"))  # fmt: skip
     probe = _Probe({(True, 3e-4, "mean"): 0.80, (False, 3e-4, "mean"): 0.70,
                     (True, 1e-4, "mean"): 0.85, (True, 1e-4, "cls"): 0.84})  # fmt: skip
@@ -261,8 +261,8 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
                                  "best_step": {"mean": 100, "cls": 100},
                                  "margin": pytest.approx(0.0087, abs=2e-4),
                                  "chosen": "mean", "settings": {"pooling": "mean"}}  # fmt: skip
-    assert chosen.training["learning_rate"] == 1e-4 and chosen.pooling == "mean"
-    assert chosen.training["max_steps"] == 3000 and chosen.rc_augment is True  # the run's own
+    assert chosen.optim.learning_rate == 1e-4 and chosen.head.pooling == "mean"
+    assert chosen.optim.max_steps == 3000 and chosen.data.rc_augment is True  # the run's own
     saved = json.loads((tmp_path / "run" / "recipe-choice.json").read_text())
     assert saved == choice
     # the run resumed reads the same answers back
@@ -270,13 +270,13 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
     assert resumed == chosen and again == choice
     # strands given: the learning rate's default candidate is probed itself; the probes are
     # checked on validation as the run is, at least once, and stopped as it would be
-    given = FinetuneSpec(
+    given = Recipe.of(
         probe_steps=100,
         pooling="cls",
         rc_augment=True,
         eval_every=40,
         patience=2,
-        training=lr,
+        **lr,
         choose_on_validation=("learning_rate",),
     )
     probe = _Probe({(True, 3e-4, "cls"): 0.6})
@@ -287,11 +287,11 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
         tmp_path / "given",
         lambda spec, folder: seen.append(spec) or probe(spec, folder),
     )
-    assert choice["asked"] == ["learning_rate"] and chosen.training["learning_rate"] == 3e-4
-    assert [(s.eval_every, s.patience) for s in seen] == [(40, 2), (40, 2)]
-    assert chosen.eval_every == 40 and chosen.pooling == "cls"
+    assert choice["asked"] == ["learning_rate"] and chosen.optim.learning_rate == 3e-4
+    assert [(s.evaluation.eval_every, s.evaluation.patience) for s in seen] == [(40, 2), (40, 2)]
+    assert chosen.evaluation.eval_every == 40 and chosen.head.pooling == "cls"
     with pytest.raises(ConfigError, match="no question"):
-        FinetuneSpec(choose_on_validation=("dropout",))
+        Recipe.of(choose_on_validation=("dropout",))
 
 
 def test_the_standard_error_of_an_auroc_is_the_spread_of_its_resamples():
@@ -412,8 +412,6 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     import torch
 
     from genobird.corpus import Tokenizer
-    from genobird.errors import ConfigError
-    from genobird.finetuning.spec import FinetuneSpec
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
     from genobird.model.task_model import layer_decay_scales
 
@@ -454,8 +452,6 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
     assert main([*command, "--out", str(tmp_path / "bad"), "--layer-decay", "0"]) == 1
     assert "layer_decay must be in (0, 1], got 0.0" in capsys.readouterr().err
     assert not (tmp_path / "bad" / "model").exists()
-    with pytest.raises(ConfigError, match=r"layer_decay or training\.learning_rate_scales"):
-        FinetuneSpec(layer_decay=0.5, training={"learning_rate_scales": {"head.": 2.0}})
     # a pre-LayerNorm encoder's final norm sits above the top layer: the base rate
     pre_norm = tmp_path / "pre-norm"
     pre_norm_config = BigBirdConfig(vocab_size=tokenizer.vocab_size, layer_norm="pre", **shape)
@@ -558,11 +554,12 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
 def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
     from types import SimpleNamespace
 
-    from genobird.finetuning.spec import FinetuneSpec, training_max_tokens
+    from genobird.finetuning.recipe import Recipe
+    from genobird.finetuning.spec import training_max_tokens
 
     model = SimpleNamespace(config=SimpleNamespace(max_position=512))
-    assert training_max_tokens(FinetuneSpec(max_tokens=32), model) == 32
-    assert training_max_tokens(FinetuneSpec(max_tokens=32, bpe_dropout=0.1), model) == 512
+    assert training_max_tokens(Recipe.of(max_tokens=32), model) == 32
+    assert training_max_tokens(Recipe.of(max_tokens=32, bpe_dropout=0.1), model) == 512
 
 
 def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cuts(
@@ -800,10 +797,10 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
     question's probes would score that same start, so they are not run; their defaults are
     kept and the record says why. A probe that learnt past its start asks on."""
     from genobird.finetuning.probes import choose_recipe
-    from genobird.finetuning.spec import FinetuneSpec
+    from genobird.finetuning.recipe import Recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
-    spec = FinetuneSpec(probe_steps=100, pooling="mean", training=lr,
+    spec = Recipe.of(probe_steps=100, pooling="mean", **lr,
                         choose_on_validation=("learning_rate", "pooling"))  # fmt: skip
     both, one = (True, 3e-4, "mean"), (False, 3e-4, "mean")
     # the strands differ at the start itself (it reads them), so strands are still asked
@@ -816,11 +813,11 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
         assert "validation_auroc" not in choice[question]
         assert "best at its start" in choice[question]["not_probed"]
         assert "100 steps" in choice[question]["not_probed"]
-    assert chosen.training["learning_rate"] == 3e-4 and chosen.pooling == "mean"
+    assert chosen.optim.learning_rate == 3e-4 and chosen.head.pooling == "mean"
     # the chosen strand's probe is what counts: one strand chosen, learnt past its start
     probe = _Probe({both: 0.70, one: 0.80, (False, 1e-4, "mean"): 0.70}, best_at_start={both})
     chosen, choice = choose_recipe(spec, CLASSIFY_META, tmp_path / "learnt", probe)
-    assert len(probe.calls) == 4 and chosen.rc_augment is False
+    assert len(probe.calls) == 4 and chosen.data.rc_augment is False
     assert choice["learning_rate"]["best_step"] == {"0.0003": 100, "0.0001": 100}
     assert "not_probed" not in choice["pooling"]
 
@@ -830,14 +827,14 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
     start), probes when asked, and the step budget, as `finetune` logs them at its start;
     --max-steps bounds the probes too."""
     from genobird.finetuning.plan import plan
-    from genobird.finetuning.spec import FinetuneSpec
+    from genobird.finetuning.recipe import Recipe
 
     meta = {"task": "classify", "feature_names": ["label"], "counts": {"valid": 30},
             "positives_by_split": {"valid": [14]}}  # fmt: skip
     training = {"max_steps": 3000, "batch_size": 32, "learning_rate": 3e-4}
-    spec = FinetuneSpec(base_cnn_channels=128, base_kmers=6, eval_every=500, patience=3,
+    spec = Recipe.of(base_cnn_channels=128, base_kmers=6, eval_every=500, patience=3,
                         choose_on_validation=("learning_rate", "pooling"),
-                        training=training)  # fmt: skip
+                        **training)  # fmt: skip
     text = plan(spec, meta)
     assert text == (
         "train a 128-filter base CNN alone first for each strand reading (the CNN baseline: "
@@ -848,7 +845,7 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
         "without improvement"
     )
     # probes asked for: the learning rate and pooling (the strands go with the start)
-    probed = plan(replace(spec, probe_steps=500, base_cnn_minutes=2.0), meta)
+    probed = plan(spec.with_values(probe_steps=500, base_cnn_minutes=2.0), meta)
     assert ("at most 30 epochs, stopped by validation, capped at 2 min); " in probed
             and "choose learning_rate, pooling on validation with at most 3 probes of at "
             "most 500 steps; fine-tune" in probed)  # fmt: skip
@@ -856,8 +853,8 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
     assert ("fit the k-mer LR on 3- to 6-mers for each strand reading; or read each from "
             "runs/kmer-lr, runs/cnn where it was fitted as this run asks; start from their "
             "blend") in read  # fmt: skip
-    short = FinetuneSpec(probe_steps=500, rc_augment=True, choose_on_validation=("pooling",),
-                         training={**training, "max_steps": 40})  # fmt: skip
+    short = Recipe.of(probe_steps=500, rc_augment=True, choose_on_validation=("pooling",),
+                         **{**training, "max_steps": 40})  # fmt: skip
     assert plan(short, meta) == (
         "choose pooling on validation with at most 2 probes of at most 40 steps; fine-tune at "
         "most 40 steps of 32 windows"

@@ -77,15 +77,15 @@ def write_jsonl(path, records) -> str:
     return str(path)
 
 
-def learning_spec(max_tokens: int, learning_rate: float, max_steps: int, **training):
+def learning_spec(max_tokens: int, learning_rate: float, max_steps: int, **settings):
     """A fresh 2-layer, 64-wide model in blocks of 8 tokens, trained in batches of 16."""
-    from genobird.nlp.finetune import NLPFinetuneSpec
+    from genobird.nlp.recipe import NLPRecipe
 
     shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8)
-    return NLPFinetuneSpec(max_tokens=max_tokens, model=shape, training=dict(
-        learning_rate=learning_rate, warmup_steps=50, max_steps=max_steps, batch_size=16,
-        effective_batch_size=16, log_every=50, checkpoint_every=max_steps, eval_every=0,
-        progress=False, **training))  # fmt: skip
+    return NLPRecipe.of(max_tokens=max_tokens, fresh_shape=shape, learning_rate=learning_rate,
+                        warmup_steps=50, max_steps=max_steps, batch_size=16,
+                        effective_batch_size=16, checkpoint_every=max_steps, progress=False,
+                        **settings)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -561,7 +561,7 @@ def test_summarizer_learns_to_copy_the_first_sentence(text_tokenizer, tmp_path):
     # 3,000); at a tenth of the rate it keeps them: ROUGE-1/2/L 100 after 1,000 steps
     # for seeds 0, 1 and 2 (~42 s).
     spec = learning_spec(max_tokens=48, learning_rate=1e-3, max_steps=1000,
-                         learning_rate_scales={"encoder.layers.": 0.1})  # fmt: skip
+                         encoder_lr_scale=0.1)  # fmt: skip
     report = finetune_summarize(train, tmp_path / "out", spec, valid,
                                 tokenizer_path=text_tokenizer.path, max_target_tokens=12,
                                 beams=2)  # fmt: skip

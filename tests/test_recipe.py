@@ -1,6 +1,6 @@
-"""The fine-tuning recipe is declared once (genobird.finetuning.recipe.SETTINGS); the
-command line, FinetuneSpec, the pipeline schema, a pipeline section's options and
-finetune.json all come from that declaration, and a setting added there appears in each."""
+"""The fine-tuning recipe is declared once, as the typed tree genobird.finetuning.recipe.
+Recipe; the command line, the pipeline schema, a pipeline section's options and
+finetune.json all come from walking it, and a setting added there appears in each."""
 
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ from genobird.finetuning.recipe import (
     REQUIRED_RECIPE,
     SETTINGS,
     TASK_DEFAULTS,
-    Setting,
+    Recipe,
     finetune_options,
     read_config,
     resolve,
     tree,
 )
-from genobird.finetuning.spec import FinetuneSpec, recipe_values
 from genobird.model.base_readers import BASE_CNNS
 from genobird.model.classifier import BigBirdForSequenceClassification
+from genobird.settings import branch, setting, walk
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflows" / "schemas" / "config.schema.yaml").read_text())
@@ -53,28 +53,44 @@ def test_every_option_of_finetune_is_a_setting_in_its_group():
     assert options - NOT_SETTINGS == settings
     groups = {group.title: {o for a in group._group_actions for o in a.option_strings}
               for group in parser._action_groups}  # fmt: skip
-    for setting in SETTINGS:
-        assert setting.option in groups[setting.group], setting.name
+    for one in SETTINGS:
+        assert one.option in groups[one.group], one.name
     assert list(parser._option_string_actions["--pooling"].choices) == list(POOLINGS)
     assert POOLINGS == BigBirdForSequenceClassification.POOLINGS
     assert CNN_ARCHITECTURES == tuple(ARCHITECTURES) == tuple(BASE_CNNS)
 
 
-def test_finetune_spec_has_a_field_per_setting_with_its_default():
-    fields = {f.name: f for f in dataclasses.fields(FinetuneSpec)}
-    for setting in SETTINGS:
-        if setting.training:
-            assert setting.name not in fields, setting.name
-        else:
-            assert fields[setting.name].default == setting.default, setting.name
-    assert set(fields) - {s.name for s in SETTINGS} == {"choose_on_validation", "training",
-                                                        "model"}  # fmt: skip
+def test_the_recipe_tree_has_a_typed_leaf_per_setting_with_its_default():
+    """Each setting is one leaf of Recipe, found by its path, of its declared type, at its
+    default; names are unique; a recipe is checked when it is made."""
+    made = Recipe()
+    assert len({s.name for s in SETTINGS}) == len(SETTINGS)
+    hints = {}
+    for one in SETTINGS:
+        node = made
+        for name in one.path[:-1]:
+            node = getattr(node, name)
+        assert getattr(node, one.path[-1]) == one.default, one.name
+        hints = {f.name: f.type for f in dataclasses.fields(node)}
+        assert one.type.__name__ in hints[one.path[-1]], one.name
+    assert made.head.base.kmers == 0 and made.head.base.any is False
+    assert (
+        Recipe.of(base_kmers=6).head.base.any
+        and Recipe.of(base_kmers=6).values()["base_kmers"] == 6
+    )
+    assert Recipe.of(pooling="mean").with_values(base_cnn_channels=8).head.base.cnn_channels == 8
     with pytest.raises(ConfigError, match=r"layer_decay must be in \(0, 1\]"):
-        FinetuneSpec(layer_decay=0)
+        Recipe.of(layer_decay=0)
     with pytest.raises(ConfigError, match="pooling must be one of"):
-        FinetuneSpec(pooling="max")
+        Recipe.of(pooling="max")
     with pytest.raises(ConfigError, match="ema_decay"):
-        FinetuneSpec(training={"ema_decay": 1.5})
+        Recipe.of(ema_decay=1.5)
+    with pytest.raises(ConfigError, match="base_kmers"):
+        Recipe.of(base_kmers=2)
+    with pytest.raises(ConfigError, match="base_kmer_pull needs base_kmers"):
+        Recipe.of(base_kmer_pull=1.0)
+    with pytest.raises(ConfigError, match="no recipe setting 'pooler'"):
+        Recipe.of(pooler="cls")
 
 
 def test_the_schema_file_holds_the_generated_recipe_and_every_section_takes_it():
@@ -143,8 +159,11 @@ def test_settings_left_out_take_their_task_kinds_defaults():
         resolve({"learning_rate": "fast"}, "classify")
 
 
-def test_a_recipe_file_is_read_grouped_or_flat_and_checked(tmp_path):
-    grouped = tmp_path / "recipe.yaml"
+def test_a_recipe_file_is_read_nested_grouped_or_flat_and_checked(tmp_path):
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("head:\n  pooling: centre\n  base:\n    kmers: 5\noptim:\n  seed: 2\n")
+    assert read_config(nested) == {"pooling": "centre", "base_kmers": 5, "seed": 2}
+    grouped = tmp_path / "recipe.yaml"  # an older finetune.json's groups
     grouped.write_text("model:\n  pooling: centre\n  dropout: 0\nrecipe:\n  max_steps: 40\n")
     assert read_config(grouped) == {"pooling": "centre", "dropout": 0.0, "max_steps": 40}
     flat = tmp_path / "recipe.json"
@@ -152,6 +171,8 @@ def test_a_recipe_file_is_read_grouped_or_flat_and_checked(tmp_path):
     assert read_config(flat) == {"pooling": "mean", "learning_rate": 1e-4}
     bad = tmp_path / "bad.yaml"
     for text, message in (("recipe:\n  max_step: 4\n", "no recipe setting 'max_step'"),
+                          ("head:\n  base:\n    kmer: 4\n", "under head.base: no recipe "
+                           "setting 'kmer'"),
                           ("max_steps: -1\n", r"max_steps must be in \[1, inf\)"),
                           ("- 1\n", "maps setting names to values")):  # fmt: skip
         bad.write_text(text)
@@ -161,34 +182,49 @@ def test_a_recipe_file_is_read_grouped_or_flat_and_checked(tmp_path):
         read_config(tmp_path / "missing.yaml")
 
 
-def test_a_new_setting_is_one_declaration(capsys):
-    """The worked example of docs/finetune.md: a setting declared once shows in --help,
-    in the pipeline schema and in finetune.json's tree, and is checked and defaulted."""
+def test_a_new_setting_is_one_declaration(capsys, tmp_path):
+    """The worked example of docs/finetune.md: a setting declared once, as a leaf of its
+    branch, shows in --help, in the pipeline schema and in finetune.json's tree, is read
+    back from it, and is checked and defaulted."""
     import argparse
 
-    new = Setting("label_smoothing", float, "recipe", default=0.0, low=0, high=0.5,
-                  help="move each label this far towards 0.5")  # fmt: skip
-    settings = (*SETTINGS, new)
+    @dataclasses.dataclass(frozen=True)
+    class Smoothed(recipe.OptimRecipe):
+        label_smoothing: float = setting(
+            float, default=0.0, low=0, high=0.5, help="move each label this far towards 0.5"
+        )
+
+    @dataclasses.dataclass(frozen=True)
+    class Extended(Recipe):
+        optim: Smoothed = branch(Smoothed)
+
+    settings = tuple(walk(Extended))
+    assert len(settings) == len(SETTINGS) + 1
     parser = argparse.ArgumentParser(prog="finetune")
     recipe.add_options({g: parser.add_argument_group(g) for g in recipe.GROUPS}, settings)
     parser.print_help()
     assert "--label-smoothing LABEL_SMOOTHING" in capsys.readouterr().out
     assert recipe.schema(settings)["properties"]["label_smoothing"]["maximum"] == 0.5
     values = resolve({"label_smoothing": 0.1}, "classify", settings=settings)
-    assert tree(values, settings)["recipe"]["label_smoothing"] == 0.1
+    assert tree(values, settings)["optim"]["label_smoothing"] == 0.1
+    saved = tmp_path / "finetune.json"
+    saved.write_text(json.dumps(tree(values, settings)))
+    assert read_config(saved, settings) == values
     assert resolve({}, "promoter", settings=settings)["label_smoothing"] == 0.0
     with pytest.raises(ConfigError, match=r"label_smoothing must be in \[0, 0.5\]"):
         resolve({"label_smoothing": 0.7}, "classify", settings=settings)
 
 
-def test_a_spec_round_trips_through_its_recipe_tree():
+def test_a_recipe_round_trips_through_its_tree(tmp_path):
     values = resolve({"pooling": "centre", "learning_rate": 1e-4, "seed": 3}, "chromatin", 100)
-    training = {s.name: values[s.name] for s in SETTINGS if s.training}
-    spec = FinetuneSpec(**{s.name: values[s.name] for s in SETTINGS if not s.training},
-                        training=training)  # fmt: skip
-    assert recipe_values(spec) == values
-    flat = {name: value for group in tree(values).values() for name, value in group.items()}
-    assert flat == values
+    made = Recipe.of(**values)
+    assert made.values() == values
+    assert (made.head.pooling, made.optim.learning_rate, made.optim.seed) == ("centre", 1e-4, 3)
+    saved = tmp_path / "finetune.json"
+    saved.write_text(json.dumps(tree(values)))
+    assert read_config(saved) == values
+    assert set(tree(values)) == set(recipe.GROUPS)
+    assert tree(values)["head"]["base"]["kmers"] == values["base_kmers"]
 
 
 def test_the_docs_table_names_every_setting_in_its_group():
@@ -197,5 +233,23 @@ def test_the_docs_table_names_every_setting_in_its_group():
         cells = [cell.strip() for cell in line.split("|")[1:-1]]
         if len(cells) == 2 and cells[0] in recipe.GROUPS:
             table[cells[0]] = cells[1]
-    for setting in SETTINGS:
-        assert f"`{setting.option}" in table[setting.group], setting.name
+    for one in SETTINGS:
+        assert f"`{one.option}" in table[one.group], one.name
+
+
+def test_an_arm_reading_deepseas_cnn_takes_its_budget_and_a_conflict_is_named():
+    """A chromatin task whose base CNN is DeepSEA's reads it from DeepSEA's CNN arm, so
+    the arm's width and budget (the task's, else the pipeline's `baselines`) are the base
+    CNN's; a base setting that differs from the arm's is refused, naming both keys."""
+    from genobird.finetuning.recipe import arm_finetune_options, deepsea_arm_settings
+
+    section = {"base_cnn_channels": 64, "base_cnn_architecture": "deepsea-cnn",
+               "cnn_max_epochs": 5}  # fmt: skip
+    options = arm_finetune_options("t", section, {"cnn_max_minutes": 15})
+    assert "--base-cnn-epochs 5 --base-cnn-minutes 15" in options
+    assert deepsea_arm_settings("t", section, {})["cnn_channels"] == 64
+    own = {"base_cnn_channels": 64, "cnn_max_epochs": 5}  # its own CNN: left as given
+    assert "--base-cnn-epochs" not in arm_finetune_options("t", own, {"cnn_max_minutes": 15})
+    with pytest.raises(ValueError, match="base_cnn_epochs 7 differs from DeepSEA's CNN arm's "
+                       "cnn_max_epochs 5"):  # fmt: skip
+        arm_finetune_options("t", {**section, "base_cnn_epochs": 7}, {})

@@ -121,7 +121,7 @@ def test_a_pulled_run_keeps_its_kmer_weights_nearer_their_start(promoter_run_inp
                               outputs=1))  # fmt: skip
             assert logged and max(logged) > 0
             recipe = json.loads((run / "model" / "finetune.json").read_text())
-            assert recipe["recipe"]["base_kmer_pull"] == 1e4
+            assert recipe["head"]["base"]["kmer_pull"] == 1e4
     assert moved["0"] > 0.001  # the free run refits the k-mer weights
     assert moved["1e4"] < moved["0"] / 3, moved
 
@@ -151,17 +151,17 @@ def test_a_weighted_start_sits_near_the_weighted_losss_optimum(promoter_run_inpu
     from genobird.datasets.windows import WindowDataset, read_metadata
     from genobird.finetuning.base_start import start_from_baselines
     from genobird.finetuning.build import build_model, fitted_spec
-    from genobird.finetuning.spec import FinetuneSpec
+    from genobird.finetuning.recipe import Recipe
     from genobird.inputs import window_collate
 
     model_dir, data, _ = promoter_run_inputs
     tokenizer = load_tokenizer(model_dir)
-    spec = fitted_spec(FinetuneSpec(base_kmers=4, pos_weight=8.0), data, tokenizer, model_dir)
+    spec = fitted_spec(Recipe.of(base_kmers=4, pos_weight=8.0), data, tokenizer, model_dir)
     model = build_model(read_metadata(data), model_dir, spec, tokenizer)
     start_from_baselines(model, spec, data, tmp_path, tmp_path / "cache", rc_average=False)
     assert model.start_logit_shift() == pytest.approx(np.log(8.0))
     model.eval()
-    train = WindowDataset(data, "train", tokenizer, spec.max_tokens)
+    train = WindowDataset(data, "train", tokenizer, spec.data.max_tokens)
     batch = next(iter(DataLoader(train, batch_size=len(train),
                                  collate_fn=window_collate(model, tokenizer.pad_id))))  # fmt: skip
 

@@ -1,6 +1,11 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
-from genobird.finetuning.recipe import finetune_options
+from genobird.finetuning.recipe import (
+    arm_finetune_options,
+    deepsea_arm_settings,
+    finetune_options,
+    reads_deepsea_arm,
+)
 
 SEQUENCE_TASKS = config.get("sequence_tasks", {})
 # Snakemake priority of the jobs between the genome and the fine-tuned models (corpus,
@@ -127,60 +132,21 @@ def chromatin_task_pretrained(wildcards):
     return rules.pretrain.output.model
 
 
-def reads_deepsea_arm(task) -> bool:
-    """Whether the task's genobird arms read their base CNN from DeepSEA's CNN arm (at the
-    contexts it runs, `start_baselines`): a base CNN of DeepSEA's architecture."""
-    return bool(task.get("base_cnn_channels")) and task.get("base_cnn_architecture") == "deepsea-cnn"
-
-
-# DeepSEA's CNN arm's settings, each with the base CNN setting it is when genobird's arms
-# read their base CNN from that arm
-ARM_SETTINGS = (("cnn_channels", "base_cnn_channels"), ("cnn_max_epochs", "base_cnn_epochs"),
-                ("cnn_max_minutes", "base_cnn_minutes"))  # fmt: skip
-
-
-def deepsea_arm_settings(name, task) -> dict:
-    """DeepSEA's CNN arm's width and budget: the task's cnn_channels, cnn_max_epochs and
-    cnn_max_minutes (the budgets else those of `baselines`). When genobird's arms read
-    their base CNN from that arm, base_cnn_channels, base_cnn_epochs and base_cnn_minutes
-    are the same settings, given under either name: a base CNN fitted otherwise could not
-    be read from the arm, and each genobird arm would train its own. Raises ValueError
-    naming both keys where they differ. A setting given nowhere is left to the command."""
-    shared = config.get("baselines") or {}
-    settings = {arm: task.get(arm, shared.get(arm) if arm != "cnn_channels" else None)
-                for arm, _ in ARM_SETTINGS}  # fmt: skip
-    if not reads_deepsea_arm(task):
-        return settings
-    for arm_key, base_key in ARM_SETTINGS:
-        arm, base = settings[arm_key], task.get(base_key)
-        if arm is not None and base is not None and float(arm) != float(base):
-            raise ValueError(
-                f"chromatin_tasks.{name}: {base_key} {base} differs from DeepSEA's CNN arm's "
-                f"{arm_key} {arm}; genobird's arms read their base CNN from that arm, so give "
-                f"one value (or only {arm_key})"
-            )
-        settings[arm_key] = base if arm is None else arm
-    return settings
-
-
 def chromatin_baseline_options(wildcards):
     """The CNN arm's budget and width (`deepsea_arm_settings`)."""
     if wildcards.kind != "deepsea-cnn":
         return ""
-    settings = deepsea_arm_settings(wildcards.name, chromatin_task(wildcards))
+    settings = deepsea_arm_settings(wildcards.name, chromatin_task(wildcards),
+                                    config.get("baselines") or {})  # fmt: skip
     flags = {"cnn_max_epochs": "--max-epochs", "cnn_max_minutes": "--max-minutes",
              "cnn_channels": "--channels"}  # fmt: skip
     return " ".join(f"{flags[key]} {settings[key]}" for key in flags if settings[key] is not None)
 
 
 def chromatin_finetune_options(wildcards):
-    """A genobird arm's recipe options; a base CNN read from DeepSEA's CNN arm has the
-    arm's budget (`deepsea_arm_settings`)."""
-    task = chromatin_task(wildcards)
-    if reads_deepsea_arm(task):
-        arm = deepsea_arm_settings(wildcards.name, task)
-        task = {**task, **{base: arm[key] for key, base in ARM_SETTINGS if arm[key] is not None}}
-    return finetune_options(task)
+    """A genobird arm's recipe options (`arm_finetune_options`)."""
+    return arm_finetune_options(wildcards.name, chromatin_task(wildcards),
+                                config.get("baselines") or {})  # fmt: skip
 
 
 def scoring_model(wildcards):

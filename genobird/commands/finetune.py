@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from genobird.commands.common import (
@@ -47,15 +48,11 @@ def given_settings(args: argparse.Namespace) -> dict:
     return given
 
 
-def spec_of(values: dict, choose: tuple, quiet: bool):
-    """A FinetuneSpec of resolved recipe values (recipe.resolve)."""
-    from genobird.finetuning.spec import FinetuneSpec
+def recipe_of(values: dict, choose: tuple, quiet: bool):
+    """The Recipe of resolved settings (recipe.resolve)."""
+    from genobird.finetuning.recipe import Recipe
 
-    training = {s.name: values[s.name] for s in SETTINGS if s.training}
-    training["effective_batch_size"] = training["effective_batch_size"] or training["batch_size"]
-    training.update(log_every=20, eval_every=0, progress=not quiet, seed=values["seed"])
-    fields = {s.name: values[s.name] for s in SETTINGS if not s.training}
-    return FinetuneSpec(**fields, choose_on_validation=choose, training=training)
+    return Recipe.of(**values, choose_on_validation=choose, progress=not quiet)
 
 
 def run_baselines(out: Path, baseline_runs) -> dict:
@@ -88,7 +85,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         if values["pooling"] == "hf" and given.get(name) is None and TASK_DEFAULTS[args.task][name]:
             log.info("no %s: the head is transformers' (--pooling hf)", name)
     # the settings not given, which a classify run chooses on validation
-    spec = spec_of(values, tuple(key for key in QUESTIONS if key not in given), args.quiet)
+    spec = recipe_of(values, tuple(key for key in QUESTIONS if key not in given), args.quiet)
     if not args.from_scratch and args.model is None:
         raise UsageError("give --model PRETRAINED_DIR, or --from-scratch (with --tokenizer, "
                             "or --model DIR for its architecture with fresh weights)")  # fmt: skip
@@ -96,7 +93,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     if args.from_scratch:
         pretrained = None
         if args.model is not None:  # the architecture of that model, fresh weights
-            spec.model = fresh_shape_of(args.model)
+            spec = replace(spec, fresh_shape=fresh_shape_of(args.model))
             tokenizer = tokenizer or args.model
     for run in args.base_start_from or ():
         if not any((run / SAVED_FOLDER).glob("*.safetensors")):
@@ -124,7 +121,9 @@ def add_finetune(commands) -> None:
         cmd_finetune,
     )
     sub.add_argument("task", choices=TASKS)
-    groups = {group: sub.add_argument_group(group) for group in GROUPS}
+    # the data set and starting model, the recipe file, then each branch of the recipe
+    names = ("data", "model", "recipe", *(group for group in GROUPS if group != "data"))
+    groups = {name: sub.add_argument_group(name) for name in names}
     add_shared(groups["data"], "data")
     add_shared(
         groups["model"],

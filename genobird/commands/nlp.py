@@ -10,8 +10,8 @@ from pathlib import Path
 from genobird.commands.common import EXIT_OK, subcommand
 from genobird.commands.options import add_shared
 from genobird.fileio import atomic_write
-
-ENCODER_LAYERS = "encoder.layers."  # parameter-name prefix of every task model's encoder layers
+from genobird.nlp.recipe import SETTINGS as RECIPE
+from genobird.settings import add_options
 
 
 def cmd_tokenizer(args: argparse.Namespace) -> int:
@@ -26,26 +26,15 @@ def cmd_tokenizer(args: argparse.Namespace) -> int:
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     from genobird.nlp.finetune import (
-        NLPFinetuneSpec,
         finetune_classify,
         finetune_multiple_choice,
         finetune_qa,
         finetune_summarize,
     )
+    from genobird.nlp.recipe import NLPRecipe
 
-    training = dict(
-        learning_rate=args.learning_rate,
-        warmup_steps=args.warmup_steps,
-        max_steps=args.max_steps,
-        batch_size=args.batch_size,
-        effective_batch_size=args.effective_batch_size or args.batch_size,
-        checkpoint_every=args.checkpoint_every,
-        eval_every=0,
-        progress=not args.quiet,
-    )
-    if args.encoder_lr_scale != 1.0:
-        training["learning_rate_scales"] = {ENCODER_LAYERS: args.encoder_lr_scale}
-    spec = NLPFinetuneSpec(max_tokens=args.max_tokens, training=training, seed=args.seed)
+    values = {one.name: getattr(args, one.name) for one in RECIPE}
+    spec = NLPRecipe.of(**values, progress=not args.quiet)
     source = (args.train, args.out, spec, args.valid, args.model, args.tokenizer)
     if args.task == "qa":
         report = finetune_qa(*source, args.stride, args.max_answer_tokens)
@@ -162,10 +151,8 @@ def add_nlp(commands) -> None:
     add_shared(
         finetune,
         "tokenizer",
-        "max_tokens",
         "stride",
         tokenizer="with --from-scratch",
-        max_tokens={"default": 512, "help": "paper: 4096"},
         stride="between windows (default max-tokens/2)",
     )
     finetune.add_argument("--max-answer-tokens", type=int, default=30, help="qa")
@@ -180,23 +167,8 @@ def add_nlp(commands) -> None:
                            help="decoder reuses the encoder layers' weights")  # fmt: skip
     summarize.add_argument("--beams", type=int, default=4, help="1: greedy decoding")
     summarize.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
-    add_shared(finetune, "learning_rate", learning_rate={"default": 3e-5})
-    finetune.add_argument("--encoder-lr-scale", type=float, default=1.0,
-                          help="learning-rate multiplier for the encoder layers (e.g. 0.1: "
-                               "they move slower than a fresh head or decoder)")  # fmt: skip
-    add_shared(
-        finetune,
-        "warmup_steps",
-        "max_steps",
-        "batch_size",
-        "effective_batch_size",
-        "checkpoint_every",
-        "seed",
-        warmup_steps={"default": 100},
-        max_steps={"default": 1000},
-        batch_size={"default": 8},
-        checkpoint_every={"default": 1000},
-    )
+    # the recipe's settings (genobird.nlp.recipe), each at its default
+    add_options(dict.fromkeys(("data", "optim", "output"), finetune), RECIPE, given_only=False)
 
     predict = subcommand(
         actions,

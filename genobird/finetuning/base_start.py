@@ -51,6 +51,7 @@ from genobird.datasets.windows import split_fingerprint
 from genobird.device import default_device
 from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
+from genobird.finetuning.recipe import BaseReaderRecipe, Recipe
 from genobird.genome.alphabet import reverse_complement
 from genobird.inputs import central
 
@@ -77,7 +78,8 @@ class BaseReaders:
     (`both_strands`: the mean of each window's and its reverse complement's), and what
     base-start.json records of each."""
 
-    spec: object
+    base: BaseReaderRecipe
+    window_bp: int | None
     rc_average: bool
     both_strands: bool
     cnn: object = None
@@ -88,29 +90,32 @@ class BaseReaders:
         """Each reader's baseline logits [S, N, F] on the windows, one row per input the
         classifier reads and averages (S = 2: both strands read as two inputs; S = 1: one
         strand, or both read inside each input); 0 where there is no such reader."""
-        spec, cnn_part, kmer_part = self.spec, 0.0, 0.0
+        cnn_part, kmer_part = 0.0, 0.0
         if self.cnn is not None:
-            cnn_part = cnn_logits(self.cnn, sequences, spec.window_bp,
+            cnn_part = cnn_logits(self.cnn, sequences, self.window_bp,
                                   self.rc_average or self.both_strands)  # fmt: skip
             if self.both_strands:  # the features of both strands averaged: so the logits
                 cnn_part = cnn_part.mean(axis=0, keepdims=True)
         if self.kmer_lr is not None:
-            kmer_part = kmer_logits(self.kmer_lr, sequences, spec,
+            kmer_part = kmer_logits(self.kmer_lr, sequences, self.base.kmers, self.window_bp,
                                     self.rc_average and not self.both_strands,
                                     self.both_strands)  # fmt: skip
         return cnn_part, kmer_part
 
 
-def fit_base_readers(data, spec, cache: Path, rc_average: bool, both_strands: bool,
+def fit_base_readers(data, base: BaseReaderRecipe, window_bp: int | None, seed: int,
+                     cache: Path, rc_average: bool, both_strands: bool,
                      sources=()) -> BaseReaders:  # fmt: skip
-    """Train or fit the base readers `spec` asks for (or read them: from `cache`, or from
-    the baseline runs in `sources` that fitted them so), as a run reading `rc_average`
-    strands with base readers on `both_strands` reads them."""
-    readers = BaseReaders(spec, rc_average, both_strands)
-    if spec.base_cnn_channels:
-        readers.cnn, readers.record["base_cnn"] = base_cnn(data, spec, cache, rc_average, sources)
-    if spec.base_kmers:
-        fitted = base_kmer_lr(data, spec, cache, sources, both_strands)
+    """Train or fit the base readers `base` asks for on the windows' central `window_bp`
+    bases (or read them: from `cache`, or from the baseline runs in `sources` that fitted
+    them so), as a run reading `rc_average` strands with base readers on `both_strands`
+    reads them."""
+    readers = BaseReaders(base, window_bp, rc_average, both_strands)
+    if base.cnn_channels:
+        readers.cnn, readers.record["base_cnn"] = base_cnn(data, base, window_bp, seed, cache,
+                                                           rc_average, sources)  # fmt: skip
+    if base.kmers:
+        fitted = base_kmer_lr(data, base.kmers, window_bp, seed, cache, sources, both_strands)
         readers.kmer_lr, readers.record["base_kmer_lr"] = fitted
     return readers
 
@@ -127,7 +132,7 @@ def readers_start(readers: BaseReaders, labels: np.ndarray, logits: tuple, shift
     return weight, {}, round(mean_auroc(labels, blend_probabilities(*logits, weight, shift)), 5)
 
 
-def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path,
+def start_from_baselines(model, spec: Recipe, data_path: Path, output: Path, cache: Path,
                          rc_average: bool, sources=()) -> dict:  # fmt: skip
     """Train or fit the base readers `spec` asks for (or read them: from `cache`, or
     from the baseline runs in `sources` that fitted them as `spec` asks), start `model`
@@ -135,16 +140,18 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
     what it wrote."""
     from genobird.baselines import load_baseline_data
 
-    data = load_baseline_data(data_path, spec.seed)
-    readers = fit_base_readers(data, spec, cache, rc_average, model.base_strands == "both",
+    base, window_bp, seed = spec.head.base, spec.data.window_bp, spec.optim.seed
+    data = load_baseline_data(data_path, seed)
+    readers = fit_base_readers(data, base, window_bp, seed, cache, rc_average,
+                               model.base_strands == "both",
                                sources)  # fmt: skip
     record, cnn, kmer_lr = readers.record, readers.cnn, readers.kmer_lr
-    if spec.base_blend != "one" and (cnn is None or kmer_lr is None):
+    if base.blend != "one" and (cnn is None or kmer_lr is None):
         log.warning("base_blend %s: there is no blend to choose, the start has one base "
-                    "reader", spec.base_blend)  # fmt: skip
+                    "reader", base.blend)  # fmt: skip
     validation = readers.logits(data.valid.sequences)
     shift = model.start_logit_shift()
-    categories = data.meta.get("categories") if spec.base_blend == "by-category" else None
+    categories = data.meta.get("categories") if base.blend == "by-category" else None
     cnn_weight, blend, _ = readers_start(readers, data.valid.labels, validation, shift,
                                          categories)  # fmt: skip
     if blend:
@@ -171,9 +178,9 @@ def start_from_baselines(model, spec, data_path: Path, output: Path, cache: Path
         if not any(path.startswith(str(Path(run) / SAVED_FOLDER)) for path in read):
             log.warning("--base-start-from %s: no base reader of this run was read from it "
                         "(it fitted none this run has, or fitted it otherwise)", run)  # fmt: skip
-    if spec.base_kmer_pull and kmer_lr is not None:
+    if base.kmer_pull and kmer_lr is not None:
         kmer_share = 1 - np.asarray(cnn_weight) if cnn is not None else np.asarray(1.0)
-        strength = pull_strength(spec.base_kmer_pull, record["base_kmer_lr"]["C"],
+        strength = pull_strength(base.kmer_pull, record["base_kmer_lr"]["C"],
                                  len(data.train.labels), data.num_outputs, kmer_share)  # fmt: skip
         record["base_kmer_pull_strength"] = strength.tolist()
     output.mkdir(parents=True, exist_ok=True)
@@ -211,7 +218,7 @@ def write_reader_predictions(folder: Path, data, readers: BaseReaders, validatio
 STRAND_READINGS = (("both strands", True, True), ("one strand", False, False))
 
 
-def choose_strands(spec, data_path: Path, cache: Path, sources=()) -> dict:
+def choose_strands(spec: Recipe, data_path: Path, cache: Path, sources=()) -> dict:
     """A classify run's strands, chosen on validation with its start: for each reading
     (`STRAND_READINGS`), the base readers fitted as they are read (a CNN trained on the
     strands read, the k-mer LR on the strand counts read) and blended on validation; the
@@ -223,10 +230,12 @@ def choose_strands(spec, data_path: Path, cache: Path, sources=()) -> dict:
     "validation_auroc": {name: the start's}}; the readers stay in `cache` for the run."""
     from genobird.baselines import load_baseline_data
 
-    data = load_baseline_data(data_path, spec.seed)
+    base, window_bp, seed = spec.head.base, spec.data.window_bp, spec.optim.seed
+    data = load_baseline_data(data_path, seed)
     scores, settings = {}, {}
     for name, both_read, both_inside in STRAND_READINGS:
-        readers = fit_base_readers(data, spec, cache, both_read, both_inside, sources)
+        readers = fit_base_readers(data, base, window_bp, seed, cache, both_read, both_inside,
+                                   sources)  # fmt: skip
         validation = readers.logits(data.valid.sequences)
         scores[name] = readers_start(readers, data.valid.labels, validation)[2]
         settings[name] = {"rc_augment": both_read, "rc_average": both_read,
@@ -327,19 +336,19 @@ def choose_blend(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray, shift
     return weight, record
 
 
-def base_cnn(data, spec, cache: Path, rc_average: bool, sources=()):
+def base_cnn(data, base: BaseReaderRecipe, window_bp: int | None, seed: int, cache: Path,
+             rc_average: bool, sources=()):  # fmt: skip
     """The base CNN trained alone as genobird's CNN baseline (`baselines.cnn.train_cnn`:
     the same architecture, tower, data, strands, budget and validation choice of epoch),
     or read where it was saved: `cache`, or a baseline run in `sources`."""
     from genobird.baselines.cnn import ARCHITECTURES, CNNSpec, train_cnn
 
     cnn_spec = CNNSpec(
-        architecture=spec.base_cnn_architecture, channels=spec.base_cnn_channels,
-        rc_average=rc_average, window_bp=spec.window_bp, seed=spec.seed,
-        max_epochs=spec.base_cnn_epochs, max_minutes=spec.base_cnn_minutes,
+        architecture=base.cnn_architecture, channels=base.cnn_channels, rc_average=rc_average,
+        window_bp=window_bp, seed=seed, max_epochs=base.cnn_epochs, max_minutes=base.cnn_minutes,
     )  # fmt: skip
     if cnn_spec.architecture == "deepsea-cnn":
-        check_one_length(data, spec.window_bp)
+        check_one_length(data, window_bp)
     stem, identity = cnn_stem(rc_average), cnn_identity(cnn_spec, data)
     if found := saved_baseline("base CNN", stem, identity, cache, sources):
         record, path = found
@@ -374,23 +383,23 @@ def check_one_length(data, window_bp: int | None) -> None:
         )
 
 
-def base_kmer_lr(data, spec, cache: Path, sources=(), both_strands: bool = False):
+def base_kmer_lr(data, kmers: int, window_bp: int | None, seed: int, cache: Path, sources=(),
+                 both_strands: bool = False):  # fmt: skip
     """The k-mer LR of the base k-mers fitted as genobird's k-mer LR baseline
-    (`baselines.kmer.fit_kmer_lr`: counts of 3- to base_kmers-mers, on both strands with
+    (`baselines.kmer.fit_kmer_lr`: counts of 3- to `kmers`-mers, on both strands with
     `both_strands`, C chosen on validation), as (weights, biases, scale), or read where
     it was saved: `cache`, or a baseline run in `sources`."""
     from genobird.baselines.kmer import fit_kmer_lr
     from genobird.model.base_readers import base_kmer_lengths
 
-    ks = base_kmer_lengths(spec.base_kmers)
-    identity = kmer_identity(ks, spec.window_bp, spec.seed, data, both_strands)
+    ks = base_kmer_lengths(kmers)
+    identity = kmer_identity(ks, window_bp, seed, data, both_strands)
     stem = kmer_stem(both_strands)
     if found := saved_baseline("base k-mer LR", stem, identity, cache, sources):
         record, path = found
         tensors = safetensors.torch.load_file(str(path))
         return tuple(tensors[k].numpy() for k in ("weights", "biases", "scale")), record
-    fitted = fit_kmer_lr(data, ks, seed=spec.seed, window_bp=spec.window_bp,
-                         both_strands=both_strands)  # fmt: skip
+    fitted = fit_kmer_lr(data, ks, seed=seed, window_bp=window_bp, both_strands=both_strands)
     linear = fitted.linear()
     details = fitted.details
     log.info("base k-mer LR fitted: C %g, validation AUROC %.4f (%.0f s)", details["C"],
@@ -434,16 +443,16 @@ def cnn_logits(cnn, sequences: list[str], window_bp: int | None, rc_average: boo
     return np.stack(logits)
 
 
-def kmer_logits(linear, sequences: list[str], spec, rc_average: bool,
-                both_strands: bool = False) -> np.ndarray:  # fmt: skip
-    """The k-mer LR's logits [S, N, F] from (weights, biases, scale) on each strand the
-    classifier reads (S = 2 with `rc_average`), of the counts of both strands with
-    `both_strands`."""
+def kmer_logits(linear, sequences: list[str], kmers: int, window_bp: int | None,
+                rc_average: bool, both_strands: bool = False) -> np.ndarray:  # fmt: skip
+    """The k-mer LR's logits [S, N, F] from (weights, biases, scale) of 3- to `kmers`-mers
+    on each strand the classifier reads (S = 2 with `rc_average`) of the windows' central
+    `window_bp` bases, of the counts of both strands with `both_strands`."""
     from genobird.baselines.kmer import kmer_matrix
     from genobird.model.base_readers import base_kmer_lengths
 
     weights, biases, scale = linear
-    ks = base_kmer_lengths(spec.base_kmers)
-    strands = strand_windows(sequences, spec.window_bp, rc_average)
+    ks = base_kmer_lengths(kmers)
+    strands = strand_windows(sequences, window_bp, rc_average)
     return np.stack([np.asarray(kmer_matrix(strand, ks, both_strands).multiply(scale[None])
                                 @ weights.T) + biases for strand in strands])  # fmt: skip

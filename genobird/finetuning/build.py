@@ -12,7 +12,7 @@ import numpy as np
 
 from genobird.datasets.windows import default_max_tokens
 from genobird.finetuning.spec import (
-    FinetuneSpec,
+    Recipe,
     base_strands,
     profile_bins_read,
     task_pos_weight,
@@ -43,37 +43,39 @@ def base_rate_logits(data_path, pos_weight: float) -> np.ndarray:
     return np.log(pos_weight * rate / (1 - rate))
 
 
-def build_model(task_meta: dict, pretrained: Path | None, spec: FinetuneSpec, tokenizer):
-    pos_weight = task_pos_weight(spec, task_meta)
-    pieces = tokenizer.pieces
-    config = task_config(pretrained, spec.model, spec.max_tokens, len(pieces), tokenizer.pad_id)
-    if spec.dropout is not None:
-        config = replace(config, hidden_dropout=spec.dropout)
-    head = {}
-    window = spec.window_bp or task_meta["window_bp"]
-    if spec.pooling == "centre":
-        head["centre_fraction"] = min(1.0, spec.centre_bp / window)
-    if spec.pooling == "profile":  # the data set's bins read, each its own share of the window
-        head["profile_bins"] = profile_bins_read(task_meta, window)
-        head["centre_fraction"] = task_meta["profile_bin_bp"] / window
-    if spec.base_cnn_channels:
-        head["base_cnn_channels"] = spec.base_cnn_channels
-        head["base_cnn_architecture"] = spec.base_cnn_architecture
-    if spec.base_kmers:
-        head["base_kmers"] = spec.base_kmers
-    if spec.base_cnn_channels or spec.base_kmers:
-        head["base_strands"] = base_strands(spec, task_meta)
+def build_model(task_meta: dict, pretrained: Path | None, spec: Recipe, tokenizer):
+    """The classifier of `spec`'s head (its pooling, dropout and base readers) on a
+    pretrained encoder, or a fresh one of `spec.fresh_shape`."""
+    head, pieces = spec.head, tokenizer.pieces
+    config = task_config(pretrained, spec.fresh_shape, spec.data.max_tokens, len(pieces),
+                         tokenizer.pad_id)  # fmt: skip
+    if head.dropout is not None:
+        config = replace(config, hidden_dropout=head.dropout)
+    shape = {}
+    window = spec.data.window_bp or task_meta["window_bp"]
+    if head.pooling == "centre":
+        shape["centre_fraction"] = min(1.0, head.centre_bp / window)
+    if head.pooling == "profile":  # the data set's bins read, each its own share of the window
+        shape["profile_bins"] = profile_bins_read(task_meta, window)
+        shape["centre_fraction"] = task_meta["profile_bin_bp"] / window
+    if head.base.cnn_channels:
+        shape["base_cnn_channels"] = head.base.cnn_channels
+        shape["base_cnn_architecture"] = head.base.cnn_architecture
+    if head.base.kmers:
+        shape["base_kmers"] = head.base.kmers
+    if head.base.any:
+        shape["base_strands"] = base_strands(spec, task_meta)
     return build_task_model(
-        BigBirdForSequenceClassification, config, pretrained, spec.seed, pieces,
-        num_labels=len(task_meta["feature_names"]), problem="multi_label", pos_weight=pos_weight,
-        pooling=spec.pooling, **head,
+        BigBirdForSequenceClassification, config, pretrained, spec.optim.seed, pieces,
+        num_labels=len(task_meta["feature_names"]), problem="multi_label",
+        pos_weight=task_pos_weight(spec, task_meta), pooling=head.pooling, **shape,
     )  # fmt: skip
 
 
-def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> FinetuneSpec:
+def fitted_spec(spec: Recipe, data_path, tokenizer, pretrained) -> Recipe:
     """`spec` with max_tokens set, where it was left open, to what the data set's windows
     need (at most the pretrained model's max_position)."""
-    if spec.max_tokens is not None:
+    if spec.data.max_tokens is not None:
         return spec
     if pretrained is not None:
         config = read_model_description(pretrained)["config"]
@@ -81,7 +83,8 @@ def fitted_spec(spec: FinetuneSpec, data_path, tokenizer, pretrained) -> Finetun
         # rotary positions have no table to outgrow (task_config)
         limit = None if config.get("position_encoding") == "rotary" else config["max_position"]
     else:
-        block, limit = spec.model.get("block_size", 64), None
-    max_tokens = default_max_tokens(data_path, tokenizer, block, limit, window_bp=spec.window_bp)
+        block, limit = spec.fresh_shape.get("block_size", 64), None
+    max_tokens = default_max_tokens(data_path, tokenizer, block, limit,
+                                    window_bp=spec.data.window_bp)  # fmt: skip
     log.info("max_tokens %d (the data set's longest window)", max_tokens)
-    return replace(spec, max_tokens=max_tokens)
+    return spec.with_values(max_tokens=max_tokens)

@@ -19,7 +19,7 @@ LISTED_FEATURES = 20
 
 def model_card(meta: dict, recipe: dict, report: dict, sources: dict, baselines: dict,
                pos_weight: float = 1.0) -> str:  # fmt: skip
-    """The card's Markdown. `recipe`: finetune.json's tree; `report`: metrics.json;
+    """The card's Markdown. `recipe`: the recipe's settings by name; `report`: metrics.json;
     `sources`: each split's windows by contig or file (`windows.split_sources`);
     `baselines`: {name: metrics.json} of the baseline runs the start was read from;
     `pos_weight`: the weight of a positive in the loss."""
@@ -101,9 +101,7 @@ def _option(value) -> str:
 def how_it_was_chosen(recipe: dict, report: dict) -> str:
     training = report.get("training") or {}
     lines = ["## How it was chosen", ""]
-    flat = {key: value for group in recipe.values() if isinstance(group, dict)
-            for key, value in group.items()}  # fmt: skip
-    settings = ", ".join(f"{key} {value}" for key, value in flat.items() if value is not None)
+    settings = ", ".join(f"{key} {value}" for key, value in recipe.items() if value is not None)
     lines.append(f"- Recipe (finetune.json, `genobird finetune --config` reads it): {settings}.")
     if strands := report.get("strands", {}).get("chosen"):
         lines.append(f"- Strands: {strands}, chosen by {report['strands'].get('chosen_by')}.")

@@ -16,9 +16,9 @@ from genobird.datasets.metrics import is_multilabel, mean_auroc, write_evaluatio
 from genobird.datasets.windows import WindowDataset
 from genobird.finetuning.spec import (
     evaluation_strands,
-    strand_symmetric,
     task_head_lr_scale,
     training_max_tokens,
+    training_strands,
 )
 from genobird.inputs import window_collate
 
@@ -60,15 +60,15 @@ def validation_auroc(model, loader, device, reverse=None) -> dict:
 
 def evaluation_views(data_path, split, tokenizer, spec, model, rc_average: bool) -> list:
     """The datasets whose probabilities evaluation averages: the split on each strand
-    asked for, in the tokenizer's segmentation or in each of `spec.segmentations` sampled
+    asked for, in the tokenizer's segmentation or in each of `spec.evaluation.segmentations` sampled
     cuts (`window_views`, the same inputs a saved predictor scores)."""
     strands = (False, True) if rc_average else (False,)
-    windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=spec.window_bp)
-    if not spec.segmentations:
-        return [windows(spec.max_tokens, reverse_complement=r) for r in strands]
+    windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=spec.data.window_bp)
+    if not spec.evaluation.segmentations:
+        return [windows(spec.data.max_tokens, reverse_complement=r) for r in strands]
     return [windows(training_max_tokens(spec, model), reverse_complement=r,
-                    bpe_dropout=spec.bpe_dropout, cut=cut)
-            for r in strands for cut in range(spec.segmentations)]  # fmt: skip
+                    bpe_dropout=spec.data.bpe_dropout, cut=cut)
+            for r in strands for cut in range(spec.evaluation.segmentations)]  # fmt: skip
 
 
 def split_probabilities(model, data_path, split, tokenizer, spec, device, rc_average: bool):
@@ -132,22 +132,22 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
     if meta["counts"]["valid"] and not is_multilabel(meta):
         valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
     extra = {
-        "window_bp": spec.window_bp or meta["window_bp"],
-        "max_tokens": spec.max_tokens,
+        "window_bp": spec.data.window_bp or meta["window_bp"],
+        "max_tokens": spec.data.max_tokens,
         "rc_average": rc_average,
-        "rc_augment": strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment,
+        "rc_augment": training_strands(spec, meta),
         "strands": strands or {},
         "recipe_choice": choice or {},
-        "learning_rate": spec.training.get("learning_rate"),
-        "pooling": spec.pooling,
-        "base_cnn_channels": spec.base_cnn_channels,
-        "base_cnn_architecture": spec.base_cnn_architecture,
-        "base_kmers": spec.base_kmers,
+        "learning_rate": spec.optim.learning_rate,
+        "pooling": spec.head.pooling,
+        "base_cnn_channels": spec.head.base.cnn_channels,
+        "base_cnn_architecture": spec.head.base.cnn_architecture,
+        "base_kmers": spec.head.base.kmers,
         "head_lr_scale": task_head_lr_scale(spec, meta),
-        "layer_decay": spec.layer_decay,
-        "ema_decay": spec.training.get("ema_decay", 0.0),
-        "bpe_dropout": spec.bpe_dropout,
-        "segmentations": spec.segmentations,
+        "layer_decay": spec.optim.layer_decay,
+        "ema_decay": spec.optim.ema_decay,
+        "bpe_dropout": spec.data.bpe_dropout,
+        "segmentations": spec.evaluation.segmentations,
         "training": training or {},
     }
     return write_evaluation(output / "report", meta, test, valid, extra, data_path)

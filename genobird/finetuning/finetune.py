@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from dataclasses import asdict, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -36,26 +36,26 @@ from genobird.finetuning.cost import describe
 from genobird.finetuning.evaluation import evaluate, start_check, training_summary, validation_auroc
 from genobird.finetuning.plan import plan, planned_cost
 from genobird.finetuning.probes import choose_recipe
-from genobird.finetuning.recipe import tree
+from genobird.finetuning.recipe import SETTINGS, tree
 from genobird.finetuning.spec import (
-    FinetuneSpec,
+    Recipe,
     check_window,
     evaluation_interval,
     evaluation_strands,
     profile_bins_read,
-    recipe_values,
     settle_strands,
-    strand_symmetric,
     strands_chosen_with_start,
     task_head_lr_scale,
     task_pos_weight,
+    training_config,
     training_max_tokens,
+    training_strands,
 )
 from genobird.inputs import window_collate
 from genobird.model import save_pretrained
 from genobird.model.io import WEIGHTS_FILE
 from genobird.model.task_model import layer_decay_scales
-from genobird.training import Trainer, TrainingConfig
+from genobird.training import Trainer
 from genobird.training.checkpoint import latest_checkpoint
 from genobird.training.config import discard_other_run
 
@@ -76,7 +76,7 @@ def classification_step(model, batch, pull: StartPull | None = None):
     return out.loss + penalty, {"kmer_pull": penalty.detach()}
 
 
-def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_path=None,
+def finetune(data_path, output, spec: Recipe, pretrained=None, tokenizer_path=None,
              restart_changed: bool = False, baseline_runs=()) -> dict:  # fmt: skip
     """Fine-tune, evaluate on the test split, write the model directory and the report.
     A run resumes from its own checkpoints in `output`; checkpoints there of a run with
@@ -88,11 +88,11 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     if pretrained is None and tokenizer_path is None:
         raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer")
     tokenizer = load_tokenizer(pretrained if pretrained else tokenizer_path)
-    if spec.bpe_dropout:  # a tokenizer that cannot sample is refused before any training
-        tokenizer.encode_sampled("ACGT", spec.bpe_dropout, seed=0)
+    if spec.data.bpe_dropout:  # a tokenizer that cannot sample is refused before any training
+        tokenizer.encode_sampled("ACGT", spec.data.bpe_dropout, seed=0)
     meta = read_metadata(data_path)
     check_window(spec, meta, data_path)
-    if (spec.base_cnn_channels or spec.base_kmers) and tokenizer.unk_id in tokenizer.encode("N"):
+    if spec.head.base.any and tokenizer.unk_id in tokenizer.encode("N"):
         log.warning("the vocabulary has no piece for N: a run of N is one [UNK] token, "
                     "whose bases the base readers cannot read, so windows with N do not "
                     "start as the baselines (`genobird vocab train` gives N a piece)")  # fmt: skip
@@ -108,8 +108,8 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     start_choice = {}
     if strands_chosen_with_start(spec, meta):
         start_choice = choose_strands(spec, data_path, output / "base-cnn", baseline_runs)
-        spec = replace(spec, **start_choice["settings"])
-    if not (spec.base_cnn_channels or spec.base_kmers):  # none of an earlier run's readers
+        spec = spec.with_values(**start_choice["settings"])
+    if not spec.head.base.any:  # none of an earlier run's readers
         shutil.rmtree(output / READERS_FOLDER, ignore_errors=True)
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice, start_choice)
@@ -128,36 +128,37 @@ def finetune(data_path, output, spec: FinetuneSpec, pretrained=None, tokenizer_p
     return report
 
 
-def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pretrained,
+def train_run(spec: Recipe, output: Path, data_path: Path, meta: dict, pretrained,
               tokenizer, cnn_cache: Path, baseline_runs=(),
               restart_changed: bool = False) -> Trainer:  # fmt: skip
     """One fine-tuning run of `spec` from the starting weights into `output` (resumed
     from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
     model.set_output_bias(base_rate_logits(data_path, task_pos_weight(spec, meta)))
-    rc_augment = strand_symmetric(meta) if spec.rc_augment is None else spec.rc_augment
-    windows = partial(WindowDataset, data_path, tokenizer=tokenizer, window_bp=spec.window_bp)
+    rc_augment = training_strands(spec, meta)
+    windows = partial(WindowDataset, data_path, tokenizer=tokenizer, window_bp=spec.data.window_bp)
+    data, checks, seed = spec.data, spec.evaluation, spec.optim.seed
     train = windows("train", max_tokens=training_max_tokens(spec, model),
-                    rc_augment_seed=spec.seed if rc_augment else None,
-                    bpe_dropout=spec.bpe_dropout, bpe_seed=spec.seed,
-                    profile_bins=profile_bins_read(meta, spec.window_bp or meta["window_bp"])
-                    if spec.pooling == "profile" else 0)  # fmt: skip
-    valid = windows("valid", max_tokens=spec.max_tokens)
-    warm_start = bool(spec.base_cnn_channels or spec.base_kmers)
-    training = TrainingConfig(**{"seed": spec.seed, **spec.training})
+                    rc_augment_seed=seed if rc_augment else None,
+                    bpe_dropout=data.bpe_dropout, bpe_seed=seed,
+                    profile_bins=profile_bins_read(meta, data.window_bp or meta["window_bp"])
+                    if spec.head.pooling == "profile" else 0)  # fmt: skip
+    valid = windows("valid", max_tokens=data.max_tokens)
+    warm_start = spec.head.base.any
+    training = training_config(spec)
     selection, reverse = {}, None
-    if spec.eval_every and len(valid):
-        selection = {"eval_every": evaluation_interval(spec.eval_every, len(train), training),
-                     "best_metric": "auroc", "patience": spec.patience,
+    if checks.eval_every and len(valid):
+        selection = {"eval_every": evaluation_interval(checks.eval_every, len(train), training),
+                     "best_metric": "auroc", "patience": checks.patience,
                      "eval_at_start": warm_start}  # fmt: skip
         if evaluation_strands(spec, meta):
-            reverse = windows("valid", max_tokens=spec.max_tokens, reverse_complement=True)
+            reverse = windows("valid", max_tokens=data.max_tokens, reverse_complement=True)
     training = replace(training, **selection)
     final_norm = model.encoder.final_norm is not None
-    scales = layer_decay_scales(model.config.num_layers, spec.layer_decay, final_norm)
+    scales = layer_decay_scales(model.config.num_layers, spec.optim.layer_decay, final_norm)
     if (head_scale := task_head_lr_scale(spec, meta)) != 1:
         scales["head."] = head_scale
-    if spec.base_cnn_channels:  # trained from scratch, at the rate its baseline uses
+    if spec.head.base.cnn_channels:  # trained from scratch, at the rate its baseline uses
         scales["base_cnn."] = BASE_CNN_LEARNING_RATE / training.learning_rate
     if scales:
         scales = {**training.learning_rate_scales, **scales}
@@ -169,7 +170,8 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     # a resumed run is started again too when it pulls towards its start (the baselines
     # are read from their cache), so that the pull knows the start; resume() then loads
     # the checkpoint's weights over it
-    if warm_start and (spec.base_kmer_pull or latest_checkpoint(output / "checkpoints") is None):
+    if warm_start and (spec.head.base.kmer_pull
+                       or latest_checkpoint(output / "checkpoints") is None):  # fmt: skip
         record = start_from_baselines(model, spec, data_path, output, cnn_cache,
                                       evaluation_strands(spec, meta), baseline_runs)  # fmt: skip
         if "base_kmer_pull_strength" in record:
@@ -188,17 +190,21 @@ def train_run(spec: FinetuneSpec, output: Path, data_path: Path, meta: dict, pre
     return trainer
 
 
-def run_identity(spec: FinetuneSpec, pretrained: Path | None, meta: dict) -> dict:
+def run_identity(spec: Recipe, pretrained: Path | None, meta: dict) -> dict:
     """What a fine-tuning checkpoint must share with its resumption besides the training
     settings: the recipe, the starting weights (by digest: a pretrained model rebuilt in
     place is another start) and the data set's split sizes."""
-    # segmentations only changes how the trained model is evaluated
-    recipe = {k: v for k, v in asdict(spec).items() if k not in ("training", "segmentations")}
+    # the Trainer's settings are compared on their own; segmentations only changes how
+    # the trained model is evaluated
+    values = spec.values()
+    recipe = {s.name: values[s.name] for s in SETTINGS
+              if not s.trainer and s.name != "segmentations"}  # fmt: skip
+    recipe.update(choose_on_validation=spec.choose_on_validation, model=spec.fresh_shape)
     weights = file_digest(pretrained / WEIGHTS_FILE) if pretrained else None
     return {"task": recipe, "pretrained_weights": weights, "examples": meta["counts"]}
 
 
-def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, report: dict,
+def save_model(model, tokenizer, meta, spec: Recipe, directory: Path, report: dict,
                data_path: Path, baseline_runs=()) -> None:  # fmt: skip
     """The model directory: weights, tokenizer, the task, the evaluation, the recipe as
     run and the model card (finetuning.card)."""
@@ -206,23 +212,22 @@ def save_model(model, tokenizer, meta, spec: FinetuneSpec, directory: Path, repo
         "task": meta["task"],
         "feature_names": meta["feature_names"],
         "categories": meta["categories"],
-        "window_bp": spec.window_bp or meta["window_bp"],
-        "max_tokens": spec.max_tokens,
+        "window_bp": spec.data.window_bp or meta["window_bp"],
+        "max_tokens": spec.data.max_tokens,
         "rc_average": evaluation_strands(spec, meta),
-        "segmentations": spec.segmentations,
-        "bpe_dropout": spec.bpe_dropout,
+        "segmentations": spec.evaluation.segmentations,
+        "bpe_dropout": spec.data.bpe_dropout,
     }
     save_pretrained(model, directory, extra={"task_info": task})
     tokenizer.save(directory)
     with atomic_write(directory / "evaluation.json") as handle:
         json.dump(report, handle, indent=2)
     # the recipe as run (what validation chose included), which `finetune --config` reads
-    recipe = tree(recipe_values(spec))
     with atomic_write(directory / RECIPE_FILE) as handle:
-        json.dump(recipe, handle, indent=2)
+        json.dump(tree(spec.values()), handle, indent=2)
     baselines = {**reader_reports(directory.parent / READERS_FOLDER),
                  **baseline_reports(baseline_runs)}  # fmt: skip
-    card = model_card(meta, recipe, report, split_sources(data_path), baselines,
+    card = model_card(meta, spec.values(), report, split_sources(data_path), baselines,
                       task_pos_weight(spec, meta))  # fmt: skip
     with atomic_write(directory / CARD_FILE) as handle:
         handle.write(card)

@@ -37,7 +37,7 @@ import json
 import logging
 import math
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from genobird.datasets.metrics import is_multilabel
@@ -57,7 +57,7 @@ LEARNING_RATE_FACTOR = 3.0
 @dataclass(frozen=True)
 class Candidate:
     name: str  # as metrics.json and the report name it
-    settings: dict  # FinetuneSpec fields, and "learning_rate" for spec.training
+    settings: dict  # recipe settings by name
 
 
 def strand_candidates(spec) -> list[Candidate]:
@@ -66,15 +66,15 @@ def strand_candidates(spec) -> list[Candidate]:
 
 
 def learning_rate_candidates(spec) -> list[Candidate]:
-    rate = spec.training["learning_rate"]
+    rate = spec.optim.learning_rate
     lower = float(f"{rate / LEARNING_RATE_FACTOR:.3g}")  # 1e-4, not 9.999999999999999e-05
     return [Candidate(f"{rate:g}", {"learning_rate": rate}),
             Candidate(f"{lower:g}", {"learning_rate": lower})]  # fmt: skip
 
 
 def pooling_candidates(spec) -> list[Candidate]:
-    other = "cls" if spec.pooling == "mean" else "mean"
-    return [Candidate(spec.pooling, {"pooling": spec.pooling}),
+    other = "cls" if spec.head.pooling == "mean" else "mean"
+    return [Candidate(spec.head.pooling, {"pooling": spec.head.pooling}),
             Candidate(other, {"pooling": other})]  # fmt: skip
 
 
@@ -84,19 +84,16 @@ CANDIDATES = {"strands": strand_candidates, "learning_rate": learning_rate_candi
 
 def apply(spec, settings: dict):
     """`spec` with a candidate's settings."""
-    settings = dict(settings)
-    if "learning_rate" in settings:
-        training = {**spec.training, "learning_rate": settings.pop("learning_rate")}
-        spec = replace(spec, training=training)
-    return replace(spec, **settings)
+    return spec.with_values(**settings)
 
 
 def open_questions(spec, meta: dict) -> list[str]:
     """The questions this run asks on validation, in order."""
-    if (meta["task"] != "classify" or not spec.probe_steps or is_multilabel(meta)
+    if (meta["task"] != "classify" or not spec.evaluation.probe_steps or is_multilabel(meta)
             or not meta["counts"].get("valid")):  # fmt: skip
         return []
-    asked = ["strands"] if spec.rc_augment is None and spec.rc_average is None else []
+    strands_given = spec.data.rc_augment is not None or spec.evaluation.rc_average is not None
+    asked = [] if strands_given else ["strands"]
     return asked + [q for q in QUESTIONS if q in spec.choose_on_validation]
 
 
@@ -104,7 +101,7 @@ def probe_budget(spec, questions: list[str]) -> tuple[int, int]:
     """(at most how many probes, of at most how many steps) answer `questions`: two
     candidates each, the default of every question after the first being the best probe
     so far; a probe is never longer than the run itself (--max-steps)."""
-    steps = min(spec.probe_steps, spec.training.get("max_steps") or spec.probe_steps)
+    steps = min(spec.evaluation.probe_steps, spec.optim.max_steps or spec.evaluation.probe_steps)
     return len(questions) + 1, steps
 
 
@@ -182,8 +179,8 @@ def auroc_standard_error(auroc: float, positives: int, negatives: int) -> float:
 def probe_spec(spec, steps: int):
     """A probe: at most `steps` steps of `spec`, checked on validation as often as the run
     is (at least at its end) and stopped as the run would be."""
-    every = min(spec.eval_every or steps, steps)
-    return replace(spec, eval_every=every, training={**spec.training, "max_steps": steps})
+    every = min(spec.evaluation.eval_every or steps, steps)
+    return spec.with_values(eval_every=every, max_steps=steps)
 
 
 def answered(spec, record: dict):

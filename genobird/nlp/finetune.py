@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -24,24 +24,12 @@ from genobird.model import from_pretrained, save_pretrained
 from genobird.model.task_model import build_task_model, task_config
 from genobird.nlp import qa
 from genobird.nlp.models import BigBirdForQuestionAnswering
+from genobird.nlp.recipe import ENCODER_LAYERS, NLPRecipe
 from genobird.nlp.text import TextTokenizer
 from genobird.training import Trainer, TrainingConfig
 
 log = logging.getLogger(__name__)
 TASK_FILE = "task.json"
-
-
-@dataclass
-class NLPFinetuneSpec:
-    max_tokens: int = 512
-    training: dict = field(default_factory=dict)  # TrainingConfig fields
-    # Fresh model shape (with --from-scratch); max_position grows to max_tokens.
-    model: dict = field(
-        default_factory=lambda: dict(
-            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512, block_size=16
-        )
-    )
-    seed: int = 0
 
 
 # =========================================================================== model
@@ -53,19 +41,33 @@ def load_tokenizer(pretrained: Path | None, tokenizer_path: Path | None) -> Text
     return TextTokenizer(tokenizer_path)
 
 
-def build_model(model_class, pretrained: Path | None, spec: NLPFinetuneSpec, vocab_size: int,
+def build_model(model_class, pretrained: Path | None, spec: NLPRecipe, vocab_size: int,
                 attention: dict | None = None, **head):  # fmt: skip
     """The task model: encoder from `pretrained` (head fresh), or all fresh. `attention`
     overrides config fields the task needs (ETC: attention_type, num_global_tokens)."""
-    shape = {**spec.model, "seed": spec.seed}
-    config = task_config(pretrained, shape, spec.max_tokens, vocab_size)
+    shape = {**spec.fresh_shape, "seed": spec.optim.seed}
+    config = task_config(pretrained, shape, spec.data.max_tokens, vocab_size)
     if attention:
         config = config.replace(**attention)
-    return build_task_model(model_class, config, pretrained, spec.seed, **head)
+    return build_task_model(model_class, config, pretrained, spec.optim.seed, **head)
 
 
-def train(model, dataset: Dataset, spec: NLPFinetuneSpec, output: Path, step_fn) -> Trainer:
-    training = TrainingConfig(**{"seed": spec.seed, **spec.training})
+def training_config(spec: NLPRecipe) -> TrainingConfig:
+    """The Trainer's settings of a recipe: its optimiser branch (the encoder's layers at
+    their own rate, where --encoder-lr-scale asks) and its checkpoints."""
+    optim = spec.optim
+    scales = {ENCODER_LAYERS: optim.encoder_lr_scale} if optim.encoder_lr_scale != 1 else {}
+    return TrainingConfig(
+        seed=optim.seed, max_steps=optim.max_steps, batch_size=optim.batch_size,
+        effective_batch_size=optim.effective_batch_size or optim.batch_size,
+        learning_rate=optim.learning_rate, warmup_steps=optim.warmup_steps,
+        learning_rate_scales=scales, checkpoint_every=spec.output.checkpoint_every,
+        eval_every=0, progress=spec.progress,
+    )  # fmt: skip
+
+
+def train(model, dataset: Dataset, spec: NLPRecipe, output: Path, step_fn) -> Trainer:
+    training = training_config(spec)
     trainer = Trainer(model, dataset, training, output, step_fn)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
@@ -153,20 +155,22 @@ def answer_questions(model, tokenizer, questions, window: qa.QAWindowSpec,
     return qa.decode_answers(questions, windows, starts, ends, max_answer_tokens)
 
 
-def finetune_qa(train_path, output, spec: NLPFinetuneSpec, valid_path=None, pretrained=None,
+def finetune_qa(train_path, output, spec: NLPRecipe, valid_path=None, pretrained=None,
                 tokenizer_path=None, stride: int | None = None, max_answer_tokens: int = 30,
                 max_question_tokens: int = 64) -> dict:  # fmt: skip
     """Fine-tune extractive QA; returns (and writes to OUT/report/metrics.json) exact match
     and F1 on `valid_path` when given."""
     output = Path(output)
     tokenizer = load_tokenizer(pretrained, tokenizer_path)
-    window = qa.QAWindowSpec(spec.max_tokens, stride or spec.max_tokens // 2, max_question_tokens)
+    window = qa.QAWindowSpec(
+        spec.data.max_tokens, stride or spec.data.max_tokens // 2, max_question_tokens
+    )
     questions = qa.read_squad(train_path)
     windows = qa.make_windows(questions, tokenizer, window)
     log.info("%d questions -> %d windows", len(questions), len(windows))
     model = build_model(BigBirdForQuestionAnswering, pretrained, spec, tokenizer.vocab_size)
     trainer = train(
-        model, QADataset(windows, spec.max_tokens, tokenizer.pad_id), spec, output, qa_step
+        model, QADataset(windows, spec.data.max_tokens, tokenizer.pad_id), spec, output, qa_step
     )
     report = {"task": "qa", "train_questions": len(questions), "train_windows": len(windows)}
     if valid_path is not None:
@@ -221,7 +225,7 @@ def classify_outputs(model, dataset, batch_size: int = 16) -> np.ndarray:
     return np.concatenate(outputs)
 
 
-def finetune_classify(train_path, output, spec: NLPFinetuneSpec, valid_path=None,
+def finetune_classify(train_path, output, spec: NLPRecipe, valid_path=None,
                       pretrained=None, tokenizer_path=None, problem=None) -> dict:  # fmt: skip
     """Fine-tune [CLS] classification (GLUE-style); GLUE metrics on `valid_path`."""
     from genobird.model import BigBirdForSequenceClassification
@@ -231,7 +235,7 @@ def finetune_classify(train_path, output, spec: NLPFinetuneSpec, valid_path=None
     tokenizer = load_tokenizer(pretrained, tokenizer_path)
     examples = read_examples(train_path)
     labels = LabelSpace.infer(examples, problem)
-    dataset = TextDataset(examples, tokenizer, labels, spec.max_tokens, str(train_path))
+    dataset = TextDataset(examples, tokenizer, labels, spec.data.max_tokens, str(train_path))
     model = build_model(
         BigBirdForSequenceClassification, pretrained, spec, tokenizer.vocab_size,
         num_labels=len(labels.names), problem=labels.problem,
@@ -241,7 +245,7 @@ def finetune_classify(train_path, output, spec: NLPFinetuneSpec, valid_path=None
               "train_examples": len(examples)}  # fmt: skip
     if valid_path is not None:
         valid = TextDataset(
-            read_examples(valid_path), tokenizer, labels, spec.max_tokens, str(valid_path)
+            read_examples(valid_path), tokenizer, labels, spec.data.max_tokens, str(valid_path)
         )
         targets = np.stack([item[2] for item in valid.items])
         report.update(
@@ -250,7 +254,7 @@ def finetune_classify(train_path, output, spec: NLPFinetuneSpec, valid_path=None
         report["valid_examples"] = len(valid)
     if trainer.is_main:
         task = {"task": "classify", "problem": labels.problem, "labels": labels.names,
-                "max_tokens": spec.max_tokens}  # fmt: skip
+                "max_tokens": spec.data.max_tokens}  # fmt: skip
         save_model(trainer.module, tokenizer, output / "model", task)
         _write_report(output, report)
     return report
@@ -318,7 +322,7 @@ def choice_logits(model, dataset, batch_size: int = 8) -> np.ndarray:
 
 
 def finetune_multiple_choice(
-    train_path, output, spec: NLPFinetuneSpec, valid_path=None, pretrained=None,
+    train_path, output, spec: NLPRecipe, valid_path=None, pretrained=None,
     tokenizer_path=None, max_globals: int = 64,
 ) -> dict:  # fmt: skip
     """Fine-tune multiple choice with ETC global tokens; accuracy on `valid_path`."""
@@ -328,7 +332,7 @@ def finetune_multiple_choice(
     output = Path(output)
     tokenizer = load_tokenizer(pretrained, tokenizer_path)
     examples = mc.read_choices(train_path)
-    dataset = mc.ChoiceDataset(examples, tokenizer, spec.max_tokens, max_globals)
+    dataset = mc.ChoiceDataset(examples, tokenizer, spec.data.max_tokens, max_globals)
     warn_truncated(dataset, "training examples", "--max-tokens or --max-globals")
     etc = {"attention_type": "etc", "num_global_tokens": max_globals}
     model = build_model(BigBirdForMultipleChoice, pretrained, spec, tokenizer.vocab_size, etc)
@@ -337,14 +341,14 @@ def finetune_multiple_choice(
               "train_truncated": dataset.truncated}  # fmt: skip
     if valid_path is not None:
         valid = mc.read_choices(valid_path)
-        valid_set = mc.ChoiceDataset(valid, tokenizer, spec.max_tokens, max_globals)
+        valid_set = mc.ChoiceDataset(valid, tokenizer, spec.data.max_tokens, max_globals)
         logits = choice_logits(trainer.module, valid_set)
         report.update(accuracy=mc.accuracy(valid, logits), valid_examples=len(valid),
                       valid_truncated=valid_set.truncated)  # fmt: skip
     if trainer.is_main:
         task = {
             "task": "multiple_choice",
-            "max_tokens": spec.max_tokens,
+            "max_tokens": spec.data.max_tokens,
             "max_globals": max_globals,
         }
         save_model(trainer.module, tokenizer, output / "model", task)
@@ -399,7 +403,7 @@ def generate_summaries(
 
 
 def finetune_summarize(
-    train_path, output, spec: NLPFinetuneSpec, valid_path=None, pretrained=None,
+    train_path, output, spec: NLPRecipe, valid_path=None, pretrained=None,
     tokenizer_path=None, max_target_tokens: int = 128, decoder_layers: int = 2,
     share_weights: bool = False, beams: int = 4, alpha: float = 0.6,
 ) -> dict:  # fmt: skip
@@ -410,7 +414,7 @@ def finetune_summarize(
     output = Path(output)
     tokenizer = load_tokenizer(pretrained, tokenizer_path)
     examples = read_summaries(train_path)
-    dataset = SummaryDataset(examples, tokenizer, spec.max_tokens, max_target_tokens)
+    dataset = SummaryDataset(examples, tokenizer, spec.data.max_tokens, max_target_tokens)
     warn_truncated(dataset, "training documents or summaries", "--max-(target-)tokens")
     model = build_model(
         BigBirdForSummarization, pretrained, spec, tokenizer.vocab_size,
@@ -420,13 +424,19 @@ def finetune_summarize(
     trainer = train(model, dataset, spec, output, summarize_step)
     report = {"task": "summarize", "train_examples": len(examples),
               "train_truncated": dataset.truncated}  # fmt: skip
-    task = {"task": "summarize", "max_tokens": spec.max_tokens, "beams": beams, "alpha": alpha,
+    task = {"task": "summarize", "max_tokens": spec.data.max_tokens, "beams": beams, "alpha": alpha,
             "max_length": max_target_tokens}  # fmt: skip
     if valid_path is not None:
         valid = read_summaries(valid_path)
         documents = [e.document for e in valid]
         predicted = generate_summaries(
-            trainer.module, tokenizer, documents, spec.max_tokens, max_target_tokens, beams, alpha
+            trainer.module,
+            tokenizer,
+            documents,
+            spec.data.max_tokens,
+            max_target_tokens,
+            beams,
+            alpha,
         )
         report.update(rouge(predicted, [e.summary or "" for e in valid]))
         report["valid_examples"] = len(valid)
