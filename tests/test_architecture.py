@@ -23,7 +23,7 @@ LAYERS = [
     ["genobird.finetuning"],
     # scoring, in data-flow order: where windows come from and where tables go, the
     # predictors, the language model's bits, then what is built on them
-    ["genobird.scoring.windows", "genobird.scoring.tables"],
+    ["genobird.scoring.options", "genobird.scoring.windows", "genobird.scoring.tables"],
     ["genobird.scoring.predict"],
     ["genobird.scoring.likelihood"],
     ["genobird.scoring", "genobird.convert"],

@@ -82,7 +82,7 @@ def test_piece_bits_equal_each_piece_scored_alone(model, tokenizer, stride):
 def test_scorer_sums_windows_and_runs_and_averages_the_strands(model, tokenizer, model_dir):
     rng = np.random.default_rng(2)
     left, right = random_dna(rng, 700), random_dna(rng, 60)  # left needs several windows
-    one_strand = LikelihoodScorer(model_dir, "cpu", both_strands=False, batch_size=4)
+    one_strand = LikelihoodScorer(model_dir, device="cpu", rc_average=False, batch_size=4)
     table = one_strand.score([left + "NNNNN" + right, left, right])
     # runs between Ns are scored apart; a long run in windows of max_position - 2 pieces
     ids = tokenizer.encode(left)
@@ -98,7 +98,7 @@ def test_scorer_sums_windows_and_runs_and_averages_the_strands(model, tokenizer,
         one_strand.score(right)
     with pytest.raises(ValueError, match="sequence 1 is all N"):
         one_strand.score([right, "NNNN"])
-    both = LikelihoodScorer(model_dir, "cpu", batch_size=4).score([right])
+    both = LikelihoodScorer(model_dir, device="cpu", batch_size=4).score([right])
     reverse = one_strand.score([reverse_complement(right)])
     assert both["bits"][0] == pytest.approx((table["bits"][2] + reverse["bits"][0]) / 2, rel=1e-5)
 
@@ -266,7 +266,7 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
 def test_soft_masked_and_rna_input_is_scored_as_its_dna(model_dir):
     """LikelihoodScorer.score normalises as every scorer does: lowercase (soft-masked)
     bases and U count (they were dropped: 9 of 33 bases scored)."""
-    scorer = LikelihoodScorer(model_dir, "cpu", stride=3)
+    scorer = LikelihoodScorer(model_dir, device="cpu", stride=3)
     dna = "ACGTTGACAGGATTACAGGCATGAGCCACCGCG"
     mixed = dna[:24].lower() + dna[24:]
     table = scorer.score([dna, mixed, dna.replace("T", "U"), dna.lower()])

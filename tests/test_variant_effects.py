@@ -77,8 +77,8 @@ def test_the_score_is_the_bits_of_the_differing_pieces_computed_the_slow_way(
 
     reference = Reference(demo_reference / "genome.fa")
     model = from_pretrained(model_dir).eval()
-    scorer = VariantEffectScorer(model_dir, device="cpu", both_strands=False)
-    one_and_both = VariantEffectScorer(model_dir, device="cpu", both_strands=True)
+    scorer = VariantEffectScorer(model_dir, device="cpu", rc_average=False)
+    one_and_both = VariantEffectScorer(model_dir, device="cpu", rc_average=True)
     windows = []
     for position, alt in ((50_001, None), (52_345, None), (61_000, "AT")):
         ref = reference.fetch("chr1", position - 1, position)

@@ -16,6 +16,7 @@ from genobird.commands.common import (
 )
 from genobird.commands.options import add_shared
 from genobird.errors import ConfigError, GenobirdError
+from genobird.scoring.options import BATCH_SIZES, STRANDS
 
 log = logging.getLogger("genobird")
 
@@ -34,14 +35,13 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_likelihood(args: argparse.Namespace) -> int:
     from genobird.scoring.likelihood import LikelihoodScorer
+    from genobird.scoring.options import ScoringOptions
     from genobird.scoring.tables import write_scores
 
     kind, source = _score_source(args, ("fasta", "bed", "vcf"))
     if kind == "vcf":
         return _variant_effects(args, source)
-    scorer = LikelihoodScorer(
-        args.model, args.device, args.stride, args.rc_average, args.batch_size
-    )
+    scorer = LikelihoodScorer(args.model, ScoringOptions.from_args(args), stride=args.stride)
     summary = write_scores(
         scorer, kind, source, args.out, args.format, None, args.reference,
         progress=not args.quiet, chromosomes=args.chromosomes,
@@ -50,9 +50,10 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
 
 
 def _variant_effects(args: argparse.Namespace, vcf: Path) -> int:
+    from genobird.scoring.options import ScoringOptions
     from genobird.scoring.variant_effects import VariantEffectScorer, write_variant_effects
 
-    scorer = VariantEffectScorer(args.model, args.device, args.rc_average, args.batch_size)
+    scorer = VariantEffectScorer(args.model, ScoringOptions.from_args(args))
     scored, rejected = write_variant_effects(scorer, vcf, args.reference, args.out,
                                              args.window_bp, args.chromosomes)  # fmt: skip
     print(f"scored {scored:,} variants, rejected {len(rejected):,}; wrote {args.out}"
@@ -114,10 +115,11 @@ def cmd_tracks(args: argparse.Namespace) -> int:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from genobird.scoring.embed import Embedder, write_embeddings
+    from genobird.scoring.options import ScoringOptions
 
     kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
-    embedder = Embedder(args.model, args.device, args.layer, args.mean_last, args.rc_average,
-                        args.batch_size, args.precision, args.workers)  # fmt: skip
+    embedder = Embedder(args.model, ScoringOptions.from_args(args), layer=args.layer,
+                        mean_last=args.mean_last)  # fmt: skip
     summary = write_embeddings(embedder, kind, source, args.out, args.level, args.pooling,
                                args.reference, args.window_bp, progress=not args.quiet)  # fmt: skip
     print(f"embedded {summary.embedded:,} records ({args.level}), rejected "
@@ -277,7 +279,7 @@ def add_embed(commands) -> None:
         "rc_average",
         "window_bp",
         rc_average={
-            "default": False,
+            "default": STRANDS["embed"],
             "help": "average both strands, the reverse "
             "complement's vectors laid back onto the forward bases (pooled "
             "and base levels)",
@@ -291,6 +293,7 @@ def add_embed(commands) -> None:
         "device",
         "precision",
         "workers",
+        batch_size={"default": BATCH_SIZES["embed"]},
         workers="processes tokenising the next records while the model embeds "
         "(default: up to 8 on CUDA, none on CPU)",
     )
@@ -329,11 +332,11 @@ def add_likelihood(commands) -> None:
         "7: as pretraining scores its held-out bits per bp; one larger than a "
         "sequence's piece count masks one piece at a time)",
         rc_average={
-            "default": True,
+            "default": STRANDS["likelihood"],
             "help": "average the scores of both strands (--no-rc-average: the "
             "given strand; BED regions on their own)",
         },
-        batch_size={"default": 32},
+        batch_size={"default": BATCH_SIZES["likelihood"]},
     )
 
 
@@ -376,13 +379,13 @@ def _add_predictor_options(sub) -> None:
         "device",
         "precision",
         "workers",
+        batch_size={"default": BATCH_SIZES["predict"]},
     )
 
 
 def _load_predictor(args: argparse.Namespace):
+    from genobird.scoring.options import ScoringOptions
     from genobird.scoring.predict import load_predictor
 
-    return load_predictor(
-        args.model, device=args.device, batch_size=args.batch_size, rc_average=args.rc_average,
-        segmentations=args.segmentations, precision=args.precision, num_workers=args.workers,
-    )  # fmt: skip
+    return load_predictor(args.model, ScoringOptions.from_args(args),
+                          segmentations=args.segmentations)  # fmt: skip

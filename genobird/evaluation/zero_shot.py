@@ -71,7 +71,7 @@ def calibrated(bits_per_bp: dict, labels: dict) -> dict:
 def language_model_bits(model_dir, sequences: dict, device="auto", stride=None) -> dict:
     from genobird.scoring.likelihood import LikelihoodScorer
 
-    scorer = LikelihoodScorer(model_dir, device, stride)
+    scorer = LikelihoodScorer(model_dir, device=device, stride=stride)
     return {split: scorer.score(texts)["bits_per_bp"].to_numpy()
             for split, texts in sequences.items()}  # fmt: skip
 

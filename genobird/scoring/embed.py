@@ -34,6 +34,7 @@ from genobird.genome.alphabet import reverse_complement
 from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained
 from genobird.model.precision import autocast, autocast_dtype
+from genobird.scoring.options import ScoringOptions
 
 LEVELS = ("pooled", "token", "base")
 POOLINGS = ("mean", "cls")
@@ -56,17 +57,21 @@ class Embedder:
     """A genobird model directory (pretrained, fine-tuned, or converted from HuggingFace)
     as an embedding function of DNA."""
 
-    def __init__(self, model_dir, device="auto", layer: int = -1, mean_last: int = 1,
-                 rc_average: bool = False, batch_size: int = 16,
-                 precision: str = "auto", num_workers: int | None = None):  # fmt: skip
+    def __init__(self, model_dir, options: ScoringOptions | None = None, *, layer: int = -1,
+                 mean_last: int = 1, **given):  # fmt: skip
+        """`options` (scoring.options), or its fields as keywords (`device`,
+        `batch_size`, `rc_average`: one strand unless True, `num_workers`, `precision`);
+        `layer` and `mean_last`: the layers whose states are averaged."""
         from genobird.scoring.windows import default_workers
 
+        options = self.options = ScoringOptions.of(options, **given)
         self.model_dir = Path(model_dir)
-        self.device = resolve_device(device)
+        self.device = resolve_device(options.device)
         # processes that tokenise the next chunks of a file while the model embeds this one
         # (`write_embeddings`; default as `score`: up to 8 on CUDA, none on CPU)
-        self.num_workers = default_workers(self.device) if num_workers is None else num_workers
-        self.autocast_dtype = autocast_dtype(precision, self.device)
+        workers = options.num_workers
+        self.num_workers = default_workers(self.device) if workers is None else workers
+        self.autocast_dtype = autocast_dtype(options.precision, self.device)
         self.tokenizer = load_tokenizer(self.model_dir)
         model = from_pretrained(self.model_dir, self.device).eval()
         if not hasattr(model, "encoder"):
@@ -74,7 +79,8 @@ class Embedder:
                               "to embed with")  # fmt: skip
         self.model, self.config = model, model.config
         self.layers = chosen_layers(self.config.num_layers, layer, mean_last)
-        self.rc_average, self.batch_size = rc_average, batch_size
+        self.rc_average = options.strands_for("embed")
+        self.batch_size = options.batch_for("embed")
         self.window = self.config.max_position - 2  # [CLS] window [SEP]
         self.hidden_size = self.config.hidden_size
 

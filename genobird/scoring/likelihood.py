@@ -40,6 +40,7 @@ from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
+from genobird.scoring.options import ScoringOptions
 from genobird.scoring.predict import ScoreResult
 from genobird.scoring.windows import wanted_contigs
 
@@ -137,9 +138,12 @@ class LikelihoodScorer:
 
     feature_names = COLUMNS
 
-    def __init__(self, model_dir, device="auto", stride: int | None = None,
-                 both_strands: bool = True, batch_size: int = 32,
-                 chunk_size: int = 1024):  # fmt: skip
+    def __init__(self, model_dir, options: ScoringOptions | None = None, *,
+                 stride: int | None = None, chunk_size: int = 1024, **given):  # fmt: skip
+        """`options` (scoring.options), or its fields as keywords (`device`,
+        `batch_size`, `rc_average`: both strands unless False); `stride`: the bases
+        between scored windows of a long sequence."""
+        options = self.options = ScoringOptions.of(options, **given)
         model_dir = Path(model_dir)
         description = read_model_description(model_dir)
         if description.get("model_class") != "BigBirdForPretraining":
@@ -149,11 +153,11 @@ class LikelihoodScorer:
             )
         stride = DEFAULT_STRIDE if stride is None else stride
         check_stride(stride)  # before the model is loaded
-        self.device = resolve_device(device)
+        self.device = resolve_device(options.device)
         self.model = from_pretrained(model_dir, self.device).eval()
         self.tokenizer: TokenizerBase = load_tokenizer(model_dir)
-        self.stride, self.both_strands = stride, both_strands
-        self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.stride, self.both_strands = stride, options.strands_for("likelihood")
+        self.batch_size, self.chunk_size = options.batch_for("likelihood"), chunk_size
         self.window = self.model.config.max_position - 2  # [CLS] window [SEP]
 
     def score(self, sequences: list[str]) -> pd.DataFrame:

@@ -60,6 +60,7 @@ from genobird.inputs import (
 )
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
+from genobird.scoring.options import ScoringOptions
 from genobird.scoring.windows import (
     BED_IDS,
     FASTA_IDS,
@@ -87,17 +88,13 @@ class ScoreResult:
 class Predictor:
     """A fine-tuned genobird model directory, ready to score sequences."""
 
-    def __init__(
-        self,
-        model_dir,
-        device="auto",
-        batch_size: int = 16,
-        rc_average=None,
-        segmentations: int | None = None,
-        chunk_size: int = 1024,
-        num_workers: int | None = None,
-        precision: str = "auto",
-    ):
+    def __init__(self, model_dir, options: ScoringOptions | None = None, *,
+                 segmentations: int | None = None, chunk_size: int = 1024,
+                 **given):  # fmt: skip
+        """`options` (scoring.options), or its fields as keywords (`device`,
+        `batch_size`, `rc_average`, `num_workers`, `precision`); `segmentations`: the
+        sampled cuts averaged per strand (default: as the model was evaluated)."""
+        options = self.options = ScoringOptions.of(options, **given)
         self.model_dir = Path(model_dir)
         description = read_model_description(self.model_dir)
         info = description.get("task_info")
@@ -118,17 +115,18 @@ class Predictor:
         self.categories: list[str] = list(info.get("categories") or [])
         self.input_length_bp: int = int(info["window_bp"])
         self.max_tokens: int = int(info["max_tokens"])
-        self.device = resolve_device(device)
+        self.device = resolve_device(options.device)
         # bf16 autocast on CUDA by default (as in training); fp32 on CPU.
-        self.autocast_dtype = autocast_dtype(precision, self.device)
+        self.autocast_dtype = autocast_dtype(options.precision, self.device)
         self.tokenizer = self._load_tokenizer(description)
         self.model = from_pretrained(self.model_dir, self.device).eval()
-        self.batch_size, self.chunk_size = batch_size, chunk_size
-        self.num_workers = default_workers(self.device) if num_workers is None else num_workers
+        self.batch_size, self.chunk_size = options.batch_for("predict"), chunk_size
+        workers = options.num_workers
+        self.num_workers = default_workers(self.device) if workers is None else workers
         # By default both strands when the model was evaluated on both (recorded at
         # fine-tuning; older models: chromatin only).
-        default_strands = info.get("rc_average", self.task == "chromatin")
-        self.rc_average = default_strands if rc_average is None else rc_average
+        recorded = info.get("rc_average", self.task == "chromatin")
+        self.rc_average = options.strands_for("predict", recorded)
         self.segmentations, self.bpe_dropout = self._segmentations(info, segmentations)
 
     def _load_tokenizer(self, description: dict) -> TokenizerBase:
@@ -455,10 +453,11 @@ class ChromatinPredictor(Predictor):
 PREDICTORS = {"promoter": PromoterPredictor, "chromatin": ChromatinPredictor}
 
 
-def load_predictor(model_dir, device="auto", **options) -> Predictor:
-    """The predictor for a fine-tuned model directory, of the class its task calls for."""
+def load_predictor(model_dir, options: ScoringOptions | None = None, **given) -> Predictor:
+    """The predictor for a fine-tuned model directory, of the class its task calls for
+    (`options` or their fields as keywords, and `segmentations`, as `Predictor` takes)."""
     task = (read_model_description(model_dir).get("task_info") or {}).get("task")
-    return PREDICTORS.get(task, Predictor)(model_dir, device=device, **options)
+    return PREDICTORS.get(task, Predictor)(model_dir, options, **given)
 
 
 __all__ = ["ChromatinPredictor", "Predictor", "PromoterPredictor", "load_predictor"]

@@ -9,8 +9,10 @@ For VCF input the main table holds alt - ref per feature; `<out>.abs_diff.tsv` a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import h5py
 import numpy as np
@@ -173,8 +175,23 @@ def output_format(out: Path, fmt: str | None) -> str:
     return fmt
 
 
-def write_scores(predictor, kind: str, source, out: Path, fmt: str | None, features,
-                 reference=None, tiles: bool = False, progress: bool = False,
+@runtime_checkable
+class RecordScorer(Protocol):
+    """What `write_scores` (and so `genobird score` and `genobird likelihood`) scores
+    with: a scorer of FASTA records and BED regions, and of VCF variants where it has
+    `iter_variants` (a predictor's ref and alt windows). Each chunk it yields is a
+    `ScoreResult` (scoring.predict): a table of id columns and one column per name in
+    `feature_names`, and the records set aside with a reason."""
+
+    feature_names: list[str]
+
+    def iter_fasta(self, path, tiles: bool = False) -> Iterator: ...
+
+    def iter_bed(self, path, reference, chromosomes=None) -> Iterator: ...
+
+
+def write_scores(predictor: RecordScorer, kind: str, source, out: Path, fmt: str | None,
+                 features, reference=None, tiles: bool = False, progress: bool = False,
                  chromosomes=None) -> ScoreSummary:  # fmt: skip
     """Score `source` (kind: fasta, bed, vcf) into `out` (`output_format`); returns counts
     and paths. `chromosomes` keeps only the BED regions or variants on them."""
@@ -244,7 +261,10 @@ def _write(sinks: dict, tables: dict, fmt: str) -> None:
         sink.write(tables[name])
 
 
-def _chunks(predictor, kind, source, reference, tiles, chromosomes):
+def _chunks(predictor: RecordScorer, kind, source, reference, tiles, chromosomes):
+    if kind == "vcf" and not hasattr(predictor, "iter_variants"):
+        raise ConfigError(f"a {type(predictor).__name__} scores FASTA and BED records, not "
+                          "VCF variants")  # fmt: skip
     if kind == "fasta":
         for result in predictor.iter_fasta(source, tiles):
             yield {"predictions": result.table}, result.rejected

@@ -29,6 +29,7 @@ import pandas as pd
 from genobird.errors import ConfigError, GenobirdError
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord, Variant
+from genobird.scoring.options import ScoringOptions
 
 DEFAULT_WINDOW_BP = 1000
 # SNVs and short indels: a longer allele changes more than a local likelihood can say
@@ -109,13 +110,16 @@ def differing_pieces(ref_ids: list[int], alt_ids: list[int]) -> tuple[np.ndarray
 class VariantEffectScorer:
     """A pretraining model directory as a zero-shot scorer of variants."""
 
-    def __init__(self, model_dir, device="auto", both_strands: bool = True,
-                 batch_size: int = 32):  # fmt: skip
+    def __init__(self, model_dir, options: ScoringOptions | None = None, **given):
+        """`options` (scoring.options), or its fields as keywords (`device`,
+        `batch_size`, `rc_average`: both strands unless False)."""
         from genobird.scoring.likelihood import LikelihoodScorer
 
-        self.language_model = LikelihoodScorer(model_dir, device, both_strands=both_strands,
-                                               batch_size=batch_size)  # fmt: skip
-        self.both_strands = both_strands
+        options = self.options = ScoringOptions.of(options, **given)
+        self.both_strands = options.strands_for("variant_effects")
+        self.language_model = LikelihoodScorer(
+            model_dir, options, rc_average=self.both_strands,
+            batch_size=options.batch_for("variant_effects"))  # fmt: skip
 
     def score(self, windows: list[AlleleWindows]) -> pd.DataFrame:
         """SCORE_COLUMNS of each variant (bits averaged over the strands read)."""
