@@ -149,3 +149,12 @@ def predictor(model_dir):
     from genobird import load_predictor
 
     return load_predictor(model_dir, device="cpu")
+
+
+def drawn_report(results: Path, out: Path) -> Path:
+    """The report of `results` as `genobird report` writes it: its evaluations run first
+    where their artifacts are missing (no context lengths: quick), then drawn."""
+    from genobird.report import build_report, evaluate_results
+
+    evaluate_results(results, context_lengths=())
+    return build_report(results, out)

@@ -28,7 +28,7 @@ LAYERS = [
     ["genobird.scoring.likelihood"],
     ["genobird.scoring", "genobird.convert"],
     ["genobird.evaluation"],
-    ["genobird.report.checks"],
+    ["genobird.report.checks", "genobird.report.names"],
     ["genobird.report"],
     ["genobird.nlp", "genobird.commands", "genobird.cli"],
 ]  # fmt: skip

@@ -116,7 +116,8 @@ def _leaf_commands(parser, prefix=()):
 def test_every_subcommand_has_help(capsys):
     commands = list(_leaf_commands(build_parser()))
     assert ("score",) in commands and ("nlp", "finetune") in commands
-    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 32
+    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 34
+    assert ("evaluate", "pretrained") in commands and ("evaluate", "runs") in commands
     assert ("likelihood",) in commands and ("zero-shot",) in commands
     assert ("baseline", "compare") in commands
     assert ("convert", "from-hf") in commands and ("convert", "to-hf") in commands

@@ -21,7 +21,7 @@ from genobird.evaluation.compare import (
     resampled_f1,
     resampled_mcc,
 )
-from genobird.report import build_report
+from tests.conftest import drawn_report
 from tests.test_baselines import _motif_dataset
 
 # a fine-tuning run whose test is not about the base readers trains none (they are
@@ -203,7 +203,7 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
     results = tmp_path / "results"
     shutil.copytree(finetuned / "report", results / "tasks" / "motif" / "report")
     shutil.copytree(kmer, results / "tasks" / "motif" / "baselines" / "kmer-lr")
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "genobird minus each baseline on the same 60 test sequences" in page
     low, high = result["metrics"]["auroc"]["low"], result["metrics"]["auroc"]["high"]
     assert f"[{low:+.3f}, {high:+.3f}]" in page  # the same 2,000 resamples (seed 0)

@@ -47,10 +47,12 @@ def test_demo_dry_run_plans_every_stage(tmp_path):
     done = snakemake("-n", "--cores", "2", "--configfile", write_config(tmp_path, pipeline("demo")))
     assert done.returncode == 0, done.stderr[-2000:]
     for rule in ("demo_reference", "documents", "vocabulary", "instances", "pretrain",
-                 "promoter_finetune", "chromatin_finetune", "score", "report"):  # fmt: skip
+                 "promoter_finetune", "chromatin_finetune", "score", "evaluate_pretrained",
+                 "compare_runs", "report"):  # fmt: skip
         assert rule in done.stdout
-    # 6 score jobs (2 models x 3 inputs); Markov + 2 baselines x 2 data sets
-    assert planned_jobs(done.stdout) == 24
+    # 6 score jobs (2 models x 3 inputs); Markov + 2 baselines x 2 data sets; the
+    # pretrained model's evaluation and the runs' comparisons, then the report
+    assert planned_jobs(done.stdout) == 26
 
 
 def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path):
@@ -71,7 +73,7 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in plan
     assert "dataset deepsea --mat" in plan and "--split train valid test" in plan
     assert "--context-bp 8000" in plan
-    assert planned_jobs(plan) == 18  # 4 downloads; BED scoring only
+    assert planned_jobs(plan) == 20  # 4 downloads; BED scoring only
 
 
 def _at(config, data: Path) -> dict:
@@ -107,7 +109,7 @@ def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_
     assert f"{zero_shot}/epdnew_tata/zero-shot/markov --markov {results}/corpus/train.txt" in plan
     assert plan.count("genobird -q zero-shot") == 2  # not GUE TF 0
     assert "promoter_finetune" not in plan and "rule score:" not in plan  # no TSS BED given
-    assert planned_jobs(plan) == 19
+    assert planned_jobs(plan) == 21
 
 
 def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp_path, shared_data):
@@ -129,7 +131,7 @@ def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp
     assert plan.count(recipe) == 5
     assert "dataset promoter-sequences --positives" in plan  # human-mini's TATA task stays
     # each added task: data, fine-tuning, 2 baselines; human-mini's TATA adds 2 zero-shot jobs
-    assert planned_jobs(plan) == 19 + 4 * 4
+    assert planned_jobs(plan) == 21 + 4 * 4
 
 
 def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_path, shared_data):
@@ -153,7 +155,7 @@ def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_pa
     assert len(tata) == 1 and "--bpe-dropout" not in tata[0]  # human-mini's TATA stays
     # each added task: data, 2 fine-tuning seeds, 2 baselines; TF 0 a second seed; human-mini's
     # TATA adds 2 zero-shot jobs
-    assert planned_jobs(plan) == 19 + 4 * 5 + 1
+    assert planned_jobs(plan) == 21 + 4 * 5 + 1
 
 
 def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
@@ -262,6 +264,11 @@ def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     assert "--training-negatives 4" in data
     report = next(line for line in done.stdout.splitlines() if "genobird -q report" in line)
     assert "--context-tokens 16 32 --context-windows 300" in report
+    # the pretrained model is evaluated by its own rule, which the report only draws
+    evaluate = next(line for line in done.stdout.splitlines()
+                    if "genobird -q evaluate pretrained" in line)  # fmt: skip
+    assert "--context-tokens 16 32 --context-windows 300" in evaluate
+    assert any("genobird -q evaluate runs" in line for line in done.stdout.splitlines())
     config["promoter"]["dropout"] = 1.0
     done = snakemake("-n", "--cores", "1", "--configfile", write_config(tmp_path, config))
     assert done.returncode != 0 and "['promoter']['dropout']" in done.stdout + done.stderr

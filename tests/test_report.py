@@ -9,6 +9,7 @@ import numpy as np
 
 from genobird.report import build_report
 from genobird.training.mlm import HELDOUT_SCORING
+from tests.conftest import drawn_report
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -41,7 +42,7 @@ def test_report_sets_genobird_beside_markov_and_classifier_baselines(tmp_path):
         "median_auroc_by_category": {"TF": 0.8},
         "prediction_spread": {"min_std": 5e-5, "median_std": 0.02, "max_std": 0.1,
                               "std_by_feature": {"CTCF": 5e-5, "DNase_a": 0.1}}})  # fmt: skip
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Bits per base on the held-out chromosomes" in page
     assert "<td>1.771</td>" in page and "<td>1.812</td>" in page
     assert "order-9 Markov (alpha 2" in page
@@ -51,7 +52,7 @@ def test_report_sets_genobird_beside_markov_and_classifier_baselines(tmp_path):
     assert "Fine-tuning: chromatin" in page
     assert "What this model knows" not in page  # said of promoter models only
     _write_json(results / "promoter" / "report" / "metrics.json", {**binary, "task": "promoter"})
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     promoter = page[page.index("Fine-tuning: promoter") :]
     assert "not a promoter from the rest of the genome" in promoter
 
@@ -66,7 +67,7 @@ def test_report_withholds_held_out_figures_scored_with_the_answers_visible(tmp_p
                 {"eval": {"bits_per_character": 1.7469, "mlm_accuracy": 0.086}})  # fmt: skip
     _write_json(results / "baselines" / "markov.json",
                 {"order": 10, "alpha": 4.0, "bits_per_bp": 1.7697})  # fmt: skip
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Held-out evaluation" in page and "Not shown" in page
     assert "1.747" not in page and "Bits per base on the held-out chromosomes" not in page
 
@@ -80,13 +81,13 @@ def test_report_sets_zero_shot_genobird_beside_the_markov_models(tmp_path):
               "examples": 10, "positives": 5}  # fmt: skip
     task = results / "tasks" / "tata"
     _write_json(task / "report" / "metrics.json", binary)
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Zero-shot" not in page  # not run: no section
     _write_json(task / "zero-shot" / "genobird" / "report" / "metrics.json",
                 {**binary, "auroc": 0.9721})  # fmt: skip
     _write_json(task / "zero-shot" / "markov" / "report" / "metrics.json",
                 {**binary, "auroc": 0.9464, "order": 8})  # fmt: skip
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Zero-shot, by likelihood alone" in page and "(order 8 chosen" in page
     zero_shot = page[page.index("Zero-shot, by likelihood alone") :]
     assert zero_shot.index("genobird zero-shot") < zero_shot.index("<td>0.9721</td>")
@@ -122,7 +123,7 @@ def test_report_sets_the_mean_of_fine_tuning_seeds_beside_the_baselines(tmp_path
     for folder, mcc in runs.items():  # noisier predictions for a lower figure
         scored[folder] = np.clip(labels + rng.normal(0, 1 - mcc, labels.size), 0, 1)
         _write_run(folder, labels, scored[folder], mcc)
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     table = page[page.index("Fine-tuning: tf2") :]
     for name in ("genobird, seed 0", "genobird, seed 1", "genobird, seed 2",
                  "genobird (fine-tuned BigBird), mean of 3 seeds</td><td>0.6333</td>"):  # fmt: skip
@@ -169,7 +170,7 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
                "pooling": {"chosen": "mean", "settings": {"pooling": "mean"},
                            "not_probed": not_probed}}  # fmt: skip
     _write_json(results / "tasks" / "tf3" / "report" / "metrics.json", binary)
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     tf1, tf2 = page[page.index("Fine-tuning: tf1") :], page[page.index("Fine-tuning: tf2") :]
     assert tf1.index("<p>genobird: 6,000 fine-tuning steps, the best validation check&#x27;s "
                      "weights kept; mean pooling; a 128-filter CNN on the bases beside the "
@@ -210,7 +211,7 @@ def test_report_on_the_demo_genome_says_it_is_synthetic_and_what_it_holds(tmp_pa
     results = tmp_path / "results"
     generate_demo_reference(results / "reference", DemoSpec(seed=1, size_mb=0.3))
     manifest = json.loads((results / "reference" / "manifest.json").read_text())
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "The demo genome" in page and "<b>synthetic</b>" in page
     assert page.index("<h2>The demo genome") == page.index("<h2>")  # the first section
     counts = manifest["long_range"]
@@ -222,7 +223,7 @@ def test_report_on_a_real_genome_has_no_demo_section(tmp_path):
     results = tmp_path / "results"
     _write_json(results / "reference" / "manifest.json", {"name": "GRCh37"})
     (results / "pretrain").mkdir()  # something to report
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "The demo genome" not in page
 
 
@@ -250,7 +251,7 @@ def test_report_sets_long_range_features_apart_from_local_ones_beside_each_basel
                          labels, ours, names)  # fmt: skip
     _feature_predictions(results / "chromatin" / "baselines" / "cnn" / "report" /
                          "test_predictions.npz", labels, 1 - ours, names)  # fmt: skip
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     section = page[page.index("Chromatin features by the context their labels need") :]
     rows = [row for row in section.split("<tr>") if "3-layer CNN" in row]
     assert len(rows) == 2
@@ -282,7 +283,7 @@ def test_report_checks_genobird_against_each_baseline_and_writes_the_checks(tmp_
     for folder, noise in (("promoter", 0.6), ("promoter/baselines/kmer-lr", 0.2)):
         scored[folder] = np.clip(promoter + rng.normal(0, noise, promoter.size), 0, 1)
         _write_run(results / folder, promoter, scored[folder], 0.0)
-    out = build_report(results, tmp_path / "report.html", context_lengths=())
+    out = drawn_report(results, tmp_path / "report.html")
     page = out.read_text()
     assert page.index("Checks against the baselines: 2 of 3 met") < page.index("Held-out")
     assert "Why on this run" not in page  # the unmet promoter check has no note
@@ -307,20 +308,24 @@ def _context_row(length, bits_gain=None, accuracy_gain=None):
     return row
 
 
-def test_the_context_check_needs_three_lengths_each_gain_above_zero():
+def test_the_context_check_needs_three_lengths_each_gain_above_zero(tmp_path):
     from genobird.report.checks import context_check, rising_lengths
+
+    def context_check_of(rows):  # as the pretrained model's evaluation artifact holds them
+        _write_json(tmp_path / "pretrain" / "evaluation.json", {"context": rows})
+        return context_check(tmp_path)
 
     rows = [_context_row(8), _context_row(16, (0.01, 0.004, 0.02), (0.002, -0.001, 0.005)),
             _context_row(32, (0.005, 0.001, 0.009), (0.001, -0.002, 0.004)),
             _context_row(64, (0.001, -0.002, 0.004), (0.001, -0.002, 0.004))]  # fmt: skip
     assert rising_lengths(rows, "bits_gain") == [8, 16, 32]
     assert rising_lengths(rows, "accuracy_gain") == [8]
-    check = context_check({"context": rows})
+    check = context_check_of(rows)
     assert check["met"] and check["genobird"] == "bits per bp: 8 < 16 < 32 tokens"
     rows[2] = _context_row(32, (0.005, -0.001, 0.009))  # the second gain's interval holds 0
     rows[3] = _context_row(64, (0.004, 0.001, 0.007))
     assert rising_lengths(rows, "bits_gain") == [8, 16]  # the first run of two, kept
-    assert not context_check({"context": rows})["met"]
+    assert not context_check_of(rows)["met"]
 
 
 def _unmet(*names):
@@ -337,13 +342,21 @@ def test_demo_notes_say_what_kept_each_unmet_check_out_of_reach(tmp_path):
 
     results = tmp_path / "results"
     _write_json(results / "reference" / "manifest.json", {"name": "genobird-demo"})
-    held_out = {"markov": 1.869, "order": 10, "composition": 1.991, "steps": 600}
-    findings = {"held_out": {**held_out, "genobird": 1.989}}
-    (held,) = demo_notes(results, _unmet("held_out"), findings)
+    _write_json(results / "baselines" / "markov.json",
+                {"order": 10, "alpha": 2.0, "bits_per_bp": 1.869,
+                 "validation_bits_per_bp": {"0,1": 1.991, "0,4": 1.995, "10,2": 1.87}})  # fmt: skip
+
+    def held_out(bits: float) -> None:  # the pretrained model's evaluation artifact
+        _write_json(results / "pretrain" / "evaluation.json",
+                    {"held_out": {"source": "summary", "steps": 600,
+                                  "figures": {"bits_per_character": bits}}})  # fmt: skip
+
+    held_out(1.989)
+    (held,) = demo_notes(results, _unmet("held_out"))
     assert "after 600 pretraining steps" in held and "no better than the bases' composition" in held
     assert "1.991" in held and "1.869" in held
-    findings = {"held_out": {**held_out, "genobird": 1.93}}
-    (held,) = demo_notes(results, _unmet("held_out"), findings)
+    held_out(1.93)
+    (held,) = demo_notes(results, _unmet("held_out"))
     assert "between the bases' composition and the Markov model" in held
 
     data = results / "chromatin" / "data.h5"
@@ -351,13 +364,13 @@ def test_demo_notes_say_what_kept_each_unmet_check_out_of_reach(tmp_path):
     for window, expected in ((8000, 0), (600, 1)):
         with h5py.File(data, "w") as handle:
             handle.attrs["window_bp"] = window
-        notes = demo_notes(results, _unmet("long_range", "promoter"), {})
+        notes = demo_notes(results, _unmet("long_range", "promoter"))
         assert len(notes) == expected
     assert "600 bp around each bin (300 bp each side)" in notes[0] and "1-3 kb" in notes[0]
 
-    assert demo_notes(results, [{"name": "held_out", "met": True}], findings) == []
+    assert demo_notes(results, [{"name": "held_out", "met": True}]) == []
     _write_json(results / "reference" / "manifest.json", {"name": "my-genome"})
-    assert demo_notes(results, _unmet("held_out", "long_range"), findings) == []
+    assert demo_notes(results, _unmet("held_out", "long_range")) == []
 
 
 def test_checks_section_lists_the_notes_under_the_table():
@@ -392,3 +405,43 @@ def test_a_start_blended_by_category_is_named_with_each_categorys_weight():
     assert ("blended per feature category, the CNN&#x27;s weight chosen on validation: "
             "polycomb 0.5, znf_repeats 0") in text, text  # fmt: skip
     assert "0.5 x the base CNN" not in text
+
+
+def test_the_report_draws_its_evaluations_and_computes_nothing(tmp_path, monkeypatch):
+    """The report draws the evaluations' artifacts and scores no model itself: with every
+    evaluation function broken it still draws what the artifacts hold. `genobird report`
+    runs an evaluation whose artifact is missing or older than the files it reads, and
+    leaves a current one as it is (the pipeline's evaluation rules wrote it)."""
+    import os
+
+    from genobird.cli import main
+    from genobird.evaluation import pretrained, run_comparisons
+    from genobird.training import context
+
+    results = tmp_path / "results"
+    _write_held_out(results, bits=1.7712, markov_bits=1.8123)
+    argv = ["-q", "report", "--results", str(results), "--out", str(tmp_path / "r.html"),
+            "--context-tokens", "64"]  # fmt: skip
+    assert main(argv) == 0
+    artifact = results / "pretrain" / "evaluation.json"
+    record = json.loads(artifact.read_text())
+    assert record["held_out"]["figures"]["bits_per_character"] == 1.7712
+    assert record["settings"]["context_tokens"] == [64] and record["context"] is None
+    assert (results / "comparisons.json").is_file()
+
+    def broken(*args, **kwargs):
+        raise AssertionError("the report scored a model")
+
+    for module, name in ((context, "mlm_accuracy_by_context"), (context, "evaluate_saved_model"),
+                         (pretrained, "evaluate_pretrained"),
+                         (run_comparisons, "compare_runs")):  # fmt: skip
+        monkeypatch.setattr(module, name, broken)
+    page = build_report(results, tmp_path / "drawn.html").read_text()
+    assert "<td>1.771</td>" in page and "Checks against the baselines: 1 of 1 met" in page
+    assert main(argv) == 0  # current artifacts of the same settings: not evaluated again
+    monkeypatch.undo()
+    before = artifact.stat().st_mtime
+    markov = results / "baselines" / "markov.json"
+    os.utime(markov, (before + 10, before + 10))  # a Markov model fitted again since
+    assert main(argv) == 0
+    assert artifact.stat().st_mtime > before

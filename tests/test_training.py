@@ -667,8 +667,8 @@ def test_report_scores_a_summary_written_with_the_answers_visible_again(pretrain
     was shown as [MASK]) is not reported as it is: the report scores the saved model on
     the held-out instances again and says so."""
     from genobird.model import save_pretrained
-    from genobird.report import build_report
     from genobird.training.context import evaluate_saved_model
+    from tests.conftest import drawn_report
 
     results = tmp_path / "results"
     model_dir = results / "pretrain" / "model"
@@ -680,7 +680,7 @@ def test_report_scores_a_summary_written_with_the_answers_visible_again(pretrain
     )
     (results / "corpus").mkdir()
     (results / "corpus" / "instances-heldout").symlink_to(pretraining_data["eval"])
-    page = build_report(results, tmp_path / "report.html", context_lengths=()).read_text()
+    page = drawn_report(results, tmp_path / "report.html").read_text()
     rescored = evaluate_saved_model(model_dir, pretraining_data["eval"])
     assert "Scored again" in page
     assert f"<td>{rescored['bits_per_character']:.4g}</td>" in page

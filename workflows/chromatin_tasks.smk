@@ -10,7 +10,7 @@
 # each run's wall time and peak memory in its benchmark.tsv, which the report reads.
 
 for _name, _task in CHROMATIN_TASKS.items():  # a base CNN the arms cannot read: refused now
-    deepsea_arm_settings(_name, _task)
+    deepsea_arm_settings(_name, _task, config.get("baselines") or {})
 
 rule chromatin_task_data:
     input:

@@ -1,5 +1,6 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
+from genobird.evaluation.results import PRETRAINED_EVALUATION, RUN_COMPARISONS
 from genobird.finetuning.recipe import (
     arm_finetune_options,
     deepsea_arm_settings,

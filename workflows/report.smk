@@ -1,4 +1,47 @@
-# The HTML report over the whole results folder (genobird report).
+# The pipeline's evaluations (genobird evaluate), each a JSON artifact, and the HTML
+# report that draws them with the rest of the results folder (genobird report).
+
+
+rule evaluate_pretrained:
+    input:
+        model=rules.pretrain.output.model,
+        heldout=f"{RESULTS}/corpus/instances-heldout/manifest.json",
+        documents=expand(f"{RESULTS}/corpus/{{part}}.txt", part=("train", "heldout")),
+        markov=[f"{RESULTS}/baselines/markov.json"] if BASELINES else [],
+    output:
+        f"{RESULTS}/{PRETRAINED_EVALUATION}",
+    params:
+        # the results folder the artifact is in (RESULTS/pretrain/evaluation.json)
+        results=lambda wildcards, output: output[0][: -len(PRETRAINED_EVALUATION) - 1],
+        context=report_context_options(config.get("report", {})),
+    log:
+        f"{RESULTS}/logs/evaluate_pretrained.log",
+    threads: 1
+    resources:
+        mem_mb=4000,
+    conda:
+        ENV
+    shell:
+        "genobird -q evaluate pretrained --results {params.results} {params.context} > {log} 2>&1"
+
+
+rule compare_runs:
+    input:
+        expand(f"{RESULTS}/{{folder}}/report/metrics.json", folder=TASK_FOLDERS),
+        BASELINE_OUTPUTS,
+    output:
+        f"{RESULTS}/{RUN_COMPARISONS}",
+    params:
+        results=lambda wildcards, output: output[0][: -len(RUN_COMPARISONS) - 1],
+    log:
+        f"{RESULTS}/logs/compare_runs.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        ENV
+    shell:
+        "genobird -q evaluate runs --results {params.results} > {log} 2>&1"
 
 
 rule report:
@@ -11,6 +54,8 @@ rule report:
         chromatin_task_outputs(),
         # without any fine-tuning task, the report still needs the pretrained model
         rules.pretrain.output.model,
+        rules.evaluate_pretrained.output,
+        rules.compare_runs.output,
     output:
         html=f"{RESULTS}/report.html",
         checks=f"{RESULTS}/report.checks.json",  # the checks against the baselines, as JSON
@@ -21,7 +66,7 @@ rule report:
         f"{RESULTS}/logs/report.log",
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=2000,
     conda:
         ENV
     shell:

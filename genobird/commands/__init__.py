@@ -10,7 +10,7 @@ from genobird.commands.common import HelpFormatter, Parser
 from genobird.commands.convert import add_convert
 from genobird.commands.corpus import add_corpus, add_vocab
 from genobird.commands.dataset import add_dataset
-from genobird.commands.evaluate import add_baseline, add_report, add_zero_shot
+from genobird.commands.evaluate import add_baseline, add_evaluate, add_report, add_zero_shot
 from genobird.commands.finetune import add_finetune
 from genobird.commands.layout import add_layout
 from genobird.commands.nlp import add_nlp
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in (add_demo_reference, add_reference, add_corpus, add_vocab, add_pretrain,
                 add_dataset, add_finetune, add_score, add_tracks, add_embed, add_likelihood,
-                add_zero_shot, add_ism,
-                add_baseline, add_report, add_layout, add_convert, add_nlp):  # fmt: skip
+                add_zero_shot, add_ism, add_baseline, add_evaluate, add_report, add_layout,
+                add_convert, add_nlp):  # fmt: skip
         add(commands)
     return parser

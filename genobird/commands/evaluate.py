@@ -1,4 +1,5 @@
-"""`genobird zero-shot|baseline|report`: figures to judge genobird's by, and the report."""
+"""`genobird zero-shot|baseline|evaluate|report`: figures to judge genobird's by, the
+pipeline's evaluations, and the report that draws them."""
 
 from __future__ import annotations
 
@@ -215,13 +216,86 @@ def _print_comparison(result: dict, sides: dict, resamples: int) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from genobird.report import build_report
+    from genobird.report import build_report, evaluate_results
 
     out = args.out or args.results / "report.html"
-    build_report(args.results, out, args.context_tokens, context_windows=args.context_windows,
-                 copy_context=(args.copy_context_tokens, args.copy_windows))  # fmt: skip
+    ran = evaluate_results(args.results, args.context_tokens, args.context_windows,
+                           (args.copy_context_tokens, args.copy_windows))  # fmt: skip
+    if ran:
+        log.info("evaluated first (their artifacts were missing or out of date): %s",
+                 ", ".join(ran))  # fmt: skip
+    build_report(args.results, out)
     print(f"wrote {out}")
     return EXIT_OK
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from genobird.evaluation.pretrained import evaluate_pretrained, evaluation_settings
+    from genobird.evaluation.results import ResultsFolder
+    from genobird.evaluation.run_comparisons import compare_runs
+
+    folder = ResultsFolder(args.results)
+    if not folder.root.is_dir():
+        raise InputError(f"{folder.root}: no such results folder; run the pipeline first")
+    if args.what == "runs":
+        compare_runs(folder.root)
+        print(f"wrote {folder.comparisons}")
+        return EXIT_OK
+    settings = evaluation_settings(args.context_tokens, args.context_windows,
+                                   args.copy_context_tokens, args.copy_windows)  # fmt: skip
+    if evaluate_pretrained(folder.root, settings) is None:
+        raise InputError(f"{folder.pretrain}: no pretraining in {folder.root}; run the "
+                         "pipeline's pretrain rule first")  # fmt: skip
+    print(f"wrote {folder.pretrained_evaluation}")
+    return EXIT_OK
+
+
+def add_pretrained_evaluation_options(sub) -> None:
+    """What the pretrained model's evaluation scores (`genobird evaluate pretrained`, and
+    `genobird report`, which runs it where its artifact is missing)."""
+    add_shared(
+        sub,
+        "context_tokens",
+        context_tokens={
+            "default": [128, 256, 512, 1024],
+            "help": "tokens at which to measure the pretrained MLM accuracy",
+        },
+    )
+    sub.add_argument("--context-windows", type=int, default=4000,
+                     help="held-out windows scored at each context length (fewer: faster, "
+                          "wider intervals)")  # fmt: skip
+    sub.add_argument("--copy-context-tokens", type=int, nargs="+", default=[32, 128, 512, 1024],
+                     help="on a genome with copies.bed (the demo's): tokens at which to "
+                          "score bits per bp on copy-bearing and other held-out DNA")  # fmt: skip
+    sub.add_argument("--copy-windows", type=int, default=300,
+                     help="held-out stretches scored at each of those lengths")  # fmt: skip
+
+
+def add_evaluate(commands) -> None:
+    kinds = command_group(commands, "evaluate",
+                          "The pipeline's evaluations, each written as JSON in its results "
+                          "folder for the report to draw.",
+                          dest="what", metavar="WHAT")  # fmt: skip
+    pretrained = subcommand(
+        kinds,
+        "pretrained",
+        "The pretrained model: held-out figures, masked-token accuracy and bits per bp by "
+        "context length, and on a genome with copies, bits in copies and elsewhere; "
+        "writes RESULTS/pretrain/evaluation.json.",
+        cmd_evaluate,
+    )
+    runs = subcommand(
+        kinds,
+        "runs",
+        "The fine-tuned models beside their baselines, paired: long-range chromatin "
+        "features (on a genome that has them) and the promoter MCC; writes "
+        "RESULTS/comparisons.json.",
+        cmd_evaluate,
+    )
+    for sub in (pretrained, runs):
+        sub.add_argument("--results", type=Path, required=True,
+                         help="the pipeline's results folder")  # fmt: skip
+    add_pretrained_evaluation_options(pretrained)
 
 
 def add_baseline(commands) -> None:
@@ -337,21 +411,6 @@ def add_report(commands) -> None:
         required=True,
         help="the pipeline's results folder, or one finetune or baseline --out folder",
     )
-    add_shared(
-        sub,
-        "out",
-        "context_tokens",
-        out={"required": False, "help": "HTML file (default: RESULTS/report.html)"},
-        context_tokens={
-            "default": [128, 256, 512, 1024],
-            "help": "tokens at which to measure the pretrained MLM accuracy",
-        },
-    )
-    sub.add_argument("--context-windows", type=int, default=4000,
-                     help="held-out windows scored at each context length (fewer: faster, "
-                          "wider intervals)")  # fmt: skip
-    sub.add_argument("--copy-context-tokens", type=int, nargs="+", default=[32, 128, 512, 1024],
-                     help="on a genome with copies.bed (the demo's): tokens at which to "
-                          "score bits per bp on copy-bearing and other held-out DNA")  # fmt: skip
-    sub.add_argument("--copy-windows", type=int, default=300,
-                     help="held-out stretches scored at each of those lengths")  # fmt: skip
+    add_shared(sub, "out", out={"required": False,
+                                "help": "HTML file (default: RESULTS/report.html)"})  # fmt: skip
+    add_pretrained_evaluation_options(sub)

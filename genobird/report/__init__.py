@@ -4,7 +4,10 @@
 It shows the corpus and vocabulary statistics, the pretraining curves, masked-token
 accuracy against context length (the pretrained model evaluated on held-out instances
 cut to each length), the fine-tuning metrics with their ROC/PR plots, and links to the
-score tables. Plots are embedded (base64 PNG), so the page can be mailed or archived
+score tables. It draws the pipeline's files and computes nothing: the evaluations are
+pipeline rules with their own artifacts (genobird.evaluation.pretrained,
+genobird.evaluation.run_comparisons), which `genobird report` runs first where they are
+missing. Plots are embedded (base64 PNG), so the page can be mailed or archived
 alone; score tables are linked relative to the page. Each section is a module of
 genobird.report.sections, found there and placed by its ORDER; the checks against the
 baselines (genobird.report.checks) follow the first section.
@@ -17,7 +20,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 
-from genobird.errors import ConfigError, InputError
+from genobird.errors import InputError
 from genobird.fileio import atomic_write
 from genobird.report.checks import checks, checks_path, demo_notes, write_checks
 from genobird.report.page import STYLE, ReportContext, html_table
@@ -33,34 +36,23 @@ def registered_sections() -> list:
     return sorted(modules, key=lambda module: module.ORDER)
 
 
-def build_report(
-    results,
-    out,
-    context_lengths=(128, 256, 512, 1024),
-    title=None,
-    context_windows=4000,
-    copy_context=((32, 128, 512, 1024), 300),
-) -> Path:
-    """Write the HTML report of the pipeline results in `results` to `out`; the context
-    ablation scores at most `context_windows` held-out windows per length; on a genome
-    with copies.bed, `copy_context` = (lengths, stretches) of the copy section."""
+def build_report(results, out, title=None) -> Path:
+    """Write the HTML report of the pipeline results in `results` to `out`, drawn from its
+    files (its evaluations' artifacts included: `evaluate_results`)."""
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise InputError(f"{results}: no such results folder; run the pipeline first")
     if is_run_folder(results):  # one finetune or baseline run: its own page
         return build_run_page(results, out)
-    if context_windows < 1:
-        raise ConfigError(f"context windows must be at least 1, got {context_windows}")
-    report = ReportContext(results, out, list(context_lengths), context_windows, copy_context)
+    report = ReportContext(results, out)
     sections = [module.section(report) for module in registered_sections()]
-    findings = report.findings
-    rows = checks(results, findings)
+    rows = checks(results)
     if not any(sections) and not rows:
         raise InputError(
             f"{results}: nothing to report (no reference, corpus, pretrain, tasks or "
             "chromatin results in it); give the folder a pipeline wrote, e.g. results/demo"
         )
-    notes = demo_notes(results, rows, findings)
+    notes = demo_notes(results, rows)
     sections.insert(1, checks_section(rows, notes))
     title = html.escape(title or f"genobird report: {results}")
     page = (
@@ -71,6 +63,25 @@ def build_report(
         handle.write(page)
     write_checks(checks_path(out), rows, notes)
     return out
+
+
+def evaluate_results(results, context_lengths=(128, 256, 512, 1024), context_windows=4000,
+                     copy_context=((32, 128, 512, 1024), 300)) -> list[str]:  # fmt: skip
+    """Run the evaluations the report draws whose artifacts are missing (or were made
+    with other settings): the pretrained model's (context lengths, windows; on a genome
+    with copies, `copy_context` = (lengths, stretches)) and the runs' comparisons; returns
+    the names of those run."""
+    from genobird.evaluation.pretrained import ensure_pretrained_evaluation, evaluation_settings
+    from genobird.evaluation.run_comparisons import ensure_comparisons
+
+    results = Path(results)
+    if not results.is_dir():
+        raise InputError(f"{results}: no such results folder; run the pipeline first")
+    if is_run_folder(results):
+        return []
+    settings = evaluation_settings(context_lengths, context_windows, *copy_context)
+    ran = ["pretrained"] if ensure_pretrained_evaluation(results, settings) else []
+    return ran + (["runs"] if ensure_comparisons(results) else [])
 
 
 def checks_section(rows: list[dict], notes: list[str] = ()) -> str:

@@ -8,10 +8,11 @@ figures that say whether genobird learnt more than the baselines on this genome.
   predictor's median test AUROC over them above the CNN's and the k-mer LR's;
 - the promoter predictor's test MCC at least the k-mer LR's.
 
-The report's sections collect the figures as they compute them (`findings`), so nothing
-is scored twice; `checks` turns them into rows, `demo_notes` says (on the demo genome)
-what kept an unmet one out of the run's reach, and the report writes both beside itself
-as JSON (`checks_path`) for `benchmarks/demo.py`.
+The figures are the pipeline's evaluations, read from their artifacts (the pretrained
+model's pretrain/evaluation.json, the runs' comparisons.json: genobird.evaluation), so
+nothing is scored twice and the report only draws; `checks` turns them into rows,
+`demo_notes` says (on the demo genome) what kept an unmet one out of the run's reach, and
+the report writes both beside itself as JSON (`checks_path`) for `benchmarks/demo.py`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from genobird.evaluation.pretrained import read_pretrained_evaluation
+from genobird.evaluation.results import ResultsFolder
+from genobird.evaluation.run_comparisons import CHROMATIN_BASELINES, read_comparisons
 from genobird.fileio import atomic_write
+from genobird.report.names import SHORT_NAMES
 
 # the context check: this many increasing lengths, each gain's interval above zero
 CONTEXT_LENGTHS_NEEDED = 3
@@ -32,8 +37,24 @@ def checks_path(report: Path) -> Path:
     return report.with_suffix(".checks.json")
 
 
-def held_out_check(findings: dict) -> dict | None:
-    held = findings.get("held_out")
+def held_out_pair(results: Path) -> dict | None:
+    """The held-out bits per bp of the pretrained model and of the Markov model on the
+    same DNA, with the Markov model's order, the best order-0 figure on its validation
+    DNA (the bases' composition) and the pretraining steps; None without both."""
+    held = (read_pretrained_evaluation(results) or {}).get("held_out") or {}
+    figures, markov_path = held.get("figures") or {}, ResultsFolder(results).markov
+    if "bits_per_character" not in figures or not markov_path.is_file():
+        return None
+    markov = json.loads(markov_path.read_text())
+    order0 = [bits for key, bits in markov.get("validation_bits_per_bp", {}).items()
+              if key.split(",")[0] == "0"]  # fmt: skip
+    return {"genobird": figures["bits_per_character"], "markov": markov["bits_per_bp"],
+            "order": markov["order"], "composition": min(order0) if order0 else None,
+            "steps": held.get("steps")}  # fmt: skip
+
+
+def held_out_check(results: Path) -> dict | None:
+    held = held_out_pair(results)
     if not held:
         return None
     ours, markov = held["genobird"], held["markov"]
@@ -54,8 +75,8 @@ def rising_lengths(rows: list[dict], gain: str) -> list[int]:
     return [row["context_length"] for row in best]
 
 
-def context_check(findings: dict) -> dict | None:
-    rows = findings.get("context")
+def context_check(results: Path) -> dict | None:
+    rows = (read_pretrained_evaluation(results) or {}).get("context")
     if not rows:
         return None
     by_gain = {gain: rising_lengths(rows, gain) for gain in ("bits_gain", "accuracy_gain")}
@@ -70,45 +91,43 @@ def context_check(findings: dict) -> dict | None:
             "met": len(lengths) >= CONTEXT_LENGTHS_NEEDED}  # fmt: skip
 
 
-def long_range_checks(findings: dict) -> list[dict]:
+def long_range_checks(results: Path) -> list[dict]:
+    comparison = read_comparisons(results).get("long_range") or {}
     rows = []
-    for baseline, row in findings.get("long_range", {}).items():
+    for kind in CHROMATIN_BASELINES:
+        row = comparison.get("baselines", {}).get(kind, {}).get("long-range")
+        if row is None:
+            continue
         rows.append({"name": "long_range",
                      "check": f"long-range chromatin features: median AUROC above the "
-                              f"{baseline}'s",
+                              f"{SHORT_NAMES[kind]}'s",
                      "genobird": row["a"], "baseline": row["b"],
                      "difference": [row["difference"], row["low"], row["high"]],
                      "met": row["difference"] > 0})  # fmt: skip
     return rows
 
 
-def promoter_check(results: Path, resamples: int = 2000) -> dict | None:
+def promoter_check(results: Path) -> dict | None:
     """The promoter predictor's test MCC against the k-mer LR's on the same windows."""
-    from genobird.datasets.metrics import PREDICTIONS
-    from genobird.evaluation.compare import paired_bootstrap, read_predictions
-
-    ours = results / "promoter" / "report"
-    theirs = results / "promoter" / "baselines" / "kmer-lr" / "report"
-    if not ((ours / PREDICTIONS).is_file() and (theirs / PREDICTIONS).is_file()):
+    row = read_comparisons(results).get("promoter")
+    if row is None:
         return None
-    row = paired_bootstrap(read_predictions(ours), read_predictions(theirs), resamples,
-                           metrics=("mcc",))["metrics"]["mcc"]  # fmt: skip
     return {"name": "promoter", "check": "promoter MCC at least the k-mer LR's",
             "genobird": row["a"],
             "baseline": row["b"], "difference": [row["difference"], row["low"], row["high"]],
             "met": row["a"] >= row["b"]}  # fmt: skip
 
 
-def checks(results: Path, findings: dict) -> list[dict]:
+def checks(results: Path) -> list[dict]:
     """Every check this results folder has the figures for, in a fixed order."""
-    found = [held_out_check(findings), context_check(findings), *long_range_checks(findings),
+    found = [held_out_check(results), context_check(results), *long_range_checks(results),
              promoter_check(results)]  # fmt: skip
     return [row for row in found if row is not None]
 
 
-def demo_notes(results: Path, rows: list[dict], findings: dict) -> list[str]:
+def demo_notes(results: Path, rows: list[dict]) -> list[str]:
     """On the demo genome, what kept each unmet check out of this run's reach, from the
-    report's `findings` and the run's files: a model still at the bases' composition, a
+    run's files: a model still at the bases' composition, a
     chromatin context shorter than the long-range labels' arrangements. Nothing on a
     real genome."""
     unmet = {row["name"] for row in rows if not row["met"]}
@@ -116,7 +135,7 @@ def demo_notes(results: Path, rows: list[dict], findings: dict) -> list[str]:
         return []
     notes = []
     if "held_out" in unmet:
-        notes += _held_out_note(findings.get("held_out", {}))
+        notes += _held_out_note(held_out_pair(results) or {})
     if "long_range" in unmet:
         notes += _long_range_note(results)
     return notes
@@ -124,7 +143,7 @@ def demo_notes(results: Path, rows: list[dict], findings: dict) -> list[str]:
 
 def demo_manifest(results: Path) -> dict | None:
     """The demo genome's manifest.json where `results` is a run on it, else None."""
-    path = results / "reference" / "manifest.json"
+    path = ResultsFolder(results).manifest
     if not path.is_file():
         return None
     manifest = json.loads(path.read_text())
@@ -155,7 +174,7 @@ def _long_range_note(results: Path) -> list[str]:
 
     from genobird.genome.demo_longrange import BOUNDARY_GAP, DISTAL_RANGE
 
-    data = results / "chromatin" / "data.h5"
+    data = ResultsFolder(results).chromatin_data
     if not data.is_file():
         return []
     with h5py.File(data, "r") as handle:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -58,13 +58,8 @@ font-size:90%;text-align:right}th{background:#f3f3f3}img{max-width:100%;margin:.
 
 @dataclass
 class ReportContext:
-    """What a section reads: the results folder, the page being written (score tables
-    are linked relative to it), the report's options, and the findings sections leave
-    for later ones and for the checks (e.g. the held-out bits)."""
+    """What a section reads: the results folder and the page being written (score tables
+    are linked relative to it). Sections draw the results' files; they compute nothing."""
 
     results: Path
     out: Path
-    context_lengths: list[int]
-    context_windows: int
-    copy_context: tuple
-    findings: dict = field(default_factory=dict)

@@ -3,34 +3,21 @@ at each context length, beside the Markov model."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from genobird.evaluation.pretrained import read_pretrained_evaluation
 from genobird.report.page import html_table
 
 
-def copy_context_section(results: Path, lengths, windows: int) -> str:
+def copy_context_section(results: Path) -> str:
     """On a genome with copies (results/reference/copies.bed): bits per bp of the
     pretrained model on held-out bases in copies and on the others, by context length,
-    beside the pipeline's Markov model on the same bases."""
-    from genobird.baselines.markov import fit_counts, read_dna
-    from genobird.evaluation.copy_context import bits_by_copy_context
-
-    copies = results / "reference" / "copies.bed"
-    model = results / "pretrain" / "model"
-    index_path = results / "corpus" / "heldout.txt.index.json"
-    if not (copies.is_file() and model.is_dir() and index_path.is_file()) or not lengths:
+    beside the pipeline's Markov model on the same bases (the pipeline's
+    pretrain/evaluation.json: genobird.evaluation.pretrained)."""
+    entry = (read_pretrained_evaluation(results) or {}).get("copy_context")
+    if not entry:
         return ""
-    chromosomes = json.loads(index_path.read_text())["chromosomes"]
-    markov, markov_path = None, results / "baselines" / "markov.json"
-    if markov_path.is_file() and (results / "corpus" / "train.txt").is_file():
-        fitted = json.loads(markov_path.read_text())
-        counts = fit_counts(read_dna(results / "corpus" / "train.txt"), fitted["order"],
-                            fitted.get("both_strands", True))  # fmt: skip
-        markov = (counts, fitted["order"], fitted["alpha"])
-    fasta = results / "reference" / "genome.fa"
-    rows = bits_by_copy_context(model, fasta, copies, chromosomes, list(lengths), markov,
-                                max_windows=windows)  # fmt: skip
+    chromosomes, markov, rows = entry["chromosomes"], entry["markov"], entry["rows"]
 
     def saved(entry):
         if "saved_over_previous" not in entry:
@@ -61,4 +48,4 @@ ORDER = 40
 
 
 def section(report) -> str:
-    return copy_context_section(report.results, *report.copy_context)
+    return copy_context_section(report.results)

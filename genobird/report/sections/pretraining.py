@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from genobird.evaluation.pretrained import read_pretrained_evaluation
+from genobird.evaluation.results import ResultsFolder
 from genobird.report.page import figure_png, html_image, html_table
 
 
@@ -13,22 +15,12 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def markov_comparison(results: Path, evaluation: dict, findings: dict | None = None,
-                      steps: int | None = None) -> str:  # fmt: skip
-    """genobird's held-out bits per base beside the Markov baseline's on the same DNA
-    (the pair also goes into `findings`, with the Markov model's order, the best order-0
-    figure on its validation DNA, the bases' composition, and the pretraining `steps`)."""
-    path = results / "baselines" / "markov.json"
+def markov_comparison(results: Path, evaluation: dict) -> str:
+    """genobird's held-out bits per base beside the Markov baseline's on the same DNA."""
+    path = ResultsFolder(results).markov
     if not path.is_file() or "bits_per_character" not in evaluation:
         return ""
     markov = json.loads(path.read_text())
-    if findings is not None:
-        order0 = [bits for key, bits in markov.get("validation_bits_per_bp", {}).items()
-                  if key.split(",")[0] == "0"]  # fmt: skip
-        findings["held_out"] = {"genobird": evaluation["bits_per_character"],
-                                "markov": markov["bits_per_bp"], "order": markov["order"],
-                                "composition": min(order0) if order0 else None,
-                                "steps": steps}  # fmt: skip
     rows = [
         ("genobird (masked tokens, both-sided context)", evaluation["bits_per_character"]),
         (f"order-{markov['order']} Markov (alpha {markov['alpha']:g}, chosen on validation "
@@ -53,40 +45,32 @@ def collapse_note(summary: dict) -> str:
     )
 
 
-def held_out_evaluation(summary: dict, model_dir: Path, instances: Path) -> tuple[dict, str]:
-    """(held-out figures, HTML note): the training summary's own, or, for a summary
-    written before every scored token was shown as [MASK] (its figures let the model
-    read a tenth of the answers), the saved model scored again, or nothing."""
-    from genobird.model.io import CONFIG_FILE
-    from genobird.training.context import evaluate_saved_model
-    from genobird.training.mlm import HELDOUT_SCORING
-
-    final = summary.get("eval") or {}
-    if not final or summary.get("heldout_scoring") == HELDOUT_SCORING:
-        return final, ""
-    if instances.is_dir() and (model_dir / CONFIG_FILE).is_file():
-        note = ("<p>Scored again for this report: the training summary was written when "
+def held_out_note(held: dict, instances: Path) -> str:
+    """What the held-out figures are, where they are not the training summary's own
+    (genobird.evaluation.pretrained: scored again, or withheld)."""
+    if held["source"] == "rescored":
+        return ("<p>Scored again for this report: the training summary was written when "
                 "scoring let the model see a tenth of the masked tokens.</p>")  # fmt: skip
-        return evaluate_saved_model(model_dir, instances), note
-    note = ("<p>Not shown: the training summary was written when scoring let the model see "
-            "a tenth of the masked tokens, and the held-out instances to score it again "
-            f"are missing ({instances}).</p>")  # fmt: skip
-    return {}, note
+    if held["source"] == "withheld":
+        return ("<p>Not shown: the training summary was written when scoring let the model "
+                "see a tenth of the masked tokens, and the held-out instances to score it "
+                f"again are missing ({instances}).</p>")  # fmt: skip
+    return ""
 
 
-def pretraining_section(results: Path, context_lengths: list[int], context_windows: int,
-                        findings: dict | None = None) -> str:  # fmt: skip
+def pretraining_section(results: Path) -> str:
     """Training curves, held-out figures beside the Markov model's, and accuracy and bits
-    by context length; the figures the checks read go into `findings`."""
+    by context length (the pipeline's pretrain/evaluation.json:
+    genobird.evaluation.pretrained)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     from genobird.training.collapse import context_blind_note
-    from genobird.training.context import mlm_accuracy_by_context
 
-    folder = results / "pretrain"
+    layout = ResultsFolder(results)
+    folder = layout.pretrain
     if not folder.is_dir():
         return ""
     text = "<h2>Pretraining (MLM + NSP)</h2>"
@@ -102,22 +86,16 @@ def pretraining_section(results: Path, context_lengths: list[int], context_windo
         axis.legend()
         text += html_image(figure_png(figure), "pretraining curves")
         plt.close(figure)
-    summary_path = folder / "model" / "training_summary.json"
-    instances = results / "corpus" / "instances-heldout"
-    if summary_path.is_file():
+    evaluation = read_pretrained_evaluation(results) or {}
+    summary_path = layout.pretrained_model / "training_summary.json"
+    if (held := evaluation.get("held_out")) and summary_path.is_file():
         summary = json.loads(summary_path.read_text())
-        final, note = held_out_evaluation(summary, folder / "model", instances)
-        text += "<h3>Held-out evaluation</h3>" + note + collapse_note(summary)
+        final = held["figures"]
+        text += ("<h3>Held-out evaluation</h3>" + held_out_note(held, layout.heldout_instances)
+                 + collapse_note(summary))  # fmt: skip
         if final:
-            text += html_table(sorted(final.items())) + markov_comparison(
-                results, final, findings, summary.get("steps")
-            )
-    if context_lengths and (folder / "model").is_dir() and instances.is_dir():
-        rows = mlm_accuracy_by_context(
-            folder / "model", instances, context_lengths, max_windows=context_windows
-        )
-        if findings is not None:
-            findings["context"] = rows
+            text += html_table(sorted(final.items())) + markov_comparison(results, final)
+    if (rows := evaluation.get("context")) is not None:
         figure, axis = plt.subplots(figsize=(5, 3.5))
         axis.plot([r["context_length"] for r in rows], [r["mlm_accuracy"] for r in rows], "o-")
         axis.set_xscale("log", base=2)
@@ -152,6 +130,4 @@ ORDER = 30
 
 
 def section(report) -> str:
-    return pretraining_section(
-        report.results, list(report.context_lengths), report.context_windows, report.findings
-    )
+    return pretraining_section(report.results)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from genobird.errors import InputError
 from genobird.report.evaluated import how_evaluated
+from genobird.report.names import MODEL_NAMES
 from genobird.report.page import html_image, html_table
 
 TASKS = ("promoter", "chromatin")
@@ -38,12 +39,6 @@ MULTILABEL_COLUMNS = ("median_auroc", "median_auprc")
 
 
 GENOBIRD_NAME = "genobird (fine-tuned BigBird)"
-
-
-MODEL_NAMES = {"kmer-lr": "k-mer (3-6) logistic regression", "cnn": "3-layer CNN, one-hot"}
-
-
-SHORT_NAMES = {"kmer-lr": "k-mer LR", "cnn": "CNN"}
 
 
 ZERO_SHOT_NAMES = {"genobird": "genobird zero-shot (pretrained BigBird)",
