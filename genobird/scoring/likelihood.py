@@ -40,7 +40,7 @@ from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
-from genobird.scoring.options import ScoringOptions
+from genobird.scoring.options import BATCH_SIZES, ScoringOptions
 from genobird.scoring.predict import ScoreResult
 from genobird.scoring.windows import wanted_contigs
 
@@ -101,7 +101,8 @@ def masked_bits(model, batch: dict, device) -> np.ndarray:
 
 @torch.no_grad()
 def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT_STRIDE,
-               batch_size: int = 32, device="cpu") -> list[np.ndarray]:  # fmt: skip
+               batch_size: int = BATCH_SIZES["likelihood"],
+               device="cpu") -> list[np.ndarray]:  # fmt: skip
     """Bits of every piece of every window, each predicted with [MASK] in its place and
     the pieces `stride` apart from it masked too (float64 arrays, one per window)."""
     check_stride(stride)

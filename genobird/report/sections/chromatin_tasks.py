@@ -8,6 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
+from genobird.evaluation.results import ResultsFolder
 from genobird.report.evaluated import how_evaluated
 from genobird.report.page import (
     difference_cell,
@@ -19,7 +20,7 @@ from genobird.report.page import (
 
 
 def chromatin_task_folders(results: Path) -> list[Path]:
-    folder = results / "chromatin_tasks"
+    folder = ResultsFolder(results).chromatin_tasks
     if not folder.is_dir():
         return []
     return [task for task in sorted(folder.iterdir()) if list(task.glob("context-*/report"))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from genobird.evaluation.results import ResultsFolder
 from genobird.report.page import html_table
 
 HELDOUT_SENTENCES = 2000  # held-out sentences for bp/token (enough for two decimals)
@@ -13,11 +14,12 @@ HELDOUT_SENTENCES = 2000  # held-out sentences for bp/token (enough for two deci
 def corpus_section(results: Path) -> str:
     from genobird.corpus import Tokenizer, read_documents
 
-    if not (results / "corpus").is_dir():
+    layout = ResultsFolder(results)
+    if not layout.corpus.is_dir():
         return ""
     rows = []
     for part in ("train", "heldout"):
-        index_path = results / "corpus" / f"{part}.txt.index.json"
+        index_path = layout.corpus_index(part)
         if not index_path.is_file():
             continue
         index = json.loads(index_path.read_text())
@@ -28,8 +30,7 @@ def corpus_section(results: Path) -> str:
     text = "<h2>Corpus</h2>" + html_table(
         rows, ("part", "chromosomes", "documents", "sentences", "bp")
     )
-    tokenizer_path = results / "corpus" / "tokenizer.model"
-    heldout = results / "corpus" / "heldout.txt"
+    tokenizer_path, heldout = layout.tokenizer, layout.heldout_documents
     if tokenizer_path.is_file() and heldout.is_file():
         tokenizer = Tokenizer(tokenizer_path)
         sentences = [s for document in read_documents(heldout) for s in document]

@@ -6,11 +6,12 @@ import html
 import os
 from pathlib import Path
 
+from genobird.evaluation.results import ResultsFolder
 from genobird.report.page import html_table
 
 
 def scores_section(results: Path, out: Path, preview_rows: int = 5) -> str:
-    tables = sorted((results / "score").glob("*.tsv"))
+    tables = sorted(ResultsFolder(results).scores.glob("*.tsv"))
     tables = [t for t in tables if not t.name.endswith(".rejected.tsv")]
     if not tables:
         return ""

@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 
 from genobird.errors import InputError
+from genobird.evaluation.results import ResultsFolder
 from genobird.report.evaluated import how_evaluated
 from genobird.report.names import MODEL_NAMES
 from genobird.report.page import html_image, html_table
@@ -48,7 +49,7 @@ ZERO_SHOT_NAMES = {"genobird": "genobird zero-shot (pretrained BigBird)",
 def task_folders(results: Path) -> list[str]:
     """Results-relative folders of every fine-tuning task that has a report."""
     folders = [task for task in TASKS if (results / task / "report" / "metrics.json").is_file()]
-    tasks = results / "tasks"
+    tasks = ResultsFolder(results).tasks
     if tasks.is_dir():
         folders += [
             f"tasks/{folder.name}"
