@@ -92,7 +92,7 @@ class Setting:
 
     def default_text(self, tasks: tuple = ()) -> str:
         """How --help says the default: one value, per task kind, or the run's choice."""
-        if self.defaults:
+        if self.defaults and tasks:
             values = {task: self.default_for(task) for task in tasks}
             if len({json.dumps(v) for v in values.values()}) == 1:
                 return f"default {next(iter(values.values()))}"
