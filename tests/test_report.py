@@ -309,7 +309,8 @@ def _context_row(length, bits_gain=None, accuracy_gain=None):
 
 
 def test_the_context_check_needs_three_lengths_each_gain_above_zero(tmp_path):
-    from genobird.report.checks import context_check, rising_lengths
+    from genobird.report.checks import rising_lengths
+    from genobird.report.sections.pretraining import context_check
 
     def context_check_of(rows):  # as the pretrained model's evaluation artifact holds them
         _write_json(tmp_path / "pretrain" / "evaluation.json", {"context": rows})

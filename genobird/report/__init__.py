@@ -36,6 +36,11 @@ def registered_sections() -> list:
     return sorted(modules, key=lambda module: module.ORDER)
 
 
+def registered_checks() -> list:
+    """The checks the sections declare beside themselves: (rank, function) pairs."""
+    return [entry for module in registered_sections() for entry in getattr(module, "CHECKS", ())]
+
+
 def build_report(results, out, title=None) -> Path:
     """Write the HTML report of the pipeline results in `results` to `out`, drawn from its
     files (its evaluations' artifacts included: `evaluate_results`)."""
@@ -46,7 +51,7 @@ def build_report(results, out, title=None) -> Path:
         return build_run_page(results, out)
     report = ReportContext(results, out)
     sections = [module.section(report) for module in registered_sections()]
-    rows = checks(results)
+    rows = checks(results, registered_checks())
     if not any(sections) and not rows:
         raise InputError(
             f"{results}: nothing to report (no reference, corpus, pretrain, tasks or "

@@ -8,6 +8,9 @@ figures that say whether genobird learnt more than the baselines on this genome.
   predictor's median test AUROC over them above the CNN's and the k-mer LR's;
 - the promoter predictor's test MCC at least the k-mer LR's.
 
+Each check is declared beside the section that draws its figures (a section's CHECKS);
+this module runs them in their rank's order and holds what they share.
+
 The figures are the pipeline's evaluations, read from their artifacts (the pretrained
 model's pretrain/evaluation.json, the runs' comparisons.json: genobird.evaluation), so
 nothing is scored twice and the report only draws; `checks` turns them into rows,
@@ -22,9 +25,7 @@ from pathlib import Path
 
 from genobird.evaluation.pretrained import read_pretrained_evaluation
 from genobird.evaluation.results import ResultsFolder
-from genobird.evaluation.run_comparisons import CHROMATIN_BASELINES, read_comparisons
 from genobird.fileio import atomic_write
-from genobird.report.names import SHORT_NAMES
 
 # the context check: this many increasing lengths, each gain's interval above zero
 CONTEXT_LENGTHS_NEEDED = 3
@@ -53,17 +54,6 @@ def held_out_pair(results: Path) -> dict | None:
             "steps": held.get("steps")}  # fmt: skip
 
 
-def held_out_check(results: Path) -> dict | None:
-    held = held_out_pair(results)
-    if not held:
-        return None
-    ours, markov = held["genobird"], held["markov"]
-    return {"name": "held_out", "check": "held-out bits per bp below the Markov model's",
-            "genobird": ours,
-            "baseline": markov, "difference": [ours - markov, None, None],
-            "met": ours < markov}  # fmt: skip
-
-
 def rising_lengths(rows: list[dict], gain: str) -> list[int]:
     """The longest run of increasing context lengths over which every step's `gain`
     ("bits_gain": bits per bp saved; "accuracy_gain") has its 95% interval above zero."""
@@ -75,54 +65,15 @@ def rising_lengths(rows: list[dict], gain: str) -> list[int]:
     return [row["context_length"] for row in best]
 
 
-def context_check(results: Path) -> dict | None:
-    rows = (read_pretrained_evaluation(results) or {}).get("context")
-    if not rows:
-        return None
-    by_gain = {gain: rising_lengths(rows, gain) for gain in ("bits_gain", "accuracy_gain")}
-    gain = max(by_gain, key=lambda name: len(by_gain[name]))
-    lengths = by_gain[gain]
-    measure = "bits per bp" if gain == "bits_gain" else "masked-token accuracy"
-    return {"name": "context",
-            "check": f"better with more context at >= {CONTEXT_LENGTHS_NEEDED} increasing "
-                     "lengths, each paired interval above zero",
-            "genobird": f"{measure}: {' < '.join(map(str, lengths))} tokens",
-            "baseline": None, "difference": None,
-            "met": len(lengths) >= CONTEXT_LENGTHS_NEEDED}  # fmt: skip
-
-
-def long_range_checks(results: Path) -> list[dict]:
-    comparison = read_comparisons(results).get("long_range") or {}
+def checks(results: Path, registered) -> list[dict]:
+    """The rows of every check this results folder has the figures for: `registered` is
+    the checks the report's sections declare beside themselves (each section's CHECKS:
+    (rank, function of the results folder giving a row, rows or None)), run in rank order."""
     rows = []
-    for kind in CHROMATIN_BASELINES:
-        row = comparison.get("baselines", {}).get(kind, {}).get("long-range")
-        if row is None:
-            continue
-        rows.append({"name": "long_range",
-                     "check": f"long-range chromatin features: median AUROC above the "
-                              f"{SHORT_NAMES[kind]}'s",
-                     "genobird": row["a"], "baseline": row["b"],
-                     "difference": [row["difference"], row["low"], row["high"]],
-                     "met": row["difference"] > 0})  # fmt: skip
+    for _, check in sorted(registered, key=lambda entry: entry[0]):
+        found = check(results)
+        rows += found if isinstance(found, list) else [found] if found is not None else []
     return rows
-
-
-def promoter_check(results: Path) -> dict | None:
-    """The promoter predictor's test MCC against the k-mer LR's on the same windows."""
-    row = read_comparisons(results).get("promoter")
-    if row is None:
-        return None
-    return {"name": "promoter", "check": "promoter MCC at least the k-mer LR's",
-            "genobird": row["a"],
-            "baseline": row["b"], "difference": [row["difference"], row["low"], row["high"]],
-            "met": row["a"] >= row["b"]}  # fmt: skip
-
-
-def checks(results: Path) -> list[dict]:
-    """Every check this results folder has the figures for, in a fixed order."""
-    found = [held_out_check(results), context_check(results), *long_range_checks(results),
-             promoter_check(results)]  # fmt: skip
-    return [row for row in found if row is not None]
 
 
 def demo_notes(results: Path, rows: list[dict]) -> list[str]:

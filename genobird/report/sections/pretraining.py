@@ -8,6 +8,7 @@ from pathlib import Path
 
 from genobird.evaluation.pretrained import read_pretrained_evaluation
 from genobird.evaluation.results import ResultsFolder
+from genobird.report.checks import CONTEXT_LENGTHS_NEEDED, held_out_pair, rising_lengths
 from genobird.report.page import figure_png, html_image, html_table
 
 
@@ -127,6 +128,37 @@ def context_gain_text(row: dict, gain: str = "accuracy_gain") -> str:
 
 
 ORDER = 30
+
+
+def held_out_check(results: Path) -> dict | None:
+    held = held_out_pair(results)
+    if not held:
+        return None
+    ours, markov = held["genobird"], held["markov"]
+    return {"name": "held_out", "check": "held-out bits per bp below the Markov model's",
+            "genobird": ours,
+            "baseline": markov, "difference": [ours - markov, None, None],
+            "met": ours < markov}  # fmt: skip
+
+
+def context_check(results: Path) -> dict | None:
+    rows = (read_pretrained_evaluation(results) or {}).get("context")
+    if not rows:
+        return None
+    by_gain = {gain: rising_lengths(rows, gain) for gain in ("bits_gain", "accuracy_gain")}
+    gain = max(by_gain, key=lambda name: len(by_gain[name]))
+    lengths = by_gain[gain]
+    measure = "bits per bp" if gain == "bits_gain" else "masked-token accuracy"
+    return {"name": "context",
+            "check": f"better with more context at >= {CONTEXT_LENGTHS_NEEDED} increasing "
+                     "lengths, each paired interval above zero",
+            "genobird": f"{measure}: {' < '.join(map(str, lengths))} tokens",
+            "baseline": None, "difference": None,
+            "met": len(lengths) >= CONTEXT_LENGTHS_NEEDED}  # fmt: skip
+
+
+# the checks this section's figures answer, in the report's order (report.checks)
+CHECKS = ((10, held_out_check), (20, context_check))
 
 
 def section(report) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from genobird.evaluation.run_comparisons import CHROMATIN_BASELINES, read_comparisons
-from genobird.report.names import MODEL_NAMES
+from genobird.report.names import MODEL_NAMES, SHORT_NAMES
 from genobird.report.page import difference_cell, html_table
 
 
@@ -42,6 +42,25 @@ def structure_auroc_section(results: Path) -> str:
 
 
 ORDER = 70
+
+
+def long_range_checks(results: Path) -> list[dict]:
+    comparison = read_comparisons(results).get("long_range") or {}
+    rows = []
+    for kind in CHROMATIN_BASELINES:
+        row = comparison.get("baselines", {}).get(kind, {}).get("long-range")
+        if row is None:
+            continue
+        rows.append({"name": "long_range",
+                     "check": f"long-range chromatin features: median AUROC above the "
+                              f"{SHORT_NAMES[kind]}'s",
+                     "genobird": row["a"], "baseline": row["b"],
+                     "difference": [row["difference"], row["low"], row["high"]],
+                     "met": row["difference"] > 0})  # fmt: skip
+    return rows
+
+
+CHECKS = ((30, long_range_checks),)
 
 
 def section(report) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from genobird.errors import InputError
 from genobird.evaluation.results import ResultsFolder
+from genobird.evaluation.run_comparisons import read_comparisons
 from genobird.report.evaluated import how_evaluated
 from genobird.report.names import MODEL_NAMES
 from genobird.report.page import html_image, html_table
@@ -207,6 +208,20 @@ def finetune_section(results: Path, folder: str) -> str:
 
 
 ORDER = 50
+
+
+def promoter_check(results: Path) -> dict | None:
+    """The promoter predictor's test MCC against the k-mer LR's on the same windows."""
+    row = read_comparisons(results).get("promoter")
+    if row is None:
+        return None
+    return {"name": "promoter", "check": "promoter MCC at least the k-mer LR's",
+            "genobird": row["a"],
+            "baseline": row["b"], "difference": [row["difference"], row["low"], row["high"]],
+            "met": row["a"] >= row["b"]}  # fmt: skip
+
+
+CHECKS = ((40, promoter_check),)
 
 
 def section(report) -> str:
