@@ -281,23 +281,21 @@ def read_config(path: str | Path, settings: tuple[Setting, ...],
     branches = {s.path[:depth] for s in settings for depth in range(1, len(s.path))}
     flat = {}
 
-    def take(mapping: dict, path: tuple) -> None:
+    def take(mapping: dict, inside: tuple) -> None:
         for key, value in mapping.items():
-            here = (*path, key)
+            here = (*inside, key)
             if here in branches and isinstance(value, dict):
                 take(value, here)
             elif here in by_path:
                 flat[by_path[here].name] = value
-            elif not path and key in containers and isinstance(value, dict):
+            elif not inside and key in containers and isinstance(value, dict):
                 flat.update(value)
             elif key in by_name:
                 flat[key] = value
             else:
-                raise ConfigError(f"{path_text(path)}no recipe setting {key!r}; the "
-                                  f"settings are: {', '.join(by_name)}")  # fmt: skip
-
-    def path_text(inner: tuple) -> str:
-        return f"{path}: " + (f"under {'.'.join(inner)}: " if inner else "")
+                where = f"under {'.'.join(inside)}: " if inside else ""
+                raise ConfigError(f"{path}: {where}no recipe setting {key!r}; the settings "
+                                  f"are: {', '.join(by_name)}")  # fmt: skip
 
     take(content, ())
     for name, value in flat.items():
