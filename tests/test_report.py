@@ -394,6 +394,8 @@ def test_a_folder_with_nothing_to_report_is_an_error_not_an_empty_page(tmp_path,
     assert main(["-q", "report", "--results", str(tmp_path / "empty"), "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert "nothing to report" in err and len(err.splitlines()) == 1 and not out.exists()
+    # no evaluation's artifact left there
+    assert [p.name for p in (tmp_path / "empty").iterdir()] == ["notes.txt"]
 
 
 def test_a_start_blended_by_category_is_named_with_each_categorys_weight():
@@ -428,7 +430,7 @@ def test_the_report_draws_its_evaluations_and_computes_nothing(tmp_path, monkeyp
     record = json.loads(artifact.read_text())
     assert record["held_out"]["figures"]["bits_per_character"] == 1.7712
     assert record["settings"]["context_tokens"] == [64] and record["context"] is None
-    assert (results / "comparisons.json").is_file()
+    assert not (results / "comparisons.json").exists()  # no fine-tuned run to compare
 
     def broken(*args, **kwargs):
         raise AssertionError("the report scored a model")

@@ -47,9 +47,13 @@ def comparison_inputs(folder: ResultsFolder) -> list:
 
 def ensure_comparisons(results) -> bool:
     """Compare the runs unless results/comparisons.json was written after the files it
-    reads (a pipeline's comparison rule wrote it); True when it ran."""
+    reads (a pipeline's comparison rule wrote it), or the folder has no run to compare
+    (a folder that is not a pipeline's gets no file); True when it ran."""
     folder = ResultsFolder(results)
-    if newer_than_inputs(folder.comparisons, comparison_inputs(folder)):
+    inputs = comparison_inputs(folder)
+    if not any(path.exists() for path in inputs[1:]):  # no run to compare: nothing written
+        return False
+    if newer_than_inputs(folder.comparisons, inputs):
         return False
     compare_runs(results)
     return True
