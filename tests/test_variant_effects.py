@@ -139,6 +139,52 @@ def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(model_dir, dem
     assert "scored 3 variants, rejected 4" in capsys.readouterr().out
 
 
+def test_variant_effects_stream_through_the_one_score_writer_to_tsv_and_hdf5(
+    model_dir, demo_reference, tmp_path
+):
+    """`likelihood --vcf` writes as `score` does (scoring.tables.write_scores): HDF5 holds
+    the TSV's rows and scores; a scorer refuses the input it has no reader for before a
+    file is opened."""
+    import h5py
+
+    from genobird.errors import ConfigError
+    from genobird.scoring.likelihood import LikelihoodScorer
+    from genobird.scoring.tables import write_scores
+
+    reference = Reference(demo_reference / "genome.fa")
+    lines = []
+    for position in (40_001, 45_001, 47_001):
+        ref = reference.fetch("chr3", position - 1, position)
+        alt = next(b for b in "ACGT" if b != ref)
+        lines.append(f"chr3\t{position}\tv{position}\t{ref}\t{alt}\t.\t.\t.\n")
+    lines.append(f"chr3\t{position}\twrong\t{alt}\t{ref}\t.\t.\t.\n")
+    vcf = write(tmp_path / "v.vcf", HEADER + "".join(lines))
+    base = ["-q", "likelihood", "--model", str(model_dir), "--vcf", str(vcf), "--reference",
+            str(demo_reference / "genome.fa"), "--window-bp", "200", "--device", "cpu"]  # fmt: skip
+    assert main([*base, "--out", str(tmp_path / "v.tsv")]) == 0
+    assert main([*base, "--out", str(tmp_path / "v.h5")]) == 0
+    table = pd.read_csv(tmp_path / "v.tsv", sep="\t")
+    assert table["id"].tolist() == ["v40001", "v45001", "v47001"]
+    with h5py.File(tmp_path / "v.h5") as h5:
+        names = [n.decode() for n in h5["feature_names"][()]]
+        assert names == ["llr_bits", "ref_bits", "alt_bits", "ref_pieces", "alt_pieces"]
+        np.testing.assert_allclose(h5["effects"][()], table[names].to_numpy(), rtol=1e-6)
+        assert [i.decode() for i in h5["rows/id"][()]] == table["id"].tolist()
+        assert h5["rows/window_start"][()].tolist() == table["window_start"].tolist()
+    assert "\t6\tREF " in (tmp_path / "v.h5.rejected.tsv").read_text()  # the wrong REF
+    scorer = LikelihoodScorer(model_dir, device="cpu")
+    with pytest.raises(ConfigError, match="LikelihoodScorer scores FASTA and BED records, "
+                                          "not VCF variants"):  # fmt: skip
+        write_scores(scorer, "vcf", vcf, tmp_path / "x.tsv", None, None,
+                     demo_reference / "genome.fa")  # fmt: skip
+    effects = VariantEffectScorer(model_dir, device="cpu")
+    with pytest.raises(ConfigError, match="VariantEffectScorer scores VCF variants, not FASTA"):
+        write_scores(effects, "fasta", vcf, tmp_path / "y.tsv", None, None)
+    assert not (tmp_path / "x.tsv").exists() and not (tmp_path / "y.tsv").exists()
+    with pytest.raises(ConfigError, match="--window-bp must be at least 40"):
+        VariantEffectScorer(model_dir, device="cpu", window_bp=30)
+
+
 def test_the_markov_yardstick_is_the_bits_of_the_ref_window_minus_the_alt_windows():
     from genobird.baselines.markov import dna_codes, fit_counts, sequence_bits
     from genobird.genome.regions import Variant

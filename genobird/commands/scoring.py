@@ -37,35 +37,19 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
     from genobird.scoring.likelihood import LikelihoodScorer
     from genobird.scoring.options import ScoringOptions
     from genobird.scoring.tables import write_scores
+    from genobird.scoring.variant_effects import VariantEffectScorer
 
+    options = ScoringOptions.from_args(args)
     kind, source = _score_source(args, ("fasta", "bed", "vcf"))
     if kind == "vcf":
-        return _variant_effects(args, source)
-    scorer = LikelihoodScorer(args.model, ScoringOptions.from_args(args), stride=args.stride)
+        scorer = VariantEffectScorer(args.model, options, window_bp=args.window_bp)
+    else:
+        scorer = LikelihoodScorer(args.model, options, stride=args.stride)
     summary = write_scores(
         scorer, kind, source, args.out, args.format, None, args.reference,
         progress=not args.quiet, chromosomes=args.chromosomes,
     )  # fmt: skip
     return _finish_scoring(summary, kind, source, args)
-
-
-def _variant_effects(args: argparse.Namespace, vcf: Path) -> int:
-    from genobird.scoring.options import ScoringOptions
-    from genobird.scoring.variant_effects import VariantEffectScorer, write_variant_effects
-
-    scorer = VariantEffectScorer(args.model, ScoringOptions.from_args(args))
-    scored, rejected = write_variant_effects(scorer, vcf, args.reference, args.out,
-                                             args.window_bp, args.chromosomes)  # fmt: skip
-    print(f"scored {scored:,} variants, rejected {len(rejected):,}; wrote {args.out}"
-          + (f", {args.out}.rejected.tsv" if rejected else ""))  # fmt: skip
-    if not scored:
-        print(f"genobird: error: nothing could be scored: all {len(rejected):,} variants were "
-              f"rejected (reasons in {args.out}.rejected.tsv)", file=sys.stderr)  # fmt: skip
-        return EXIT_FAILURE
-    if args.strict and rejected:
-        print(f"genobird: error: --strict and {len(rejected)} variants rejected", file=sys.stderr)
-        return EXIT_FAILURE
-    return EXIT_OK
 
 
 def _score_source(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[str, Path]:
@@ -81,20 +65,22 @@ def _score_source(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[str
 def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) -> int:
     """Say what a scoring command wrote; exit 1 when nothing was scored, or with --strict
     when anything was rejected."""
+    records = "variants" if kind == "vcf" else "records"
     print(
-        f"scored {summary.scored:,} records, rejected {summary.rejected:,}; wrote "
+        f"scored {summary.scored:,} {records}, rejected {summary.rejected:,}; wrote "
         + ", ".join(str(p) for p in summary.outputs)
     )
     if summary.scored == 0:
         reason = (
-            f"all {summary.rejected:,} records were rejected (reasons in {args.out}.rejected.tsv)"
+            f"all {summary.rejected:,} {records} were rejected (reasons in {args.out}.rejected.tsv)"
             if summary.rejected
             else f"{source} has no {kind.upper()} records"
         )
         print(f"genobird: error: nothing could be scored: {reason}", file=sys.stderr)
         return EXIT_FAILURE
     if args.strict and summary.rejected:
-        print(f"genobird: error: --strict and {summary.rejected} records rejected", file=sys.stderr)
+        print(f"genobird: error: --strict and {summary.rejected} {records} rejected",
+              file=sys.stderr)  # fmt: skip
         return EXIT_FAILURE
     return EXIT_OK
 

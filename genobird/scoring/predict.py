@@ -30,6 +30,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -87,6 +88,10 @@ class ScoreResult:
 
 class Predictor:
     """A fine-tuned genobird model directory, ready to score sequences."""
+
+    # the tables a VCF is written as (scoring.tables.VariantScorer): TSV holds the
+    # differences, HDF5 the alleles' probabilities too
+    variant_tables: ClassVar[dict] = {"tsv": VARIANT_SCORES, "h5": (*VARIANT_SCORES, "ref", "alt")}
 
     def __init__(self, model_dir, options: ScoringOptions | None = None, *,
                  segmentations: int | None = None, chunk_size: int = 1024,

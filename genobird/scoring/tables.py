@@ -1,10 +1,13 @@
-"""`genobird score`: stream a predictor's tables to TSV or HDF5, atomically.
+"""`genobird score` and `genobird likelihood`: stream a scorer's tables to TSV or HDF5,
+atomically.
 
 Rows are written chunk by chunk to a temporary file beside the output and renamed into
 place at the end, so memory stays bounded for huge inputs and an interrupted run leaves
 no file that looks complete. Records that cannot be scored go to `<out>.rejected.tsv`.
-For VCF input the main table holds alt - ref per feature; `<out>.abs_diff.tsv` and
-`<out>.log_odds_diff.tsv` hold the other scores (HDF5: one dataset each).
+For VCF input a scorer names its tables (`VariantScorer.variant_tables`): a predictor's
+main table holds alt - ref per feature, `<out>.abs_diff.tsv` and `<out>.log_odds_diff.tsv`
+the other scores; the language model's one table its variant effects (HDF5: one dataset
+each).
 """
 
 from __future__ import annotations
@@ -178,9 +181,8 @@ def output_format(out: Path, fmt: str | None) -> str:
 @runtime_checkable
 class RecordScorer(Protocol):
     """What `write_scores` (and so `genobird score` and `genobird likelihood`) scores
-    with: a scorer of FASTA records and BED regions, and of VCF variants where it has
-    `iter_variants` (a predictor's ref and alt windows). Each chunk it yields is a
-    `ScoreResult` (scoring.predict): a table of id columns and one column per name in
+    FASTA records and BED regions with. Each chunk it yields is a `ScoreResult`
+    (scoring.predict): a table of id columns and one column per name in
     `feature_names`, and the records set aside with a reason."""
 
     feature_names: list[str]
@@ -190,16 +192,31 @@ class RecordScorer(Protocol):
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator: ...
 
 
-def write_scores(predictor: RecordScorer, kind: str, source, out: Path, fmt: str | None,
-                 features, reference=None, tiles: bool = False, progress: bool = False,
-                 chromosomes=None) -> ScoreSummary:  # fmt: skip
+@runtime_checkable
+class VariantScorer(Protocol):
+    """What `write_scores` scores VCF variants with (a predictor's ref and alt windows,
+    the language model's allele windows). Each chunk it yields is ({table name: ids
+    and one column per name in `feature_names`}, the variants set aside with a
+    reason); `variant_tables` names the tables written, per format: the first is OUT
+    in TSV, each other OUT.NAME.tsv; in HDF5 each is a dataset."""
+
+    feature_names: list[str]
+    variant_tables: dict[str, tuple[str, ...]]
+
+    def iter_variants(self, path, reference, chromosomes=None) -> Iterator: ...
+
+
+def write_scores(predictor: RecordScorer | VariantScorer, kind: str, source, out: Path,
+                 fmt: str | None, features, reference=None, tiles: bool = False,
+                 progress: bool = False, chromosomes=None) -> ScoreSummary:  # fmt: skip
     """Score `source` (kind: fasta, bed, vcf) into `out` (`output_format`); returns counts
     and paths. `chromosomes` keeps only the BED regions or variants on them."""
     fmt = output_format(out, fmt)
     summary = ScoreSummary()
     chosen = select_features(predictor, features)
     rejected_rows: list = []
-    sinks = _open_sinks(kind, out, fmt, chosen)
+    _check_scores(predictor, kind)
+    sinks = _open_sinks(predictor, kind, out, fmt, chosen)
     ok = False
     bar = tqdm(unit="records", desc="score", disable=not progress)
     try:
@@ -235,22 +252,16 @@ def _unique(sinks: dict) -> list:
     return unique
 
 
-def _open_sinks(kind, out: Path, fmt: str, features) -> dict:
+def _open_sinks(predictor, kind, out: Path, fmt: str, features) -> dict:
+    names = predictor.variant_tables[fmt] if kind == "vcf" else ("predictions",)
     if fmt == "h5":
-        names = (
-            ["diff", "abs_diff", "log_odds_diff", "ref", "alt"]
-            if kind == "vcf"
-            else ["predictions"]
-        )
-        sink = H5Sink(out, features, names)
+        sink = H5Sink(out, features, list(names))
         return {name: sink for name in names}
-    if kind == "vcf":
-        return {
-            "diff": TsvSink(out),
-            "abs_diff": TsvSink(Path(f"{out}.abs_diff.tsv")),
-            "log_odds_diff": TsvSink(Path(f"{out}.log_odds_diff.tsv")),
-        }
-    return {"predictions": TsvSink(out)}
+    first, *others = names
+    return {
+        first: TsvSink(out),
+        **{name: TsvSink(Path(f"{out}.{name}.tsv")) for name in others},
+    }
 
 
 def _write(sinks: dict, tables: dict, fmt: str) -> None:
@@ -261,10 +272,16 @@ def _write(sinks: dict, tables: dict, fmt: str) -> None:
         sink.write(tables[name])
 
 
-def _chunks(predictor: RecordScorer, kind, source, reference, tiles, chromosomes):
-    if kind == "vcf" and not hasattr(predictor, "iter_variants"):
-        raise ConfigError(f"a {type(predictor).__name__} scores FASTA and BED records, not "
-                          "VCF variants")  # fmt: skip
+def _check_scores(predictor, kind: str) -> None:
+    """Refuse a kind of input the scorer has no reader for, before any file is opened."""
+    wanted = VariantScorer if kind == "vcf" else RecordScorer
+    if not isinstance(predictor, wanted):
+        reads = "VCF variants" if isinstance(predictor, VariantScorer) else "FASTA and BED records"
+        asked = "VCF variants" if kind == "vcf" else f"{kind.upper()} records"
+        raise ConfigError(f"a {type(predictor).__name__} scores {reads}, not {asked}")
+
+
+def _chunks(predictor, kind, source, reference, tiles, chromosomes):
     if kind == "fasta":
         for result in predictor.iter_fasta(source, tiles):
             yield {"predictions": result.table}, result.rejected

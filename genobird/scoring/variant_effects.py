@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -54,6 +54,12 @@ class AlleleWindows:
                 "line": v.line, "window_start": self.start, "window_end": self.end}  # fmt: skip
 
 
+def check_window(window_bp: int) -> None:
+    """An allele window must hold the longest allele scored, with context either side."""
+    if window_bp < 2 * MAX_ALLELE_BP:
+        raise ConfigError(f"--window-bp must be at least {2 * MAX_ALLELE_BP}, got {window_bp}")
+
+
 def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
                    chromosomes=None) -> Iterator[AlleleWindows]:  # fmt: skip
     """The variants of a VCF that can be scored, as allele windows (each ALT of a record
@@ -63,8 +69,7 @@ def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
     from genobird.genome import read_vcf
     from genobird.scoring.windows import variant_problem, variant_windows, wanted_contigs
 
-    if window_bp < 2 * MAX_ALLELE_BP:
-        raise ConfigError(f"--window-bp must be at least {2 * MAX_ALLELE_BP}, got {window_bp}")
+    check_window(window_bp)
     source = str(path)
     wanted = wanted_contigs(reference, chromosomes)
     for variant in read_vcf(path, problems=rejected, max_allele_length=10**9):
@@ -108,18 +113,51 @@ def differing_pieces(ref_ids: list[int], alt_ids: list[int]) -> tuple[np.ndarray
 
 
 class VariantEffectScorer:
-    """A pretraining model directory as a zero-shot scorer of variants."""
+    """A pretraining model directory as a zero-shot scorer of variants: a VCF scorer
+    of `write_scores` (scoring.tables), one table of SCORE_COLUMNS per chunk."""
 
-    def __init__(self, model_dir, options: ScoringOptions | None = None, **given):
+    feature_names: ClassVar[list[str]] = list(SCORE_COLUMNS)
+    # the tables a VCF is written as: the effects, in OUT (TSV) or one HDF5 dataset
+    variant_tables: ClassVar[dict] = {"tsv": ("effects",), "h5": ("effects",)}
+
+    def __init__(self, model_dir, options: ScoringOptions | None = None, *,
+                 window_bp: int = DEFAULT_WINDOW_BP, chunk_size: int = 256,
+                 **given):  # fmt: skip
         """`options` (scoring.options), or its fields as keywords (`device`,
-        `batch_size`, `rc_average`: both strands unless False)."""
+        `batch_size`, `rc_average`: both strands unless False); `window_bp`: each
+        allele's window, centred on the variant."""
         from genobird.scoring.likelihood import LikelihoodScorer
 
+        check_window(window_bp)  # before the model is loaded
         options = self.options = ScoringOptions.of(options, **given)
+        self.window_bp, self.chunk_size = window_bp, chunk_size
         self.both_strands = options.strands_for("variant_effects")
         self.language_model = LikelihoodScorer(
             model_dir, options, rc_average=self.both_strands,
             batch_size=options.batch_for("variant_effects"))  # fmt: skip
+
+    def iter_variants(self, path, reference, chromosomes=None) -> Iterator[tuple[dict, list]]:
+        """Chunks of ({"effects": ids and SCORE_COLUMNS}, the variants set aside with
+        their reason), as `write_scores` streams them."""
+        from genobird.genome import open_reference
+
+        rejected: list[BadRecord] = []
+        pending: list[AlleleWindows] = []
+        windows = allele_windows(path, open_reference(reference), self.window_bp, rejected,
+                                 chromosomes)  # fmt: skip
+        for allele in windows:
+            pending.append(allele)
+            if len(pending) == self.chunk_size:
+                yield {"effects": self.table(pending)}, rejected
+                pending, rejected = [], []
+        if pending or rejected:
+            yield {"effects": self.table(pending)}, rejected
+
+    def table(self, windows: list[AlleleWindows]) -> pd.DataFrame:
+        """The variants' ids (ID_COLUMNS) and SCORE_COLUMNS."""
+        ids = pd.DataFrame([w.ids() for w in windows], columns=list(ID_COLUMNS))
+        scores = self.score(windows) if windows else pd.DataFrame(columns=list(SCORE_COLUMNS))
+        return pd.concat([ids, scores], axis=1)
 
     def score(self, windows: list[AlleleWindows]) -> pd.DataFrame:
         """SCORE_COLUMNS of each variant (bits averaged over the strands read)."""
@@ -158,42 +196,6 @@ class VariantEffectScorer:
                 done += len(picked)
         counts = np.array([len(picked) for picked in scored], dtype=float)
         return np.stack([bits[0::2], bits[1::2], counts[0::2], counts[1::2]], axis=1)
-
-
-def write_variant_effects(scorer: VariantEffectScorer, vcf, reference, out: Path,
-                          window_bp: int = DEFAULT_WINDOW_BP, chromosomes=None,
-                          chunk: int = 256) -> tuple[int, list[BadRecord]]:  # fmt: skip
-    """Score a VCF into a TSV (the variant's ids, its window, SCORE_COLUMNS), written
-    atomically chunk by chunk; returns (scored, rejected)."""
-    from genobird.genome import open_reference
-    from genobird.scoring.tables import TsvSink, output_format, write_rejected
-
-    if output_format(out, None) != "tsv":
-        raise ConfigError(f"--out {out}: variant effects are written as TSV; name it .tsv")
-    reference = open_reference(reference)
-    rejected: list[BadRecord] = []
-    sink, ok, scored = TsvSink(Path(out)), False, 0
-    try:
-        pending = []
-        for windows in allele_windows(vcf, reference, window_bp, rejected, chromosomes):
-            pending.append(windows)
-            if len(pending) == chunk:
-                scored += _write_chunk(scorer, pending, sink)
-                pending = []
-        if pending:
-            scored += _write_chunk(scorer, pending, sink)
-        ok = scored > 0
-    finally:
-        sink.close(ok)
-    if rejected:
-        write_rejected(Path(out), rejected)
-    return scored, rejected
-
-
-def _write_chunk(scorer, windows: list[AlleleWindows], sink) -> int:
-    ids = pd.DataFrame([w.ids() for w in windows])
-    sink.write(pd.concat([ids, scorer.score(windows)], axis=1))
-    return len(windows)
 
 
 def markov_variant_effects(counts, order: int, alpha: float, windows: list[AlleleWindows],
