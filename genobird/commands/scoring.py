@@ -39,8 +39,8 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
     from genobird.scoring.tables import write_scores
     from genobird.scoring.variant_effects import VariantEffectScorer
 
-    options = ScoringOptions.from_args(args)
     kind, source = _score_source(args, ("fasta", "bed", "vcf"))
+    options = ScoringOptions.from_args(args)
     if kind == "vcf":
         scorer = VariantEffectScorer(args.model, options, window_bp=args.window_bp)
     else:

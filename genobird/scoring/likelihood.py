@@ -145,6 +145,8 @@ class LikelihoodScorer:
         `batch_size`, `rc_average`: both strands unless False); `stride`: the bases
         between scored windows of a long sequence."""
         options = self.options = ScoringOptions.of(options, **given)
+        stride = DEFAULT_STRIDE if stride is None else stride
+        check_stride(stride)  # before the model is read
         model_dir = Path(model_dir)
         description = read_model_description(model_dir)
         if description.get("model_class") != "BigBirdForPretraining":
@@ -152,8 +154,6 @@ class LikelihoodScorer:
                 f"{model_dir} is a {description.get('model_class')} model, which has no "
                 "language-model head; give a pretraining model directory (pretrain/model)"
             )
-        stride = DEFAULT_STRIDE if stride is None else stride
-        check_stride(stride)  # before the model is loaded
         self.device = resolve_device(options.device)
         self.model = from_pretrained(model_dir, self.device).eval()
         self.tokenizer: TokenizerBase = load_tokenizer(model_dir)
