@@ -384,6 +384,10 @@ def print_protocol(rows: list, arms: list, out: Path) -> None:
             f"{cnn[2]:+.3f}], - k-mer LR {kmer[0]:+.3f} [{kmer[1]:+.3f}, {kmer[2]:+.3f}] -> "
             f"{'met' if met else 'NOT met'} (CNN: lower end above -0.02; k-mer LR: above)"
         )
+        for name in ("cnn", "kmer-lr"):
+            auroc = family_difference(runs, [run_folder(out / task, name) for task in tasks],
+                                      "auroc")  # fmt: skip
+            print(f"    AUROC - {name}: {auroc[0]:+.3f} [{auroc[1]:+.3f}, {auroc[2]:+.3f}]")
         family_rows = [row for row in rows if row["family"] == family]
         means = {a: sum(row["metrics"][a]["mcc"] for row in family_rows) / len(family_rows)
                  for a in arms}  # fmt: skip
@@ -394,12 +398,14 @@ def print_protocol(rows: list, arms: list, out: Path) -> None:
               + ("met" if gap >= -0.02 else "NOT met") + " (at least -0.02)")  # fmt: skip
 
 
-def family_difference(runs: list[Path], baselines: list[Path], resamples: int = 2000,
+def family_difference(runs: list[Path], baselines: list[Path], metric: str = "mcc",
+                      resamples: int = 2000,
                       seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
-    """(mean, low, high): the mean over tasks of test MCC of each run minus its baseline
-    on the same test windows (each at the threshold its run chose on validation), with a
-    95% interval from resampling each task's test windows with replacement (paired: the
-    same draws for both; `genobird baseline compare`'s resampling, one task at a time)."""
+    """(mean, low, high): the mean over tasks of the test `metric` (MCC at the threshold
+    each run chose on validation, or AUROC) of each run minus its baseline on the same
+    test windows, with a 95% interval from resampling each task's test windows with
+    replacement (paired: the same draws for both; `genobird baseline compare`'s
+    resampling, one task at a time)."""
     import numpy as np
 
     from genobird.evaluation.compare import (
@@ -407,7 +413,7 @@ def family_difference(runs: list[Path], baselines: list[Path], resamples: int = 
         interval,
         read_predictions,
         resample_counts,
-        resampled_mcc,
+        resampled,
     )
 
     rng = np.random.default_rng(seed)
@@ -417,10 +423,7 @@ def family_difference(runs: list[Path], baselines: list[Path], resamples: int = 
         check_same_split(ours, theirs)
 
         def difference(counts, ours=ours, theirs=theirs):
-            # each at its own threshold, chosen on its validation split
-            return (resampled_mcc(counts, ours.labels, ours.probabilities, ours.threshold)
-                    - resampled_mcc(counts, theirs.labels, theirs.probabilities,
-                                    theirs.threshold))  # fmt: skip
+            return resampled(metric, counts, ours) - resampled(metric, counts, theirs)
 
         observed.append(float(difference(np.ones((1, len(ours.labels))))[0]))
         batches = resample_counts(rng, len(ours.labels), resamples)
