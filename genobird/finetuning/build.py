@@ -47,11 +47,7 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: Recipe, tokenize
     """The classifier of `spec`'s head (its pooling, dropout and base readers) on a
     pretrained encoder, or a fresh one of `spec.fresh_shape`."""
     head, pieces = spec.head, tokenizer.pieces
-    config = task_config(pretrained, spec.fresh_shape, spec.data.max_tokens, len(pieces),
-                         tokenizer.pad_id)  # fmt: skip
-    if head.dropout is not None:
-        config = replace(config, hidden_dropout=head.dropout)
-    shape = {}
+    shape = {}  # what the recipe asks of the classifier, decided before it is built
     window = spec.data.window_bp or task_meta["window_bp"]
     if head.pooling == "centre":
         shape["centre_fraction"] = min(1.0, head.centre_bp / window)
@@ -65,10 +61,15 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: Recipe, tokenize
         shape["base_kmers"] = head.base.kmers
     if head.base.any:
         shape["base_strands"] = base_strands(spec, task_meta)
+    pos_weight = task_pos_weight(spec, task_meta)
+    config = task_config(pretrained, spec.fresh_shape, spec.data.max_tokens, len(pieces),
+                         tokenizer.pad_id)  # fmt: skip
+    if head.dropout is not None:
+        config = replace(config, hidden_dropout=head.dropout)
     return build_task_model(
         BigBirdForSequenceClassification, config, pretrained, spec.optim.seed, pieces,
         num_labels=len(task_meta["feature_names"]), problem="multi_label",
-        pos_weight=task_pos_weight(spec, task_meta), pooling=head.pooling, **shape,
+        pos_weight=pos_weight, pooling=head.pooling, **shape,
     )  # fmt: skip
 
 

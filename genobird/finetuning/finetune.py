@@ -87,11 +87,11 @@ def finetune(data_path, output, spec: Recipe, pretrained=None, tokenizer_path=No
     pretrained = Path(pretrained) if pretrained else None
     if pretrained is None and tokenizer_path is None:
         raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer")
+    meta = read_metadata(data_path)
+    check_window(spec, meta, data_path)
     tokenizer = load_tokenizer(pretrained if pretrained else tokenizer_path)
     if spec.data.bpe_dropout:  # a tokenizer that cannot sample is refused before any training
         tokenizer.encode_sampled("ACGT", spec.data.bpe_dropout, seed=0)
-    meta = read_metadata(data_path)
-    check_window(spec, meta, data_path)
     if spec.head.base.any and tokenizer.unk_id in tokenizer.encode("N"):
         log.warning("the vocabulary has no piece for N: a run of N is one [UNK] token, "
                     "whose bases the base readers cannot read, so windows with N do not "
