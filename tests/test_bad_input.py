@@ -197,7 +197,7 @@ def test_a_split_of_one_class_is_refused_by_name_unless_asked(tmp_path, capsys, 
 
 
 # --------------------------------------------------------------------------- VCF alleles
-def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
+def test_vcf_alleles_follow_one_policy_in_score_likelihood_and_embed(
     predictor,
     demo_reference,
     pretraining_data,
@@ -210,7 +210,8 @@ def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
     other, third = [b for b in "ACGT" if b != base][:2]
     vcf = write(tmp_path / "v.vcf", "##fileformat=VCFv4.2\n"
                 f"1\t20001\tmulti\t{base}\t{other},{base}\n"
-                f"1\t20001\twrong\t{third if third != base else other}\t{base}\n")  # fmt: skip
+                f"1\t20001\twrong\t{third if third != base else other}\t{base}\n"
+                "chrZ\t100\tnowhere\tA\tC\n")  # fmt: skip
     out = tmp_path / "s.tsv"
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--vcf", str(vcf),
                  "--reference", str(demo_reference / "genome.fa"),
@@ -221,6 +222,7 @@ def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
     reasons = rejected_reasons(out)
     assert any(f"ALT {base} is REF {base}: nothing changes" in r for r in reasons)
     wrong = next(r for r in reasons if "is not the reference's bases" in r)
+    nowhere = next(r for r in reasons if r.startswith("chrZ:100: contig 'chrZ' is not in"))
     # likelihood: the same variants scored and refused, for the same reasons
     from genobird.corpus.tokenizer import load_tokenizer
     from tests.conftest import saved_model_dir, tiny_language_model
@@ -234,6 +236,13 @@ def test_vcf_alleles_follow_one_policy_in_score_and_likelihood(
     assert pd.read_csv(effects, sep="\t")["alt"].tolist() == [other]
     assert sorted(rejected_reasons(effects)) == sorted(reasons)
     assert wrong in rejected_reasons(effects)
+    # embed: the same variants read (REF and ALT windows of each) and refused alike
+    vectors = tmp_path / "e.h5"
+    assert main(["-q", "embed", "--model", str(lm), "--vcf", str(vcf), "--reference",
+                 str(demo_reference / "genome.fa"), "--out", str(vectors),
+                 "--window-bp", "200"]) == 0  # fmt: skip
+    assert sorted(rejected_reasons(vectors)) == sorted(reasons)
+    assert nowhere in rejected_reasons(vectors)
 
 
 # --------------------------------------------------------------------------- contig names

@@ -352,10 +352,15 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
     with their reason. FASTA records and BED regions are read as they are (BED on its own
     strand; with `window_bp`, each centred and resized to it); a VCF variant gives two
     records, its REF and ALT windows of `window_bp` (1,000 by default) centred on it."""
-    from genobird.genome import open_reference, read_bed, read_fasta, read_vcf
+    from genobird.genome import open_reference, read_fasta
     from genobird.genome.regions import BadRecord, centered_window
     from genobird.inputs import mostly_n, mostly_n_reason, n_fraction
-    from genobird.scoring.windows import variant_problem, variant_windows
+    from genobird.scoring.windows import (
+        reference_regions,
+        reference_variants,
+        variant_problem,
+        variant_windows,
+    )
 
     def usable(where: str, line: int, sequence: str, record: str) -> bool:
         reason = None
@@ -380,9 +385,7 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
         raise ConfigError(f"--{kind} needs --reference FASTA to cut the sequences from")
     genome = open_reference(reference)
     if kind == "bed":
-        for interval in read_bed(
-            source, contigs=genome.lengths, problems=rejected, keep_spelling=True
-        ):
+        for interval in reference_regions(source, genome, rejected):
             region = centered_window(interval, window_bp) if window_bp else interval
             strand = "-" if interval.strand == "-" else "+"
             sequence = genome.fetch(region.chrom, region.start, region.end, strand, pad=True)
@@ -392,13 +395,9 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
             if usable(where, interval.line, sequence, str(interval)):
                 yield ids, sequence
         return
-    for variant in read_vcf(source, problems=rejected):
+    for variant in reference_variants(source, genome, rejected):
         label = variant.label
-        try:
-            windows = variant_windows(variant, genome, window_bp or 1000)
-        except (KeyError, ValueError) as exc:  # an unknown contig
-            rejected.append(BadRecord(where, variant.line, str(exc), label))
-            continue
+        windows = variant_windows(variant, genome, window_bp or 1000)
         if problem := variant_problem(variant, *windows):  # as score and likelihood
             rejected.append(BadRecord(where, variant.line, problem, label))
             continue

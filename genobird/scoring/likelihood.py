@@ -35,14 +35,14 @@ import torch.nn.functional as F
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.device import resolve_device
 from genobird.errors import CheckpointError, ConfigError
-from genobird.genome import open_reference, read_bed, read_fasta
+from genobird.genome import open_reference, read_fasta
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
 from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.scoring.options import BATCH_SIZES, ScoringOptions
 from genobird.scoring.predict import ScoreResult
-from genobird.scoring.windows import wanted_contigs
+from genobird.scoring.windows import reference_regions
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]
@@ -219,15 +219,10 @@ class LikelihoodScorer:
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """BED regions as they are (not resized): on their own strand with one strand."""
         reference = open_reference(reference)
-        wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         ids: dict[str, list] = {k: [] for k in ("chrom", "start", "end", "name", "strand", "line")}
         sequences: list[str] = []
-        for interval in read_bed(
-            path, contigs=reference.lengths, problems=rejected, keep_spelling=True
-        ):
-            if wanted is not None and reference.resolve(interval.chrom) not in wanted:
-                continue
+        for interval in reference_regions(path, reference, rejected, chromosomes):
             strand = "-" if interval.strand == "-" else "+"
             sequences.append(reference.fetch(interval.chrom, interval.start, interval.end, strand))
             for key in ids:

@@ -31,11 +31,12 @@ from tqdm import tqdm
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path, utf8_names
-from genobird.genome import centered_window, open_reference, read_bed, read_fasta
+from genobird.genome import centered_window, open_reference, read_fasta
 from genobird.genome.regions import BadRecord
 from genobird.inputs import fit_window, mostly_n, mostly_n_reason, n_fraction
 from genobird.scoring.predict import logit
 from genobird.scoring.tables import select_features
+from genobird.scoring.windows import reference_regions
 
 BASES = "ACGT"
 SCORE_LABELS = {"diff": "alt - ref", "log_odds": "logit(alt) - logit(ref)"}
@@ -141,9 +142,7 @@ def bed_regions(path, reference, input_bp: int, problems: list) -> Iterator[Regi
     """Windows centred on the intervals, on the genome's + strand (the BED strand is not
     applied, so positions and bases read as the reference's)."""
     reference = open_reference(reference)
-    for interval in read_bed(
-        path, contigs=reference.lengths, problems=problems, keep_spelling=True
-    ):
+    for interval in reference_regions(path, reference, problems):
         window = centered_window(interval, input_bp)
         sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)
         name = interval.name or f"{interval.chrom}:{interval.start}-{interval.end}"

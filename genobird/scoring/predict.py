@@ -38,14 +38,12 @@ import torch
 
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.device import resolve_device
-from genobird.errors import CheckpointError, ConfigError, GenobirdError, SequenceError
+from genobird.errors import CheckpointError, ConfigError, SequenceError
 from genobird.fileio import require_unique_names
 from genobird.genome import (
     centered_window,
     open_reference,
-    read_bed,
     read_fasta,
-    read_vcf,
 )
 from genobird.genome.regions import BadRecord, Interval
 from genobird.inputs import (
@@ -68,9 +66,10 @@ from genobird.scoring.windows import (
     WindowInputs,
     collate_views,
     default_workers,
+    reference_regions,
+    reference_variants,
     variant_problem,
     variant_windows,
-    wanted_contigs,
 )
 
 LOG_ODDS_EPSILON = 1e-6
@@ -301,14 +300,9 @@ class Predictor:
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """Chunks of scores of the BED's regions (only those on `chromosomes` if given)."""
         reference = open_reference(reference)
-        wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
-        for interval in read_bed(
-            path, contigs=reference.lengths, problems=rejected, keep_spelling=True
-        ):
-            if wanted is not None and reference.resolve(interval.chrom) not in wanted:
-                continue
+        for interval in reference_regions(path, reference, rejected, chromosomes):
             chunk.append(interval)
             if len(chunk) == self.chunk_size:
                 yield self._bed_chunk(chunk, reference, rejected, path)
@@ -359,18 +353,9 @@ class Predictor:
         """Chunks of {score name: table} (only variants on `chromosomes` if given); a
         variant the policy of `variant_problem` refuses goes to the rejected records."""
         reference = open_reference(reference)
-        wanted = wanted_contigs(reference, chromosomes)
         rejected: list[BadRecord] = []
         chunk: list = []
-        for variant in read_vcf(path, problems=rejected):
-            try:
-                contig = reference.resolve(variant.chrom)
-            except GenobirdError as exc:
-                rejected.append(BadRecord(str(path), variant.line,
-                                          f"{variant.chrom}:{variant.pos}: {exc}"))  # fmt: skip
-                continue
-            if wanted is not None and contig not in wanted:
-                continue
+        for variant in reference_variants(path, reference, rejected, chromosomes):
             windows = variant_windows(variant, reference, self.input_length_bp)
             if problem := variant_problem(variant, *windows):
                 rejected.append(BadRecord(str(path), variant.line, problem, variant.label))

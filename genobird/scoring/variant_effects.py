@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from genobird.errors import ConfigError, GenobirdError
+from genobird.errors import ConfigError
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord, Variant
 from genobird.scoring.options import ScoringOptions
@@ -66,29 +66,22 @@ def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
     on its own); the others (and the VCF's bad lines) go to `rejected` with their reason:
     `predict.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
     `MAX_ALLELE_BP` or a window past its contig's end."""
-    from genobird.genome import read_vcf
-    from genobird.scoring.windows import variant_problem, variant_windows, wanted_contigs
+    from genobird.scoring.windows import reference_variants, variant_problem, variant_windows
 
     check_window(window_bp)
     source = str(path)
-    wanted = wanted_contigs(reference, chromosomes)
-    for variant in read_vcf(path, problems=rejected, max_allele_length=10**9):
+    # alleles of any length are read, so that a long one is rejected with this reason
+    for variant in reference_variants(path, reference, rejected, chromosomes,
+                                      max_allele_length=10**9):  # fmt: skip
         label = variant.label
         reason = None
+        contig = reference.resolve(variant.chrom)
+        start = variant.start + len(variant.ref) // 2 - window_bp // 2
         if max(len(variant.ref), len(variant.alt)) > MAX_ALLELE_BP:
             reason = f"an allele longer than {MAX_ALLELE_BP} bp: SNVs and short indels only"
-        if reason is None:
-            try:
-                contig = reference.resolve(variant.chrom)
-            except GenobirdError as exc:
-                reason = str(exc)
-        if reason is None:
-            if wanted is not None and contig not in wanted:
-                continue
-            start = variant.start + len(variant.ref) // 2 - window_bp // 2
-            if start < 0 or start + window_bp > reference.length(contig):
-                reason = f"its {window_bp} bp window runs past the end of {contig}"
-        if reason is None:  # the policy `score --vcf` follows too
+        elif start < 0 or start + window_bp > reference.length(contig):
+            reason = f"its {window_bp} bp window runs past the end of {contig}"
+        else:  # the policy `score --vcf` follows too
             ref, alt, ref_match = variant_windows(variant, reference, window_bp)
             reason = variant_problem(variant, ref, alt, ref_match)
         if reason is not None:

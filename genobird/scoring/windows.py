@@ -1,6 +1,8 @@
 """Where scored windows come from, one policy for every scorer (predictors, likelihood,
-embeddings, variant effects): a window's DNA is fetched (BED intervals centred and
-N-padded past contig ends, FASTA records cropped or N-padded by `inputs.fit_window`,
+embeddings, ISM, variant effects): BED regions and VCF variants are read against the
+reference alike (`reference_regions`, `reference_variants`: unknown contigs and ends
+past a contig set aside with their line), a window's DNA is fetched (BED intervals
+centred and N-padded past contig ends, FASTA records cropped or N-padded by `inputs.fit_window`,
 variants as a reference and an alternative window), a window more than half N is not
 scored (`inputs.MAX_N_FRACTION`), and DataLoader workers tokenise windows into the
 views whose predictions are averaged."""
@@ -9,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
-from genobird.genome import Reference
-from genobird.genome.regions import Interval
+from genobird.errors import GenobirdError
+from genobird.genome import Reference, read_bed, read_vcf
+from genobird.genome.regions import BadRecord, Interval, Variant
 from genobird.inputs import (
     MAX_N_FRACTION,
     fit_window,
@@ -107,6 +111,39 @@ def variant_problem(variant, ref_window: str, alt_window: str, ref_match: bool) 
     if share > MAX_N_FRACTION:
         return mostly_n_reason(share, len(ref_window), f"the window of {variant.label}")
     return None
+
+
+def reference_regions(path, reference: Reference, rejected: list[BadRecord],
+                      chromosomes=None) -> Iterator[Interval]:  # fmt: skip
+    """A BED's regions as every scorer reads them: on the reference's contigs (aliases
+    resolved, the contig spelt as the BED spells it, which the table writes back), ends
+    past a contig and unknown contigs set aside in `rejected` with their line; only
+    those on `chromosomes` where given."""
+    wanted = wanted_contigs(reference, chromosomes)
+    for interval in read_bed(path, contigs=reference.lengths, problems=rejected,
+                             keep_spelling=True):  # fmt: skip
+        if wanted is None or reference.resolve(interval.chrom) in wanted:
+            yield interval
+
+
+def reference_variants(path, reference: Reference, rejected: list[BadRecord],
+                       chromosomes=None,
+                       max_allele_length: int = 50) -> Iterator[Variant]:  # fmt: skip
+    """A VCF's variants (one per ALT, `read_vcf`) as every scorer reads them: a variant
+    on a contig the reference lacks is set aside in `rejected` with its line and the
+    reference's close names; only those on `chromosomes` where given. What a scorer
+    then refuses of a variant's windows is `variant_problem`'s."""
+    wanted = wanted_contigs(reference, chromosomes)
+    for variant in read_vcf(path, problems=rejected, max_allele_length=max_allele_length):
+        try:
+            contig = reference.resolve(variant.chrom)
+        except GenobirdError as exc:
+            rejected.append(BadRecord(str(path), variant.line,
+                                      f"{variant.chrom}:{variant.pos}: {exc}",
+                                      variant.label))  # fmt: skip
+            continue
+        if wanted is None or contig in wanted:
+            yield variant
 
 
 def wanted_contigs(reference: Reference, chromosomes) -> set[str] | None:
