@@ -88,17 +88,17 @@ def finetune(data_path, output, spec: Recipe, pretrained=None, tokenizer_path=No
     if pretrained is None and tokenizer_path is None:
         raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer")
     meta = read_metadata(data_path)
+    if not meta["counts"]["train"] or not meta["counts"]["test"]:
+        raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
     check_window(spec, meta, data_path)
     tokenizer = load_tokenizer(pretrained if pretrained else tokenizer_path)
-    if spec.data.bpe_dropout:  # a tokenizer that cannot sample is refused before any training
-        tokenizer.encode_sampled("ACGT", spec.data.bpe_dropout, seed=0)
     if spec.head.base.any and tokenizer.unk_id in tokenizer.encode("N"):
         log.warning("the vocabulary has no piece for N: a run of N is one [UNK] token, "
                     "whose bases the base readers cannot read, so windows with N do not "
                     "start as the baselines (`genobird vocab train` gives N a piece)")  # fmt: skip
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
-    if not meta["counts"]["train"] or not meta["counts"]["test"]:
-        raise ConfigError(f"{data_path}: needs train and test windows, has {meta['counts']}")
+    if spec.data.bpe_dropout:  # a tokenizer that cannot sample is refused before any training
+        tokenizer.encode_sampled("ACGT", spec.data.bpe_dropout, seed=0)
     run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
                   tokenizer=tokenizer, cnn_cache=output / "base-cnn",
                   baseline_runs=tuple(baseline_runs), restart_changed=restart_changed)  # fmt: skip
