@@ -91,6 +91,7 @@ class Predictor:
     # the tables a VCF is written as (scoring.tables.VariantScorer): TSV holds the
     # differences, HDF5 the alleles' probabilities too
     variant_tables: ClassVar[dict] = {"tsv": VARIANT_SCORES, "h5": (*VARIANT_SCORES, "ref", "alt")}
+    variant_rows_numbered = False
 
     def __init__(self, model_dir, options: ScoringOptions | None = None, *,
                  segmentations: int | None = None, chunk_size: int = 1024,

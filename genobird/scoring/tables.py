@@ -36,8 +36,10 @@ class ScoreSummary:
 
 
 class TsvSink:
-    def __init__(self, path: Path):
-        self.path = path
+    """Tables appended to a TSV; `numbered`: each row's index first."""
+
+    def __init__(self, path: Path, numbered: bool = True):
+        self.path, self.numbered = path, numbered
         self._context = atomic_write(path)
         self._handle = self._context.__enter__()
         self._header_written = False
@@ -45,7 +47,7 @@ class TsvSink:
 
     def write(self, table: pd.DataFrame) -> None:
         table = table.copy()
-        if "index" not in table and "ref_match" not in table:  # VCF rows keep their fields
+        if self.numbered and "index" not in table:
             table.insert(0, "index", range(self.rows, self.rows + len(table)))
         table.to_csv(self._handle, sep="\t", index=False, header=not self._header_written,
                      float_format=FLOAT_FORMAT)  # fmt: skip
@@ -198,10 +200,13 @@ class VariantScorer(Protocol):
     the language model's allele windows). Each chunk it yields is ({table name: ids
     and one column per name in `feature_names`}, the variants set aside with a
     reason); `variant_tables` names the tables written, per format: the first is OUT
-    in TSV, each other OUT.NAME.tsv; in HDF5 each is a dataset."""
+    in TSV, each other OUT.NAME.tsv; in HDF5 each is a dataset. `variant_rows_numbered`:
+    whether a TSV row starts with its index, as a record's does (a predictor's variant
+    rows are named by their own fields alone)."""
 
     feature_names: list[str]
     variant_tables: dict[str, tuple[str, ...]]
+    variant_rows_numbered: bool
 
     def iter_variants(self, path, reference, chromosomes=None) -> Iterator: ...
 
@@ -257,10 +262,11 @@ def _open_sinks(predictor, kind, out: Path, fmt: str, features) -> dict:
     if fmt == "h5":
         sink = H5Sink(out, features, list(names))
         return {name: sink for name in names}
+    numbered = kind != "vcf" or predictor.variant_rows_numbered
     first, *others = names
     return {
-        first: TsvSink(out),
-        **{name: TsvSink(Path(f"{out}.{name}.tsv")) for name in others},
+        first: TsvSink(out, numbered),
+        **{name: TsvSink(Path(f"{out}.{name}.tsv"), numbered) for name in others},
     }
 
 

@@ -112,6 +112,7 @@ class VariantEffectScorer:
     feature_names: ClassVar[list[str]] = list(SCORE_COLUMNS)
     # the tables a VCF is written as: the effects, in OUT (TSV) or one HDF5 dataset
     variant_tables: ClassVar[dict] = {"tsv": ("effects",), "h5": ("effects",)}
+    variant_rows_numbered = True
 
     def __init__(self, model_dir, options: ScoringOptions | None = None, *,
                  window_bp: int = DEFAULT_WINDOW_BP, chunk_size: int = 256,
