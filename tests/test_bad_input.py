@@ -266,3 +266,50 @@ def test_rows_keep_the_inputs_contig_names(predictor, demo_reference, tmp_path):
     assert scores.iloc[0, -1] == pytest.approx(
         predictor.score_bed(write(tmp_path / "c.bed", "chr1\t20000\t20200\n"),
                             demo_reference / "genome.fa").iloc[0, -1], rel=1e-6)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- streamed chunks
+def test_records_set_aside_after_the_first_chunk_are_kept_by_every_scorer(
+    model_dir, demo_reference, pretraining_data, tmp_path
+):
+    """A file longer than one chunk: the bad records the readers find after the first
+    chunk (a duplicate FASTA name, an empty record, an unknown contig, a region past its
+    contig, a malformed VCF line) reach OUT.rejected.tsv as the first chunk's do, for the
+    predictor, the language model and the variant-effect scorer, one record a chunk."""
+    from genobird import LikelihoodScorer, load_predictor
+    from genobird.genome import open_reference
+    from genobird.scoring.tables import write_scores
+    from genobird.scoring.variant_effects import VariantEffectScorer
+    from tests.conftest import saved_model_dir, tiny_language_model
+
+    genome = demo_reference / "genome.fa"
+    dna = open_reference(genome).fetch("chr1", 20_000, 20_400)
+    fasta = write(tmp_path / "r.fa", f">a\n{dna}\n>b\n{dna}\n>a\n{dna}\n>c\n\n>d\n{dna}\n")
+    bed = write(tmp_path / "r.bed", "chr1\t20000\t20400\nchr1\t30000\t30400\n"
+                "chrZ\t1\t400\nchr1\t40000\t40400\nchr1\t1\t999999999\n")  # fmt: skip
+    lines = []
+    for position in (40_001, 45_001, 47_001):
+        ref = open_reference(genome).fetch("chr2", position - 1, position)
+        alt = next(b for b in "ACGT" if b != ref)
+        lines.append(f"chr2\t{position}\tv{position}\t{ref}\t{alt}\t.\t.\t.\n")
+    vcf = write(tmp_path / "v.vcf", "##fileformat=VCFv4.2\n" + "".join(lines[:2])
+                + "chrZ\t100\tnowhere\tA\tC\t.\t.\t.\nchr2\tx\tbad\tA\tC\t.\t.\t.\n"
+                + lines[2])  # fmt: skip
+    tokenizer_path = pretraining_data["tokenizer"]
+    from genobird.corpus.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_path)
+    lm = saved_model_dir(tiny_language_model(tokenizer, 512), tokenizer, tmp_path / "lm")
+    cases = [
+        (load_predictor(model_dir, device="cpu", chunk_size=1), "fasta", fasta, (3, 2)),
+        (load_predictor(model_dir, device="cpu", chunk_size=1), "bed", bed, (3, 2)),
+        (load_predictor(model_dir, device="cpu", chunk_size=1), "vcf", vcf, (3, 2)),
+        (LikelihoodScorer(lm, device="cpu", chunk_size=1), "fasta", fasta, (3, 2)),
+        (LikelihoodScorer(lm, device="cpu", chunk_size=1), "bed", bed, (3, 2)),
+        (VariantEffectScorer(lm, device="cpu", window_bp=200, chunk_size=1), "vcf", vcf, (3, 2)),
+    ]
+    for number, (scorer, kind, source, counts) in enumerate(cases):
+        out = tmp_path / f"{number}.tsv"
+        summary = write_scores(scorer, kind, source, out, None, None, genome)
+        assert (summary.scored, summary.rejected) == counts, (type(scorer).__name__, kind)
+        assert len(rejected_reasons(out)) == counts[1], (type(scorer).__name__, kind)

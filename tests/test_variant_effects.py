@@ -172,6 +172,14 @@ def test_variant_effects_stream_through_the_one_score_writer_to_tsv_and_hdf5(
         assert [i.decode() for i in h5["rows/id"][()]] == table["id"].tolist()
         assert h5["rows/window_start"][()].tolist() == table["window_start"].tolist()
     assert "\t6\tREF " in (tmp_path / "v.h5.rejected.tsv").read_text()  # the wrong REF
+    # streamed a variant at a time, the same file as in one chunk
+    one_by_one = VariantEffectScorer(model_dir, device="cpu", window_bp=200, chunk_size=1)
+    summary = write_scores(one_by_one, "vcf", vcf, tmp_path / "c.tsv", None, None,
+                           demo_reference / "genome.fa")  # fmt: skip
+    assert (summary.scored, summary.rejected) == (3, 1)
+    streamed = pd.read_csv(tmp_path / "c.tsv", sep="\t")
+    assert streamed.drop(columns=names).equals(table.drop(columns=names))  # ids and index
+    np.testing.assert_allclose(streamed[names], table[names], rtol=1e-4, atol=1e-3)  # batched
     scorer = LikelihoodScorer(model_dir, device="cpu")
     with pytest.raises(ConfigError, match="LikelihoodScorer scores FASTA and BED records, "
                                           "not VCF variants"):  # fmt: skip

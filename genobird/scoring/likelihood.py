@@ -42,7 +42,7 @@ from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.scoring.options import BATCH_SIZES, ScoringOptions
 from genobird.scoring.predict import ScoreResult
-from genobird.scoring.windows import reference_regions
+from genobird.scoring.windows import reference_regions, taken
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]
@@ -211,10 +211,10 @@ class LikelihoodScorer:
             ids["line"].append(record.line)
             sequences.append(record.sequence)
             if len(sequences) == self.chunk_size:
-                yield self._chunk(ids, sequences, rejected, str(path))
-                ids, sequences, rejected = {k: [] for k in ids}, [], []
+                yield self._chunk(ids, sequences, taken(rejected), str(path))
+                ids, sequences = {k: [] for k in ids}, []
         if sequences or rejected:
-            yield self._chunk(ids, sequences, rejected, str(path))
+            yield self._chunk(ids, sequences, taken(rejected), str(path))
 
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """BED regions as they are (not resized): on their own strand with one strand."""
@@ -228,10 +228,10 @@ class LikelihoodScorer:
             for key in ids:
                 ids[key].append(getattr(interval, key) or ("." if key == "name" else 0))
             if len(sequences) == self.chunk_size:
-                yield self._chunk(ids, sequences, rejected, str(path))
-                ids, sequences, rejected = {k: [] for k in ids}, [], []
+                yield self._chunk(ids, sequences, taken(rejected), str(path))
+                ids, sequences = {k: [] for k in ids}, []
         if sequences or rejected:
-            yield self._chunk(ids, sequences, rejected, str(path))
+            yield self._chunk(ids, sequences, taken(rejected), str(path))
 
     def _chunk(self, ids: dict, sequences: list[str], rejected: list[BadRecord],
                source: str) -> ScoreResult:  # fmt: skip

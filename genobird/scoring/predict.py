@@ -68,6 +68,7 @@ from genobird.scoring.windows import (
     default_workers,
     reference_regions,
     reference_variants,
+    taken,
     variant_problem,
     variant_windows,
 )
@@ -265,10 +266,10 @@ class Predictor:
                     continue
                 rows.append(row)
                 if len(rows) == self.chunk_size:
-                    yield self._fasta_chunk(rows, rejected)
-                    rows, rejected = [], []
+                    yield self._fasta_chunk(rows, taken(rejected))
+                    rows = []
         if rows or rejected:
-            yield self._fasta_chunk(rows, rejected)
+            yield self._fasta_chunk(rows, taken(rejected))
 
     def _fasta_windows(self, record, tiles: bool) -> Iterator[dict]:
         """The windows scored of a record (one, or its tiles), each with its provenance."""
@@ -306,10 +307,10 @@ class Predictor:
         for interval in reference_regions(path, reference, rejected, chromosomes):
             chunk.append(interval)
             if len(chunk) == self.chunk_size:
-                yield self._bed_chunk(chunk, reference, rejected, path)
-                chunk, rejected = [], []
+                yield self._bed_chunk(chunk, reference, taken(rejected), path)
+                chunk = []
         if chunk or rejected:
-            yield self._bed_chunk(chunk, reference, rejected, path)
+            yield self._bed_chunk(chunk, reference, taken(rejected), path)
 
     def _bed_chunk(self, intervals, reference, rejected, path) -> ScoreResult:
         """The scores of a chunk of regions; a region whose window is more than half N (an
@@ -363,10 +364,10 @@ class Predictor:
                 continue
             chunk.append((variant, windows))
             if len(chunk) == self.chunk_size:
-                yield self._variant_chunk(chunk), rejected
-                chunk, rejected = [], []
+                yield self._variant_chunk(chunk), taken(rejected)
+                chunk = []
         if chunk or rejected:
-            yield self._variant_chunk(chunk), rejected
+            yield self._variant_chunk(chunk), taken(rejected)
 
     def _variant_chunk(self, chunk: list) -> dict:
         """The tables of (variant, its windows) pairs."""

@@ -134,6 +134,7 @@ class VariantEffectScorer:
         """Chunks of ({"effects": ids and SCORE_COLUMNS}, the variants set aside with
         their reason), as `write_scores` streams them."""
         from genobird.genome import open_reference
+        from genobird.scoring.windows import taken
 
         rejected: list[BadRecord] = []
         pending: list[AlleleWindows] = []
@@ -142,10 +143,10 @@ class VariantEffectScorer:
         for allele in windows:
             pending.append(allele)
             if len(pending) == self.chunk_size:
-                yield {"effects": self.table(pending)}, rejected
-                pending, rejected = [], []
+                yield {"effects": self.table(pending)}, taken(rejected)
+                pending = []
         if pending or rejected:
-            yield {"effects": self.table(pending)}, rejected
+            yield {"effects": self.table(pending)}, taken(rejected)
 
     def table(self, windows: list[AlleleWindows]) -> pd.DataFrame:
         """The variants' ids (ID_COLUMNS) and SCORE_COLUMNS."""

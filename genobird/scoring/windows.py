@@ -113,6 +113,15 @@ def variant_problem(variant, ref_window: str, alt_window: str, ref_match: bool) 
     return None
 
 
+def taken(rejected: list[BadRecord]) -> list[BadRecord]:
+    """The records set aside so far, the list emptied in place: a chunked scorer hands
+    these on with its chunk while the readers (`read_fasta`, `reference_regions`, ...)
+    keep appending to the same list, so none found after the first chunk is lost."""
+    records = list(rejected)
+    rejected.clear()
+    return records
+
+
 def reference_regions(path, reference: Reference, rejected: list[BadRecord],
                       chromosomes=None) -> Iterator[Interval]:  # fmt: skip
     """A BED's regions as every scorer reads them: on the reference's contigs (aliases
