@@ -165,7 +165,7 @@ def start_and_oracle(model_dir: Path, data: Path, folder: Path, window_bp: int |
                        for m, rate in zip(kmer_lr.models, rates, strict=True)]  # fmt: skip
             logits += (1 - weight) * np.stack(columns, axis=1)
         # with positives weighted w (chromatin: 8), the weighted loss's optimum: + log w
-        theirs.append(logits + np.log(task_pos_weight(spec, meta)))
+        theirs.append(logits + np.log(task_pos_weight(spec.optim, meta["task"])))
     return np.stack(ours), np.stack(theirs), record, spec, windows
 
 

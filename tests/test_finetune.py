@@ -558,8 +558,8 @@ def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
     from genobird.finetuning.spec import training_max_tokens
 
     model = SimpleNamespace(config=SimpleNamespace(max_position=512))
-    assert training_max_tokens(Recipe.of(max_tokens=32), model) == 32
-    assert training_max_tokens(Recipe.of(max_tokens=32, bpe_dropout=0.1), model) == 512
+    assert training_max_tokens(Recipe.of(max_tokens=32).data, model) == 32
+    assert training_max_tokens(Recipe.of(max_tokens=32, bpe_dropout=0.1).data, model) == 512
 
 
 def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cuts(

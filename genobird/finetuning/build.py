@@ -14,6 +14,7 @@ from genobird.datasets.windows import default_max_tokens
 from genobird.finetuning.spec import (
     Recipe,
     base_strands,
+    evaluation_strands,
     profile_bins_read,
     task_pos_weight,
 )
@@ -59,9 +60,10 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: Recipe, tokenize
         shape["base_cnn_architecture"] = head.base.cnn_architecture
     if head.base.kmers:
         shape["base_kmers"] = head.base.kmers
+    task = task_meta["task"]
     if head.base.any:
-        shape["base_strands"] = base_strands(spec, task_meta)
-    pos_weight = task_pos_weight(spec, task_meta)
+        shape["base_strands"] = base_strands(head.base, evaluation_strands(spec.evaluation, task))
+    pos_weight = task_pos_weight(spec.optim, task)
     config = task_config(pretrained, spec.fresh_shape, spec.data.max_tokens, len(pieces),
                          tokenizer.pad_id)  # fmt: skip
     if head.dropout is not None:

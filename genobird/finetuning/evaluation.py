@@ -66,7 +66,7 @@ def evaluation_views(data_path, split, tokenizer, spec, model, rc_average: bool)
     windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=spec.data.window_bp)
     if not spec.evaluation.segmentations:
         return [windows(spec.data.max_tokens, reverse_complement=r) for r in strands]
-    return [windows(training_max_tokens(spec, model), reverse_complement=r,
+    return [windows(training_max_tokens(spec.data, model), reverse_complement=r,
                     bpe_dropout=spec.data.bpe_dropout, cut=cut)
             for r in strands for cut in range(spec.evaluation.segmentations)]  # fmt: skip
 
@@ -126,7 +126,7 @@ def training_summary(state) -> dict:
 def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
              training: dict | None = None, strands: dict | None = None,
              choice: dict | None = None) -> dict:  # fmt: skip
-    rc_average = evaluation_strands(spec, meta)
+    rc_average = evaluation_strands(spec.evaluation, meta["task"])
     test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
     valid = None
     if meta["counts"]["valid"] and not is_multilabel(meta):
@@ -135,7 +135,7 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "window_bp": spec.data.window_bp or meta["window_bp"],
         "max_tokens": spec.data.max_tokens,
         "rc_average": rc_average,
-        "rc_augment": training_strands(spec, meta),
+        "rc_augment": training_strands(spec.data, meta["task"]),
         "strands": strands or {},
         "recipe_choice": choice or {},
         "learning_rate": spec.optim.learning_rate,
@@ -143,7 +143,7 @@ def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
         "base_cnn_channels": spec.head.base.cnn_channels,
         "base_cnn_architecture": spec.head.base.cnn_architecture,
         "base_kmers": spec.head.base.kmers,
-        "head_lr_scale": task_head_lr_scale(spec, meta),
+        "head_lr_scale": task_head_lr_scale(spec.optim, meta["task"]),
         "layer_decay": spec.optim.layer_decay,
         "ema_decay": spec.optim.ema_decay,
         "bpe_dropout": spec.data.bpe_dropout,

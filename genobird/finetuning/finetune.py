@@ -134,11 +134,11 @@ def train_run(spec: Recipe, output: Path, data_path: Path, meta: dict, pretraine
     """One fine-tuning run of `spec` from the starting weights into `output` (resumed
     from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
-    model.set_output_bias(base_rate_logits(data_path, task_pos_weight(spec, meta)))
-    rc_augment = training_strands(spec, meta)
-    windows = partial(WindowDataset, data_path, tokenizer=tokenizer, window_bp=spec.data.window_bp)
-    data, checks, seed = spec.data, spec.evaluation, spec.optim.seed
-    train = windows("train", max_tokens=training_max_tokens(spec, model),
+    data, checks, optim, task = spec.data, spec.evaluation, spec.optim, meta["task"]
+    model.set_output_bias(base_rate_logits(data_path, task_pos_weight(optim, task)))
+    rc_augment, seed = training_strands(data, task), optim.seed
+    windows = partial(WindowDataset, data_path, tokenizer=tokenizer, window_bp=data.window_bp)
+    train = windows("train", max_tokens=training_max_tokens(data, model),
                     rc_augment_seed=seed if rc_augment else None,
                     bpe_dropout=data.bpe_dropout, bpe_seed=seed,
                     profile_bins=profile_bins_read(meta, data.window_bp or meta["window_bp"])
@@ -151,12 +151,12 @@ def train_run(spec: Recipe, output: Path, data_path: Path, meta: dict, pretraine
         selection = {"eval_every": evaluation_interval(checks.eval_every, len(train), training),
                      "best_metric": "auroc", "patience": checks.patience,
                      "eval_at_start": warm_start}  # fmt: skip
-        if evaluation_strands(spec, meta):
+        if evaluation_strands(checks, task):
             reverse = windows("valid", max_tokens=data.max_tokens, reverse_complement=True)
     training = replace(training, **selection)
     final_norm = model.encoder.final_norm is not None
-    scales = layer_decay_scales(model.config.num_layers, spec.optim.layer_decay, final_norm)
-    if (head_scale := task_head_lr_scale(spec, meta)) != 1:
+    scales = layer_decay_scales(model.config.num_layers, optim.layer_decay, final_norm)
+    if (head_scale := task_head_lr_scale(optim, task)) != 1:
         scales["head."] = head_scale
     if spec.head.base.cnn_channels:  # trained from scratch, at the rate its baseline uses
         scales["base_cnn."] = BASE_CNN_LEARNING_RATE / training.learning_rate
@@ -173,7 +173,7 @@ def train_run(spec: Recipe, output: Path, data_path: Path, meta: dict, pretraine
     if warm_start and (spec.head.base.kmer_pull
                        or latest_checkpoint(output / "checkpoints") is None):  # fmt: skip
         record = start_from_baselines(model, spec, data_path, output, cnn_cache,
-                                      evaluation_strands(spec, meta), baseline_runs)  # fmt: skip
+                                      evaluation_strands(checks, task), baseline_runs)  # fmt: skip
         if "base_kmer_pull_strength" in record:
             pull = StartPull(model, record["base_kmer_pull_strength"])
     trainer = Trainer(
@@ -214,7 +214,7 @@ def save_model(model, tokenizer, meta, spec: Recipe, directory: Path, report: di
         "categories": meta["categories"],
         "window_bp": spec.data.window_bp or meta["window_bp"],
         "max_tokens": spec.data.max_tokens,
-        "rc_average": evaluation_strands(spec, meta),
+        "rc_average": evaluation_strands(spec.evaluation, meta["task"]),
         "segmentations": spec.evaluation.segmentations,
         "bpe_dropout": spec.data.bpe_dropout,
     }
@@ -228,6 +228,6 @@ def save_model(model, tokenizer, meta, spec: Recipe, directory: Path, report: di
     baselines = {**reader_reports(directory.parent / READERS_FOLDER),
                  **baseline_reports(baseline_runs)}  # fmt: skip
     card = model_card(meta, spec.values(), report, split_sources(data_path), baselines,
-                      task_pos_weight(spec, meta))  # fmt: skip
+                      task_pos_weight(spec.optim, meta["task"]))  # fmt: skip
     with atomic_write(directory / CARD_FILE) as handle:
         handle.write(card)

@@ -72,7 +72,7 @@ def planned_cost(spec: Recipe, meta: dict, data_path: Path, pretrained, tokenize
 
     base, data, checks = spec.head.base, spec.data, spec.evaluation
     readings = 2 if strands_chosen_with_start(spec, meta) else 1
-    rc_average = evaluation_strands(spec, meta)
+    rc_average = evaluation_strands(checks, meta["task"])
     train = WindowDataset(data_path, "train", tokenizer, data.max_tokens, window_bp=data.window_bp)
     counts, windows = meta["counts"], len(train)
     sequences = [train.sequence(i) for i in range(min(len(train), cost.TIMED_WINDOWS))]

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from genobird.errors import ConfigError
 from genobird.finetuning.probes import open_questions
-from genobird.finetuning.recipe import Recipe
+from genobird.finetuning.recipe import (
+    BaseReaderRecipe,
+    DataRecipe,
+    EvaluationRecipe,
+    OptimRecipe,
+    Recipe,
+)
 from genobird.inputs import token_limit
 from genobird.training import TrainingConfig
 
@@ -24,46 +30,49 @@ def training_config(recipe: Recipe) -> TrainingConfig:
     )  # fmt: skip
 
 
-def strand_symmetric(meta: dict) -> bool:
+def strand_symmetric(task: str) -> bool:
     """Whether a data set's labels hold on both strands, the default for reverse-complement
     augmentation and averaging: chromatin features and classify labels (TF binding, ...)
     do; promoter windows are oriented by their TSS strand, their reverse complement is not
     a promoter. A model trained on both strands is evaluated on both: on GUE TF 0 that
     lifted test MCC from 0.621 to 0.634 and AUROC from 0.885 to 0.902 (docs/experiments)."""
-    return meta["task"] != "promoter"
+    return task != "promoter"
 
 
-def task_pos_weight(spec: Recipe, task_meta: dict) -> float:
-    if spec.optim.pos_weight is not None:
-        return spec.optim.pos_weight
-    return 8.0 if task_meta["task"] == "chromatin" else 1.0
+def task_pos_weight(optim: OptimRecipe, task: str) -> float:
+    """The weight of a positive in the loss: as given, else 8 for chromatin (the paper's)."""
+    if optim.pos_weight is not None:
+        return optim.pos_weight
+    return 8.0 if task == "chromatin" else 1.0
 
 
-def task_head_lr_scale(spec: Recipe, task_meta: dict) -> float:
-    if spec.optim.head_lr_scale is not None:
-        return spec.optim.head_lr_scale
-    return 10.0 if task_meta["task"] == "chromatin" else 1.0
+def task_head_lr_scale(optim: OptimRecipe, task: str) -> float:
+    """The fresh head's learning rate over the encoder's: as given, else 10 for chromatin."""
+    if optim.head_lr_scale is not None:
+        return optim.head_lr_scale
+    return 10.0 if task == "chromatin" else 1.0
 
 
-def evaluation_strands(spec: Recipe, meta: dict) -> bool:
+def evaluation_strands(evaluation: EvaluationRecipe, task: str) -> bool:
     """True when evaluation (and scoring with the saved model) averages both strands."""
-    given = spec.evaluation.rc_average
-    return strand_symmetric(meta) if given is None else given
+    given = evaluation.rc_average
+    return strand_symmetric(task) if given is None else given
 
 
-def training_strands(spec: Recipe, meta: dict) -> bool:
+def training_strands(data: DataRecipe, task: str) -> bool:
     """True when training reads a random strand of each window (reverse-complement
     augmentation)."""
-    given = spec.data.rc_augment
-    return strand_symmetric(meta) if given is None else given
+    given = data.rc_augment
+    return strand_symmetric(task) if given is None else given
 
 
-def base_strands(spec: Recipe, meta: dict) -> str:
-    """How the base readers read strands: as given, else as they are read (`both` where
-    the run reads both strands: each base reader then reads both in each input, fitted so)."""
-    if spec.head.base.strands is not None:
-        return spec.head.base.strands
-    return "both" if evaluation_strands(spec, meta) else "one"
+def base_strands(base: BaseReaderRecipe, rc_average: bool) -> str:
+    """How the base readers read strands: as given, else as the run reads them (`both`
+    where it averages both strands, `rc_average`: each base reader then reads both in each
+    input, fitted so)."""
+    if base.strands is not None:
+        return base.strands
+    return "both" if rc_average else "one"
 
 
 def strands_chosen_with_start(spec: Recipe, meta: dict) -> bool:
@@ -103,15 +112,15 @@ def settle_strands(spec: Recipe, meta: dict, choice: dict,
         augment = average = choice["strands"]["settings"]["rc_augment"]
     elif spec.data.rc_augment is not None or spec.evaluation.rc_average is not None:
         chosen_by = "options"
-        augment = training_strands(spec, meta)
-        average = evaluation_strands(spec, meta)
+        augment = training_strands(spec.data, meta["task"])
+        average = evaluation_strands(spec.evaluation, meta["task"])
     else:
         chosen_by = "task" if meta["task"] != "classify" else "default (no probe)"
-        augment = average = strand_symmetric(meta)
+        augment = average = strand_symmetric(meta["task"])
     resolved = spec.with_values(rc_augment=augment, rc_average=average)
     strands = {"chosen_by": chosen_by, "rc_augment": augment, "rc_average": average}
     if spec.head.base.any:
-        resolved = resolved.with_values(base_strands=base_strands(resolved, meta))
+        resolved = resolved.with_values(base_strands=base_strands(resolved.head.base, average))
         strands["base_strands"] = resolved.head.base.strands
     return resolved, strands
 
@@ -148,10 +157,10 @@ def profile_bins_read(meta: dict, window_bp: int) -> int:
     return fitting if fitting % 2 else fitting - 1
 
 
-def training_max_tokens(spec: Recipe, model) -> int:
+def training_max_tokens(data: DataRecipe, model) -> int:
     """The token limit of windows cut with BPE-dropout (`token_limit`); batches are
     padded to their own longest anyway."""
-    return token_limit(spec.data.max_tokens, model.config.max_position, bool(spec.data.bpe_dropout))
+    return token_limit(data.max_tokens, model.config.max_position, bool(data.bpe_dropout))
 
 
 def evaluation_interval(eval_every: int, train_windows: int, training: TrainingConfig) -> int:
