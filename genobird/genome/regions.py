@@ -273,10 +273,14 @@ def _fasta_record(title: str, raw: str, seen: set[str]):
 
 
 # --------------------------------------------------------------------------- VCF
+# the longest REF or ALT read as a small variant by default; longer ones are bad records
+MAX_VCF_ALLELE_BP = 50
+
+
 def read_vcf(
     path: str | os.PathLike,
     problems: list[BadRecord] | None = None,
-    max_allele_length: int = 50,
+    max_allele_length: int = MAX_VCF_ALLELE_BP,
 ) -> Iterator[Variant]:
     """Stream SNVs and small indels from a VCF (plain or gzipped), one Variant per ALT: a
     record of several ALTs gives one each, scored on rows of their own.

@@ -64,7 +64,7 @@ def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
                    chromosomes=None) -> Iterator[AlleleWindows]:  # fmt: skip
     """The variants of a VCF that can be scored, as allele windows (each ALT of a record
     on its own); the others (and the VCF's bad lines) go to `rejected` with their reason:
-    `predict.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
+    `scoring.windows.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
     `MAX_ALLELE_BP` or a window past its contig's end."""
     from genobird.scoring.windows import reference_variants, variant_problem, variant_windows
 

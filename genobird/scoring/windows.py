@@ -18,7 +18,7 @@ import torch
 
 from genobird.errors import GenobirdError
 from genobird.genome import Reference, read_bed, read_vcf
-from genobird.genome.regions import BadRecord, Interval, Variant
+from genobird.genome.regions import MAX_VCF_ALLELE_BP, BadRecord, Interval, Variant
 from genobird.inputs import (
     MAX_N_FRACTION,
     fit_window,
@@ -135,9 +135,13 @@ def reference_regions(path, reference: Reference, rejected: list[BadRecord],
             yield interval
 
 
-def reference_variants(path, reference: Reference, rejected: list[BadRecord],
-                       chromosomes=None,
-                       max_allele_length: int = 50) -> Iterator[Variant]:  # fmt: skip
+def reference_variants(
+    path,
+    reference: Reference,
+    rejected: list[BadRecord],
+    chromosomes=None,
+    max_allele_length: int = MAX_VCF_ALLELE_BP,
+) -> Iterator[Variant]:
     """A VCF's variants (one per ALT, `read_vcf`) as every scorer reads them: a variant
     on a contig the reference lacks is set aside in `rejected` with its line and the
     reference's close names; only those on `chromosomes` where given. What a scorer
