@@ -211,7 +211,11 @@ def test_vcf_alleles_follow_one_policy_in_score_likelihood_and_embed(
     vcf = write(tmp_path / "v.vcf", "##fileformat=VCFv4.2\n"
                 f"1\t20001\tmulti\t{base}\t{other},{base}\n"
                 f"1\t20001\twrong\t{third if third != base else other}\t{base}\n"
-                "chrZ\t100\tnowhere\tA\tC\n")  # fmt: skip
+                "chrZ\t100\tnowhere\tA\tC\n"
+                # the last base of chr1's telomere gap (its window is half DNA), and an
+                # ALT of an IUPAC code: neither names a base to change or to change to
+                "1\t10000\tgap\tN\tA\n"
+                f"1\t20001\tiupac\t{base}\tR\n")  # fmt: skip
     out = tmp_path / "s.tsv"
     assert main(["-q", "score", "--model", str(predictor.model_dir), "--vcf", str(vcf),
                  "--reference", str(demo_reference / "genome.fa"),
@@ -223,6 +227,8 @@ def test_vcf_alleles_follow_one_policy_in_score_likelihood_and_embed(
     assert any(f"ALT {base} is REF {base}: nothing changes" in r for r in reasons)
     wrong = next(r for r in reasons if "is not the reference's bases" in r)
     nowhere = next(r for r in reasons if r.startswith("chrZ:100: contig 'chrZ' is not in"))
+    assert any("REF N of 1:10000 is not a known base" in r for r in reasons), reasons
+    assert any("ALT R of 1:20001 is not a known base" in r for r in reasons), reasons
     # likelihood: the same variants scored and refused, for the same reasons
     from genobird.corpus.tokenizer import load_tokenizer
     from tests.conftest import saved_model_dir, tiny_language_model

@@ -110,18 +110,23 @@ def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(model_dir, dem
     ref = reference.fetch("chr1", 50_000, 50_001)
     alt = next(b for b in "ACGT" if b != ref)
     wrong = next(b for b in "ACGT" if b not in (ref, alt))
+    # the demo's contigs end in gaps, whose bases are no alleles: a contig of bases to its
+    # ends beside chr1 holds the variant whose window runs past an end
+    edge = reference.fetch("chr1", 20_000, 21_000)
+    genome = write(tmp_path / "genome.fa", f">chr1\n{reference.fetch('chr1', 0, 60_000)}\n"
+                   f">edge\n{edge}\n")  # fmt: skip
     vcf = write(tmp_path / "v.vcf", HEADER + "".join(
         f"{chrom}\t{pos}\t{name}\t{r}\t{a}\t.\t.\t.\n" for chrom, pos, name, r, a in (
             ("chr1", 50_001, "ok", ref, alt),  # line 3
             ("chr1", 50_001, "mismatch", wrong, alt),
             ("chr1", 50_001, "multi", ref, f"{alt},{wrong}"),
             ("chr1", 50_001, "long", ref, ref + "A" * 25),
-            ("chr1", 10, "end", reference.fetch("chr1", 9, 10), "A"),
+            ("edge", 10, "end", edge[9], next(b for b in "ACGT" if b != edge[9])),
             ("chrZ", 100, "contig", "A", "C"),
         )))  # fmt: skip
     out = tmp_path / "v.tsv"
     assert main(["-q", "likelihood", "--model", str(model_dir), "--vcf", str(vcf), "--reference",
-                 str(demo_reference / "genome.fa"), "--window-bp", "300", "--out", str(out),
+                 str(genome), "--window-bp", "300", "--out", str(out),
                  "--device", "cpu"]) == 0  # fmt: skip
     table = pd.read_csv(out, sep="\t")
     # each ALT of a record on its own row, as `score --vcf` scores it
@@ -134,7 +139,7 @@ def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(model_dir, dem
     reasons = dict(zip(rejected["line"], rejected["reason"], strict=True))
     assert f"REF {wrong} is not the reference's bases at chr1:50,001" in reasons[4]
     assert "longer than 20 bp" in reasons[6]
-    assert "runs past the end of chr1" in reasons[7]
+    assert "runs past the end of edge" in reasons[7]
     assert "chrZ" in reasons[8]
     assert "scored 3 variants, rejected 4" in capsys.readouterr().out
 

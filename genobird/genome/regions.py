@@ -285,9 +285,10 @@ def read_vcf(
     """Stream SNVs and small indels from a VCF (plain or gzipped), one Variant per ALT: a
     record of several ALTs gives one each, scored on rows of their own.
 
-    Symbolic alleles (<DEL>), breakends, missing ALT ('.') and alleles longer than
-    `max_allele_length` are bad records, as is an ALT equal to REF (nothing changes), each
-    reported on its own: the record's other ALTs are still read.
+    Symbolic alleles (<DEL>), breakends, missing ALT ('.'), alleles longer than
+    `max_allele_length` and alleles with an unknown base (N, or an IUPAC code) are bad
+    records, as is an ALT equal to REF (nothing changes), each reported on its own: the
+    record's other ALTs are still read.
     """
     source = str(path)
     with open_text(path) as handle:
@@ -308,6 +309,9 @@ def read_vcf(
 
 
 _SYMBOLIC = re.compile(r"[<>\[\]*.]")
+# why an allele holding N (an assembly gap's base, or an IUPAC code read as N) is refused
+_UNKNOWN_BASE = ("is not a known base (N, or an ambiguity code read as N): no effect of "
+                 "changing it can be scored; nothing is scored")  # fmt: skip
 
 
 def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Variant | str]:
@@ -319,6 +323,8 @@ def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Va
     if not pos_text.isdigit() or int(pos_text) < 1:
         raise FormatError(f"POS must be a positive integer (1-based), got {pos_text!r}")
     ref = normalise_dna(ref_text, record=f"REF of {chrom}:{pos_text}")
+    if "N" in ref:  # an assembly gap's base, or an ambiguity code: no allele to change
+        raise FormatError(f"REF {ref_text} of {chrom}:{pos_text} {_UNKNOWN_BASE}")
     alleles = []
     for alt_raw in alt_text.split(","):
         if _SYMBOLIC.search(alt_raw):
@@ -328,6 +334,9 @@ def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Va
             raise FormatError(
                 f"allele longer than {max_allele_length} bp; only SNVs and small indels are scored"
             )
+        if "N" in alt:
+            alleles.append(f"ALT {alt_raw} of {chrom}:{pos_text} {_UNKNOWN_BASE}")
+            continue
         if alt == ref:
             alleles.append(f"{chrom}:{pos_text}: ALT {alt_raw} is REF {ref_text}: nothing "
                            "changes, nothing is scored")  # fmt: skip
