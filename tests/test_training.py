@@ -856,24 +856,26 @@ def test_a_time_limit_stops_training_and_saves_evaluates_and_checkpoints_its_las
     tmp_path,
 ):
     """max_minutes: the first step past the limit is the last one; it is evaluated and
-    checkpointed as a last step is, and the schedule is still that of max_steps."""
-    import time
-
-    evaluated = []
+    checkpointed as a last step is, and the schedule is still that of max_steps. Time is
+    the trainer's clock, which each step moves by 3 s: the verdict holds on any machine."""
+    now = [0.0]
 
     def slow_step(model, batch):
-        time.sleep(0.05)
+        now[0] += 3.0
         return _step(model, batch)
+
+    evaluated = []
 
     def eval_fn(module, loader, device):
         evaluated.append(float(module.weight))
         return {"auroc": 0.5}
 
     config = training_config(max_steps=100, eval_every=50, checkpoint_every=50,
-                             effective_batch_size=2, max_minutes=0.12 / 60)  # fmt: skip
+                             effective_batch_size=2, max_minutes=0.12)  # fmt: skip
     trainer = Trainer(_Regression(), _Points(), config, tmp_path, slow_step, _Points(), eval_fn)
+    trainer.clock = lambda: now[0]
     state = run(trainer)
-    assert 2 <= state.step <= 3 and state.stopped_at_time
+    assert state.step == 3 and state.stopped_at_time  # 7.2 s reached after the third step
     assert latest_checkpoint(tmp_path / "checkpoints").name == f"step-{state.step:08d}"
     assert evaluated == [float(trainer.module.weight)]
     # the learning rate is that of step `state.step` of a 100-step schedule, not its end
