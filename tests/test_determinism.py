@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -39,6 +40,10 @@ def twice(tmp_path: Path, command) -> tuple[Path, Path]:
     torch.rand(17)
     assert main(command(out)) == 0
     return first, out
+
+
+def predicted_scores(run: Path) -> np.ndarray:
+    return np.load(run / "report" / "test_predictions.npz")["probabilities"]
 
 
 def assert_same_run(first: Path, second: Path, weights: list[str]) -> None:
@@ -107,7 +112,7 @@ def test_one_and_two_threads_choose_the_same_epochs_and_steps(pretraining_data, 
     model, _ = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
     data = _motif_dataset(tmp_path / "motif.h5", n=200)
     threads = torch.get_num_threads()
-    runs = {}
+    runs, scores = {}, {}
     try:
         for count in (1, 2):
             torch.set_num_threads(count)
@@ -118,14 +123,18 @@ def test_one_and_two_threads_choose_the_same_epochs_and_steps(pretraining_data, 
                          str(model), "--out", str(run), *CLASSIFY]) == 0  # fmt: skip
             runs[count] = [json.loads((folder / "report" / "metrics.json").read_text())
                            for folder in (cnn, run)]  # fmt: skip
+            scores[count] = [predicted_scores(folder) for folder in (cnn, run)]
     finally:
         torch.set_num_threads(threads)
     (cnn_1, run_1), (cnn_2, run_2) = runs[1], runs[2]
     for key in ("epochs", "best_epoch", "stopped_by"):
         assert cnn_1["baseline"][key] == cnn_2["baseline"][key], key
-    assert cnn_1["auroc"] == pytest.approx(cnn_2["auroc"], abs=1e-4)
     for key in ("steps", "best_step", "stopped_by"):
         assert run_1["training"][key] == run_2["training"][key], key
     assert run_1["training"]["base_cnn"]["epochs"] == run_2["training"]["base_cnn"]["epochs"]
     assert run_1["strands"] == run_2["strands"]
-    assert run_1["auroc"] == pytest.approx(run_2["auroc"], abs=1e-4)
+    # The same choices give the same test scores up to float rounding (measured: 2e-4
+    # apart after 4 epochs under OMP_NUM_THREADS=1). Not the AUROC to 1e-4: the CNN's 40
+    # test scores hold near-ties, and one flipped pair of 391 moves it by 0.0026.
+    for one, two in zip(scores[1], scores[2], strict=True):
+        np.testing.assert_allclose(one, two, atol=1e-3)
