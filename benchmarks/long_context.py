@@ -83,12 +83,29 @@ DRY = dict(model={**MODEL, "hidden_size": 32, "num_layers": 1, "num_heads": 2,
 # base convolution, dropout 0.1, masks drawn anew each epoch), trained from scratch at
 # the long and at the short length through the PyTorch block-sparse kernel, for equal
 # steps of equal token slots (2 x 4,096 or 16 x 512), both arms scored at both lengths.
-CPU = dict(model={**MODEL, "hidden_size": 128, "num_layers": 2, "num_heads": 4,
-                  "intermediate_size": 512, "base_conv_channels": 128},
-           tokens_per_step=8_192, max_steps=600, warmup_steps=60, learning_rate=5e-4,
-           minutes=60.0, workers=0, score_tokens=16_384, lengths=(512, 4096),
-           kernels=(), kernel_minutes=0, from_scratch_arms=True, stretch=STRETCH,
-           heldout_bp=300_000)  # fmt: skip
+CPU = dict(
+    model={
+        **MODEL,
+        "hidden_size": 128,
+        "num_layers": 2,
+        "num_heads": 4,
+        "intermediate_size": 512,
+        "base_conv_channels": 128,
+    },
+    tokens_per_step=8_192,
+    max_steps=600,
+    warmup_steps=60,
+    learning_rate=5e-4,
+    minutes=60.0,
+    workers=0,
+    score_tokens=16_384,
+    lengths=(512, 4096),
+    kernels=(),
+    kernel_minutes=0,
+    from_scratch_arms=True,
+    stretch=STRETCH,
+    heldout_bp=300_000,
+)
 
 
 # --------------------------------------------------------------------------- prepare
@@ -358,13 +375,19 @@ def run(inputs: Path, out: Path, dry_run: bool = False, device: str | None = Non
         return arm_out / "model"
 
     if sizes.get("from_scratch_arms"):  # the CPU study: both lengths from scratch
-        arms = {"long": train(f"scratch-{long_arm}", long_arm, sizes["minutes"],
-                              attention_impl="block_sparse"),
-                "short": train(f"scratch-{short_arm}", short_arm, sizes["minutes"],
-                               attention_impl="block_sparse")}  # fmt: skip
+        arms = {
+            "long": train(
+                f"scratch-{long_arm}", long_arm, sizes["minutes"], attention_impl="block_sparse"
+            ),
+            "short": train(
+                f"scratch-{short_arm}", short_arm, sizes["minutes"], attention_impl="block_sparse"
+            ),
+        }
         result["scores"] = score_arms(inputs, arms, out, sizes, device)
-        result["scores"]["trained_as"] = {"long": f"scratch-{long_arm}",
-                                          "short": f"scratch-{short_arm}"}  # fmt: skip
+        result["scores"]["trained_as"] = {
+            "long": f"scratch-{long_arm}",
+            "short": f"scratch-{short_arm}",
+        }
         write_json(out / "long_context.json", result)
         return result
     # From scratch at the long length, FlexAttention (the CUDA default) against the
@@ -562,8 +585,11 @@ def main(argv=None) -> int:
     go.add_argument("--inputs", type=Path, required=True)
     go.add_argument("--out", type=Path, required=True)
     go.add_argument("--dry-run", action="store_true", help="tiny sizes, on the CPU")
-    go.add_argument("--cpu", action="store_true",
-                    help="the CPU study: a small shape from scratch at both lengths")  # fmt: skip
+    go.add_argument(
+        "--cpu",
+        action="store_true",
+        help="the CPU study: a small shape from scratch at both lengths",
+    )
     done = commands.add_parser("summarise", help="baselines and the copies split, on the CPU")
     done.add_argument("folder", type=Path)
     done.add_argument(

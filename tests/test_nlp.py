@@ -84,8 +84,15 @@ def learning_spec(
     `dropout` on the hidden states and the attention weights (BERT's 0.1 by default)."""
     from genobird.nlp.recipe import NLPRecipe
 
-    shape = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, block_size=8,
-                 hidden_dropout=dropout, attention_dropout=dropout)  # fmt: skip
+    shape = dict(
+        hidden_size=64,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=256,
+        block_size=8,
+        hidden_dropout=dropout,
+        attention_dropout=dropout,
+    )
     return NLPRecipe.of(max_tokens=max_tokens, fresh_shape=shape, learning_rate=learning_rate,
                         warmup_steps=50, max_steps=max_steps, batch_size=16,
                         effective_batch_size=16, checkpoint_every=max_steps, progress=False,

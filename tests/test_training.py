@@ -870,8 +870,9 @@ def test_a_time_limit_stops_training_and_saves_evaluates_and_checkpoints_its_las
         evaluated.append(float(module.weight))
         return {"auroc": 0.5}
 
-    config = training_config(max_steps=100, eval_every=50, checkpoint_every=50,
-                             effective_batch_size=2, max_minutes=0.12)  # fmt: skip
+    config = training_config(
+        max_steps=100, eval_every=50, checkpoint_every=50, effective_batch_size=2, max_minutes=0.12
+    )
     trainer = Trainer(_Regression(), _Points(), config, tmp_path, slow_step, _Points(), eval_fn)
     trainer.clock = lambda: now[0]
     state = run(trainer)
