@@ -86,10 +86,26 @@ def hf_method(args, length):
 
     def run(q, k, v):
         out, _ = module.bigbird_block_sparse_attention(
-            q, k, v, band, from_mask, to_mask, blocked, blocked,
-            args.heads, args.random_blocks, args.dim, args.block_size, args.block_size,
-            args.batch, length, length, seed=0, plan_from_length=None, plan_num_rand_blocks=None,
-        )  # fmt: skip
+            q,
+            k,
+            v,
+            band,
+            from_mask,
+            to_mask,
+            blocked,
+            blocked,
+            args.heads,
+            args.random_blocks,
+            args.dim,
+            args.block_size,
+            args.block_size,
+            args.batch,
+            length,
+            length,
+            seed=0,
+            plan_from_length=None,
+            plan_num_rand_blocks=None,
+        )
         return out
 
     return run
@@ -145,12 +161,30 @@ def time_methods(args, length, names):
 def measure_memory(args, length, name) -> float | None:
     """Peak extra memory (MiB) of one forward+backward, in a fresh subprocess."""
     command = [
-        sys.executable, __file__, "--memory-probe", name, "--lengths", str(length),
-        "--device", args.device, "--dtype", args.dtype, "--heads", str(args.heads),
-        "--dim", str(args.dim), "--batch", str(args.batch), "--block-size", str(args.block_size),
-        "--random-blocks", str(args.random_blocks), "--impl", args.impl,
+        sys.executable,
+        __file__,
+        "--memory-probe",
+        name,
+        "--lengths",
+        str(length),
+        "--device",
+        args.device,
+        "--dtype",
+        args.dtype,
+        "--heads",
+        str(args.heads),
+        "--dim",
+        str(args.dim),
+        "--batch",
+        str(args.batch),
+        "--block-size",
+        str(args.block_size),
+        "--random-blocks",
+        str(args.random_blocks),
+        "--impl",
+        args.impl,
         *(["--no-thp"] if args.no_thp else []),
-    ]  # fmt: skip
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         print(f"  memory probe {name} N={length} failed: {done.stderr.strip()[-300:]}")
@@ -300,7 +334,7 @@ def print_summary(rows) -> None:
             print(
                 f"N=32768 peak memory: genobird {sparse:.0f} MiB vs {materialised:.0f} MiB for the "
                 f"dense score matrix alone ({sparse / materialised:.3f}x)"
-            )  # fmt: skip
+            )
 
 
 if __name__ == "__main__":

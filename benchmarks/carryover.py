@@ -58,22 +58,35 @@ GUE = SHARED / "tasks" / "gue_human_tf"
 ENCODE = SHARED / "chromatin" / "encode_hg19"
 TASKS = {
     **{f"gue_tf{i}": ("gue", ("classify", GUE / str(i))) for i in range(5)},
-    "epdnew_tata": ("promoter", ("promoter-sequences",
-                                 SHARED / "promoters" / "hs_TATA_promoters_300bp.txt")),
+    "epdnew_tata": (
+        "promoter",
+        ("promoter-sequences", SHARED / "promoters" / "hs_TATA_promoters_300bp.txt"),
+    ),
     # Binary tasks from the real ENCODE-DREAM peaks: 500 bp windows centred on a peak
     # against windows 1 kb or more from any TF peak of the table (test chr22, valid chr20)
     "ctcf_peaks": ("chromatin", ("peaks", "CTCF")),
     "tf_peaks": ("chromatin", ("peaks", None)),
     # One task per TF with at least 50 peak windows in test and 30 in validation
     # (merged across cell lines; MYC has 20 in validation, EP300 42 in test)
-    **{f"{tf.lower()}_peaks": ("chromatin", ("peaks", tf))
-       for tf in ("MAX", "ATF7", "CEBPB", "ATF3", "JUND", "CREB1", "TEAD4")},
-}  # fmt: skip
+    **{
+        f"{tf.lower()}_peaks": ("chromatin", ("peaks", tf))
+        for tf in ("MAX", "ATF7", "CEBPB", "ATF3", "JUND", "CREB1", "TEAD4")
+    },
+}
 # Strands as the task kind sets them (classify: both), as the figures below were made;
 # the validation probe that `finetune classify` now runs by default is its own arm.
-RECIPE = {"max_steps": 3000, "learning_rate": 3e-4, "batch_size": 32, "eval_every": 500,
-          "dropout": 0.3, "pooling": "mean", "probe_steps": 0, "base_cnn_channels": 0,
-          "patience": 0, "base_kmers": 0}  # fmt: skip
+RECIPE = {
+    "max_steps": 3000,
+    "learning_rate": 3e-4,
+    "batch_size": 32,
+    "eval_every": 500,
+    "dropout": 0.3,
+    "pooling": "mean",
+    "probe_steps": 0,
+    "base_cnn_channels": 0,
+    "patience": 0,
+    "base_kmers": 0,
+}
 # classify's base readers and early stop (TASK_DEFAULTS), as options
 BASE_READERS = {"base_cnn_channels": 128, "patience": 3, "base_kmers": 6}
 # Recipe candidates: the pipelines' one, and variants of it with base readers, each as
@@ -98,8 +111,11 @@ ARMS = {arm: CANDIDATES[arm] for arm in ("genobird", "defaults")}
 # classify's defaults, given as options (no probes): the defaults arm on a promoter data set
 DEFAULTS_AS_OPTIONS = "genobird+cnn+kmers"
 # The hg19 pieces with sequence, and how the peak tasks split them.
-PIECES = {"chr19": (0, 3_119_000), "chr20": (1_000_000, 2_000_000),
-          "chr22": (20_000_000, 21_000_000)}  # fmt: skip
+PIECES = {
+    "chr19": (0, 3_119_000),
+    "chr20": (1_000_000, 2_000_000),
+    "chr22": (20_000_000, 21_000_000),
+}
 PEAK_SPLITS = {"train": "chr19", "dev": "chr20", "test": "chr22"}
 PEAK_WINDOW_BP = 500
 
@@ -115,12 +131,23 @@ def build_data(name: str, source: tuple, folder: Path) -> Path:
         return data
     kind, path = source
     if kind == "classify":
-        genobird("dataset", "classify", "--input", path / "train.csv", "--valid",
-                 path / "dev.csv", "--test", path / "test.csv", "--out", data)  # fmt: skip
+        genobird(
+            "dataset",
+            "classify",
+            "--input",
+            path / "train.csv",
+            "--valid",
+            path / "dev.csv",
+            "--test",
+            path / "test.csv",
+            "--out",
+            data,
+        )
     elif kind in ("csv", "peaks"):
         train, dev, test = path if kind == "csv" else peak_task(path, folder)
-        genobird("dataset", "classify", "--input", train, "--valid", dev, "--test", test,
-                 "--out", data)  # fmt: skip
+        genobird(
+            "dataset", "classify", "--input", train, "--valid", dev, "--test", test, "--out", data
+        )
     else:
         genobird("dataset", "promoter-sequences", "--positives", path, "--out", data)
     return data
@@ -137,9 +164,13 @@ def peak_task(target: str | None, folder: Path) -> list[Path]:
     from genobird.genome import open_reference
 
     genome_dir = SHARED / "genome"
-    reference = open_reference([genome_dir / "hg19_chr19_0-3119000_softmasked.fa",
-                                genome_dir / "hg19_chr20_0-2Mb.fa",
-                                genome_dir / "hg19_chr22_0-21Mb.fa.gz"])  # fmt: skip
+    reference = open_reference(
+        [
+            genome_dir / "hg19_chr19_0-3119000_softmasked.fa",
+            genome_dir / "hg19_chr20_0-2Mb.fa",
+            genome_dir / "hg19_chr22_0-21Mb.fa.gz",
+        ]
+    )
     table = list(csv.DictReader((ENCODE / "features_tf.tsv").open(), delimiter="\t"))
     every, chosen = {}, {}
     for row in table:
@@ -178,8 +209,10 @@ def peak_task(target: str | None, folder: Path) -> list[Path]:
             writer = csv.writer(handle)
             writer.writerow(["sequence", "label"])
             writer.writerows(rows)
-        print(f"{folder.name} {split} ({chrom}): {len(rows) - len(negatives)} peak windows, "
-              f"{len(negatives)} background")  # fmt: skip
+        print(
+            f"{folder.name} {split} ({chrom}): {len(rows) - len(negatives)} peak windows, "
+            f"{len(negatives)} background"
+        )
         paths.append(path)
     return paths
 
@@ -188,8 +221,15 @@ def run_folder(folder: Path, arm: str) -> Path:
     return folder / arm.replace("+", "_").replace("/", "_")
 
 
-def arm_command(arm: str, data: Path, kind: str, out: Path, model: Path,
-                max_steps: int | None, baselines: tuple = ()) -> list[str]:  # fmt: skip
+def arm_command(
+    arm: str,
+    data: Path,
+    kind: str,
+    out: Path,
+    model: Path,
+    max_steps: int | None,
+    baselines: tuple = (),
+) -> list[str]:
     """The genobird command of one arm: the recipe with the candidate's own settings; a
     genobird arm given `baselines` (the task's baseline runs) reads the base readers they
     fitted exactly as it would (`--base-start-from`: the same model, its minutes spent
@@ -260,21 +300,41 @@ def main(argv=None) -> int:
     parser.add_argument("--model", type=Path, required=True, help="pretrained model directory")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=[])
-    parser.add_argument("--csv", nargs=4, action="append", default=[],
-                        metavar=("NAME", "TRAIN", "DEV", "TEST"),
-                        help="a task of your own (family: its name)")  # fmt: skip
-    parser.add_argument("--arms", nargs="+", choices=CANDIDATES, default=list(ARMS),
-                        help="genobird recipes to run (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--no-baselines", action="store_true",
-                        help="genobird arms only (the baselines run elsewhere)")  # fmt: skip
+    parser.add_argument(
+        "--csv",
+        nargs=4,
+        action="append",
+        default=[],
+        metavar=("NAME", "TRAIN", "DEV", "TEST"),
+        help="a task of your own (family: its name)",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        choices=CANDIDATES,
+        default=list(ARMS),
+        help="genobird recipes to run (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="genobird arms only (the baselines run elsewhere)",
+    )
     parser.add_argument("--data-only", action="store_true", help="build the data sets, stop")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="runs at a time (a GPU holds several small fine-tunings)")  # fmt: skip
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time (a GPU holds several small fine-tunings)",
+    )
     parser.add_argument("--max-steps", type=int, help="shorter genobird arms (smoke runs)")
-    parser.add_argument("--read-baselines", action="store_true",
-                        help="genobird arms read the base readers the baseline arms fitted "
-                        "(the same models: a run reads only one fitted exactly as its own "
-                        "would be), the baselines run first")  # fmt: skip
+    parser.add_argument(
+        "--read-baselines",
+        action="store_true",
+        help="genobird arms read the base readers the baseline arms fitted "
+        "(the same models: a run reads only one fitted exactly as its own "
+        "would be), the baselines run first",
+    )
     args = parser.parse_args(argv)
     tasks = {name: TASKS[name] for name in args.tasks}
     for name, *paths in args.csv:
@@ -294,10 +354,21 @@ def main(argv=None) -> int:
         baselines = tuple(run_folder(folder, b) for b in ("cnn", "kmer-lr"))
         for arm in arms:
             out = run_folder(folder, arm)
-            jobs.append(((name, arm), out, arm_command(arm, data, kind, out, model,
-                                                       args.max_steps,
-                                                       baselines if args.read_baselines
-                                                       else ())))  # fmt: skip
+            jobs.append(
+                (
+                    (name, arm),
+                    out,
+                    arm_command(
+                        arm,
+                        data,
+                        kind,
+                        out,
+                        model,
+                        args.max_steps,
+                        baselines if args.read_baselines else (),
+                    ),
+                )
+            )
     if args.data_only:
         return 0
     if args.read_baselines:  # the baselines first, every genobird arm reading them
@@ -310,15 +381,19 @@ def main(argv=None) -> int:
     rows = []
     for name, (family, folder) in prepared.items():
         runs = {arm: run_folder(folder, arm) for arm in [*args.arms, "cnn", "kmer-lr"]}
-        missing = [arm for arm, run in runs.items()
-                   if not (run / "report" / "metrics.json").is_file()]  # fmt: skip
+        missing = [
+            arm for arm, run in runs.items() if not (run / "report" / "metrics.json").is_file()
+        ]
         if missing:
             print(f"{name}: no {', '.join(missing)} yet; compared when every arm has run")
             continue
-        row = {"task": name, "family": family,
-               "seconds": {arm: seconds.get((name, arm)) for arm in runs},
-               "metrics": {arm: metrics(run) for arm, run in runs.items()},
-               "paired": {}}  # fmt: skip
+        row = {
+            "task": name,
+            "family": family,
+            "seconds": {arm: seconds.get((name, arm)) for arm in runs},
+            "metrics": {arm: metrics(run) for arm, run in runs.items()},
+            "paired": {},
+        }
         for arm in args.arms:
             for baseline in ("cnn", "kmer-lr"):
                 saved = run_folder(folder, f"{arm}_vs_{baseline}").with_suffix(".json")
@@ -352,12 +427,18 @@ def leave_one_family_out(rows: list, arms: list) -> list:
         arm = max(arms, key=validation)
         for row in rows:
             if row["family"] == family:
-                chosen.append({"family": family, "task": row["task"], "arm": arm,
-                               "mcc": row["metrics"][arm]["mcc"],
-                               "cnn": row["metrics"]["cnn"]["mcc"],
-                               "kmer-lr": row["metrics"]["kmer-lr"]["mcc"],
-                               "minus_cnn": row["paired"][f"{arm} - cnn"]["mcc"],
-                               "minus_kmer": row["paired"][f"{arm} - kmer-lr"]["mcc"]})  # fmt: skip
+                chosen.append(
+                    {
+                        "family": family,
+                        "task": row["task"],
+                        "arm": arm,
+                        "mcc": row["metrics"][arm]["mcc"],
+                        "cnn": row["metrics"]["cnn"]["mcc"],
+                        "kmer-lr": row["metrics"]["kmer-lr"]["mcc"],
+                        "minus_cnn": row["paired"][f"{arm} - cnn"]["mcc"],
+                        "minus_kmer": row["paired"][f"{arm} - kmer-lr"]["mcc"],
+                    }
+                )
     return chosen
 
 
@@ -366,12 +447,16 @@ def print_protocol(rows: list, arms: list, out: Path) -> None:
     chosen = leave_one_family_out(rows, arms)
     for entry in chosen:
         low = entry["minus_cnn"][1]
-        print(f"  {entry['family']}/{entry['task']}: {entry['arm']} MCC {entry['mcc']:.3f}, "
-              f"CNN {entry['cnn']:.3f}, k-mer LR {entry['kmer-lr']:.3f}; - CNN "
-              f"{entry['minus_cnn'][0]:+.3f} [{low:+.3f}, {entry['minus_cnn'][2]:+.3f}], - k-mer "
-              f"{entry['minus_kmer'][0]:+.3f}")  # fmt: skip
-    print("targets by family (the mean over its tasks of the test MCC difference, each "
-          "task's test windows resampled):")  # fmt: skip
+        print(
+            f"  {entry['family']}/{entry['task']}: {entry['arm']} MCC {entry['mcc']:.3f}, "
+            f"CNN {entry['cnn']:.3f}, k-mer LR {entry['kmer-lr']:.3f}; - CNN "
+            f"{entry['minus_cnn'][0]:+.3f} [{low:+.3f}, {entry['minus_cnn'][2]:+.3f}], - k-mer "
+            f"{entry['minus_kmer'][0]:+.3f}"
+        )
+    print(
+        "targets by family (the mean over its tasks of the test MCC difference, each "
+        "task's test windows resampled):"
+    )
     for family in sorted({entry["family"] for entry in chosen}):
         tasks = [entry["task"] for entry in chosen if entry["family"] == family]
         arm = next(entry["arm"] for entry in chosen if entry["family"] == family)
@@ -385,22 +470,32 @@ def print_protocol(rows: list, arms: list, out: Path) -> None:
             f"{'met' if met else 'NOT met'} (CNN: lower end above -0.02; k-mer LR: above)"
         )
         for name in ("cnn", "kmer-lr"):
-            auroc = family_difference(runs, [run_folder(out / task, name) for task in tasks],
-                                      "auroc")  # fmt: skip
+            auroc = family_difference(
+                runs, [run_folder(out / task, name) for task in tasks], "auroc"
+            )
             print(f"    AUROC - {name}: {auroc[0]:+.3f} [{auroc[1]:+.3f}, {auroc[2]:+.3f}]")
         family_rows = [row for row in rows if row["family"] == family]
-        means = {a: sum(row["metrics"][a]["mcc"] for row in family_rows) / len(family_rows)
-                 for a in arms}  # fmt: skip
+        means = {
+            a: sum(row["metrics"][a]["mcc"] for row in family_rows) / len(family_rows) for a in arms
+        }
         best = max(means, key=means.get)
         gap = means[arm] - means[best]
-        print("    mean test MCC by recipe: " + ", ".join(f"{a} {m:.3f}" for a, m in means.items())
-              + f"; the chosen minus the best ({best}) {gap:+.3f} -> "
-              + ("met" if gap >= -0.02 else "NOT met") + " (at least -0.02)")  # fmt: skip
+        print(
+            "    mean test MCC by recipe: "
+            + ", ".join(f"{a} {m:.3f}" for a, m in means.items())
+            + f"; the chosen minus the best ({best}) {gap:+.3f} -> "
+            + ("met" if gap >= -0.02 else "NOT met")
+            + " (at least -0.02)"
+        )
 
 
-def family_difference(runs: list[Path], baselines: list[Path], metric: str = "mcc",
-                      resamples: int = 2000,
-                      seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+def family_difference(
+    runs: list[Path],
+    baselines: list[Path],
+    metric: str = "mcc",
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """(mean, low, high): the mean over tasks of the test `metric` (MCC at the threshold
     each run chose on validation, or AUROC) of each run minus its baseline on the same
     test windows, with a 95% interval from resampling each task's test windows with
@@ -432,8 +527,9 @@ def family_difference(runs: list[Path], baselines: list[Path], metric: str = "mc
 
 
 def print_row(row: dict) -> None:
-    figures = ", ".join(f"{arm} MCC {m['mcc']:.3f} (AUROC {m['auroc']:.3f})"
-                        for arm, m in row["metrics"].items())  # fmt: skip
+    figures = ", ".join(
+        f"{arm} MCC {m['mcc']:.3f} (AUROC {m['auroc']:.3f})" for arm, m in row["metrics"].items()
+    )
     print(f"{row['task']} ({row['family']}): {figures}")
     for label, paired in row["paired"].items():
         mcc = paired["mcc"]
@@ -446,16 +542,20 @@ def print_targets(rows: list, arms: list) -> None:
             figures = row["metrics"][arm]
             if "start_auroc" in figures:  # fine-tuning kept or improved on its start
                 kept = round(figures["auroc"], 4) >= round(figures["start_auroc"], 4)
-                print(f"start {arm} on {row['task']}: test AUROC {figures['auroc']:.4f}, its "
-                      f"start's {figures['start_auroc']:.4f} (step-0 check agreed with the "
-                      f"baselines: {figures['start_agrees']}) -> "
-                      f"{'met' if kept else 'NOT met'} (at least the start's)")  # fmt: skip
+                print(
+                    f"start {arm} on {row['task']}: test AUROC {figures['auroc']:.4f}, its "
+                    f"start's {figures['start_auroc']:.4f} (step-0 check agreed with the "
+                    f"baselines: {figures['start_agrees']}) -> "
+                    f"{'met' if kept else 'NOT met'} (at least the start's)"
+                )
             low = row["paired"][f"{arm} - cnn"]["mcc"][1]
             above_kmer = row["paired"][f"{arm} - kmer-lr"]["mcc"][0] > 0
             met = low > -0.02 and above_kmer
             verdict = "met" if met else "NOT met"
-            print(f"target {arm} on {row['task']}: (genobird - CNN) lower end {low:+.3f} "
-                  f"(> -0.02), above k-mer LR: {above_kmer} -> {verdict}")  # fmt: skip
+            print(
+                f"target {arm} on {row['task']}: (genobird - CNN) lower end {low:+.3f} "
+                f"(> -0.02), above k-mer LR: {above_kmer} -> {verdict}"
+            )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import argparse
 import json
 from pathlib import Path
 
-from genobird.evaluation.compare import describe_difference
+from genobird.artifacts import describe_difference
 from genobird.evaluation.context_ablation import cut_short, feature_scales, summarise, targets
 
 
@@ -43,8 +43,10 @@ def main(argv=None) -> int:
         summaries["scale"] = summarise(args.task, args.min_positives, args.resamples, by="scale")
     if args.out:
         args.out.write_text(json.dumps(summaries, indent=2, default=str))
-    print(f"{summary['task']}: features with >= {args.min_positives} test positives; "
-          f"{args.resamples:,} paired resamples of the test bins")  # fmt: skip
+    print(
+        f"{summary['task']}: features with >= {args.min_positives} test positives; "
+        f"{args.resamples:,} paired resamples of the test bins"
+    )
     for grouped in summaries.values():
         print_tables(grouped)
     print()
@@ -60,8 +62,9 @@ def print_tables(summary: dict) -> None:
     for arm in summary["arms"].values():
         for bp, row in arm["contexts"].items():
             best = "  (best on validation)" if bp == arm["best_context"] else ""
-            cells = ", ".join(f"{g} {a:.3f} / {p:.3f} ({n})" for g, (a, p, n) in
-                              row["medians"].items())  # fmt: skip
+            cells = ", ".join(
+                f"{g} {a:.3f} / {p:.3f} ({n})" for g, (a, p, n) in row["medians"].items()
+            )
             print(f"  {arm['name']:>12} {bp:>6,} bp: {cells}{best}")
             valid = row["validation_auroc"]
             run = [f"validation {valid:.4f}"] if valid is not None else []
@@ -84,8 +87,10 @@ def print_tables(summary: dict) -> None:
         print(f"  genobird minus {row['name']}, both at {row['context']:,} bp: {cells}")
     for row in summary["best_against_best"]:
         cells = ", ".join(f"{g} {describe_difference(r)}" for g, r in row["categories"].items())
-        print(f"  genobird {row['genobird_context']:,} bp minus {row['name']} "
-              f"{row['context']:,} bp (each at its best): {cells}")  # fmt: skip
+        print(
+            f"  genobird {row['genobird_context']:,} bp minus {row['name']} "
+            f"{row['context']:,} bp (each at its best): {cells}"
+        )
 
 
 if __name__ == "__main__":

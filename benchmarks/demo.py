@@ -35,8 +35,12 @@ def run_fresh_demo(venv: Path | None, cores: int) -> tuple[Path, float]:
         # the environment's genobird may be another tree's editable install: the clone's
         # own code goes first on the path, with its C encoder built (not timed)
         python = venv.resolve() / "bin" / "python"
-        subprocess.run([str(python), "setup.py", "-q", "build_ext", "--inplace"], cwd=clone,
-                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [str(python), "setup.py", "-q", "build_ext", "--inplace"],
+            cwd=clone,
+            check=True,
+            capture_output=True,
+        )
         command, env["PYTHONPATH"] = ["bash", "scripts/demo.sh", str(python.parent)], str(clone)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=clone, env=env)
@@ -71,10 +75,12 @@ def print_checks(results: Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path,
-                        help="print the checks of this finished demo run; run nothing")  # fmt: skip
-    parser.add_argument("--venv", type=Path,
-                        help="this environment in the fresh clone (set-up not timed)")  # fmt: skip
+    parser.add_argument(
+        "--results", type=Path, help="print the checks of this finished demo run; run nothing"
+    )
+    parser.add_argument(
+        "--venv", type=Path, help="this environment in the fresh clone (set-up not timed)"
+    )
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--out", type=Path, help="also write the time and checks as JSON")
     args = parser.parse_args(argv)
@@ -84,10 +90,11 @@ def main(argv=None) -> int:
         results, seconds = run_fresh_demo(args.venv, args.cores)
         scope = "set-up excluded" if args.venv else "set-up included"
         verdict = "within" if seconds <= BUDGET_S else "OVER"
-        print(f"make demo from a fresh clone: {seconds:.0f} s ({scope}), {verdict} the "
-              f"{BUDGET_S // 60}-minute budget, {args.cores} cores")  # fmt: skip
-        record.update(seconds=round(seconds, 1), setup_included=args.venv is None,
-                      cores=args.cores)  # fmt: skip
+        print(
+            f"make demo from a fresh clone: {seconds:.0f} s ({scope}), {verdict} the "
+            f"{BUDGET_S // 60}-minute budget, {args.cores} cores"
+        )
+        record.update(seconds=round(seconds, 1), setup_included=args.venv is None, cores=args.cores)
     record["checks"] = print_checks(results)
     if args.out:
         args.out.write_text(json.dumps(record, indent=2))

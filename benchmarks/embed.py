@@ -24,8 +24,14 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 GENOME = REPO.parent / "shared" / "data" / "genome"
-PIECES = [GENOME / name for name in ("hg19_chr19_0-3119000_softmasked.fa", "hg19_chr20_0-2Mb.fa",
-                                     "hg19_chr22_0-21Mb.fa.gz")]  # fmt: skip
+PIECES = [
+    GENOME / name
+    for name in (
+        "hg19_chr19_0-3119000_softmasked.fa",
+        "hg19_chr20_0-2Mb.fa",
+        "hg19_chr22_0-21Mb.fa.gz",
+    )
+]
 # runs a command line in a fresh process and prints its own peak RSS (kB) last
 PEAK = (
     "import resource, sys; from genobird.cli import main; code = main(sys.argv[1:]); "
@@ -60,9 +66,14 @@ def classifier_dir(model: Path, folder: Path, window_bp: int) -> Path:
     config = BigBirdConfig.from_dict(read_model_description(model)["config"])
     classifier = BigBirdForSequenceClassification(config, 1, "multi_label", pooling="mean")
     load_encoder(classifier, model)
-    task = {"task": "classify", "feature_names": ["f"], "categories": ["label"],
-            "window_bp": window_bp, "max_tokens": config.max_position,
-            "rc_average": False}  # fmt: skip
+    task = {
+        "task": "classify",
+        "feature_names": ["f"],
+        "categories": ["label"],
+        "window_bp": window_bp,
+        "max_tokens": config.max_position,
+        "rc_average": False,
+    }
     save_pretrained(classifier, folder, extra={"task_info": task})
     load_tokenizer(model).save(folder)
     return folder
@@ -81,8 +92,9 @@ def main(argv=None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="genobird-embed-"))
     bed = random_bed(folder / "regions.bed", args.regions, 1000)
     classifier = classifier_dir(args.model, folder / "classifier", 1000)
-    predictor = load_predictor(classifier, device="cpu", batch_size=args.batch_size,
-                               rc_average=False)  # fmt: skip
+    predictor = load_predictor(
+        classifier, device="cpu", batch_size=args.batch_size, rc_average=False
+    )
     embedder = Embedder(args.model, device="cpu", batch_size=args.batch_size)
     started = time.perf_counter()
     predictor.score_bed(bed, PIECES)
@@ -90,26 +102,49 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     write_embeddings(embedder, "bed", bed, folder / "pooled.h5", "pooled", reference=PIECES)
     embed_s = time.perf_counter() - started
-    figures = {"regions": args.regions, "score_regions_per_s": args.regions / score_s,
-               "embed_regions_per_s": args.regions / embed_s,
-               "embed_over_score_time": embed_s / score_s}  # fmt: skip
-    print(f"{args.regions:,} regions of 1 kb: score {figures['score_regions_per_s']:.1f} "
-          f"regions/s, embed (pooled) {figures['embed_regions_per_s']:.1f} regions/s: embed "
-          f"takes {figures['embed_over_score_time']:.2f}x score's time "
-          "(target: at most 1.5x)")  # fmt: skip
+    figures = {
+        "regions": args.regions,
+        "score_regions_per_s": args.regions / score_s,
+        "embed_regions_per_s": args.regions / embed_s,
+        "embed_over_score_time": embed_s / score_s,
+    }
+    print(
+        f"{args.regions:,} regions of 1 kb: score {figures['score_regions_per_s']:.1f} "
+        f"regions/s, embed (pooled) {figures['embed_regions_per_s']:.1f} regions/s: embed "
+        f"takes {figures['embed_over_score_time']:.2f}x score's time "
+        "(target: at most 1.5x)"
+    )
     for width in (1000, 100_000):
         count = int(args.memory_mb * 1e6 // width)
         regions = random_bed(folder / f"memory-{width}.bed", count, width, seed=1)
         out = folder / f"base-{width}.h5"
-        command = [sys.executable, "-c", PEAK, "-q", "embed", "--model", str(args.model),
-                   "--bed", str(regions), "--reference", *map(str, PIECES), "--level", "base",
-                   "--out", str(out), "--device", "cpu"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-c",
+            PEAK,
+            "-q",
+            "embed",
+            "--model",
+            str(args.model),
+            "--bed",
+            str(regions),
+            "--reference",
+            *map(str, PIECES),
+            "--level",
+            "base",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ]
         done = subprocess.run(command, check=True, cwd=REPO, capture_output=True, text=True)
         peak_mb = int(done.stdout.split()[-1]) / 1024
         figures[f"base_{width}bp_peak_rss_mb"] = peak_mb
         figures[f"base_{width}bp_file_mb"] = out.stat().st_size / 1e6
-        print(f"  base level, {count:,} regions of {width:,} bp ({args.memory_mb:g} Mb): peak "
-              f"RSS {peak_mb:,.0f} MB, HDF5 {out.stat().st_size / 1e6:,.0f} MB")  # fmt: skip
+        print(
+            f"  base level, {count:,} regions of {width:,} bp ({args.memory_mb:g} Mb): peak "
+            f"RSS {peak_mb:,.0f} MB, HDF5 {out.stat().st_size / 1e6:,.0f} MB"
+        )
         out.unlink()
     print(json.dumps(figures))
     return 0

@@ -42,10 +42,14 @@ VOCAB_SIZE = 16_000
 def build(length: int, whole_table: bool) -> BigBirdForSequenceClassification:
     torch.manual_seed(0)
     config = BigBirdConfig(
-        vocab_size=VOCAB_SIZE, max_position=max(64, length), **CONFIGS["human-mini"],
-        composed_token_embeddings=True, base_conv_channels=256, hidden_dropout=0.0,
+        vocab_size=VOCAB_SIZE,
+        max_position=max(64, length),
+        **CONFIGS["human-mini"],
+        composed_token_embeddings=True,
+        base_conv_channels=256,
+        hidden_dropout=0.0,
         attention_dropout=0.0,
-    )  # fmt: skip
+    )
     model = BigBirdForSequenceClassification(config, num_labels=1, problem="multi_label")
     model.encoder.embeddings.set_vocabulary(dna_pieces(VOCAB_SIZE))
     if whole_table:
@@ -91,8 +95,9 @@ def main(argv=None) -> int:
     parser.add_argument("--length", type=int, default=24, help="tokens per window")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--padding", action="store_true",
-                        help="compare batch paddings instead of token embeddings")  # fmt: skip
+    parser.add_argument(
+        "--padding", action="store_true", help="compare batch paddings instead of token embeddings"
+    )
     args = parser.parse_args(argv)
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(5, VOCAB_SIZE, (args.batch_size, args.length), generator=generator)
@@ -106,13 +111,17 @@ def main(argv=None) -> int:
             if step >= 2:
                 times[name].append(seconds)
     tokens = args.batch_size * args.length
-    print(f"{args.batch_size} x {args.length} tokens, {torch.get_num_threads()} threads, "
-          f"median of {args.steps} steps, torch {torch.__version__}")  # fmt: skip
+    print(
+        f"{args.batch_size} x {args.length} tokens, {torch.get_num_threads()} threads, "
+        f"median of {args.steps} steps, torch {torch.__version__}"
+    )
     medians = {name: statistics.median(values) for name, values in times.items()}
     for name, seconds in medians.items():
         width = variants[name][2].shape[1]
-        print(f"{name} ({width} positions): {seconds:.3f} s/step, "
-              f"{tokens / seconds:,.0f} real tokens/s")  # fmt: skip
+        print(
+            f"{name} ({width} positions): {seconds:.3f} s/step, "
+            f"{tokens / seconds:,.0f} real tokens/s"
+        )
     variant, baseline = medians  # the change first, its baseline second
     print(f"{variant}: {medians[baseline] / medians[variant]:.2f}x the throughput of {baseline}")
     return 0

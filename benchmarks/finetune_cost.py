@@ -44,8 +44,11 @@ def gue_rows(shared: Path, task: int, count: int, width: int, seed: int = 0) -> 
     """`count` 'sequence,label' rows drawn from GUE human TF `task` (every split), each
     sequence its central `width` bases."""
     folder = shared / "tasks" / "gue_human_tf" / str(task)
-    rows = [line for name in ("train", "dev", "test")
-            for line in (folder / f"{name}.csv").read_text().splitlines()[1:]]  # fmt: skip
+    rows = [
+        line
+        for name in ("train", "dev", "test")
+        for line in (folder / f"{name}.csv").read_text().splitlines()[1:]
+    ]
     chosen = np.random.default_rng(seed).choice(len(rows), count, replace=False)
     out = []
     for index in chosen:
@@ -67,22 +70,47 @@ def run_task(name: str, rows: list[str], model: Path, out: Path) -> dict:
     table = out / "task.csv"
     table.write_text("sequence,label\n" + "\n".join(rows) + "\n")
     data = out / "task.h5"
-    genobird("-q", "dataset", "classify", "--input", table, "--out", data, "--valid-fraction",
-             "0.1", "--test-fraction", "0.1")  # fmt: skip
+    genobird(
+        "-q",
+        "dataset",
+        "classify",
+        "--input",
+        table,
+        "--out",
+        data,
+        "--valid-fraction",
+        "0.1",
+        "--test-fraction",
+        "0.1",
+    )
     found = {"name": name}
-    found["seconds"] = genobird("finetune", "classify", "--data", data, "--model", model,
-                                "--out", out / "default", log=out / "default.log")  # fmt: skip
+    found["seconds"] = genobird(
+        "finetune",
+        "classify",
+        "--data",
+        data,
+        "--model",
+        model,
+        "--out",
+        out / "default",
+        log=out / "default.log",
+    )
     for kind in ("cnn", "kmer-lr"):
-        found[f"{kind} seconds"] = genobird("-q", "baseline", kind, "--data", data, "--out",
-                                            out / kind)  # fmt: skip
+        found[f"{kind} seconds"] = genobird(
+            "-q", "baseline", kind, "--data", data, "--out", out / kind
+        )
     report = json.loads((out / "default" / "report" / "metrics.json").read_text())
     found["estimate"] = report["training"]["estimated_cost"]
-    found["figures"] = {"default": (report["training"]["best_validation_auroc"],
-                                    report["auroc"], report["mcc"])}  # fmt: skip
+    found["figures"] = {
+        "default": (report["training"]["best_validation_auroc"], report["auroc"], report["mcc"])
+    }
     for kind in ("cnn", "kmer-lr"):
         baseline = json.loads((out / kind / "report" / "metrics.json").read_text())
-        found["figures"][kind] = (baseline["baseline"]["validation_auroc"], baseline["auroc"],
-                                  baseline["mcc"])  # fmt: skip
+        found["figures"][kind] = (
+            baseline["baseline"]["validation_auroc"],
+            baseline["auroc"],
+            baseline["mcc"],
+        )
     found["strands"] = report["strands"].get("chosen")
     return found
 
@@ -95,23 +123,29 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     met = True
     for name, task, count, width, allowed in TASKS:
-        rows = (gue_rows(args.shared, task, count, width) if args.shared.is_dir()
-                else planted_rows(count, width))  # fmt: skip
+        rows = (
+            gue_rows(args.shared, task, count, width)
+            if args.shared.is_dir()
+            else planted_rows(count, width)
+        )
         found = run_task(name, rows, args.model, args.out / name.split()[0].replace(",", ""))
         minutes, likely = found["seconds"] / 60, found["estimate"]["likely_minutes"]
         ratio = likely / minutes
-        print(f"{name}: default {minutes:.2f} min (target {allowed:g}); plan estimated "
-              f"{likely:.2f} (at most {found['estimate']['at_most_minutes']:.2f}), "
-              f"{ratio:.2f}x the time taken; CNN baseline {found['cnn seconds'] / 60:.2f} min "
-              f"(default / CNN {found['seconds'] / found['cnn seconds']:.1f}x), k-mer LR "
-              f"{found['kmer-lr seconds'] / 60:.2f} min; strands: {found['strands']}")  # fmt: skip
+        print(
+            f"{name}: default {minutes:.2f} min (target {allowed:g}); plan estimated "
+            f"{likely:.2f} (at most {found['estimate']['at_most_minutes']:.2f}), "
+            f"{ratio:.2f}x the time taken; CNN baseline {found['cnn seconds'] / 60:.2f} min "
+            f"(default / CNN {found['seconds'] / found['cnn seconds']:.1f}x), k-mer LR "
+            f"{found['kmer-lr seconds'] / 60:.2f} min; strands: {found['strands']}"
+        )
         for arm, (valid, auroc, mcc) in found["figures"].items():
-            print(f"  {arm:<8} validation AUROC {valid:.4f}, test AUROC {auroc:.4f}, "
-                  f"MCC {mcc:.3f}")  # fmt: skip
+            print(f"  {arm:<8} validation AUROC {valid:.4f}, test AUROC {auroc:.4f}, MCC {mcc:.3f}")
         best = max(found["figures"][k][0] for k in ("cnn", "kmer-lr"))
-        checks = {"time": minutes <= allowed, "estimate within 2x": 0.5 <= ratio <= 2,
-                  "validation at least the baselines'":
-                  found["figures"]["default"][0] >= best - 1e-6}  # fmt: skip
+        checks = {
+            "time": minutes <= allowed,
+            "estimate within 2x": 0.5 <= ratio <= 2,
+            "validation at least the baselines'": found["figures"]["default"][0] >= best - 1e-6,
+        }
         print(
             "  targets: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in checks.items())
         )

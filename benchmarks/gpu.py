@@ -60,21 +60,41 @@ CUDA_TEST_FILES = ("tests/test_attention.py", "tests/test_model.py", "tests/test
 PEAK_BF16 = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 
 FULL = SimpleNamespace(
-    attention_lengths=[4096, 16384, 32768], heads=12, dim=64, repeats=3, dtype="bf16",
+    attention_lengths=[4096, 16384, 32768],
+    heads=12,
+    dim=64,
+    repeats=3,
+    dtype="bf16",
     queued_calls=20,
-    train_config="base", train_length=4096, train_batch=4, train_steps=3,
+    train_config="base",
+    train_length=4096,
+    train_batch=4,
+    train_steps=3,
     # regions per shape, seconds of scoring each: at 2,048 regions the tiny model's whole
     # run took under a second with 14 workers, so their start-up weighed in its rate
-    score_shapes=["base", "tiny"], score_regions={"base": 4096, "tiny": 16384},
-    score_workers=[4, 8, 14], score_batch=32,
+    score_shapes=["base", "tiny"],
+    score_regions={"base": 4096, "tiny": 16384},
+    score_workers=[4, 8, 14],
+    score_batch=32,
     hf=dict(layers=12, hidden=768, heads=12, vocab=32_000, length=4096),
-)  # fmt: skip
+)
 DRY = SimpleNamespace(
-    attention_lengths=[256, 512], heads=2, dim=16, repeats=1, dtype="fp32", queued_calls=2,
-    train_config="tiny", train_length=256, train_batch=1, train_steps=1,
-    score_shapes=["tiny"], score_regions={"tiny": 8}, score_workers=[0], score_batch=4,
+    attention_lengths=[256, 512],
+    heads=2,
+    dim=16,
+    repeats=1,
+    dtype="fp32",
+    queued_calls=2,
+    train_config="tiny",
+    train_length=256,
+    train_batch=1,
+    train_steps=1,
+    score_shapes=["tiny"],
+    score_regions={"tiny": 8},
+    score_workers=[0],
+    score_batch=4,
     hf=dict(layers=1, hidden=64, heads=4, vocab=1000, length=256),
-)  # fmt: skip
+)
 
 
 # --------------------------------------------------------------------------- set-up
@@ -87,13 +107,32 @@ def prepare(wheels: Path = WHEELS, python_version: str = "3.12") -> None:
     for name in MISSING_THERE:
         version = metadata.version(name)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--python-version", python_version, "--implementation", "cp",
-             *[f"--platform={tag}" for tag in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64",
-                                               "manylinux2014_x86_64", "manylinux1_x86_64")],
-             "-d", str(wheels), f"{name}=={version}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                python_version,
+                "--implementation",
+                "cp",
+                *[
+                    f"--platform={tag}"
+                    for tag in (
+                        "manylinux_2_28_x86_64",
+                        "manylinux_2_17_x86_64",
+                        "manylinux2014_x86_64",
+                        "manylinux1_x86_64",
+                    )
+                ],
+                "-d",
+                str(wheels),
+                f"{name}=={version}",
+            ],
             check=True,
-        )  # fmt: skip
+        )
     # pure-Python ones (pyfaidx) come as py3-none-any and need no platform
     print(f"wheels in {wheels}: {sorted(p.name for p in wheels.glob('*.whl'))}")
 
@@ -106,10 +145,22 @@ def install_carried_wheels(wheels: Path = WHEELS) -> str | None:
         return None
     target = Path(tempfile.gettempdir()) / "genobird-site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-         "--upgrade", "--target", str(target), *map(str, found)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--upgrade",
+            "--target",
+            str(target),
+            *map(str, found),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     sys.path.insert(0, str(target))
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(target), str(REPO), os.environ.get("PYTHONPATH", "")]
@@ -132,10 +183,20 @@ def build_bpe_extension() -> str:
         return "fast_bpe"
     compiler = shutil.which("cc") or shutil.which("gcc")
     done = subprocess.run(
-        [compiler or "cc", "-O2", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
-         str(REPO / "genobird" / "corpus" / "_bpe.c"), "-o", str(target)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            compiler or "cc",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            f"-I{sysconfig.get_paths()['include']}",
+            str(REPO / "genobird" / "corpus" / "_bpe.c"),
+            "-o",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode != 0:
         print(f"[gpu] C BPE encoder not built: {done.stderr.strip()[-300:]}", flush=True)
         return "sentencepiece"
@@ -162,26 +223,52 @@ def long_context(sizes, device: str, dry_run: bool) -> dict:
 def cuda_tests(sizes, device: str, dry_run: bool) -> dict:
     # Only the files that hold CUDA tests: collecting every test module would need
     # packages the GPU machines lack (pybedtools, snakemake).
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
-               "cuda or flex", *CUDA_TEST_FILES]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "cuda or flex",
+        *CUDA_TEST_FILES,
+    ]
     if dry_run:
         command.append("--collect-only")
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=240)
     tail = done.stdout.strip().splitlines()[-1:] or [""]
-    counts = {key: int(value) for value, key in re.findall(
-        r"(\d+) (passed|failed|skipped|errors?|tests? collected|selected)", tail[0])}  # fmt: skip
-    return {"returncode": done.returncode, "summary": tail[0], **counts,
-            "failures": [line for line in done.stdout.splitlines()
-                         if line.startswith(("FAILED", "ERROR"))][:20]}  # fmt: skip
+    counts = {
+        key: int(value)
+        for value, key in re.findall(
+            r"(\d+) (passed|failed|skipped|errors?|tests? collected|selected)", tail[0]
+        )
+    }
+    return {
+        "returncode": done.returncode,
+        "summary": tail[0],
+        **counts,
+        "failures": [
+            line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))
+        ][:20],
+    }
 
 
 def attention(sizes, device: str, dry_run: bool) -> dict:
     import torch
 
     bench = load_benchmark("attention")
-    args = SimpleNamespace(batch=1, heads=sizes.heads, dim=sizes.dim, block_size=64,
-                           random_blocks=3, repeats=sizes.repeats, device=device,
-                           dtype=sizes.dtype, impl="auto")  # fmt: skip
+    args = SimpleNamespace(
+        batch=1,
+        heads=sizes.heads,
+        dim=sizes.dim,
+        block_size=64,
+        random_blocks=3,
+        repeats=sizes.repeats,
+        device=device,
+        dtype=sizes.dtype,
+        impl="auto",
+    )
     try:
         import transformers  # noqa: F401
 
@@ -203,14 +290,23 @@ def attention(sizes, device: str, dry_run: bool) -> dict:
                 bench.time_once(fn, q, k, v, True, device)
                 memory[name] = (torch.cuda.max_memory_allocated() - base) / 2**20
                 del q, k, v, fn
-        timing["fwd_bwd_queued"] = queued_fwd_bwd(bench, args, length, list(timing["fwd_bwd"]),
-                                                  device, sizes.queued_calls)  # fmt: skip
+        timing["fwd_bwd_queued"] = queued_fwd_bwd(
+            bench, args, length, list(timing["fwd_bwd"]), device, sizes.queued_calls
+        )
         fwd_bwd = timing["fwd_bwd"]
-        rows.append({"tokens": length, "seconds": timing, "peak_mib": memory,
-                     "genobird_over_sdpa": fwd_bwd["genobird"] / fwd_bwd["sdpa"]
-                     if "sdpa" in fwd_bwd else None,
-                     "genobird_over_hf": fwd_bwd["genobird"] / fwd_bwd["hf"]
-                     if "hf" in fwd_bwd else None})  # fmt: skip
+        rows.append(
+            {
+                "tokens": length,
+                "seconds": timing,
+                "peak_mib": memory,
+                "genobird_over_sdpa": fwd_bwd["genobird"] / fwd_bwd["sdpa"]
+                if "sdpa" in fwd_bwd
+                else None,
+                "genobird_over_hf": fwd_bwd["genobird"] / fwd_bwd["hf"]
+                if "hf" in fwd_bwd
+                else None,
+            }
+        )
     return {"rows": rows}
 
 
@@ -237,14 +333,25 @@ def queued_fwd_bwd(bench, args, length: int, names: list, device: str, calls: in
     return result
 
 
-def pretraining(sizes, device: str, dry_run: bool, compiled: str | None = None,
-                cuda_graph: bool = False) -> dict:  # fmt: skip
+def pretraining(
+    sizes, device: str, dry_run: bool, compiled: str | None = None, cuda_graph: bool = False
+) -> dict:
     bench = load_benchmark("train")
     peak = card_peak_tflops(device)
-    args = SimpleNamespace(length=sizes.train_length, batch_size=sizes.train_batch,
-                           steps=sizes.train_steps, warmup=1, checkpointing=False, device=device,
-                           impl="auto", attention_dropout=0.0, peak_tflops=peak,
-                           compile=compiled, cuda_graph=cuda_graph, profile=True)  # fmt: skip
+    args = SimpleNamespace(
+        length=sizes.train_length,
+        batch_size=sizes.train_batch,
+        steps=sizes.train_steps,
+        warmup=1,
+        checkpointing=False,
+        device=device,
+        impl="auto",
+        attention_dropout=0.0,
+        peak_tflops=peak,
+        compile=compiled,
+        cuda_graph=cuda_graph,
+        profile=True,
+    )
     return bench.measure(sizes.train_config, args)
 
 
@@ -262,9 +369,16 @@ def attention_graphed(sizes, device: str, dry_run: bool) -> dict:
     import torch
 
     bench, capture = load_benchmark("attention"), load_benchmark("train").cuda_graph
-    args = SimpleNamespace(batch=1, heads=sizes.heads, dim=sizes.dim, block_size=64,
-                           random_blocks=3, device=device, dtype=sizes.dtype,
-                           impl="auto")  # fmt: skip
+    args = SimpleNamespace(
+        batch=1,
+        heads=sizes.heads,
+        dim=sizes.dim,
+        block_size=64,
+        random_blocks=3,
+        device=device,
+        dtype=sizes.dtype,
+        impl="auto",
+    )
     rows = []
     for length in sizes.attention_lengths:
         seconds = {}
@@ -289,8 +403,13 @@ def attention_graphed(sizes, device: str, dry_run: bool) -> dict:
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds[name] = (time.perf_counter() - started) / sizes.queued_calls
-        rows.append({"tokens": length, "seconds": seconds,
-                     "genobird_over_sdpa": seconds["genobird"] / seconds["sdpa"]})  # fmt: skip
+        rows.append(
+            {
+                "tokens": length,
+                "seconds": seconds,
+                "genobird_over_sdpa": seconds["genobird"] / seconds["sdpa"],
+            }
+        )
     return {"rows": rows}
 
 
@@ -311,24 +430,32 @@ def scoring(sizes, device: str, dry_run: bool) -> dict:
     generate_demo_reference(work / "genome", DemoSpec(seed=0, size_mb=1.0 if dry_run else 4.2))
     fasta = work / "genome" / "genome.fa"
     write_documents(fasta, work / "docs.txt", DocumentSpec(passes=1), progress=False)
-    tokenizer = train_vocabulary(work / "docs.txt", work / "tokenizer.model",
-                                 VocabSpec(500 if dry_run else 4000))  # fmt: skip
+    tokenizer = train_vocabulary(
+        work / "docs.txt", work / "tokenizer.model", VocabSpec(500 if dry_run else 4000)
+    )
     args = SimpleNamespace(device=device, precision="auto")
     window, tokens = (1000, 320) if dry_run else (8000, 1792)
     rates, parts = {}, {}
     for shape in sizes.score_shapes:
         model_dir = bench.make_model_dir(work, shape, tokenizer, window, tokens)
-        bed = bench.random_bed(work / f"timed-{shape}.bed", Reference(fasta).lengths,
-                               sizes.score_regions[shape])  # fmt: skip
+        bed = bench.random_bed(
+            work / f"timed-{shape}.bed", Reference(fasta).lengths, sizes.score_regions[shape]
+        )
         for workers in sizes.score_workers:
             rate = bench.regions_per_second(model_dir, bed, fasta, sizes.score_batch, args, workers)
             rates[f"{shape}, {workers} workers"] = rate
-        parts[shape] = bench.scoring_parts(model_dir, bed, fasta, sizes.score_batch, args,
-                                           max(sizes.score_workers))  # fmt: skip
+        parts[shape] = bench.scoring_parts(
+            model_dir, bed, fasta, sizes.score_batch, args, max(sizes.score_workers)
+        )
     built = importlib.util.find_spec("genobird.corpus._bpe") is not None
     encoder = "fast_bpe" if built else "sentencepiece"
-    return {"window_bp": window, "regions": sizes.score_regions, "encoder": encoder,
-            "regions_per_s": rates, "parts_regions_per_s": parts}  # fmt: skip
+    return {
+        "window_bp": window,
+        "regions": sizes.score_regions,
+        "encoder": encoder,
+        "regions_per_s": rates,
+        "parts_regions_per_s": parts,
+    }
 
 
 def hf_model(sizes, device: str, dry_run: bool) -> dict:
@@ -357,8 +484,10 @@ def hf_model(sizes, device: str, dry_run: bool) -> dict:
     inference = {"transformers": [], "genobird": []}
     with torch.no_grad():
         for _ in range(sizes.repeats):
-            for name, logits, model in (("transformers", bench.logits_theirs, theirs),
-                                        ("genobird", bench.logits_ours, ours)):  # fmt: skip
+            for name, logits, model in (
+                ("transformers", bench.logits_theirs, theirs),
+                ("genobird", bench.logits_ours, ours),
+            ):
                 inference[name].append(timed_forward(logits, model, ids, dtype, device))
     result["inference_s"] = {k: statistics.median(v) for k, v in inference.items()}
     result["inference_genobird_over_transformers"] = (
@@ -381,8 +510,10 @@ def bf16_agreement(bench, theirs, ours, ids, device: str) -> dict:
         # forward only: a backward pass here would autotune FlexAttention's fp32 backward
         # kernel, which took 3 of the step's 4 minutes on an H200 and measures nothing
         with torch.no_grad():
-            logits[name] = (bench.logits_theirs(theirs, ids, dtype).float(),
-                            bench.logits_ours(ours, ids, dtype).float())  # fmt: skip
+            logits[name] = (
+                bench.logits_theirs(theirs, ids, dtype).float(),
+                bench.logits_ours(ours, ids, dtype).float(),
+            )
     result = {}
     for name, (expected, got) in logits.items():
         result[f"largest_difference_{name}"] = (expected - got).abs().max().item()
@@ -410,11 +541,17 @@ def timed_forward(logits, model, ids, dtype, device: str) -> float:
 
 
 # The figures first, the tests last: a run cut short keeps the figures.
-STEPS = (("attention", attention), ("attention_graphed", attention_graphed),
-         ("pretraining", pretraining), ("pretraining_graphed", pretraining_graphed),
-         ("hf_model", hf_model), ("scoring", scoring), ("cuda_tests", cuda_tests),
-         ("pretraining_compiled", pretraining_compiled),
-         ("long_context", long_context))  # fmt: skip
+STEPS = (
+    ("attention", attention),
+    ("attention_graphed", attention_graphed),
+    ("pretraining", pretraining),
+    ("pretraining_graphed", pretraining_graphed),
+    ("hf_model", hf_model),
+    ("scoring", scoring),
+    ("cuda_tests", cuda_tests),
+    ("pretraining_compiled", pretraining_compiled),
+    ("long_context", long_context),
+)
 
 
 def card_peak_tflops(device: str) -> float | None:
@@ -430,16 +567,22 @@ def card_peak_tflops(device: str) -> float | None:
 def environment(device: str) -> dict:
     import torch
 
-    info = {"python": platform.python_version(), "torch": torch.__version__, "device": device,
-            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}  # fmt: skip
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": device,
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
     if device == "cuda":
         info["card"] = torch.cuda.get_device_name()
         info["cuda"] = torch.version.cuda
         try:
             info["driver"] = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=30,
-            ).stdout.strip()  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             info["driver"] = None
     return info
@@ -448,10 +591,15 @@ def environment(device: str) -> dict:
 def markdown(results: dict) -> str:
     """One table of the run's figures (those measured so far)."""
     env = results["environment"]
-    lines = [f"# genobird GPU run: {env.get('card', env['device'])}", "",
-             f"torch {env['torch']}, CUDA {env.get('cuda')}, driver {env.get('driver')}; "
-             f"`{env['command']}`", "",
-             "| step | figure | value |", "| --- | --- | --- |"]  # fmt: skip
+    lines = [
+        f"# genobird GPU run: {env.get('card', env['device'])}",
+        "",
+        f"torch {env['torch']}, CUDA {env.get('cuda')}, driver {env.get('driver')}; "
+        f"`{env['command']}`",
+        "",
+        "| step | figure | value |",
+        "| --- | --- | --- |",
+    ]
     for name, step in results["steps"].items():
         if "error" in step:
             lines.append(f"| {name} | error | {step['error'][:200]} |")
@@ -469,8 +617,9 @@ def flatten(value, prefix: str = ""):
     elif isinstance(value, list) and value and isinstance(value[0], dict):
         for item in value:
             label = item.get("tokens", "")
-            yield from flatten({k: v for k, v in item.items() if k != "tokens"},
-                               f"{prefix}[{label}]")  # fmt: skip
+            yield from flatten(
+                {k: v for k, v in item.items() if k != "tokens"}, f"{prefix}[{label}]"
+            )
     else:
         yield prefix, value
 
@@ -492,12 +641,20 @@ def write_results(out: Path, results: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="folder for gpu.json and gpu.md")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="the same steps at tiny sizes on the CPU")  # fmt: skip
-    parser.add_argument("--prepare", action="store_true",
-                        help="download the wheels the GPU machine lacks into .whl/")  # fmt: skip
-    parser.add_argument("--steps", nargs="+", choices=[name for name, _ in STEPS],
-                        help="run only these steps (default: all, in order)")  # fmt: skip
+    parser.add_argument(
+        "--dry-run", action="store_true", help="the same steps at tiny sizes on the CPU"
+    )
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="download the wheels the GPU machine lacks into .whl/",
+    )
+    parser.add_argument(
+        "--steps",
+        nargs="+",
+        choices=[name for name, _ in STEPS],
+        help="run only these steps (default: all, in order)",
+    )
     parser.add_argument(
         "--train-batch",
         type=int,
@@ -509,8 +666,12 @@ def main(argv=None) -> int:
         choices=["base", "tiny"],
         help="the model shapes the scoring step times (default: both)",
     )
-    parser.add_argument("--long-context-inputs", type=Path, default=REPO / ".gpu" / "long-context",
-                        help="the long-context study's inputs (default: %(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--long-context-inputs",
+        type=Path,
+        default=REPO / ".gpu" / "long-context",
+        help="the long-context study's inputs (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.prepare:
         prepare()
@@ -527,8 +688,11 @@ def main(argv=None) -> int:
     if not args.dry_run and device != "cuda":
         print("no GPU here: the figures would be CPU ones; use --dry-run", file=sys.stderr)
         return 2
-    sizes = SimpleNamespace(**vars(DRY if args.dry_run else FULL), out=args.out,
-                            long_context_inputs=args.long_context_inputs)  # fmt: skip
+    sizes = SimpleNamespace(
+        **vars(DRY if args.dry_run else FULL),
+        out=args.out,
+        long_context_inputs=args.long_context_inputs,
+    )
     if args.score_shapes:
         sizes.score_shapes = args.score_shapes
     if args.train_batch:

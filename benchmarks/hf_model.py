@@ -69,12 +69,19 @@ def build_pair(args, folder: Path):
     import transformers
 
     config = transformers.BigBirdConfig(
-        vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
-        num_attention_heads=args.heads, intermediate_size=4 * args.hidden,
-        max_position_embeddings=max(4096, args.length), block_size=64, num_random_blocks=3,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=0,
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        intermediate_size=4 * args.hidden,
+        max_position_embeddings=max(4096, args.length),
+        block_size=64,
+        num_random_blocks=3,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        pad_token_id=0,
         architectures=["BigBirdForMaskedLM"],
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     theirs = transformers.BigBirdForMaskedLM(config)
     theirs.save_pretrained(folder / "hf")
@@ -131,8 +138,10 @@ def main(argv=None) -> int:
     expected = step_theirs(theirs, ids, labels, dtype).detach()
     got = step_ours(ours, ids, labels, dtype).detach()
     difference = (expected.float() - got.float()).abs().max().item()
-    print(f"{args.layers} x {args.hidden}, {args.length} tokens, batch {args.batch}, "
-          f"{args.device} {args.dtype}: largest MLM logit difference {difference:.2e}")  # fmt: skip
+    print(
+        f"{args.layers} x {args.hidden}, {args.length} tokens, batch {args.batch}, "
+        f"{args.device} {args.dtype}: largest MLM logit difference {difference:.2e}"
+    )
     times = {"transformers": [], "genobird": []}
     for _ in range(args.repeats):
         times["transformers"].append(timed(step_theirs, theirs, ids, labels, dtype, args.device))

@@ -64,29 +64,38 @@ def real_peaks(folder: Path, path: Path) -> tuple[list, dict[str, int]]:
     return files, ends
 
 
-def measure(lengths: dict[str, int], files: list, bin_size: int, baseline_chrom: str,
-            baseline_features: int) -> None:  # fmt: skip
+def measure(
+    lengths: dict[str, int], files: list, bin_size: int, baseline_chrom: str, baseline_features: int
+) -> None:
     start = time.perf_counter()
     peak_sets = [read_peaks(path) for path in files]
     result = label_genome_bins(lengths, list(lengths), bin_size, peak_sets, 0.5)
     ours = time.perf_counter() - start
     bins = int(result.first_index[-1])
     ours_rate = bins * len(files) / ours
-    print(f"numpy:    {bins:,} bins x {len(files)} features in {ours:.2f} s "
-          f"({ours_rate / 1e6:.1f} M bin-features/s, peak reading included)")  # fmt: skip
-    sample = [(baseline_chrom, s, s + bin_size)
-              for s in range(0, lengths[baseline_chrom] - bin_size + 1, bin_size)]  # fmt: skip
+    print(
+        f"numpy:    {bins:,} bins x {len(files)} features in {ours:.2f} s "
+        f"({ours_rate / 1e6:.1f} M bin-features/s, peak reading included)"
+    )
+    sample = [
+        (baseline_chrom, s, s + bin_size)
+        for s in range(0, lengths[baseline_chrom] - bin_size + 1, bin_size)
+    ]
     subset = files[:baseline_features]
     start = time.perf_counter()
     expected = bedtools_bin_labels(sample, subset, 0.5)
     theirs = time.perf_counter() - start
     theirs_rate = len(sample) * len(subset) / theirs
-    print(f"bedtools: {len(sample):,} bins x {len(subset)} features in {theirs:.2f} s "
-          f"({theirs_rate / 1e6:.3f} M bin-features/s)")  # fmt: skip
+    print(
+        f"bedtools: {len(sample):,} bins x {len(subset)} features in {theirs:.2f} s "
+        f"({theirs_rate / 1e6:.3f} M bin-features/s)"
+    )
     assert np.array_equal(bin_labels(sample, subset, 0.5), expected), "labels differ"
     print(f"labels equal on the baseline's bins; speed-up {ours_rate / theirs_rate:.0f}x")
-    print(f"GRCh37 x 919 features: numpy {GRCH37_BIN_FEATURES / ours_rate / 60:.1f} min "
-          f"(one core), bedtools {GRCH37_BIN_FEATURES / theirs_rate / 3600:.1f} h")  # fmt: skip
+    print(
+        f"GRCh37 x 919 features: numpy {GRCH37_BIN_FEATURES / ours_rate / 60:.1f} min "
+        f"(one core), bedtools {GRCH37_BIN_FEATURES / theirs_rate / 3600:.1f} h"
+    )
 
 
 def main() -> None:

@@ -34,13 +34,29 @@ from genobird.cli import main as genobird
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GENOBIRD_SHARED_DATA", REPO.parent / "shared" / "data"))
 GUE = SHARED / "tasks" / "gue_human_tf"
-TASKS = {"tata": ["dataset", "promoter-sequences", "--positives",
-                  str(SHARED / "promoters" / "hs_TATA_promoters_300bp.txt")]}  # fmt: skip
-TASKS.update({
-    f"gue{i}": ["dataset", "classify", "--input", str(GUE / str(i) / "train.csv"),
-                "--valid", str(GUE / str(i) / "dev.csv"), "--test", str(GUE / str(i) / "test.csv")]
-    for i in range(5)
-})  # fmt: skip
+TASKS = {
+    "tata": [
+        "dataset",
+        "promoter-sequences",
+        "--positives",
+        str(SHARED / "promoters" / "hs_TATA_promoters_300bp.txt"),
+    ]
+}
+TASKS.update(
+    {
+        f"gue{i}": [
+            "dataset",
+            "classify",
+            "--input",
+            str(GUE / str(i) / "train.csv"),
+            "--valid",
+            str(GUE / str(i) / "dev.csv"),
+            "--test",
+            str(GUE / str(i) / "test.csv"),
+        ]
+        for i in range(5)
+    }
+)
 # DNABERT-2 (117 M parameters) test MCC on GUE human TF 0-4, as published
 DNABERT2_MCC = {"gue0": 0.7199, "gue1": 0.7606, "gue2": 0.6652, "gue3": 0.5854, "gue4": 0.7743}
 
@@ -89,9 +105,15 @@ def context_curves(results: Path, model: Path, short_windows: int = 10_000) -> N
             if "bits_gain" in row:
                 low, high = row["bits_gain_ci95"]
                 saved = f"{row['bits_gain']:+.4f} [{low:+.4f}, {high:+.4f}]"
-            cells = (row["context_length"], f"{row['mlm_accuracy']:.4f}", context_gain_text(row),
-                     f"{row['bits_per_character']:.4f}", saved, row["masked_tokens"],
-                     row["windows"])  # fmt: skip
+            cells = (
+                row["context_length"],
+                f"{row['mlm_accuracy']:.4f}",
+                context_gain_text(row),
+                f"{row['bits_per_character']:.4f}",
+                saved,
+                row["masked_tokens"],
+                row["windows"],
+            )
             print("| " + " | ".join(map(str, cells)) + " |")
 
 
@@ -104,9 +126,20 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
     if options.training_negatives != 1:  # main() allows it with tata only
         dataset += ["--training-negatives", str(options.training_negatives)]
     cached_data(dataset, data)
-    finetune = ["--max-steps", str(options.steps), "--learning-rate", str(options.learning_rate),
-                "--batch-size", str(options.batch_size), "--eval-every", str(options.eval_every),
-                "--patience", str(options.patience), "--pooling", options.pooling]  # fmt: skip
+    finetune = [
+        "--max-steps",
+        str(options.steps),
+        "--learning-rate",
+        str(options.learning_rate),
+        "--batch-size",
+        str(options.batch_size),
+        "--eval-every",
+        str(options.eval_every),
+        "--patience",
+        str(options.patience),
+        "--pooling",
+        options.pooling,
+    ]
     if options.dropout is not None:
         finetune += ["--dropout", str(options.dropout)]
     if options.pos_weight is not None:
@@ -117,16 +150,23 @@ def classification(task: str, pretrained: Path, work: Path, options) -> dict:
         finetune += ["--seed", str(options.seed)]
     kind = "promoter" if task == "tata" else "classify"
     runs = {
-        "genobird": ["finetune", kind, "--data", str(data), "--model", str(pretrained),
-                     *finetune],
+        "genobird": ["finetune", kind, "--data", str(data), "--model", str(pretrained), *finetune],
         "kmer-lr": ["baseline", "kmer-lr", "--data", str(data)],
         "cnn": ["baseline", "cnn", "--data", str(data), "--max-minutes", str(options.cnn_minutes)],
-    }  # fmt: skip
+    }
     if options.from_scratch:
         runs["genobird, from scratch"] = [
-            "finetune", kind, "--data", str(data), "--from-scratch", "--tokenizer",
-            str(pretrained), "--model", str(pretrained), *finetune,
-        ]  # fmt: skip
+            "finetune",
+            kind,
+            "--data",
+            str(data),
+            "--from-scratch",
+            "--tokenizer",
+            str(pretrained),
+            "--model",
+            str(pretrained),
+            *finetune,
+        ]
     results = {}
     for name, command in runs.items():
         output = folder / name.replace(", ", "-").replace(" ", "-")
@@ -163,8 +203,9 @@ def cached_run(command: list[str], output: Path) -> None:
 def refuse_other_command(record: Path, command: list[str], made: Path) -> None:
     """A cached file or run made by another command is an error, not a reused figure."""
     if record.is_file() and json.loads(record.read_text()) != command:
-        raise SystemExit(f"{made} was made by another command ({record}); "
-                         "give another --work folder")  # fmt: skip
+        raise SystemExit(
+            f"{made} was made by another command ({record}); give another --work folder"
+        )
 
 
 def print_table(task: str, results: dict) -> None:
@@ -173,9 +214,11 @@ def print_table(task: str, results: dict) -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     reference = results["kmer-lr"]["mcc"]
     for name, report in results.items():
-        print(f"| {name} | {report['mcc']:.4f} | {report['f1']:.4f} | "
-              f"{report.get('f1_at_valid_threshold', float('nan')):.4f} | {report['auroc']:.4f} | "
-              f"{report['seconds']:.0f} | {report['mcc'] / reference:.2f}x |")  # fmt: skip
+        print(
+            f"| {name} | {report['mcc']:.4f} | {report['f1']:.4f} | "
+            f"{report.get('f1_at_valid_threshold', float('nan')):.4f} | {report['auroc']:.4f} | "
+            f"{report['seconds']:.0f} | {report['mcc'] / reference:.2f}x |"
+        )
     if task in DNABERT2_MCC:
         print(f"| DNABERT-2 (published) | {DNABERT2_MCC[task]:.4f} | | | | | |")
 
@@ -220,20 +263,32 @@ def main() -> None:
     parser.add_argument("--cnn-minutes", type=float, default=5.0)
     parser.add_argument("--dropout", type=float, help="fine-tuning dropout (default: the model's)")
     parser.add_argument("--pos-weight", type=float, help="weight of a positive in the loss")
-    parser.add_argument("--rc-augment", action="store_true",
-                        help="tata: train on a random strand, score both (GUE always)")  # fmt: skip
+    parser.add_argument(
+        "--rc-augment",
+        action="store_true",
+        help="tata: train on a random strand, score both (GUE always)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="fine-tuning seed (genobird runs)")
-    parser.add_argument("--training-negatives", type=int, default=1,
-                        help="tata: DeePromoter negatives per training positive")  # fmt: skip
+    parser.add_argument(
+        "--training-negatives",
+        type=int,
+        default=1,
+        help="tata: DeePromoter negatives per training positive",
+    )
     parser.add_argument(
         "--from-scratch",
         action="store_true",
         help="also fine-tune the same shape from random weights",
     )
-    parser.add_argument("--context", action="store_true",
-                        help="also print masked-token accuracy by context length")  # fmt: skip
-    parser.add_argument("--context-windows", type=int, default=10_000,
-                        help="--context: at most this many windows of 8-128 tokens")  # fmt: skip
+    parser.add_argument(
+        "--context", action="store_true", help="also print masked-token accuracy by context length"
+    )
+    parser.add_argument(
+        "--context-windows",
+        type=int,
+        default=10_000,
+        help="--context: at most this many windows of 8-128 tokens",
+    )
     options = parser.parse_args()
     if options.training_negatives != 1 and set(options.tasks) - {"tata"}:
         parser.error("--training-negatives applies to the tata task only")

@@ -53,32 +53,72 @@ sys.path.insert(0, str(REPO))
 CORPUS = REPO / "results" / "human-mini" / "corpus"
 SHARED = REPO.parent / "shared" / "data"
 HELDOUT_FASTA = SHARED / "genome" / "grch37_22_20-21Mb.fa"
-TRAIN_FASTAS = (SHARED / "genome" / "grch38_chr20_chr21_0-10Mb.fa.gz",
-                SHARED / "genome" / "hg19_chr19_0-3119000_softmasked.fa")  # fmt: skip
+TRAIN_FASTAS = (
+    SHARED / "genome" / "grch38_chr20_chr21_0-10Mb.fa.gz",
+    SHARED / "genome" / "hg19_chr19_0-3119000_softmasked.fa",
+)
 LENGTHS = (512, 1024, 2048, 4096)
 STRETCH = 256  # pieces scored per window: half the shortest length
 STRIDE = 7  # one piece in 7 masked per pass, about pretraining's 15%
 CHUNK_BP = 100_000  # the held-out runs are tokenised in chunks, as the corpus cuts documents
 COPY_K = 24
 
-MODEL = dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048,
-             block_size=64, num_random_blocks=3, hidden_dropout=0.1, attention_dropout=0.0,
-             composed_token_embeddings=True, position_encoding="rotary",
-             base_conv_channels=256, base_conv_width=9)  # fmt: skip
+MODEL = dict(
+    hidden_size=512,
+    num_layers=8,
+    num_heads=8,
+    intermediate_size=2048,
+    block_size=64,
+    num_random_blocks=3,
+    hidden_dropout=0.1,
+    attention_dropout=0.0,
+    composed_token_embeddings=True,
+    position_encoding="rotary",
+    base_conv_channels=256,
+    base_conv_width=9,
+)
 # Both arms see 32,768 token slots per step and one schedule; the minutes cap the run.
-FULL = dict(model=MODEL, tokens_per_step=32_768, max_steps=1_500, warmup_steps=100,
-            learning_rate=5e-4, minutes=2.0, workers=6, score_tokens=65_536,
-            continued=dict(learning_rate=2e-4, warmup_steps=20, max_steps=1_000, minutes=1.25),
-            kernels=("flex", "block_sparse"), kernel_minutes=0.5,
-            lengths=LENGTHS, stretch=STRETCH, heldout_bp=None)  # fmt: skip
-DRY = dict(model={**MODEL, "hidden_size": 32, "num_layers": 1, "num_heads": 2,
-                  "intermediate_size": 64, "block_size": 16, "num_random_blocks": 1,
-                  "base_conv_channels": 8},
-           tokens_per_step=512, max_steps=2, warmup_steps=1, learning_rate=1e-3,
-           minutes=1.0, workers=0, score_tokens=1024, lengths=(64, 128, 256),
-           continued=dict(learning_rate=1e-3, warmup_steps=1, max_steps=2, minutes=1.0),
-           kernels=("block_sparse",), kernel_minutes=1.0, stretch=32,
-           heldout_bp=30_000)  # fmt: skip
+FULL = dict(
+    model=MODEL,
+    tokens_per_step=32_768,
+    max_steps=1_500,
+    warmup_steps=100,
+    learning_rate=5e-4,
+    minutes=2.0,
+    workers=6,
+    score_tokens=65_536,
+    continued=dict(learning_rate=2e-4, warmup_steps=20, max_steps=1_000, minutes=1.25),
+    kernels=("flex", "block_sparse"),
+    kernel_minutes=0.5,
+    lengths=LENGTHS,
+    stretch=STRETCH,
+    heldout_bp=None,
+)
+DRY = dict(
+    model={
+        **MODEL,
+        "hidden_size": 32,
+        "num_layers": 1,
+        "num_heads": 2,
+        "intermediate_size": 64,
+        "block_size": 16,
+        "num_random_blocks": 1,
+        "base_conv_channels": 8,
+    },
+    tokens_per_step=512,
+    max_steps=2,
+    warmup_steps=1,
+    learning_rate=1e-3,
+    minutes=1.0,
+    workers=0,
+    score_tokens=1024,
+    lengths=(64, 128, 256),
+    continued=dict(learning_rate=1e-3, warmup_steps=1, max_steps=2, minutes=1.0),
+    kernels=("block_sparse",),
+    kernel_minutes=1.0,
+    stretch=32,
+    heldout_bp=30_000,
+)
 # The CPU study (`run --cpu`): a small shape with the GPU arms' recipe (rotary positions,
 # base convolution, dropout 0.1, masks drawn anew each epoch), trained from scratch at
 # the long and at the short length through the PyTorch block-sparse kernel, for equal
@@ -109,8 +149,9 @@ CPU = dict(
 
 
 # --------------------------------------------------------------------------- prepare
-def prepare(out: Path, corpus: Path = CORPUS, heldout: Path = HELDOUT_FASTA,
-            lengths=(4096, 512)) -> None:  # fmt: skip
+def prepare(
+    out: Path, corpus: Path = CORPUS, heldout: Path = HELDOUT_FASTA, lengths=(4096, 512)
+) -> None:
     """Instances of each training length from the corpus's training documents, its
     tokenizer and the held-out FASTA, into `out`."""
     out.mkdir(parents=True, exist_ok=True)
@@ -119,12 +160,26 @@ def prepare(out: Path, corpus: Path = CORPUS, heldout: Path = HELDOUT_FASTA,
     shutil.copy(heldout, out / "heldout.fa")
     for length in lengths:
         subprocess.run(
-            [sys.executable, "-m", "genobird.cli", "-q", "corpus", "instances", "--documents",
-             str(corpus / "train.txt"), "--tokenizer", str(corpus / "tokenizer.model"),
-             "--out", str(out / f"train-{length}"), "--max-tokens", str(length),
-             "--dynamic-masking"],
-            check=True, cwd=REPO,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "genobird.cli",
+                "-q",
+                "corpus",
+                "instances",
+                "--documents",
+                str(corpus / "train.txt"),
+                "--tokenizer",
+                str(corpus / "tokenizer.model"),
+                "--out",
+                str(out / f"train-{length}"),
+                "--max-tokens",
+                str(length),
+                "--dynamic-masking",
+            ],
+            check=True,
+            cwd=REPO,
+        )
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"{out}: {total / 2**20:.1f} MiB")
 
@@ -145,8 +200,15 @@ def check_inputs(inputs: Path) -> None:
 
 
 # --------------------------------------------------------------------------- train
-def train_arm(inputs: Path, out: Path, length: int, sizes: dict, minutes: float,
-              init: Path | None = None, model_changes: dict | None = None) -> dict:  # fmt: skip
+def train_arm(
+    inputs: Path,
+    out: Path,
+    length: int,
+    sizes: dict,
+    minutes: float,
+    init: Path | None = None,
+    model_changes: dict | None = None,
+) -> dict:
     """Pretrain one arm on `length`-token instances for at most `minutes` (from scratch,
     or continued from the model `init`); returns its steps, minutes and tokens/s."""
     from genobird.training.pretraining import run_pretraining
@@ -156,16 +218,28 @@ def train_arm(inputs: Path, out: Path, length: int, sizes: dict, minutes: float,
     rates = sizes["continued"] if init is not None else sizes
     config = {
         "model": {**model, "max_position": length},
-        "training": dict(learning_rate=rates["learning_rate"], warmup_steps=rates["warmup_steps"],
-                         max_steps=rates["max_steps"], max_minutes=minutes, batch_size=batch,
-                         effective_batch_size=batch, log_every=50, checkpoint_every=10**9,
-                         eval_every=0, num_workers=sizes["workers"], progress=False),
-        "data": {"train": str(inputs / f"train-{length}"), "dynamic_masking": True,
-                 "tokenizer": str(inputs / "tokenizer.model"),
-                 **({"init": str(init)} if init is not None else {})},
+        "training": dict(
+            learning_rate=rates["learning_rate"],
+            warmup_steps=rates["warmup_steps"],
+            max_steps=rates["max_steps"],
+            max_minutes=minutes,
+            batch_size=batch,
+            effective_batch_size=batch,
+            log_every=50,
+            checkpoint_every=10**9,
+            eval_every=0,
+            num_workers=sizes["workers"],
+            progress=False,
+        ),
+        "data": {
+            "train": str(inputs / f"train-{length}"),
+            "dynamic_masking": True,
+            "tokenizer": str(inputs / "tokenizer.model"),
+            **({"init": str(init)} if init is not None else {}),
+        },
         "output": str(out),
         "no_resume": True,
-    }  # fmt: skip
+    }
     started = time.perf_counter()
     summary = run_pretraining(config)
     elapsed = (time.perf_counter() - started) / 60
@@ -173,12 +247,17 @@ def train_arm(inputs: Path, out: Path, length: int, sizes: dict, minutes: float,
     rates = [row["tokens_per_second"] for row in history if "tokens_per_second" in row]
     losses = [(row["step"], row["mlm_loss"]) for row in history if "mlm_loss" in row]
     tokens_per_s = float(np.median(rates[1:] or rates)) if rates else None  # the first: start-up
-    return {"train_length": length, "batch": batch, "steps": summary["steps"],
-            "minutes": elapsed, "tokens_per_s": tokens_per_s, "continued": init is not None,
-            "mfu": utilisation(out / "model", length, tokens_per_s),
-            "mlm_loss_by_step": losses,
-            "last_loss": next((row["loss"] for row in reversed(history) if "loss" in row),
-                              None)}  # fmt: skip
+    return {
+        "train_length": length,
+        "batch": batch,
+        "steps": summary["steps"],
+        "minutes": elapsed,
+        "tokens_per_s": tokens_per_s,
+        "continued": init is not None,
+        "mfu": utilisation(out / "model", length, tokens_per_s),
+        "mlm_loss_by_step": losses,
+        "last_loss": next((row["loss"] for row in reversed(history) if "loss" in row), None),
+    }
 
 
 def utilisation(model_dir: Path, length: int, tokens_per_s: float | None) -> float | None:
@@ -224,8 +303,9 @@ def heldout_pieces(fasta: Path, tokenizer, max_bp: int | None = None) -> list[di
             lengths = tokenizer.piece_lengths[chunk_ids]
             starts += (match.start() + chunk_start + np.cumsum(lengths) - lengths).tolist()
             ids += list(chunk_ids)
-        runs.append({"ids": np.asarray(ids, dtype=np.int64),
-                     "starts": np.asarray(starts, dtype=np.int64)})  # fmt: skip
+        runs.append(
+            {"ids": np.asarray(ids, dtype=np.int64), "starts": np.asarray(starts, dtype=np.int64)}
+        )
     return runs
 
 
@@ -271,8 +351,7 @@ def score_lengths(model, tokenizer, runs, picked, lengths, stretch, score_tokens
             for first in range(0, len(windows), per_batch):
                 rows = range(first, min(first + per_batch, len(windows)))
                 scored = [in_stretch + offsets_in_window[row] for row in rows]
-                batch = masked_batch_at([windows[row] for row in rows], scored, tokenizer,
-                                        padding)  # fmt: skip
+                batch = masked_batch_at([windows[row] for row in rows], scored, tokenizer, padding)
                 with autocast(torch.device(device), dtype):
                     values = masked_bits(model, batch, device)
                 bits[first : first + len(rows), in_stretch] = values.reshape(len(rows), -1)
@@ -291,9 +370,11 @@ def paired(longer: np.ndarray, shorter: np.ndarray, bp: np.ndarray, groups: np.n
     # ratio estimator's standard error over clusters
     residual = sums - mean * bps
     se = math.sqrt(len(ids) / max(len(ids) - 1, 1) * (residual**2).sum()) / bps.sum()
-    return {"saved_bits_per_bp": float(mean),
-            "ci95": [float(mean - 1.96 * se), float(mean + 1.96 * se)],
-            "stretches": len(ids)}  # fmt: skip
+    return {
+        "saved_bits_per_bp": float(mean),
+        "ci95": [float(mean - 1.96 * se), float(mean + 1.96 * se)],
+        "stretches": len(ids),
+    }
 
 
 def score_arms(inputs: Path, arms: dict, out: Path, sizes: dict, device: str) -> dict:
@@ -315,33 +396,53 @@ def score_arms(inputs: Path, arms: dict, out: Path, sizes: dict, device: str) ->
         "bp": bp.astype(np.int16),
         "stretch": group.astype(np.int32),
     }
-    figures = {"pieces": len(piece_ids), "bp": float(bp.sum()),
-               "stretches": len(picked), "arms": {}}  # fmt: skip
+    figures = {
+        "pieces": len(piece_ids),
+        "bp": float(bp.sum()),
+        "stretches": len(picked),
+        "arms": {},
+    }
     for name, model_dir in arms.items():
         started = time.perf_counter()
         model = from_pretrained(model_dir, device, {"max_position": max(lengths)}).eval()
-        bits = score_lengths(model, tokenizer, runs, picked, lengths, stretch,
-                             sizes["score_tokens"], device)  # fmt: skip
-        arm = {"bits_per_bp": {str(k): float(v.sum() / bp.sum()) for k, v in bits.items()},
-               "gain_over_shortest": {str(k): paired(v, bits[lengths[0]], bp, group)
-                                      for k, v in bits.items() if k != lengths[0]},
-               "seconds": time.perf_counter() - started}  # fmt: skip
+        bits = score_lengths(
+            model, tokenizer, runs, picked, lengths, stretch, sizes["score_tokens"], device
+        )
+        arm = {
+            "bits_per_bp": {str(k): float(v.sum() / bp.sum()) for k, v in bits.items()},
+            "gain_over_shortest": {
+                str(k): paired(v, bits[lengths[0]], bp, group)
+                for k, v in bits.items()
+                if k != lengths[0]
+            },
+            "seconds": time.perf_counter() - started,
+        }
         figures["arms"][name] = arm
         arrays.update({f"bits_{name}_{k}": v.astype(np.float32) for k, v in bits.items()})
         del model
     names = list(arms)
     if len(names) == 2:
         figures["long_minus_short_arm"] = {
-            str(k): paired(arrays[f"bits_{names[0]}_{k}"].astype(np.float64),
-                           arrays[f"bits_{names[1]}_{k}"].astype(np.float64), bp, group)
+            str(k): paired(
+                arrays[f"bits_{names[0]}_{k}"].astype(np.float64),
+                arrays[f"bits_{names[1]}_{k}"].astype(np.float64),
+                bp,
+                group,
+            )
             for k in lengths
-        }  # fmt: skip
+        }
     np.savez_compressed(out / "pieces.npz", **arrays)
     return figures
 
 
-def run(inputs: Path, out: Path, dry_run: bool = False, device: str | None = None,
-        work: Path | None = None, sizes: dict | None = None) -> dict:  # fmt: skip
+def run(
+    inputs: Path,
+    out: Path,
+    dry_run: bool = False,
+    device: str | None = None,
+    work: Path | None = None,
+    sizes: dict | None = None,
+) -> dict:
     """Every arm trained (in `work`: models and checkpoints stay out of `out`), then
     "long" and "short" scored; `out` gets long_context.json after each stage, each arm's
     training log and pieces.npz."""
@@ -361,15 +462,20 @@ def run(inputs: Path, out: Path, dry_run: bool = False, device: str | None = Non
     if dry_run or sizes["lengths"] != LENGTHS:  # instances of other lengths
         train_lengths = sorted({int(p.name.split("-")[1]) for p in inputs.glob("train-*")})
         long_arm, short_arm = max(train_lengths), min(train_lengths)
-    result = {"device": device, "sizes": {k: v for k, v in sizes.items() if k != "model"},
-              "model": sizes["model"], "training": {}}  # fmt: skip
+    result = {
+        "device": device,
+        "sizes": {k: v for k, v in sizes.items() if k != "model"},
+        "model": sizes["model"],
+        "training": {},
+    }
     if device == "cuda":
         result["card"] = torch.cuda.get_device_name()
 
     def train(name, length, minutes, init=None, **model_changes):
         arm_out = work / name
-        result["training"][name] = train_arm(inputs, arm_out, length, sizes, minutes, init,
-                                             model_changes)  # fmt: skip
+        result["training"][name] = train_arm(
+            inputs, arm_out, length, sizes, minutes, init, model_changes
+        )
         shutil.copy(arm_out / "metrics.jsonl", out / f"train-{name}.jsonl")
         write_json(out / "long_context.json", result)
         return arm_out / "model"
@@ -394,18 +500,20 @@ def run(inputs: Path, out: Path, dry_run: bool = False, device: str | None = Non
     # PyTorch block-sparse kernel: where one leaves the unigram level and the other does
     # not, the kernel's training is at fault, not long instances.
     for impl in sizes["kernels"]:
-        train(f"scratch-{long_arm}-{impl}", long_arm, sizes["kernel_minutes"],
-              attention_impl=impl)  # fmt: skip
+        train(f"scratch-{long_arm}-{impl}", long_arm, sizes["kernel_minutes"], attention_impl=impl)
     # The study: one model pretrained at the short length, then continued for the same
     # minutes at the long length and at the short one (BigBird itself starts from a
     # model pretrained at 512 tokens).
     start = train(f"start-{short_arm}", short_arm, sizes["minutes"])
-    arms = {"long": train(f"continued-{long_arm}", long_arm, sizes["continued"]["minutes"], start),
-            "short": train(f"continued-{short_arm}", short_arm, sizes["continued"]["minutes"],
-                           start)}  # fmt: skip
+    arms = {
+        "long": train(f"continued-{long_arm}", long_arm, sizes["continued"]["minutes"], start),
+        "short": train(f"continued-{short_arm}", short_arm, sizes["continued"]["minutes"], start),
+    }
     result["scores"] = score_arms(inputs, arms, out, sizes, device)
-    result["scores"]["trained_as"] = {"long": f"continued-{long_arm}",
-                                      "short": f"continued-{short_arm}"}  # fmt: skip
+    result["scores"]["trained_as"] = {
+        "long": f"continued-{long_arm}",
+        "short": f"continued-{short_arm}",
+    }
     write_json(out / "long_context.json", result)
     return result
 
@@ -436,8 +544,14 @@ def copy_mask(text: str, k: int = COPY_K) -> np.ndarray:
     return np.cumsum(covered)[:-1] > 0
 
 
-def markov_piece_bits(heldout: str, starts: np.ndarray, bp: np.ndarray, order: int = 10,
-                      train_fastas=TRAIN_FASTAS, alpha: float = 4.0) -> np.ndarray:  # fmt: skip
+def markov_piece_bits(
+    heldout: str,
+    starts: np.ndarray,
+    bp: np.ndarray,
+    order: int = 10,
+    train_fastas=TRAIN_FASTAS,
+    alpha: float = 4.0,
+) -> np.ndarray:
     """Bits of each piece's bases under the order-`order` Markov model of the training
     chromosomes (both strands counted, add-`alpha` smoothing: `genobird baseline
     markov`'s model and benchmarks/repeats.py's), reading the held-out record left to
@@ -481,8 +595,7 @@ def gain_rows(pairs: dict, bp: np.ndarray, group: np.ndarray, subsets: dict) -> 
     return rows
 
 
-def summarise(folder: Path, heldout_fasta: Path = HELDOUT_FASTA,
-              train_fastas=TRAIN_FASTAS) -> str:  # fmt: skip
+def summarise(folder: Path, heldout_fasta: Path = HELDOUT_FASTA, train_fastas=TRAIN_FASTAS) -> str:
     """long_context.md: every arm's bits per bp at each length beside the Markov model's,
     on all pieces, pieces inside copies and the rest; the gains with intervals."""
     result = json.loads((folder / "long_context.json").read_text())
@@ -492,8 +605,11 @@ def summarise(folder: Path, heldout_fasta: Path = HELDOUT_FASTA,
     group = arrays["stretch"]
     copies = np.concatenate([[0], np.cumsum(copy_mask(text))])
     in_copy = (copies[starts + bp.astype(np.int64)] - copies[starts]) * 2 > bp
-    subsets = {"all pieces": np.ones(len(bp), bool), "in copies": in_copy,
-               "outside copies": ~in_copy}  # fmt: skip
+    subsets = {
+        "all pieces": np.ones(len(bp), bool),
+        "in copies": in_copy,
+        "outside copies": ~in_copy,
+    }
     lengths = result["sizes"]["lengths"]
     training, scores = result["training"], result["scores"]
     trained_as = scores.get("trained_as", {arm: arm for arm in scores["arms"]})
@@ -504,8 +620,11 @@ def summarise(folder: Path, heldout_fasta: Path = HELDOUT_FASTA,
         return f"{how} at {row['train_length']:,}"
 
     names = {arm: label(trained_as[arm]) for arm in scores["arms"]}
-    bits = {f"{names[arm]}, read at {length:,}": arrays[f"bits_{arm}_{length}"].astype(float)
-            for arm in names for length in lengths}  # fmt: skip
+    bits = {
+        f"{names[arm]}, read at {length:,}": arrays[f"bits_{arm}_{length}"].astype(float)
+        for arm in names
+        for length in lengths
+    }
     markov = markov_piece_bits(text, starts, bp.astype(np.int64), train_fastas=train_fastas)
     bits["Markov order 10 (left context)"] = markov
     columns = [f"{name} ({int(keep.sum()):,} pieces)" for name, keep in subsets.items()]
@@ -520,38 +639,60 @@ def summarise(folder: Path, heldout_fasta: Path = HELDOUT_FASTA,
     for arm in names:
         for length in lengths[1:]:
             pairs[f"{names[arm]}: read at {length:,} over {short:,}"] = (
-                scored(arm, length), scored(arm, short))  # fmt: skip
+                scored(arm, length),
+                scored(arm, short),
+            )
     for length in (short, long_):
         pairs[f"{names['long']} over {names['short']}, read at {length:,}"] = (
-            scored("long", length), scored("short", length))  # fmt: skip
+            scored("long", length),
+            scored("short", length),
+        )
     for arm in names:
         pairs[f"{names[arm]} (read at {long_:,}) over Markov order 10"] = (
-            scored(arm, long_), markov)  # fmt: skip
+            scored(arm, long_),
+            markov,
+        )
     card = result.get("card", result["device"])
-    lines = [f"# Long context: two language models on {card}", "",
-             f"Held-out {result['scores']['bp']:,.0f} bp of GRCh37 22:20-21 Mb in "
-             f"{result['scores']['stretches']} stretches of {result['sizes']['stretch']} pieces; "
-             f"in copies: most bases covered by a {COPY_K}-mer found again in the Mb (either "
-             "strand).", ""]  # fmt: skip
+    lines = [
+        f"# Long context: two language models on {card}",
+        "",
+        f"Held-out {result['scores']['bp']:,.0f} bp of GRCh37 22:20-21 Mb in "
+        f"{result['scores']['stretches']} stretches of {result['sizes']['stretch']} pieces; "
+        f"in copies: most bases covered by a {COPY_K}-mer found again in the Mb (either "
+        "strand).",
+        "",
+    ]
     for name, row in training.items():
         losses = row.get("mlm_loss_by_step") or []
         curve = ", ".join(
             f"{loss:.2f} at {step}" for step, loss in losses[:: max(1, len(losses) // 6)]
         )
-        lines.append(f"- {name}: {row['steps']:,} steps of {row['batch']} in "
-                     f"{row['minutes']:.2f} min, {row['tokens_per_s']:,.0f} tokens/s, "
-                     f"last training loss {row['last_loss']:.3f}"
-                     + (f"; MLM loss {curve}" if curve else ""))  # fmt: skip
+        lines.append(
+            f"- {name}: {row['steps']:,} steps of {row['batch']} in "
+            f"{row['minutes']:.2f} min, {row['tokens_per_s']:,.0f} tokens/s, "
+            f"last training loss {row['last_loss']:.3f}" + (f"; MLM loss {curve}" if curve else "")
+        )
     from genobird.training.collapse import context_blind_note
 
     for arm in names:  # a model whose bits do not move with its context reads nothing
-        per_length = {length: float(scored(arm, length).sum() / bp.sum())
-                      for length in lengths}  # fmt: skip
+        per_length = {length: float(scored(arm, length).sum() / bp.sum()) for length in lengths}
         if note := context_blind_note(per_length):
             lines.append(f"- {names[arm]}: {note}")
-    lines += ["", "Bits per bp:", "", header, rule, *split_rows(bits, bp, group, subsets), "",
-              "Bits per bp saved (95% interval over stretches):", "", header, rule,
-              *gain_rows(pairs, bp, group, subsets), ""]  # fmt: skip
+    lines += [
+        "",
+        "Bits per bp:",
+        "",
+        header,
+        rule,
+        *split_rows(bits, bp, group, subsets),
+        "",
+        "Bits per bp saved (95% interval over stretches):",
+        "",
+        header,
+        rule,
+        *gain_rows(pairs, bp, group, subsets),
+        "",
+    ]
     report = "\n".join(lines)
     (folder / "long_context.md").write_text(report)
     return report
@@ -598,8 +739,13 @@ def main(argv=None) -> int:
         default=HELDOUT_FASTA,
         help="the FASTA the run scored (default: %(default)s)",
     )
-    done.add_argument("--train-fastas", type=Path, nargs="+", default=TRAIN_FASTAS,
-                      help="the Markov model's training DNA (default: %(default)s)")  # fmt: skip
+    done.add_argument(
+        "--train-fastas",
+        type=Path,
+        nargs="+",
+        default=TRAIN_FASTAS,
+        help="the Markov model's training DNA (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.out, args.corpus, args.heldout, args.lengths)

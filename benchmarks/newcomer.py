@@ -42,8 +42,9 @@ def genobird(*args, log: Path | None = None) -> None:
         subprocess.run(command, check=True, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT)
 
 
-def motif_task(reference: Path, count: int, width: int, seed: int,
-               motif: str = MOTIF) -> list[tuple[str, int]]:  # fmt: skip
+def motif_task(
+    reference: Path, count: int, width: int, seed: int, motif: str = MOTIF
+) -> list[tuple[str, int]]:
     """(sequence, label) pairs: windows of the reference without N; the positives carry
     `motif` at a random place, the negatives hold it nowhere (on either strand)."""
     from genobird.genome import open_reference, reverse_complement
@@ -69,14 +70,17 @@ def motif_task(reference: Path, count: int, width: int, seed: int,
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=REPO / "results/demo/pretrain/model")
-    parser.add_argument("--reference", type=Path,
-                        default=REPO / "results/demo/reference/genome.fa")  # fmt: skip
+    parser.add_argument("--reference", type=Path, default=REPO / "results/demo/reference/genome.fa")
     parser.add_argument("--out", type=Path, default=REPO / "results/newcomer")
     parser.add_argument("--windows", type=int, default=300)
     parser.add_argument("--window-bp", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--motifs", nargs="+", default=list(MOTIFS),
-                        help="one task per site, planted in its positives")  # fmt: skip
+    parser.add_argument(
+        "--motifs",
+        nargs="+",
+        default=list(MOTIFS),
+        help="one task per site, planted in its positives",
+    )
     args = parser.parse_args(argv)
     met = True
     for motif in args.motifs:
@@ -96,22 +100,35 @@ def newcomer_task(args, motif: str, out: Path) -> bool:
     data = out / "task.h5"
     genobird("-q", "dataset", "classify", "--input", table, "--out", data)
     started = time.perf_counter()
-    genobird("finetune", "classify", "--data", data, "--model", args.model, "--out",
-             out / "default", log=out / "default.log")  # fmt: skip
+    genobird(
+        "finetune",
+        "classify",
+        "--data",
+        data,
+        "--model",
+        args.model,
+        "--out",
+        out / "default",
+        log=out / "default.log",
+    )
     seconds = time.perf_counter() - started
     for kind in ("kmer-lr", "cnn"):
         genobird("-q", "baseline", kind, "--data", data, "--out", out / kind)
     metrics = json.loads((out / "default" / "report" / "metrics.json").read_text())
     training = metrics["training"]
     palindrome = "a palindrome" if reverse_complement(motif) == motif else "not a palindrome"
-    print(f"{motif} ({palindrome}): default {seconds:.0f} s (target {BUDGET_S} s; plan "
-          f"estimated {training['estimated_cost']['likely_minutes'] * 60:.0f} s); strands "
-          f"{metrics['strands'].get('chosen')} "
-          f"{metrics['strands'].get('start_validation_auroc')}")  # fmt: skip
-    print(f"  default: validation AUROC {training['best_validation_auroc']:.4f} (start "
-          f"{training.get('start_validation_auroc')}, best step {training['best_step']} of "
-          f"{training['steps']}); test MCC {metrics['mcc']:.3f} (at {metrics['threshold']:.3g}; "
-          f"{metrics['at_0.5']['mcc']:.3f} at 0.5), AUROC {metrics['auroc']:.3f}")  # fmt: skip
+    print(
+        f"{motif} ({palindrome}): default {seconds:.0f} s (target {BUDGET_S} s; plan "
+        f"estimated {training['estimated_cost']['likely_minutes'] * 60:.0f} s); strands "
+        f"{metrics['strands'].get('chosen')} "
+        f"{metrics['strands'].get('start_validation_auroc')}"
+    )
+    print(
+        f"  default: validation AUROC {training['best_validation_auroc']:.4f} (start "
+        f"{training.get('start_validation_auroc')}, best step {training['best_step']} of "
+        f"{training['steps']}); test MCC {metrics['mcc']:.3f} (at {metrics['threshold']:.3g}; "
+        f"{metrics['at_0.5']['mcc']:.3f} at 0.5), AUROC {metrics['auroc']:.3f}"
+    )
     validation, intervals = {}, {}
     for kind in ("kmer-lr", "cnn"):
         baseline = json.loads((out / kind / "report" / "metrics.json").read_text())
@@ -120,17 +137,21 @@ def newcomer_task(args, motif: str, out: Path) -> bool:
         genobird("-q", "baseline", "compare", out / "default", out / kind, "--out", comparison)
         paired = json.loads(comparison.read_text())
         intervals[kind] = paired["metrics"]["auroc"]
-        print(f"  {kind}: validation AUROC {validation[kind]:.4f}; test MCC "
-              f"{baseline['mcc']:.3f}, AUROC {baseline['auroc']:.3f}; default - {kind}: "
-              f"{paired_text(paired)}")  # fmt: skip
+        print(
+            f"  {kind}: validation AUROC {validation[kind]:.4f}; test MCC "
+            f"{baseline['mcc']:.3f}, AUROC {baseline['auroc']:.3f}; default - {kind}: "
+            f"{paired_text(paired)}"
+        )
     best = max(validation, key=validation.get)
     checks = {
         "validation at least both baselines'": training["best_validation_auroc"]
         >= max(validation.values()) - 1e-6,
-        f"test AUROC within the interval of the better baseline ({best}) or above":
-        intervals[best]["high"] >= 0,
+        f"test AUROC within the interval of the better baseline ({best}) or above": intervals[best][
+            "high"
+        ]
+        >= 0,
         f"within {BUDGET_S} s": seconds <= BUDGET_S,
-    }  # fmt: skip
+    }
     print("  targets: " + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in checks.items()))
     return all(checks.values())
 
@@ -139,8 +160,9 @@ def paired_text(paired: dict) -> str:
     """'MCC +0.012 [-0.050, +0.080], AUROC ...' from `baseline compare`'s JSON."""
     return ", ".join(
         f"{metric.upper()} {row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
-        for metric, row in paired["metrics"].items() if metric in ("mcc", "auroc")
-    )  # fmt: skip
+        for metric, row in paired["metrics"].items()
+        if metric in ("mcc", "auroc")
+    )
 
 
 if __name__ == "__main__":

@@ -18,15 +18,23 @@ import torch
 
 from genobird.model import BigBirdConfig, BigBirdForPretraining
 
-FORMS = {"default (one tensor at a time)": {"foreach": False}, "foreach": {"foreach": True},
-         "fused (the trainer's)": {"fused": True}}  # fmt: skip
+FORMS = {
+    "default (one tensor at a time)": {"foreach": False},
+    "foreach": {"foreach": True},
+    "fused (the trainer's)": {"fused": True},
+}
 
 
 def model_parameters(args) -> list[torch.Tensor]:
     torch.manual_seed(0)
-    config = BigBirdConfig(vocab_size=args.vocab, hidden_size=args.hidden,
-                           num_layers=args.layers, num_heads=max(1, args.hidden // 32),
-                           intermediate_size=4 * args.hidden, max_position=1024)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        num_layers=args.layers,
+        num_heads=max(1, args.hidden // 32),
+        intermediate_size=4 * args.hidden,
+        max_position=1024,
+    )
     return [p.detach().clone() for p in BigBirdForPretraining(config).parameters()]
 
 
@@ -53,11 +61,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     start = model_parameters(args)
     generator = torch.Generator().manual_seed(1)
-    gradients = [[torch.randn(p.shape, generator=generator) for p in start]
-                 for _ in range(args.steps)]  # fmt: skip
+    gradients = [
+        [torch.randn(p.shape, generator=generator) for p in start] for _ in range(args.steps)
+    ]
     count = sum(p.numel() for p in start)
-    print(f"{count:,} parameters, {torch.get_num_threads()} threads, median of "
-          f"{args.steps} steps")  # fmt: skip
+    print(f"{count:,} parameters, {torch.get_num_threads()} threads, median of {args.steps} steps")
     results = {name: run(form, start, gradients) for name, form in FORMS.items()}
     default_seconds, default_weights = next(iter(results.values()))
     for name, (seconds, weights) in results.items():
@@ -65,8 +73,10 @@ def main(argv=None) -> int:
             float((a - b).detach().abs().max())
             for a, b in zip(weights, default_weights, strict=True)
         )
-        print(f"  {name:32s} {seconds * 1e3:8.2f} ms/step  {default_seconds / seconds:5.1f}x  "
-              f"max |weight - default's| {apart:.1e}")  # fmt: skip
+        print(
+            f"  {name:32s} {seconds * 1e3:8.2f} ms/step  {default_seconds / seconds:5.1f}x  "
+            f"max |weight - default's| {apart:.1e}"
+        )
     return 0
 
 

@@ -158,8 +158,9 @@ def piece_bits_by_case(train_runs, heldout_runs, tokenizer) -> dict[str, dict[st
     }
 
 
-def model_bits_by_case(model_dir: Path, heldout_runs, tokenizer,
-                       batch_size: int = 8) -> dict[str, float]:  # fmt: skip
+def model_bits_by_case(
+    model_dir: Path, heldout_runs, tokenizer, batch_size: int = 8
+) -> dict[str, float]:
     """Bits per bp of a pretrained model's masked-piece predictions, all pieces scored;
     `heldout_runs` were cut into pieces by `tokenizer`, the model's (require_vocabulary)."""
     from genobird.model.io import from_pretrained
@@ -169,10 +170,14 @@ def model_bits_by_case(model_dir: Path, heldout_runs, tokenizer,
     device = distributed.default_device()  # a GPU where there is one
     model = from_pretrained(model_dir, device).eval()
     width = model.config.max_position - 2  # [CLS] window [SEP]
-    windows = [(ids[i : i + width], repeat[i : i + width])
-               for ids, repeat in heldout_runs for i in range(0, len(ids), width)]  # fmt: skip
-    bits = piece_bits(model, tokenizer, [list(ids) for ids, _ in windows], MASK_EVERY,
-                      batch_size, device)  # fmt: skip
+    windows = [
+        (ids[i : i + width], repeat[i : i + width])
+        for ids, repeat in heldout_runs
+        for i in range(0, len(ids), width)
+    ]
+    bits = piece_bits(
+        model, tokenizer, [list(ids) for ids, _ in windows], MASK_EVERY, batch_size, device
+    )
     pieces = np.concatenate([np.asarray(ids) for ids, _ in windows])
     repeat = np.concatenate([np.asarray(flags) for _, flags in windows])
     return split_mean(np.concatenate(bits), tokenizer.piece_lengths[pieces].astype(float), repeat)
@@ -220,21 +225,26 @@ def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--config", type=Path, default=REPO / "pipelines" / "demo.yaml",
+        "--config",
+        type=Path,
+        default=REPO / "pipelines" / "demo.yaml",
         help="pipeline config giving the defaults of the options below",
-    )  # fmt: skip
+    )
     parser.add_argument("--reference", type=Path, help="soft-masked FASTA (indexed by pyfaidx)")
     parser.add_argument("--tokenizer", type=Path)
     parser.add_argument("--train", nargs="+", help="training chromosomes")
     parser.add_argument("--heldout", nargs="+", help="held-out chromosomes")
     parser.add_argument(
-        "--model", type=Path,
+        "--model",
+        type=Path,
         help="a pretrained genobird model directory with the same tokenizer "
         "(default: the pipeline's, if it exists)",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
-    options = {**defaults_from(args.config),
-               **{k: v for k, v in vars(args).items() if v is not None}}  # fmt: skip
+    options = {
+        **defaults_from(args.config),
+        **{k: v for k, v in vars(args).items() if v is not None},
+    }
     for key in ("reference", "tokenizer"):
         if not Path(options[key]).is_file():
             raise SystemExit(f"{options[key]} is missing: run the pipeline first (make demo)")
@@ -249,16 +259,21 @@ def main() -> None:
     markov = markov_bits_by_case(train, heldout)
     share = markov[0]["repeat_share"]
     print(f"held-out {', '.join(options['heldout'])}: {share:.1%} of bases in repeat copies")
-    print_table("Bits per bp, Markov models of the bases (both strands, add-4)",
-                {f"order {k}": row for k, row in markov.items()})  # fmt: skip
+    print_table(
+        "Bits per bp, Markov models of the bases (both strands, add-4)",
+        {f"order {k}": row for k, row in markov.items()},
+    )
 
     train_runs = [run for s in train for run in tokenised_runs(s, tokenizer)]
     heldout_runs = [run for s in heldout for run in tokenised_runs(s, tokenizer)]
     pieces = piece_bits_by_case(train_runs, heldout_runs, tokenizer)
     if model is not None:
         pieces[f"genobird {model}"] = model_bits_by_case(model, heldout_runs, tokenizer)
-    print_table(f"Bits per bp, count models of the {tokenizer.vocab_size} pieces "
-                "(pieces with a neighbour on each side)", pieces)  # fmt: skip
+    print_table(
+        f"Bits per bp, count models of the {tokenizer.vocab_size} pieces "
+        "(pieces with a neighbour on each side)",
+        pieces,
+    )
 
 
 if __name__ == "__main__":

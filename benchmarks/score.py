@@ -46,8 +46,9 @@ SHAPES = {
 }
 
 
-def make_model_dir(folder: Path, shape: str, tokenizer, window_bp: int, max_tokens: int,
-                   **task_changes) -> Path:  # fmt: skip
+def make_model_dir(
+    folder: Path, shape: str, tokenizer, window_bp: int, max_tokens: int, **task_changes
+) -> Path:
     config = BigBirdConfig(
         vocab_size=tokenizer.vocab_size, max_position=max_tokens, **SHAPES[shape]
     )
@@ -78,12 +79,17 @@ def random_bed(path: Path, lengths: dict[str, int], count: int, seed: int = 0) -
     return path
 
 
-def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args,
-                       workers: int | None = None) -> float:  # fmt: skip
+def regions_per_second(
+    model_dir: Path, bed: Path, fasta: Path, batch_size: int, args, workers: int | None = None
+) -> float:
     predictor = load_predictor(
-        model_dir, device=args.device, batch_size=batch_size, rc_average=False,
-        precision=args.precision, num_workers=workers,
-    )  # fmt: skip
+        model_dir,
+        device=args.device,
+        batch_size=batch_size,
+        rc_average=False,
+        precision=args.precision,
+        num_workers=workers,
+    )
     if args.device.startswith("cuda"):  # compile the attention kernel outside the timing
         predictor.score_bed(bed, fasta)
         torch.cuda.synchronize()
@@ -92,8 +98,9 @@ def regions_per_second(model_dir: Path, bed: Path, fasta: Path, batch_size: int,
     return len(table) / (time.perf_counter() - started)
 
 
-def scoring_parts(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args,
-                  workers: int) -> dict:  # fmt: skip
+def scoring_parts(
+    model_dir: Path, bed: Path, fasta: Path, batch_size: int, args, workers: int
+) -> dict:
     """Regions/s of each half of scoring alone, to show which one bounds it: the inputs
     (fetched, tokenised and batched by `workers` DataLoader workers, no model) and the
     model (the same batches, already on the device, run back to back)."""
@@ -103,19 +110,27 @@ def scoring_parts(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args
     from genobird.model.precision import autocast
     from genobird.scoring.windows import WindowInputs, collate_views
 
-    predictor = load_predictor(model_dir, device=args.device, batch_size=batch_size,
-                               rc_average=False, precision=args.precision)  # fmt: skip
+    predictor = load_predictor(
+        model_dir,
+        device=args.device,
+        batch_size=batch_size,
+        rc_average=False,
+        precision=args.precision,
+    )
     reference = Reference(fasta)
     windows = []
     for interval in read_bed(bed, contigs=reference.lengths):
         window = centered_window(interval, predictor.input_length_bp)
         windows.append(Interval(window.chrom, window.start, window.end, strand="+"))
-    collate = functools.partial(collate_views, pad_id=predictor.tokenizer.pad_id,
-                                **model_padding(predictor.model))  # fmt: skip
+    collate = functools.partial(
+        collate_views, pad_id=predictor.tokenizer.pad_id, **model_padding(predictor.model)
+    )
     loader = torch.utils.data.DataLoader(
-        WindowInputs(windows, reference, predictor._views()), batch_size=batch_size,
-        collate_fn=collate, num_workers=workers,
-    )  # fmt: skip
+        WindowInputs(windows, reference, predictor._views()),
+        batch_size=batch_size,
+        collate_fn=collate,
+        num_workers=workers,
+    )
     started = time.perf_counter()
     batches = [views[0] for views, *_ in loader]
     inputs_rate = len(windows) / (time.perf_counter() - started)
@@ -135,13 +150,17 @@ def scoring_parts(model_dir: Path, bed: Path, fasta: Path, batch_size: int, args
 
 def segmentation_rates(work: Path, tokenizer, cuts: list[int], args, rounds: int = 3) -> dict:
     """Regions/s of the tiny shape on random 101 bp windows, both strands, for each K."""
-    model_dir = make_model_dir(work / "segmentations", "tiny", tokenizer, 101, 64,
-                               rc_average=True, bpe_dropout=0.1)  # fmt: skip
+    model_dir = make_model_dir(
+        work / "segmentations", "tiny", tokenizer, 101, 64, rc_average=True, bpe_dropout=0.1
+    )
     rng = np.random.default_rng(0)
     windows = ["".join(rng.choice(list("ACGT"), 101)) for _ in range(args.regions)]
-    predictors = {k: load_predictor(model_dir, device=args.device, batch_size=64,
-                                    segmentations=k, precision=args.precision)
-                  for k in cuts}  # fmt: skip
+    predictors = {
+        k: load_predictor(
+            model_dir, device=args.device, batch_size=64, segmentations=k, precision=args.precision
+        )
+        for k in cuts
+    }
     times: dict[int, list[float]] = {k: [] for k in cuts}
     for _ in range(rounds):
         for k, predictor in predictors.items():
@@ -153,13 +172,14 @@ def segmentation_rates(work: Path, tokenizer, cuts: list[int], args, rounds: int
 
 def peak_memory_mib(model_dir: Path, bed: Path, fasta: Path, out: Path) -> float:
     command = [
-        sys.executable, "-c",
+        sys.executable,
+        "-c",
         "import resource, sys; from genobird.cli import main; "
         f"code = main(['-q', 'score', '--model', {str(model_dir)!r}, '--bed', {str(bed)!r}, "
         f"'--reference', {str(fasta)!r}, '--out', {str(out)!r}, "
         "'--batch-size', '256', '--no-rc-average']); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)",
-    ]  # fmt: skip
+    ]
     done = subprocess.run(
         command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
     )
@@ -172,14 +192,24 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--regions", type=int, default=64, help="regions timed per model")
     parser.add_argument("--shapes", nargs="*", default=["tiny", "base"], choices=["tiny", "base"])
-    parser.add_argument("--segmentations", type=int, nargs="*", default=[],
-                        help="cuts per strand to time on 101 bp windows, e.g. 0 4 16")  # fmt: skip
+    parser.add_argument(
+        "--segmentations",
+        type=int,
+        nargs="*",
+        default=[],
+        help="cuts per strand to time on 101 bp windows, e.g. 0 4 16",
+    )
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--precision", default="auto", help="auto: bf16 on CUDA, fp32 on CPU")
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--workers", type=int, nargs="+", default=[0],
-                        help="DataLoader workers fetching and tokenising (each timed)")  # fmt: skip
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="DataLoader workers fetching and tokenising (each timed)",
+    )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="genobird-score-"))
     generate_demo_reference(work / "genome", DemoSpec(seed=0, size_mb=4.2))
@@ -199,23 +229,29 @@ def main(argv=None) -> int:
         model_dir = make_model_dir(work, shape, tokenizer, 8000, 1792)
         for workers in args.workers:
             rate = regions_per_second(model_dir, bed, fasta, args.batch_size, args, workers)
-            print(f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch "
-                  f"{args.batch_size}, one strand, {workers} workers)")  # fmt: skip
+            print(
+                f"{shape}: {rate:.2f} regions/s ({args.regions} regions, batch "
+                f"{args.batch_size}, one strand, {workers} workers)"
+            )
     if args.segmentations:
         rates = segmentation_rates(work, tokenizer, args.segmentations, args)
         plain = rates.get(0)
         for k, rate in rates.items():
             ratio = f", {plain / rate:.1f}x the time of K = 0" if plain else ""
-            print(f"segmentations {k}: {rate:.1f} regions/s (tiny, 101 bp, both strands, "
-                  f"{args.regions} regions){ratio}")  # fmt: skip
+            print(
+                f"segmentations {k}: {rate:.1f} regions/s (tiny, 101 bp, both strands, "
+                f"{args.regions} regions){ratio}"
+            )
     if not args.skip_memory:
         micro = make_model_dir(work, "micro", tokenizer, 200, 64)
         for count in (250_000, 1_000_000):
             big = random_bed(work / f"{count}.bed", lengths, count, seed=1)
             started = time.perf_counter()
             peak = peak_memory_mib(micro, big, fasta, work / f"{count}.tsv")
-            print(f"score {count:,} BED lines (micro model, 200 bp): peak RSS {peak:.0f} MiB, "
-                  f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+            print(
+                f"score {count:,} BED lines (micro model, 200 bp): peak RSS {peak:.0f} MiB, "
+                f"{time.perf_counter() - started:.0f} s"
+            )
     return 0
 
 

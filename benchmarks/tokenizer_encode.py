@@ -69,8 +69,11 @@ def main(argv=None) -> int:
     if args.dropout is not None:
         windows = [sentence[: args.window] for sentence in sentences]
         return time_dropout(processor, windows, args.dropout)
-    encoders = {f"sentencepiece {spm.__version__}":
-                lambda batch, threads: processor.encode(batch, num_threads=threads)}  # fmt: skip
+    encoders = {
+        f"sentencepiece {spm.__version__}": lambda batch, threads: processor.encode(
+            batch, num_threads=threads
+        )
+    }
     fast = genobird_encoder(processor)
     if fast is not None:
         encoders["genobird _bpe"] = fast.encode
@@ -78,8 +81,10 @@ def main(argv=None) -> int:
     for name, encode in encoders.items():
         for threads in (1, cores):
             rate, tokens = best_rate(encode, sentences, threads)
-            print(f"{name}, {len(sentences)} sentences, {threads} thread(s): "
-                  f"{rate:.2f} Mbp/s ({tokens} tokens)")  # fmt: skip
+            print(
+                f"{name}, {len(sentences)} sentences, {threads} thread(s): "
+                f"{rate:.2f} Mbp/s ({tokens} tokens)"
+            )
     return 0
 
 
@@ -104,8 +109,11 @@ def time_dropout(processor, windows: list[str], dropout: float) -> int:
             window, dropout, seed, by_position
         )
 
-    samplers = {"sentencepiece's sampler": sentencepiece, "genobird, Python loop":
-                genobird(python), "genobird, C loop": genobird(fast)}  # fmt: skip
+    samplers = {
+        "sentencepiece's sampler": sentencepiece,
+        "genobird, Python loop": genobird(python),
+        "genobird, C loop": genobird(fast),
+    }
     bp = sum(map(len, windows))
     print(f"{len(windows)} windows, {bp / len(windows):.0f} bp each on average, dropout {dropout}")
     for by_position in (False, True):

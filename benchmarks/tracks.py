@@ -60,12 +60,21 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="genobird-tracks-"))
     predictor = load_predictor(args.model, device=args.device)
     started = time.perf_counter()
-    files = write_tracks(predictor, [args.region], args.reference, work / "scored",
-                         step_bp=args.step_bp, progress=True)  # fmt: skip
+    files = write_tracks(
+        predictor,
+        [args.region],
+        args.reference,
+        work / "scored",
+        step_bp=args.step_bp,
+        progress=True,
+    )
     scoring_s = time.perf_counter() - started
-    tables = {feature: pd.read_csv(path, sep="\t", skiprows=1, header=None,
-                                   names=["chrom", "start", "end", "value"])
-              for feature, path in files.items()}  # fmt: skip
+    tables = {
+        feature: pd.read_csv(
+            path, sep="\t", skiprows=1, header=None, names=["chrom", "start", "end", "value"]
+        )
+        for feature, path in files.items()
+    }
     lengths = open_reference(args.reference).lengths
     first = next(iter(tables.values()))
     bins = bins_of(first[["chrom", "start", "end"]].itertuples(index=False))
@@ -77,8 +86,11 @@ def main() -> None:
         started = time.perf_counter()
         for index, (feature, table) in enumerate(tables.items()):
             path = folder / f"{index}.{'bw' if fmt == 'bigwig' else 'bedGraph'}"
-            track = (BigWigTrack(path, lengths) if fmt == "bigwig"
-                     else BedGraphTrack(path, feature, feature))  # fmt: skip
+            track = (
+                BigWigTrack(path, lengths)
+                if fmt == "bigwig"
+                else BedGraphTrack(path, feature, feature)
+            )
             track.add(bins, table["value"].to_numpy())
             track.close()
         seconds[fmt] = time.perf_counter() - started
@@ -88,15 +100,22 @@ def main() -> None:
     chrom, start, end = bins[0].chrom, bins[0].start, bins[-1].end
     started = time.perf_counter()
     with pyBigWig.open(str(work / "bigwig" / "0.bw")) as track:
-        from_zooms = np.array(track.stats(chrom, start, end, type="mean", nBins=SUMMARY_BINS),
-                              dtype=float)  # fmt: skip
+        from_zooms = np.array(
+            track.stats(chrom, start, end, type="mean", nBins=SUMMARY_BINS), dtype=float
+        )
     zoom_s = time.perf_counter() - started
     started = time.perf_counter()
-    table = pd.read_csv(work / "bedgraph" / "0.bedGraph", sep="\t", skiprows=1, header=None,
-                        names=["chrom", "start", "end", "value"])  # fmt: skip
+    table = pd.read_csv(
+        work / "bedgraph" / "0.bedGraph",
+        sep="\t",
+        skiprows=1,
+        header=None,
+        names=["chrom", "start", "end", "value"],
+    )
     edges = np.linspace(start, end, SUMMARY_BINS + 1)
-    which = np.clip(np.searchsorted(edges, table["start"].to_numpy(), side="right") - 1, 0,
-                    SUMMARY_BINS - 1)  # fmt: skip
+    which = np.clip(
+        np.searchsorted(edges, table["start"].to_numpy(), side="right") - 1, 0, SUMMARY_BINS - 1
+    )
     sums = np.bincount(which, weights=table["value"].to_numpy(), minlength=SUMMARY_BINS)
     parsed_s = time.perf_counter() - started
     covered = np.bincount(which, minlength=SUMMARY_BINS) > 0
@@ -108,29 +127,40 @@ def main() -> None:
         indexed = [len(track.intervals(chrom, int(a), int(a) + 10_000) or ()) for a in views]
     indexed_s = time.perf_counter() - started
     started = time.perf_counter()
-    table = pd.read_csv(work / "bedgraph" / "0.bedGraph", sep="\t", skiprows=1, header=None,
-                        names=["chrom", "start", "end", "value"])  # fmt: skip
+    table = pd.read_csv(
+        work / "bedgraph" / "0.bedGraph",
+        sep="\t",
+        skiprows=1,
+        header=None,
+        names=["chrom", "start", "end", "value"],
+    )
     starts = table["start"].to_numpy()
     selected = [int(((starts >= a) & (starts < a + 10_000)).sum()) for a in views]
     selected_s = time.perf_counter() - started
     result = {
-        "region": args.region, "step_bp": args.step_bp, "bins": len(bins),
-        "features": len(tables), "scoring_and_bedgraph_s": round(scoring_s, 1),
+        "region": args.region,
+        "step_bp": args.step_bp,
+        "bins": len(bins),
+        "features": len(tables),
+        "scoring_and_bedgraph_s": round(scoring_s, 1),
         "write_s": {fmt: round(value, 2) for fmt, value in seconds.items()},
         "mib": {fmt: round(value / 2**20, 2) for fmt, value in sizes.items()},
         "bigwig_over_bedgraph_size": round(sizes["bigwig"] / sizes["bedgraph"], 3),
-        "zoomed_out_view_s": {"bigwig_zooms": round(zoom_s, 4),
-                              "bedgraph_parsed": round(parsed_s, 4)},
+        "zoomed_out_view_s": {
+            "bigwig_zooms": round(zoom_s, 4),
+            "bedgraph_parsed": round(parsed_s, 4),
+        },
         "bedgraph_over_bigwig_view_time": round(parsed_s / zoom_s, 2),
-        "zoomed_in_views_s": {"bigwig_index": round(indexed_s, 4),
-                              "bedgraph_parsed": round(selected_s, 4)},
+        "zoomed_in_views_s": {
+            "bigwig_index": round(indexed_s, 4),
+            "bedgraph_parsed": round(selected_s, 4),
+        },
         "bedgraph_over_bigwig_zoomed_in": round(selected_s / indexed_s, 2),
-        "bins_per_view": {"bigwig": int(np.median(indexed)),
-                          "bedgraph": int(np.median(selected))},
+        "bins_per_view": {"bigwig": int(np.median(indexed)), "bedgraph": int(np.median(selected))},
         "view_bins_with_values": int(covered.sum()),
         "nan_bins_in_bigwig_view": int(np.isnan(from_zooms).sum()),
         "bigwig_levels": pyBigWig.open(str(work / "bigwig" / "0.bw")).header()["nLevels"],
-    }  # fmt: skip
+    }
     assert np.isfinite(sums).all()
     print(json.dumps(result, indent=1))
 

@@ -78,11 +78,15 @@ def batch(config: BigBirdConfig, size: int, length: int, device):
 
 def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absolute") -> dict:
     config = BigBirdConfig(
-        vocab_size=VOCAB_SIZE, max_position=args.length, **CONFIGS[name],
-        gradient_checkpointing=args.checkpointing, attention_impl=args.impl,
-        attention_dropout=args.attention_dropout, base_conv_channels=base_conv,
+        vocab_size=VOCAB_SIZE,
+        max_position=args.length,
+        **CONFIGS[name],
+        gradient_checkpointing=args.checkpointing,
+        attention_impl=args.impl,
+        attention_dropout=args.attention_dropout,
+        base_conv_channels=base_conv,
         position_encoding=position_encoding,
-    )  # fmt: skip
+    )
     model = BigBirdForPretraining(config)
     if base_conv:
         model.encoder.embeddings.set_vocabulary(dna_pieces(VOCAB_SIZE))
@@ -105,15 +109,17 @@ def measure(name: str, args, base_conv: int = 0, position_encoding: str = "absol
         model = torch.compile(model, backend=args.compile, dynamic=False)
     graphed = getattr(args, "cuda_graph", False) and args.device == "cuda"
     # A step replayed from a CUDA graph needs an optimiser whose step count stays on the GPU.
-    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=graphed,
-                                  fused=args.device == "cuda")  # as the trainer  # fmt: skip
+    optimiser = torch.optim.AdamW(
+        model.parameters(), lr=1e-4, capturable=graphed, fused=args.device == "cuda"
+    )  # as the trainer
     inputs = batch(config, args.batch_size, args.length, args.device)
     dtype = torch.bfloat16 if args.device == "cuda" else None
 
     def step() -> None:
         # No autocast weight cache: a graph's casts must be recorded, not looked up.
-        with torch.autocast(args.device, dtype=dtype, enabled=dtype is not None,
-                            cache_enabled=not graphed):  # fmt: skip
+        with torch.autocast(
+            args.device, dtype=dtype, enabled=dtype is not None, cache_enabled=not graphed
+        ):
             loss = model(**inputs).loss
         loss.backward()
         optimiser.step()
@@ -220,17 +226,32 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--attention-dropout", type=float, default=0.1, help="0 lets CUDA use FlexAttention"
     )
-    parser.add_argument("--base-conv", type=int, default=0, metavar="K",
-                        help="also run each config with a K-filter base convolution")  # fmt: skip
-    parser.add_argument("--rotary", action="store_true",
-                        help="also run each config with rotary positions")  # fmt: skip
-    parser.add_argument("--compile", nargs="?", const="inductor", metavar="BACKEND",
-                        help="the model through torch.compile (default: inductor; "
-                             "'layers': each encoder layer, attention left eager)")  # fmt: skip
-    parser.add_argument("--cuda-graph", action="store_true",
-                        help="replay each step from one captured CUDA graph")  # fmt: skip
-    parser.add_argument("--profile", action="store_true",
-                        help="also print where a step's time goes (torch.profiler)")  # fmt: skip
+    parser.add_argument(
+        "--base-conv",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also run each config with a K-filter base convolution",
+    )
+    parser.add_argument(
+        "--rotary", action="store_true", help="also run each config with rotary positions"
+    )
+    parser.add_argument(
+        "--compile",
+        nargs="?",
+        const="inductor",
+        metavar="BACKEND",
+        help="the model through torch.compile (default: inductor; "
+        "'layers': each encoder layer, attention left eager)",
+    )
+    parser.add_argument(
+        "--cuda-graph", action="store_true", help="replay each step from one captured CUDA graph"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print where a step's time goes (torch.profiler)",
+    )
     parser.add_argument("--peak-tflops", type=float, help="device peak, for MFU (H100 bf16: 989)")
     args = parser.parse_args(argv)
     print(

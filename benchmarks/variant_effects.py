@@ -35,19 +35,29 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 FILES = {
-    "hg19 pieces": (SHARED / "variants" / "clinvar_20160910_hg19_pieces.vcf",
-                    [SHARED / "genome" / name for name in (
-                        "hg19_chr19_0-3119000_softmasked.fa", "hg19_chr20_0-2Mb.fa",
-                        "hg19_chr22_0-21Mb.fa.gz")]),
-    "GRCh38 chr20": (SHARED / "variants" / "clinvar_20160910_grch38_chr20_0-10Mb.vcf",
-                     [SHARED / "genome" / "grch38_chr20_chr21_0-10Mb.fa.gz"]),
-}  # fmt: skip
+    "hg19 pieces": (
+        SHARED / "variants" / "clinvar_20160910_hg19_pieces.vcf",
+        [
+            SHARED / "genome" / name
+            for name in (
+                "hg19_chr19_0-3119000_softmasked.fa",
+                "hg19_chr20_0-2Mb.fa",
+                "hg19_chr22_0-21Mb.fa.gz",
+            )
+        ],
+    ),
+    "GRCh38 chr20": (
+        SHARED / "variants" / "clinvar_20160910_grch38_chr20_0-10Mb.vcf",
+        [SHARED / "genome" / "grch38_chr20_chr21_0-10Mb.fa.gz"],
+    ),
+}
 RESAMPLES = 2000
 
 
 def genobird(*args) -> None:
-    subprocess.run([sys.executable, "-m", "genobird.cli", "-q", *map(str, args)], check=True,
-                   cwd=REPO)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "genobird.cli", "-q", *map(str, args)], check=True, cwd=REPO
+    )
 
 
 def vcf_labels(path: Path) -> pd.DataFrame:
@@ -98,8 +108,10 @@ def bootstrap(table: pd.DataFrame, metric, seed: int = 0) -> dict:
         rows = rng.integers(0, len(table), len(table))
         if labels[rows].min() == labels[rows].max():
             continue
-        a, b = metric(labels[rows], ours[rows], genes[rows]), metric(labels[rows], theirs[rows],
-                                                                  genes[rows])  # fmt: skip
+        a, b = (
+            metric(labels[rows], ours[rows], genes[rows]),
+            metric(labels[rows], theirs[rows], genes[rows]),
+        )
         if np.isnan(a) or np.isnan(b):
             continue
         draws["genobird"].append(a)
@@ -107,17 +119,20 @@ def bootstrap(table: pd.DataFrame, metric, seed: int = 0) -> dict:
         draws["difference"].append(a - b)
     point = {"genobird": metric(labels, ours, genes), "markov": metric(labels, theirs, genes)}
     point["difference"] = point["genobird"] - point["markov"]
-    return {name: (point[name], *np.percentile(values, [2.5, 97.5]))
-            for name, values in draws.items()}  # fmt: skip
+    return {
+        name: (point[name], *np.percentile(values, [2.5, 97.5])) for name, values in draws.items()
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=REPO / "results/human-mini/pretrain/model")
-    parser.add_argument("--train", type=Path, nargs="+",
-                        default=[REPO / "results/human-mini/corpus/train.txt"])  # fmt: skip
-    parser.add_argument("--heldout", type=Path, nargs="+",
-                        default=[REPO / "results/human-mini/corpus/heldout.txt"])  # fmt: skip
+    parser.add_argument(
+        "--train", type=Path, nargs="+", default=[REPO / "results/human-mini/corpus/train.txt"]
+    )
+    parser.add_argument(
+        "--heldout", type=Path, nargs="+", default=[REPO / "results/human-mini/corpus/heldout.txt"]
+    )
     parser.add_argument("--out", type=Path, default=REPO / "results/variant-effects")
     parser.add_argument("--window-bp", type=int, default=1000)
     args = parser.parse_args(argv)
@@ -127,12 +142,36 @@ def main(argv=None) -> int:
         stem = args.out / name.replace(" ", "-")
         ours, theirs = Path(f"{stem}.genobird.tsv"), Path(f"{stem}.markov.tsv")
         if not ours.is_file():
-            genobird("likelihood", "--model", args.model, "--vcf", vcf, "--reference",
-                     *reference, "--window-bp", args.window_bp, "--out", ours)  # fmt: skip
+            genobird(
+                "likelihood",
+                "--model",
+                args.model,
+                "--vcf",
+                vcf,
+                "--reference",
+                *reference,
+                "--window-bp",
+                args.window_bp,
+                "--out",
+                ours,
+            )
         if not theirs.is_file():
-            genobird("baseline", "markov", "--train", *args.train, "--heldout", *args.heldout,
-                     "--vcf", vcf, "--reference", *reference, "--window-bp", args.window_bp,
-                     "--scores", theirs)  # fmt: skip
+            genobird(
+                "baseline",
+                "markov",
+                "--train",
+                *args.train,
+                "--heldout",
+                *args.heldout,
+                "--vcf",
+                vcf,
+                "--reference",
+                *reference,
+                "--window-bp",
+                args.window_bp,
+                "--scores",
+                theirs,
+            )
         table = vcf_labels(vcf)
         for model, path in (("genobird", ours), ("markov", theirs)):
             scores = pd.read_csv(path, sep="\t")[["line", "llr_bits"]]
@@ -140,27 +179,32 @@ def main(argv=None) -> int:
         both = table.groupby("gene")["label"].nunique()
         shared_genes = table[table["gene"].isin(both[both == 2].index)]
         results[name] = {
-            "variants": len(table), "pathogenic": int(table["label"].sum()),
+            "variants": len(table),
+            "pathogenic": int(table["label"].sum()),
             "auroc": bootstrap(table, lambda y, s, g: auroc(y, s)),
             "auprc": bootstrap(table, lambda y, s, g: auprc(y, s)),
             "within_gene_auroc": bootstrap(shared_genes, within_gene_auroc),
             "genes_with_both": int((both == 2).sum()),
             "variants_in_those_genes": len(shared_genes),
-        }  # fmt: skip
+        }
         print_file(name, results[name])
     (args.out / "variant-effects.json").write_text(json.dumps(results, indent=2))
     return 0
 
 
 def print_file(name: str, result: dict) -> None:
-    print(f"{name}: {result['variants']} variants ({result['pathogenic']} pathogenic); within "
-          f"genes: {result['genes_with_both']} genes with both labels, "
-          f"{result['variants_in_those_genes']} variants")  # fmt: skip
+    print(
+        f"{name}: {result['variants']} variants ({result['pathogenic']} pathogenic); within "
+        f"genes: {result['genes_with_both']} genes with both labels, "
+        f"{result['variants_in_those_genes']} variants"
+    )
     for metric in ("auroc", "auprc", "within_gene_auroc"):
         row = result[metric]
-        text = ", ".join(f"{model} {v:.3f} [{lo:.3f}, {hi:.3f}]"
-                         for model, (v, lo, hi) in row.items()
-                         if model != "difference")  # fmt: skip
+        text = ", ".join(
+            f"{model} {v:.3f} [{lo:.3f}, {hi:.3f}]"
+            for model, (v, lo, hi) in row.items()
+            if model != "difference"
+        )
         d, lo, hi = row["difference"]
         print(f"  {metric}: {text}; genobird - Markov {d:+.3f} [{lo:+.3f}, {hi:+.3f}]")
 

@@ -151,8 +151,13 @@ def _task_info(hf: dict, window_bp: int | None, config, source: str) -> dict:
             "it was fine-tuned on (scoring fits every input to it)"
         )
     names = _label_names(hf)
-    return {"task": "classify", "feature_names": names, "categories": [],
-            "window_bp": window_bp, "max_tokens": config.max_position}  # fmt: skip
+    return {
+        "task": "classify",
+        "feature_names": names,
+        "categories": [],
+        "window_bp": window_bp,
+        "max_tokens": config.max_position,
+    }
 
 
 @contextmanager
@@ -194,8 +199,12 @@ def from_hf(hf_dir, out_dir, window_bp: int | None = None) -> dict:
     with _fresh_directory(out_dir) as work:
         save_pretrained(model, work, extra={**extra, "origin": origin})
         tokenizer.save(work)
-    return {"architecture": architecture, "model_class": type(model).__name__,
-            "attention_type": config.attention_type, "fresh_heads": fresh}  # fmt: skip
+    return {
+        "architecture": architecture,
+        "model_class": type(model).__name__,
+        "attention_type": config.attention_type,
+        "fresh_heads": fresh,
+    }
 
 
 # =========================================================================== writing HF
@@ -214,9 +223,12 @@ def _hf_config(model, description: dict, tokenizer: TokenizerBase) -> dict:
             f"LABEL_{i}" for i in range(model.num_labels)
         ]
         inverse = {value: key for key, value in HF_PROBLEMS.items()}
-        config.update(num_labels=model.num_labels, problem_type=inverse[model.problem],
-                      id2label=dict(enumerate(names)),
-                      label2id={name: i for i, name in enumerate(names)})  # fmt: skip
+        config.update(
+            num_labels=model.num_labels,
+            problem_type=inverse[model.problem],
+            id2label=dict(enumerate(names)),
+            label2id={name: i for i, name in enumerate(names)},
+        )
     elif isinstance(model, BigBirdForSequenceClassification):
         raise ConfigError(
             f"pooling {model.pooling!r} has no HuggingFace counterpart (its classifier reads "
@@ -225,8 +237,12 @@ def _hf_config(model, description: dict, tokenizer: TokenizerBase) -> dict:
     else:
         raise ConfigError(f"a {type(model).__name__} has no HuggingFace BigBird counterpart")
     special = tokenizer.special
-    config.update(pad_token_id=special.pad, sep_token_id=special.sep, bos_token_id=special.cls,
-                  eos_token_id=special.sep)  # fmt: skip
+    config.update(
+        pad_token_id=special.pad,
+        sep_token_id=special.sep,
+        bos_token_id=special.cls,
+        eos_token_id=special.sep,
+    )
     return config
 
 
@@ -235,13 +251,16 @@ def hf_card(card: str, model_dir: Path) -> str:
     and how to load it there is said first; the rest (data, recipe, figures, limits) is
     the model's own."""
     body = card.split("---\n", 2)[2] if card.startswith("---\n") else card
-    front = ("---\nlibrary_name: transformers\ntags:\n- genomics\n- dna\n- bigbird\n"
-             "- genobird\n---\n")  # fmt: skip
-    loading = (f"\nConverted from the genobird model directory `{model_dir}` (`genobird convert "
-               "to-hf`): load it with `transformers.BigBirdForSequenceClassification."
-               "from_pretrained(THIS_DIR)` and its tokenizer with `AutoTokenizer`; inputs are "
-               "tokenised as genobird tokenises them (the same pieces, [CLS] "
-               "first).\n")  # fmt: skip
+    front = (
+        "---\nlibrary_name: transformers\ntags:\n- genomics\n- dna\n- bigbird\n- genobird\n---\n"
+    )
+    loading = (
+        f"\nConverted from the genobird model directory `{model_dir}` (`genobird convert "
+        "to-hf`): load it with `transformers.BigBirdForSequenceClassification."
+        "from_pretrained(THIS_DIR)` and its tokenizer with `AutoTokenizer`; inputs are "
+        "tokenised as genobird tokenises them (the same pieces, [CLS] "
+        "first).\n"
+    )
     title, _, rest = body.partition("\n")
     return front + title + "\n" + loading + rest
 
@@ -256,8 +275,9 @@ def to_hf(model_dir, out_dir) -> dict:
     state = state_dict_to_hf(model.state_dict(), model.config.num_layers)
     state = {k: v for k, v in state.items() if k not in (*NOT_WRITTEN, *NSP_TENSORS)}
     with _fresh_directory(out_dir) as work:
-        safetensors.torch.save_file(state, str(work / "model.safetensors"),
-                                    metadata={"format": "pt"})  # fmt: skip
+        safetensors.torch.save_file(
+            state, str(work / "model.safetensors"), metadata={"format": "pt"}
+        )
         with atomic_write(work / "config.json") as handle:
             json.dump(config, handle, indent=2)
             handle.write("\n")
@@ -265,8 +285,11 @@ def to_hf(model_dir, out_dir) -> dict:
         if (card := model_dir / CARD_FILE).is_file():
             with atomic_write(work / CARD_FILE) as handle:
                 handle.write(hf_card(card.read_text(), model_dir))
-    result = {"architecture": config["architectures"][0],
-              "attention_type": config["attention_type"], "tensors": len(state)}  # fmt: skip
+    result = {
+        "architecture": config["architectures"][0],
+        "attention_type": config["attention_type"],
+        "tensors": len(state),
+    }
     if model.config.attention_type == "itc":
         result["note"] = (
             "genobird's ITC random blocks are not transformers' plan: outputs agree for "

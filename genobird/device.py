@@ -44,12 +44,16 @@ def checked_device(device: str | torch.device, named: str) -> torch.device:
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ConfigError(f"{named} {str(device)!r} is not a device: use auto, cpu, cuda or "
-                          "cuda:N") from None  # fmt: skip
+        raise ConfigError(
+            f"{named} {str(device)!r} is not a device: use auto, cpu, cuda or cuda:N"
+        ) from None
     if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"{named} is {str(device)!r} but this machine has no CUDA GPU: "
-                          "use cpu (or auto)")  # fmt: skip
+        raise ConfigError(
+            f"{named} is {str(device)!r} but this machine has no CUDA GPU: use cpu (or auto)"
+        )
     if parsed.type == "cuda" and (parsed.index or 0) >= (count := torch.cuda.device_count()):
-        raise ConfigError(f"{named} is {str(device)!r} but this machine has {count} CUDA "
-                          f"GPU(s): use cuda:0 to cuda:{count - 1}")  # fmt: skip
+        raise ConfigError(
+            f"{named} is {str(device)!r} but this machine has {count} CUDA "
+            f"GPU(s): use cuda:0 to cuda:{count - 1}"
+        )
     return parsed

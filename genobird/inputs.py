@@ -35,9 +35,11 @@ def mostly_n(window: str) -> bool:
 def mostly_n_reason(share: float, length: int, what: str = "the window") -> str:
     """Why a window of `length` bp, `share` of them N, is not scored, in words a user can
     act on."""
-    return (f"{what} is {share:.0%} N in the {length:,} bp the model reads (more than "
-            f"{MAX_N_FRACTION:.0%}: an assembly gap, or N padding past a contig end or around "
-            "a record shorter than the model's window); nothing is scored there")  # fmt: skip
+    return (
+        f"{what} is {share:.0%} N in the {length:,} bp the model reads (more than "
+        f"{MAX_N_FRACTION:.0%}: an assembly gap, or N padding past a contig end or around "
+        "a record shorter than the model's window); nothing is scored there"
+    )
 
 
 def fit_window(sequence: str, length: int) -> str:
@@ -55,15 +57,18 @@ def scorable_sequences(sequences, what: str = "sequences") -> list[str]:
     refuses refused here too: a bare string (a TypeError: it would be read as one
     sequence per character), an empty sequence, or one without an A/C/G/T base."""
     if isinstance(sequences, (str, bytes)):
-        raise TypeError(f"{what} must be a list of DNA strings, got one string: pass "
-                        f"[sequence] to score a single sequence")  # fmt: skip
+        raise TypeError(
+            f"{what} must be a list of DNA strings, got one string: pass "
+            f"[sequence] to score a single sequence"
+        )
     checked = []
     for index, sequence in enumerate(sequences):
         dna = normalise_dna(sequence, record=f"sequence {index}")
         if not dna.strip("N"):
             what_it_is = "is empty" if not dna else f"is all N ({len(dna)} bp)"
-            raise SequenceError(f"sequence {index} {what_it_is}: it has no A/C/G/T base to "
-                                "score; leave it out")  # fmt: skip
+            raise SequenceError(
+                f"sequence {index} {what_it_is}: it has no A/C/G/T base to score; leave it out"
+            )
         checked.append(dna)
     return checked
 
@@ -89,16 +94,25 @@ def sampled_cut(tokenizer: Tokenizer, sequence: str, dropout: float, cut: int) -
     return tokenizer.encode_sampled(sequence, dropout, seed=cut, by_position=True)
 
 
-def window_views(tokenizer: Tokenizer, window: str, max_tokens: int, both_strands: bool,
-                 cuts: int = 0, dropout: float = 0.0) -> list[np.ndarray]:  # fmt: skip
+def window_views(
+    tokenizer: Tokenizer,
+    window: str,
+    max_tokens: int,
+    both_strands: bool,
+    cuts: int = 0,
+    dropout: float = 0.0,
+) -> list[np.ndarray]:
     """The inputs whose predictions are averaged for one window: each strand asked for,
     in the tokenizer's own segmentation, or (`cuts` > 0) in `cuts` BPE-dropout
     segmentations at `dropout` (`sampled_cut`), strand by strand."""
     strands = [window, reverse_complement(window)] if both_strands else [window]
     if not cuts:
         return [window_ids(tokenizer, strand, max_tokens) for strand in strands]
-    return [framed_ids(tokenizer, sampled_cut(tokenizer, strand, dropout, cut), max_tokens)
-            for strand in strands for cut in range(cuts)]  # fmt: skip
+    return [
+        framed_ids(tokenizer, sampled_cut(tokenizer, strand, dropout, cut), max_tokens)
+        for strand in strands
+        for cut in range(cuts)
+    ]
 
 
 def framed_ids(tokenizer: Tokenizer, ids: list[int], max_tokens: int) -> np.ndarray:
@@ -125,8 +139,9 @@ def padded_length(longest: int, block_size: int, dense_length: int = 0) -> int:
     return -(-longest // step) * step
 
 
-def pad_ids(rows: list[np.ndarray], block_size: int, pad_id: int,
-            dense_length: int = 0) -> torch.Tensor:  # fmt: skip
+def pad_ids(
+    rows: list[np.ndarray], block_size: int, pad_id: int, dense_length: int = 0
+) -> torch.Tensor:
     """long [B, N] of token id rows padded with the tokenizer's [PAD] id to
     `padded_length` of the longest."""
     length = padded_length(max(len(row) for row in rows), block_size, dense_length)
@@ -136,8 +151,7 @@ def pad_ids(rows: list[np.ndarray], block_size: int, pad_id: int,
     return torch.from_numpy(out)
 
 
-def collate_windows(items: list[dict], block_size: int, pad_id: int,
-                    dense_length: int = 0) -> dict:  # fmt: skip
+def collate_windows(items: list[dict], block_size: int, pad_id: int, dense_length: int = 0) -> dict:
     """Stack WindowDataset items into a batch padded to its own longest window
     (`padded_length`), not to `max_tokens`: a 300 bp window costs about 56 positions,
     not 1,024."""
@@ -153,8 +167,10 @@ def collate_windows(items: list[dict], block_size: int, pad_id: int,
 def model_padding(model) -> dict:
     """The `padded_length` arguments that fit `model`: its block size and the length it
     attends densely. The one home of how a model's batches are padded."""
-    return {"block_size": model.config.block_size,
-            "dense_length": model.encoder.dense_input_length()}  # fmt: skip
+    return {
+        "block_size": model.config.block_size,
+        "dense_length": model.encoder.dense_input_length(),
+    }
 
 
 def window_collate(model, pad_id: int):

@@ -63,11 +63,14 @@ class Setting:
         of bounds (None, not given, passes)."""
         if value is None:
             return
-        kind = {bool: "true or false", int: "a whole number", float: "a number",
-                str: "text"}[self.type]  # fmt: skip
+        kind = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}[
+            self.type
+        ]
         numeric = self.type in (int, float) and not isinstance(value, bool)
-        if not (isinstance(value, self.type) or (self.type is float and numeric
-                                                 and isinstance(value, int))):  # fmt: skip
+        if not (
+            isinstance(value, self.type)
+            or (self.type is float and numeric and isinstance(value, int))
+        ):
             raise ConfigError(f"{self.name} must be {kind}, got {value!r}")
         if self.choices and value not in self.choices:
             raise ConfigError(
@@ -79,8 +82,9 @@ class Setting:
             below = self.low is not None and (
                 value <= self.low if self.open_low else value < self.low
             )
-            above = self.high is not None and (value >= self.high if self.open_high
-                                               else value > self.high)  # fmt: skip
+            above = self.high is not None and (
+                value >= self.high if self.open_high else value > self.high
+            )
             if below or above:
                 raise ConfigError(f"{self.name} must be in {self.bounds()}, got {value!r}")
 
@@ -88,7 +92,8 @@ class Setting:
         low = "-inf" if self.low is None else f"{self.low:g}"
         high = "inf" if self.high is None else f"{self.high:g}"
         return f"{'(' if self.open_low or self.low is None else '['}{low}, {high}" + (
-            ")" if self.open_high or self.high is None else "]")  # fmt: skip
+            ")" if self.open_high or self.high is None else "]"
+        )
 
     def default_text(self, tasks: tuple = ()) -> str:
         """How --help says the default: one value, per task kind, or the run's choice."""
@@ -118,8 +123,12 @@ def walk(node: type, prefix: str = "", path: tuple = (), group: str = "") -> Ite
     """Every leaf under `node` (a dataclass type), named, in declaration order."""
     for item in fields(node):
         if SETTING in item.metadata:
-            yield replace(item.metadata[SETTING], name=prefix + item.name,
-                          path=(*path, item.name), group=group or item.name)  # fmt: skip
+            yield replace(
+                item.metadata[SETTING],
+                name=prefix + item.name,
+                path=(*path, item.name),
+                group=group or item.name,
+            )
         elif BRANCH in item.metadata:
             child, more = item.metadata[BRANCH]
             yield from walk(child, prefix + more, (*path, item.name), group or item.name)
@@ -151,8 +160,11 @@ class Tree:
         a task kind's: `resolve` gives those) and of the root's other fields given."""
         settings = settings_of(cls)
         names = {s.name for s in settings}
-        roots = {item.name for item in fields(cls)
-                 if SETTING not in item.metadata and BRANCH not in item.metadata}  # fmt: skip
+        roots = {
+            item.name
+            for item in fields(cls)
+            if SETTING not in item.metadata and BRANCH not in item.metadata
+        }
         if unknown := sorted(set(given) - names - roots):
             raise ConfigError(f"no recipe setting {unknown[0]!r}")
         extra = {name: given.pop(name) for name in roots if name in given}
@@ -178,8 +190,13 @@ def leaf(tree, path: tuple):
     return tree
 
 
-def build(node: type, values: Mapping, settings: tuple[Setting, ...], extra: Mapping | None = None,
-          path: tuple = ()):  # fmt: skip
+def build(
+    node: type,
+    values: Mapping,
+    settings: tuple[Setting, ...],
+    extra: Mapping | None = None,
+    path: tuple = (),
+):
     """A `node` of the leaves in `values` (by setting name; the rest at their defaults)
     and the non-setting fields in `extra` (by field name, at the root)."""
     by_path = {s.path: s.name for s in settings}
@@ -238,8 +255,7 @@ def resolve(given: Mapping, settings: tuple[Setting, ...], task: str | None = No
     their task kind's default; a setting given without the one it needs is refused."""
     known = {s.name: s for s in settings}
     if unknown := sorted(set(given) - set(known)):
-        raise ConfigError(f"no recipe setting {unknown[0]!r}; the settings are: "
-                          f"{', '.join(known)}")  # fmt: skip
+        raise ConfigError(f"no recipe setting {unknown[0]!r}; the settings are: {', '.join(known)}")
     values = {}
     for name, setting_ in known.items():
         if given.get(name) is not None:
@@ -256,12 +272,12 @@ def check_needs(values: Mapping, settings: tuple[Setting, ...]) -> None:
     known = {s.name: s for s in settings}
     for name, setting_ in known.items():
         if setting_.needs and values.get(name) and not values.get(setting_.needs):
-            raise ConfigError(f"{name} needs {setting_.needs}: give "
-                              f"{known[setting_.needs].option} too")  # fmt: skip
+            raise ConfigError(
+                f"{name} needs {setting_.needs}: give {known[setting_.needs].option} too"
+            )
 
 
-def read_config(path: str | Path, settings: tuple[Setting, ...],
-                containers: tuple = ()) -> dict:  # fmt: skip
+def read_config(path: str | Path, settings: tuple[Setting, ...], containers: tuple = ()) -> dict:
     """The settings of a config file (YAML or JSON), by setting name: nested as `nested`
     writes them, flat, or flat under a name in `containers` (an older file's groups).
     Each is checked; an unknown name is a one-line error."""
@@ -294,22 +310,26 @@ def read_config(path: str | Path, settings: tuple[Setting, ...],
                 flat[key] = value
             else:
                 where = f"under {'.'.join(inside)}: " if inside else ""
-                raise ConfigError(f"{path}: {where}no recipe setting {key!r}; the settings "
-                                  f"are: {', '.join(by_name)}")  # fmt: skip
+                raise ConfigError(
+                    f"{path}: {where}no recipe setting {key!r}; the settings "
+                    f"are: {', '.join(by_name)}"
+                )
 
     take(content, ())
     for name, value in flat.items():
         if name not in by_name:
-            raise ConfigError(f"{path}: no recipe setting {name!r}; the settings are: "
-                              f"{', '.join(by_name)}")  # fmt: skip
+            raise ConfigError(
+                f"{path}: no recipe setting {name!r}; the settings are: {', '.join(by_name)}"
+            )
         if by_name[name].type is float and isinstance(value, int) and not isinstance(value, bool):
             flat[name] = float(value)
         by_name[name].check(flat[name])
     return flat
 
 
-def add_options(groups: Mapping, settings: tuple[Setting, ...], tasks: tuple = (),
-                given_only: bool = True) -> None:  # fmt: skip
+def add_options(
+    groups: Mapping, settings: tuple[Setting, ...], tasks: tuple = (), given_only: bool = True
+) -> None:
     """Each setting as an option of its group's argparse group. With `given_only`, every
     option's default is None (not given), so that a run tells the options given from its
     defaults; else the setting's default."""
@@ -319,8 +339,10 @@ def add_options(groups: Mapping, settings: tuple[Setting, ...], tasks: tuple = (
         text, default = setting_.help, setting_.default_text(tasks)
         if default and not setting_.toggle:
             text = f"{text} ({default})"
-        kwargs = {"help": text.replace("%", "%%"),
-                  "default": None if given_only else setting_.default}  # fmt: skip
+        kwargs = {
+            "help": text.replace("%", "%%"),
+            "default": None if given_only else setting_.default,
+        }
         if setting_.toggle:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:

@@ -212,9 +212,14 @@ class InputCopier:
             if all(item is None for item in items):
                 return None
             # lists are replaced whole when configs merge: each item is given in full
-            return [old if new is None else deep_update(copy.deepcopy(old), new)
-                    if isinstance(old, dict) else new
-                    for new, old in zip(items, value, strict=True)]  # fmt: skip
+            return [
+                old
+                if new is None
+                else deep_update(copy.deepcopy(old), new)
+                if isinstance(old, dict)
+                else new
+                for new, old in zip(items, value, strict=True)
+            ]
         if isinstance(value, str) and Path(value).is_file() and not self.in_repository(value):
             return self.copy(value)
         return None

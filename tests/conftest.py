@@ -79,10 +79,18 @@ def tiny_language_model(tokenizer, max_position: int):
     from genobird.model import BigBirdConfig, BigBirdForPretraining
 
     config = BigBirdConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=4,
-        intermediate_size=64, max_position=max_position, block_size=8, num_random_blocks=1,
-        hidden_dropout=0.0, attention_dropout=0.0, pad_token_id=tokenizer.pad_id,
-    )  # fmt: skip
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position=max_position,
+        block_size=8,
+        num_random_blocks=1,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        pad_token_id=tokenizer.pad_id,
+    )
     torch.manual_seed(0)
     return BigBirdForPretraining(config).eval()
 
@@ -108,18 +116,46 @@ def demo_promoter_run(pretraining_data, demo_reference, folder: Path) -> tuple[P
     from genobird.model import BigBirdConfig, BigBirdForPretraining
 
     tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2,
-                           num_heads=4, intermediate_size=64, max_position=256, block_size=16,
-                           base_conv_channels=8, pad_token_id=tokenizer.pad_id)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position=256,
+        block_size=16,
+        base_conv_channels=8,
+        pad_token_id=tokenizer.pad_id,
+    )
     torch.manual_seed(0)
     model = BigBirdForPretraining(config)
     model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
     model_dir = saved_model_dir(model, tokenizer, folder / "model")
     data = folder / "promoter.h5"
-    assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(data),
-                 "--upstream-bp", "300", "--downstream-bp", "200", "--valid-chromosomes",
-                 "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "promoter",
+                "--tss",
+                str(demo_reference / "tss.bed"),
+                "--reference",
+                str(demo_reference / "genome.fa"),
+                "--out",
+                str(data),
+                "--upstream-bp",
+                "300",
+                "--downstream-bp",
+                "200",
+                "--valid-chromosomes",
+                "chr3",
+                "--test-chromosomes",
+                "chrX",
+            ]
+        )
+        == 0
+    )
     return model_dir, data
 
 
@@ -130,16 +166,51 @@ def model_dir(demo_reference, pretraining_data, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("predict")
     data = folder / "c.h5"
-    assert main([
-        "-q", "dataset", "chromatin", "--features", str(demo_reference / "features.tsv"),
-        "--reference", str(demo_reference / "genome.fa"), "--out", str(data), "--context-bp", "400",
-        "--max-bins", "120", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
-    ]) == 0  # fmt: skip
-    assert main([
-        "-q", "finetune", "chromatin", "--data", str(data), "--out", str(folder / "run"),
-        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
-        "--max-tokens", "128", "--max-steps", "10",
-    ]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "chromatin",
+                "--features",
+                str(demo_reference / "features.tsv"),
+                "--reference",
+                str(demo_reference / "genome.fa"),
+                "--out",
+                str(data),
+                "--context-bp",
+                "400",
+                "--max-bins",
+                "120",
+                "--valid-chromosomes",
+                "chr3",
+                "--test-chromosomes",
+                "chrX",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(data),
+                "--out",
+                str(folder / "run"),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-tokens",
+                "128",
+                "--max-steps",
+                "10",
+            ]
+        )
+        == 0
+    )
     return folder / "run" / "model"
 
 
@@ -152,9 +223,11 @@ def predictor(model_dir):
 
 
 def drawn_report(results: Path, out: Path) -> Path:
-    """The report of `results` as `genobird report` writes it: its evaluations run first
-    where their artifacts are missing (no context lengths: quick), then drawn."""
-    from genobird.report import build_report, evaluate_results
+    """The report of `results` as the pipeline writes it: its evaluations run first
+    (`genobird evaluate all`; no context lengths: quick), then drawn."""
+    from genobird.artifacts import pretrained_evaluation_settings
+    from genobird.evaluation.artifacts import evaluate_results
+    from genobird.report import build_report
 
-    evaluate_results(results, context_lengths=())
+    evaluate_results(results, pretrained_evaluation_settings((), 4000, (32, 128, 512, 1024), 300))
     return build_report(results, out)

@@ -35,11 +35,20 @@ def options(parser: argparse.ArgumentParser, path: str = "genobird") -> dict:
             continue
         if isinstance(action, argparse._HelpAction):
             continue
-        rows.append({"options": list(action.option_strings), "dest": action.dest,
-                     "action": type(action).__name__, "type": describe(action.type),
-                     "default": describe(action.default), "choices": describe(action.choices),
-                     "nargs": describe(action.nargs), "const": describe(action.const),
-                     "required": action.required, "metavar": describe(action.metavar)})  # fmt: skip
+        rows.append(
+            {
+                "options": list(action.option_strings),
+                "dest": action.dest,
+                "action": type(action).__name__,
+                "type": describe(action.type),
+                "default": describe(action.default),
+                "choices": describe(action.choices),
+                "nargs": describe(action.nargs),
+                "const": describe(action.const),
+                "required": action.required,
+                "metavar": describe(action.metavar),
+            }
+        )
     # positionals in their order (it is their meaning), options by name (their order is
     # --help's only)
     found[path] = [row for row in rows if not row["options"]] + sorted(

@@ -151,8 +151,9 @@ def test_flex_weighs_repeated_blocks_by_their_counts(lengths):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eager FlexAttention warns that it is unfused
         got = attention(q, k, v, layout, mask, impl="flex")
-    torch.testing.assert_close(got, block_sparse_attention(q, k, v, layout, mask),
-                               rtol=0, atol=1e-6)  # fmt: skip
+    torch.testing.assert_close(
+        got, block_sparse_attention(q, k, v, layout, mask), rtol=0, atol=1e-6
+    )
     oracle = dense_attention(q, k, v, layout.dense_mask(), mask, 0.0, layout.dense_log_counts())
     torch.testing.assert_close(got, oracle, rtol=0, atol=1e-6)
 
@@ -435,8 +436,15 @@ def test_flex_kernel_on_cuda_weighs_repeated_blocks_like_the_oracle():
     q, k, v = (t.cuda().float() for t in qkv(2, 4, 2048, dim=64))
     mask = padding_mask(2, 2048, [2048, 1500]).cuda()
     got = flex_block_sparse_attention(q, k, v, layout, mask)
-    expected = dense_attention(q.double(), k.double(), v.double(), layout.dense_mask(), mask,
-                               0.0, layout.dense_log_counts())  # fmt: skip
+    expected = dense_attention(
+        q.double(),
+        k.double(),
+        v.double(),
+        layout.dense_mask(),
+        mask,
+        0.0,
+        layout.dense_log_counts(),
+    )
     assert (got.double() - expected).abs().max() < 2e-3
 
 
@@ -517,13 +525,23 @@ def test_compiled_flex_forward_at_training_shapes_on_the_cpu_matches_the_oracle(
         q, k, v = qkv(batch, heads, length, dim=dim, seed=layer, dtype=torch.float32)
         block_mask = flex_block_mask(layout, mask, batch, q.device, False)
         try:
-            out = compiled(q, k, v, score_mod=repeat_score_mod(layout, q.device),
-                           block_mask=block_mask, scale=dim**-0.5)  # fmt: skip
+            out = compiled(
+                q,
+                k,
+                v,
+                score_mod=repeat_score_mod(layout, q.device),
+                block_mask=block_mask,
+                scale=dim**-0.5,
+            )
         except torch._dynamo.exc.BackendCompilerFailed as error:  # no C++ compiler here
             pytest.skip(f"torch cannot compile FlexAttention on this CPU: {error}")
         out = out * mask[:, None, :, None]
         for row in range(batch):
-            expected = dense_attention(q[row : row + 1].double(), k[row : row + 1].double(),
-                                       v[row : row + 1].double(), layout.dense_mask(),
-                                       mask[row : row + 1])  # fmt: skip
+            expected = dense_attention(
+                q[row : row + 1].double(),
+                k[row : row + 1].double(),
+                v[row : row + 1].double(),
+                layout.dense_mask(),
+                mask[row : row + 1],
+            )
             torch.testing.assert_close(out[row : row + 1].double(), expected, rtol=0, atol=1e-5)

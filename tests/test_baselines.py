@@ -120,8 +120,16 @@ def test_markov_command_rejects_dna_without_bases_in_one_line(
 ):
     write(tmp_path / "train.fa", train)
     write(tmp_path / "held.fa", heldout)
-    code = main(["baseline", "markov", "--train", str(tmp_path / "train.fa"),
-                 "--heldout", str(tmp_path / "held.fa")])  # fmt: skip
+    code = main(
+        [
+            "baseline",
+            "markov",
+            "--train",
+            str(tmp_path / "train.fa"),
+            "--heldout",
+            str(tmp_path / "held.fa"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert message in err and len(err.strip().splitlines()) == 1
@@ -143,9 +151,21 @@ def test_markov_command_writes_its_report(tmp_path, capsys):
     with gzip.open(tmp_path / "train.fa.gz", "wt") as handle:
         handle.write(f">t\n{train}\n")
     write(tmp_path / "held.fa", f">h\n{heldout}\n")
-    code = main(["-q", "baseline", "markov", "--train", str(tmp_path / "train.fa.gz"),
-                 "--heldout", str(tmp_path / "held.fa"), "--orders", "0-3",
-                 "--out", str(tmp_path / "markov.json")])  # fmt: skip
+    code = main(
+        [
+            "-q",
+            "baseline",
+            "markov",
+            "--train",
+            str(tmp_path / "train.fa.gz"),
+            "--heldout",
+            str(tmp_path / "held.fa"),
+            "--orders",
+            "0-3",
+            "--out",
+            str(tmp_path / "markov.json"),
+        ]
+    )
     assert code == 0
     report = json.loads((tmp_path / "markov.json").read_text())
     assert report["heldout_bp"] == 5_000 and 0 <= report["order"] <= 3
@@ -179,8 +199,7 @@ def test_kmer_matrix_matches_a_python_count():
                 assert matrix[row, offset + index] == expected["".join(kmer)]
 
 
-def _motif_dataset(path, n=600, length=100, seed=0, task="classify", features=1,
-                   spread=None):  # fmt: skip
+def _motif_dataset(path, n=600, length=100, seed=0, task="classify", features=1, spread=None):
     """Random DNA; label 1 where a motif was planted (feature f: its own motif), anywhere
     or (`spread`) within `spread` bp of the centre, as a peak's summit."""
     rng = np.random.default_rng(seed)
@@ -203,15 +222,26 @@ def _motif_dataset(path, n=600, length=100, seed=0, task="classify", features=1,
 
 
 FINETUNE_BINARY_FIELDS = {
-    "task", "split", "f1", "precision", "recall", "mcc", "accuracy", "examples", "positives",
-    "auroc", "auprc", "threshold", "threshold_chosen_by", "at_0.5",
-}  # fmt: skip
+    "task",
+    "split",
+    "f1",
+    "precision",
+    "recall",
+    "mcc",
+    "accuracy",
+    "examples",
+    "positives",
+    "auroc",
+    "auprc",
+    "threshold",
+    "threshold_chosen_by",
+    "at_0.5",
+}
 
 
 def test_kmer_lr_learns_a_planted_motif_and_reports_like_finetune(tmp_path, capsys):
     data = _motif_dataset(tmp_path / "motif.h5")
-    code = main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out",
-                 str(tmp_path / "kmer")])  # fmt: skip
+    code = main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out", str(tmp_path / "kmer")])
     assert code == 0
     report = json.loads((tmp_path / "kmer" / "report" / "metrics.json").read_text())
     assert set(report) >= FINETUNE_BINARY_FIELDS
@@ -284,8 +314,9 @@ def test_cnn_trained_on_cuda_comes_back_on_the_cpu_scoring_as_its_weights_say(tm
     from genobird.baselines import load_baseline_data
     from genobird.baselines.cnn import CNNSpec, encode, predict, train_cnn
 
-    data = load_baseline_data(_motif_dataset(tmp_path / "m.h5", n=400, task="chromatin",
-                                             features=2), 0)  # fmt: skip
+    data = load_baseline_data(
+        _motif_dataset(tmp_path / "m.h5", n=400, task="chromatin", features=2), 0
+    )
     model, details = train_cnn(data, CNNSpec(channels=16, max_epochs=3), "cuda")
     assert details["device"].startswith("cuda")
     assert all(parameter.device.type == "cpu" for parameter in model.parameters())
@@ -301,15 +332,16 @@ def test_a_base_cnn_trained_in_the_run_leaves_the_random_streams_as_it_found_the
     the CPU's random stream and, on a GPU, the GPU's (its dropout)."""
     from genobird.baselines import load_baseline_data
     from genobird.device import default_device
-    from genobird.finetuning import base_start
+    from genobird.finetuning import reader_baselines
     from genobird.finetuning.recipe import Recipe
 
-    data = load_baseline_data(_motif_dataset(tmp_path / "m.h5", n=200, task="chromatin",
-                                             features=1), 0)  # fmt: skip
+    data = load_baseline_data(
+        _motif_dataset(tmp_path / "m.h5", n=200, task="chromatin", features=1), 0
+    )
     spec = Recipe.of(base_cnn_channels=16, base_cnn_minutes=0.05)
     on_gpu = torch.cuda.is_available()
     before = torch.get_rng_state(), torch.cuda.get_rng_state() if on_gpu else None
-    details = base_start.base_cnn(
+    details = reader_baselines.base_cnn(
         data, spec.head.base, None, 0, tmp_path / "cache", rc_average=True
     )[1]
     assert details["device"] == str(default_device()) and details["epochs"] >= 1
@@ -359,11 +391,13 @@ def test_cnn_logits_of_a_window_do_not_depend_on_its_batch():
 
     model = trained_looking_cnn()
     rng = np.random.default_rng(2)
-    windows = ["".join(rng.choice(list("ACGTN"), size=n, p=[0.24] * 4 + [0.04]))
-               for n in (5, 28, 70, 301)]  # fmt: skip
+    windows = [
+        "".join(rng.choice(list("ACGTN"), size=n, p=[0.24] * 4 + [0.04])) for n in (5, 28, 70, 301)
+    ]
     codes = encode(windows)
-    assert torch.equal(reverse_complement_codes(codes),
-                       encode([reverse_complement(w) for w in windows]))  # fmt: skip
+    assert torch.equal(
+        reverse_complement_codes(codes), encode([reverse_complement(w) for w in windows])
+    )
     with torch.no_grad():
         batch = model(codes, rc_average=True)
         for index, window in enumerate(windows):
@@ -376,8 +410,19 @@ def test_baselines_reject_one_class_and_disjoint_kmers(tmp_path, capsys):
     for index in range(20):
         one_class.add("ACGT" * 10, [0], "s", 0, 40, "+", "test" if index < 4 else "train")
     one_class.write(tmp_path / "one.h5")
-    assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "one.h5"),
-                 "--out", str(tmp_path / "o1")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "baseline",
+                "kmer-lr",
+                "--data",
+                str(tmp_path / "one.h5"),
+                "--out",
+                str(tmp_path / "o1"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "both classes" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o1" / "report" / "metrics.json").exists()
@@ -388,24 +433,57 @@ def test_baselines_reject_one_class_and_disjoint_kmers(tmp_path, capsys):
         sequence = ("AC" if train else "GT") * 20
         disjoint.add(sequence, [index % 2], "s", 0, 40, "+", "train" if train else "test")
     disjoint.write(tmp_path / "disjoint.h5")
-    assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "disjoint.h5"),
-                 "--out", str(tmp_path / "o2")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "baseline",
+                "kmer-lr",
+                "--data",
+                str(tmp_path / "disjoint.h5"),
+                "--out",
+                str(tmp_path / "o2"),
+            ]
+        )
+        == 1
+    )
     assert "share no 3-6-mer" in capsys.readouterr().err
 
 
 def test_baselines_reject_empty_inputs_in_one_line(tmp_path, capsys):
     write(tmp_path / "empty.fa", "")
     write(tmp_path / "held.fa", ">h\nACGTACGT\n")
-    assert main(["baseline", "markov", "--train", str(tmp_path / "empty.fa"),
-                 "--heldout", str(tmp_path / "held.fa")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "baseline",
+                "markov",
+                "--train",
+                str(tmp_path / "empty.fa"),
+                "--heldout",
+                str(tmp_path / "held.fa"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "no DNA sequence" in err and len(err.strip().splitlines()) == 1
     no_test = WindowSet("classify", ["y"], ["label"])
     for index in range(12):
         no_test.add("ACGTTGCA" * 5, [index % 2], "s", 0, 40, "+", "train")
     no_test.write(tmp_path / "no_test.h5")
-    assert main(["baseline", "cnn", "--data", str(tmp_path / "no_test.h5"),
-                 "--out", str(tmp_path / "out")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "baseline",
+                "cnn",
+                "--data",
+                str(tmp_path / "no_test.h5"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "needs train and test rows" in err and len(err.strip().splitlines()) == 1
 
@@ -417,8 +495,19 @@ def test_a_validation_split_with_one_class_is_an_error_not_a_silent_choice(tmp_p
         label = 0 if split == "valid" else index % 2
         windows.add("ACGTTGCAAC" * 4, [label], "s", 0, 40, "+", split)
     windows.write(tmp_path / "valid_one_class.h5")
-    assert main(["baseline", "kmer-lr", "--data", str(tmp_path / "valid_one_class.h5"),
-                 "--out", str(tmp_path / "out")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "baseline",
+                "kmer-lr",
+                "--data",
+                str(tmp_path / "valid_one_class.h5"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "no feature has both classes in the validation split" in err
     assert len(err.strip().splitlines()) == 1
@@ -437,8 +526,7 @@ def test_deepsea_cnn_shapes_at_one_and_eight_kb_and_learns_a_motif(tmp_path):
         assert model(codes, rc_average=True).shape == (2, 3)
     assert model.tower.hidden.in_features == 8 * 3 * DEEPSEA_POSITIONS
     data = _motif_dataset(tmp_path / "m.h5", n=1000, task="chromatin", features=2, spread=10)
-    report = run_classifier_baseline("deepsea-cnn", data, tmp_path / "d", channels=16,
-                                     max_epochs=8)  # fmt: skip
+    report = run_classifier_baseline("deepsea-cnn", data, tmp_path / "d", channels=16, max_epochs=8)
     assert report["baseline"]["model"] == "deepsea-cnn" and report["median_auroc"] > 0.7
 
 

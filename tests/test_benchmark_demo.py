@@ -14,17 +14,41 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_demo_benchmark_prints_each_check_met_or_not(tmp_path):
     results = tmp_path / "demo"
     results.mkdir()
-    checks = {"checks": [
-        {"check": "held-out bits per bp below the Markov model's", "genobird": 1.9,
-         "baseline": 1.8, "difference": [0.1, None, None], "met": False},
-        {"check": "promoter MCC at least the k-mer LR's", "genobird": 0.92, "baseline": 0.9,
-         "difference": [0.02, -0.01, 0.05], "met": True}], "met": 1, "of": 2}  # fmt: skip
+    checks = {
+        "checks": [
+            {
+                "check": "held-out bits per bp below the Markov model's",
+                "genobird": 1.9,
+                "baseline": 1.8,
+                "difference": [0.1, None, None],
+                "met": False,
+            },
+            {
+                "check": "promoter MCC at least the k-mer LR's",
+                "genobird": 0.92,
+                "baseline": 0.9,
+                "difference": [0.02, -0.01, 0.05],
+                "met": True,
+            },
+        ],
+        "met": 1,
+        "of": 2,
+    }
     (results / "report.checks.json").write_text(json.dumps(checks))
     printed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "demo.py"), "--results", str(results),
-         "--out", str(tmp_path / "out.json")],
-        check=True, cwd=REPO, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "demo.py"),
+            "--results",
+            str(results),
+            "--out",
+            str(tmp_path / "out.json"),
+        ],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout
     lines = printed.splitlines()
     assert lines[0].startswith("NOT met  held-out bits per bp below the Markov model's")
     assert "difference +0.1000" in lines[0] and "[" not in lines[0]

@@ -20,21 +20,51 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
 ):
     inputs = tmp_path / "inputs"
     subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "long_context.py"), "prepare", "--out",
-         str(inputs), "--corpus", str(pretraining_data["folder"]), "--heldout",
-         str(demo_reference / "genome.fa"), "--lengths", "256", "64"],
-        check=True, cwd=REPO,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "long_context.py"),
+            "prepare",
+            "--out",
+            str(inputs),
+            "--corpus",
+            str(pretraining_data["folder"]),
+            "--heldout",
+            str(demo_reference / "genome.fa"),
+            "--lengths",
+            "256",
+            "64",
+        ],
+        check=True,
+        cwd=REPO,
+    )
     out = tmp_path / "out"
     script = str(REPO / "benchmarks" / "gpu.py")
-    subprocess.run([sys.executable, script, "--out", str(out), "--dry-run",
-                    "--long-context-inputs", str(inputs)], check=True, cwd=REPO)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            script,
+            "--out",
+            str(out),
+            "--dry-run",
+            "--long-context-inputs",
+            str(inputs),
+        ],
+        check=True,
+        cwd=REPO,
+    )
     results = json.loads((out / "gpu.json").read_text())
     assert results["dry_run"] is True
-    assert list(results["steps"]) == ["attention", "attention_graphed", "pretraining",
-                                      "pretraining_graphed", "hf_model", "scoring",
-                                      "cuda_tests", "pretraining_compiled",
-                                      "long_context"]  # fmt: skip
+    assert list(results["steps"]) == [
+        "attention",
+        "attention_graphed",
+        "pretraining",
+        "pretraining_graphed",
+        "hf_model",
+        "scoring",
+        "cuda_tests",
+        "pretraining_compiled",
+        "long_context",
+    ]
     steps = {name: step["result"] for name, step in results["steps"].items()}
     assert steps["cuda_tests"]["returncode"] == 0 and steps["cuda_tests"]["tests collected"] > 0
     assert [row["tokens"] for row in steps["attention"]["rows"]] == [256, 512]
@@ -56,8 +86,12 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
     study = steps["long_context"]
     training = study["training"]
     # the kernel check from scratch, then one start continued at each length
-    assert list(training) == ["scratch-256-block_sparse", "start-64", "continued-256",
-                              "continued-64"]  # fmt: skip
+    assert list(training) == [
+        "scratch-256-block_sparse",
+        "start-64",
+        "continued-256",
+        "continued-64",
+    ]
     assert [training[name]["train_length"] for name in training] == [256, 64, 256, 64]
     assert [training[name]["continued"] for name in training] == [False, False, True, True]
     assert all(row["steps"] == 2 and row["mlm_loss_by_step"] for row in training.values())
@@ -77,11 +111,21 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
     ]
     # the CPU's summary: every scored arm and length beside the Markov model, with gains
     summary = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "long_context.py"), "summarise",
-         str(out / "long_context"), "--heldout", str(demo_reference / "genome.fa"),
-         "--train-fastas", str(demo_reference / "genome.fa")],
-        check=True, cwd=REPO, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "long_context.py"),
+            "summarise",
+            str(out / "long_context"),
+            "--heldout",
+            str(demo_reference / "genome.fa"),
+            "--train-fastas",
+            str(demo_reference / "genome.fa"),
+        ],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "| continued at 256, read at 128 |" in summary and "| Markov order 10" in summary
     assert "| continued at 256 over continued at 64, read at 256 |" in summary
     assert (out / "long_context" / "long_context.md").read_text().strip() == summary.strip()
@@ -91,11 +135,26 @@ def test_the_gpu_script_dry_runs_every_step_and_writes_its_tables(
 
 def test_the_dry_run_names_the_long_context_inputs_it_lacks_and_how_to_prepare_them(tmp_path):
     out, inputs = tmp_path / "out", tmp_path / "nowhere"
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--out", str(out),
-                           "--dry-run", "--steps", "long_context", "--long-context-inputs",
-                           str(inputs)], cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "gpu.py"),
+            "--out",
+            str(out),
+            "--dry-run",
+            "--steps",
+            "long_context",
+            "--long-context-inputs",
+            str(inputs),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1
     error = json.loads((out / "gpu.json").read_text())["steps"]["long_context"]["error"]
-    assert error.startswith(f"FileNotFoundError: the long-context study's inputs are not in "
-                            f"{inputs}: no tokenizer.model, heldout.fa, train-LENGTH/")  # fmt: skip
+    assert error.startswith(
+        f"FileNotFoundError: the long-context study's inputs are not in "
+        f"{inputs}: no tokenizer.model, heldout.fa, train-LENGTH/"
+    )
     assert f"python benchmarks/long_context.py prepare --out {inputs}" in error

@@ -29,13 +29,27 @@ def genome_with_a_repeat(rng, element: str, length: int, copies: int) -> str:
 def run_repeats(tmp_path, tokenizer, *options):
     """The script on chrA (training) and chrB (held out) of tmp_path/genome.fa, with a
     pipeline config of its own (so that no pipeline's model is found)."""
-    config = write(tmp_path / "none.yaml", f"results: {tmp_path / 'none'}\ncorpus:\n"
-                   "  train_chromosomes: [chrA]\n  heldout_chromosomes: [chrB]\n")  # fmt: skip
+    config = write(
+        tmp_path / "none.yaml",
+        f"results: {tmp_path / 'none'}\ncorpus:\n"
+        "  train_chromosomes: [chrA]\n  heldout_chromosomes: [chrB]\n",
+    )
     return subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "repeats.py"), "--config", str(config),
-         "--reference", str(tmp_path / "genome.fa"), "--tokenizer", str(tokenizer), *options],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "repeats.py"),
+            "--config",
+            str(config),
+            "--reference",
+            str(tmp_path / "genome.fa"),
+            "--tokenizer",
+            str(tokenizer),
+            *options,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
 
 
 def table(printed: str) -> dict[str, list[float]]:
@@ -49,8 +63,10 @@ def genome(tmp_path_factory):
     rng = np.random.default_rng(0)
     element = random_dna(rng, 200)
     folder = tmp_path_factory.mktemp("repeats")
-    chromosomes = {"chrA": genome_with_a_repeat(rng, element, 60_000, 40),
-                   "chrB": genome_with_a_repeat(rng, element, 20_000, 10)}  # fmt: skip
+    chromosomes = {
+        "chrA": genome_with_a_repeat(rng, element, 60_000, 40),
+        "chrB": genome_with_a_repeat(rng, element, 20_000, 10),
+    }
     write(folder / "genome.fa", "".join(f">{n}\n{s}\n" for n, s in chromosomes.items()))
     return folder, chromosomes
 

@@ -88,11 +88,14 @@ def test_dropout_cuts_as_many_pieces_as_sentencepieces_sampler(pretraining_data)
         theirs = []
         for i, window in enumerate(windows):
             spm.set_random_generator_seed(i)
-            theirs.append(len(tokenizer._processor.encode(window, enable_sampling=True,
-                                                          alpha=dropout)))  # fmt: skip
+            theirs.append(
+                len(tokenizer._processor.encode(window, enable_sampling=True, alpha=dropout))
+            )
         for by_position in (False, True):
-            ours = [len(tokenizer.encode_sampled(w, dropout, i, by_position))
-                    for i, w in enumerate(windows)]  # fmt: skip
+            ours = [
+                len(tokenizer.encode_sampled(w, dropout, i, by_position))
+                for i, w in enumerate(windows)
+            ]
             error = np.sqrt((np.var(ours) + np.var(theirs)) / len(windows))
             assert np.mean(ours) > plain + 1  # merges were skipped
             assert abs(np.mean(ours) - np.mean(theirs)) < 4 * error, (dropout, by_position)
@@ -120,8 +123,10 @@ def test_keyed_draws_cut_a_window_and_its_variant_alike_away_from_the_variant(
     for seed, window in enumerate(_windows(200)):
         variant = window[:50] + window[50].translate(change) + window[51:]
         for by_position in kept:
-            cuts = [_spans(tokenizer, tokenizer.encode_sampled(w, 0.1, seed, by_position))
-                    for w in (window, variant)]  # fmt: skip
+            cuts = [
+                _spans(tokenizer, tokenizer.encode_sampled(w, 0.1, seed, by_position))
+                for w in (window, variant)
+            ]
             far = {span for span in cuts[0] if span[1] <= 30 or span[0] > 70}
             kept[by_position].append(len(far & cuts[1]) / max(1, len(far)))
     assert min(kept[True]) == 1.0
@@ -140,8 +145,10 @@ def test_a_seed_gives_one_cut_in_every_process(pretraining_data):
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     windows = _windows(20)
     command = [sys.executable, "-c", CUTS, str(pretraining_data["tokenizer"]), *windows]
-    runs = [json.loads(subprocess.run(command, capture_output=True, text=True,
-                                      check=True).stdout) for _ in range(2)]  # fmt: skip
+    runs = [
+        json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+        for _ in range(2)
+    ]
     here = [tokenizer.encode_sampled(w, 0.2, seed) for seed, w in enumerate(windows)]
     assert runs[0] == runs[1] == here
     assert here != [tokenizer._processor.encode(w) for w in windows]  # it did sample

@@ -49,31 +49,54 @@ def test_a_data_set_records_the_command_that_built_it(model_dir):
 
 
 def _meta(task: str, command: str | None, **options) -> dict:
-    return {"task": task, "feature_names": ["promoter"], "categories": ["promoter"],
-            "window_bp": 300, "counts": {"train": 80, "valid": 10, "test": 10},
-            "positives_by_split": {"train": [40], "valid": [5], "test": [5]},
-            "provenance": {"command": command, "options": options, "genobird": "0"}
-            if command else {}}  # fmt: skip
+    return {
+        "task": task,
+        "feature_names": ["promoter"],
+        "categories": ["promoter"],
+        "window_bp": 300,
+        "counts": {"train": 80, "valid": 10, "test": 10},
+        "positives_by_split": {"train": [40], "valid": [5], "test": [5]},
+        "provenance": {"command": command, "options": options, "genobird": "0"} if command else {},
+    }
 
 
-REPORT = {"examples": 10, "auroc": 0.9, "auprc": 0.8, "mcc": 0.5, "f1": 0.7,
-          "at_0.5": {"mcc": 0.4}, "threshold": 0.31,
-          "threshold_chosen_by": "the best MCC on validation", "window_bp": 300,
-          "training": {"steps": 10, "best_step": 5, "best_validation_auroc": 0.88,
-                       "stopped_by": "patience", "start_test_auroc": 0.87}}  # fmt: skip
+REPORT = {
+    "examples": 10,
+    "auroc": 0.9,
+    "auprc": 0.8,
+    "mcc": 0.5,
+    "f1": 0.7,
+    "at_0.5": {"mcc": 0.4},
+    "threshold": 0.31,
+    "threshold_chosen_by": "the best MCC on validation",
+    "window_bp": 300,
+    "training": {
+        "steps": 10,
+        "best_step": 5,
+        "best_validation_auroc": 0.88,
+        "stopped_by": "patience",
+        "start_test_auroc": 0.87,
+    },
+}
 SOURCES = {"train": {"chr1": 80}, "valid": {"chr2": 10}, "test": {"chr3": 10}}
 
 
 def test_the_card_says_what_a_promoter_model_does_not_know():
     """Scrambled negatives only: it has not seen random genomic DNA, so says the card;
     with hard negatives it says what they were; without a record it says so."""
-    scrambled = model_card(_meta("promoter", "genobird dataset promoter", hard_negatives=0,
-                                 reference="hg19.fa"), {}, REPORT, SOURCES, {})  # fmt: skip
+    scrambled = model_card(
+        _meta("promoter", "genobird dataset promoter", hard_negatives=0, reference="hg19.fa"),
+        {},
+        REPORT,
+        SOURCES,
+        {},
+    )
     assert "scrambled copies of promoters" in scrambled
     assert "has not seen random genomic DNA" in scrambled and "DNA from hg19.fa" in scrambled
     assert "5'->3' on the strand of the transcript" in scrambled
-    hard = model_card(_meta("promoter", "genobird dataset promoter", hard_negatives=2),
-                      {}, REPORT, SOURCES, {})  # fmt: skip
+    hard = model_card(
+        _meta("promoter", "genobird dataset promoter", hard_negatives=2), {}, REPORT, SOURCES, {}
+    )
     assert "and 2 genomic window(s) per promoter far from any TSS" in hard
     assert "has not seen random genomic DNA" not in hard
     unknown = model_card(_meta("classify", None), {}, REPORT, SOURCES, {})
@@ -82,10 +105,12 @@ def test_the_card_says_what_a_promoter_model_does_not_know():
 
 
 def test_the_card_sets_the_model_beside_its_baselines_and_its_threshold():
-    baselines = {"kmer-lr": {"auroc": 0.85, "auprc": 0.75, "mcc": 0.45, "f1": 0.66,
-                             "at_0.5": {"mcc": 0.44}}}  # fmt: skip
-    card = model_card(_meta("classify", "genobird dataset classify"), {}, REPORT, SOURCES,
-                      baselines)  # fmt: skip
+    baselines = {
+        "kmer-lr": {"auroc": 0.85, "auprc": 0.75, "mcc": 0.45, "f1": 0.66, "at_0.5": {"mcc": 0.44}}
+    }
+    card = model_card(
+        _meta("classify", "genobird dataset classify"), {}, REPORT, SOURCES, baselines
+    )
     assert "| this model | 0.9000 | 0.8000 | 0.5000 | 0.7000 | 0.4000 |" in card
     assert "| its start (the blend of its baselines) | 0.8700 | - | - | - | - |" in card
     assert "| kmer-lr | 0.8500 | 0.7500 | 0.4500 | 0.6600 | 0.4400 |" in card

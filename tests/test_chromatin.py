@@ -89,8 +89,11 @@ def test_no_test_dna_is_read_in_training_or_validation(demo_reference, tmp_path)
     """Every training and validation window lies wholly outside every test region, and
     every training window outside the validation regions: the guard, on a data set."""
     out = tmp_path / "c.h5"
-    spec = ChromatinSpec(context=2000, valid_chromosomes=("chr3", "chr1:50,001-90,000"),
-                         test_chromosomes=("chrX", "chr1:100,001-140,000"))  # fmt: skip
+    spec = ChromatinSpec(
+        context=2000,
+        valid_chromosomes=("chr3", "chr1:50,001-90,000"),
+        test_chromosomes=("chrX", "chr1:100,001-140,000"),
+    )
     build_chromatin_dataset(
         demo_reference / "features.tsv", demo_reference / "genome.fa", out, spec
     )
@@ -124,14 +127,17 @@ def _two_tables(tmp_path, demo_reference, assayed_column: str | None):
     peak = header.index("peak_file")
     lines = ["name\tcategory\tpeak_file"] + [
         f"{row[header.index('name')]}\t{row[header.index('category')]}\t"
-        f"{demo_reference / row[peak]}" for row in rows
-    ]  # fmt: skip
+        f"{demo_reference / row[peak]}"
+        for row in rows
+    ]
     tf = write(tmp_path / "tf.tsv", "\n".join(lines) + "\n")
     first_peaks = demo_reference / rows[0][peak]
     column = "\tassayed" if assayed_column is not None else ""
     value = f"\t{assayed_column}" if assayed_column is not None else ""
-    histone = write(tmp_path / "histone.tsv", f"name\tcategory\tpeak_file{column}\n"
-                    f"mark\tHistone\t{first_peaks}{value}\n")  # fmt: skip
+    histone = write(
+        tmp_path / "histone.tsv",
+        f"name\tcategory\tpeak_file{column}\nmark\tHistone\t{first_peaks}{value}\n",
+    )
     return tf, histone
 
 
@@ -157,10 +163,31 @@ def test_labels_outside_where_a_feature_was_assayed_are_unknown(demo_reference, 
 def test_assayed_given_for_a_whole_table_from_the_command_line(demo_reference, tmp_path, capsys):
     tf, histone = _two_tables(tmp_path, demo_reference, None)
     out = tmp_path / "c.h5"
-    assert main(["-q", "dataset", "chromatin", "--features", str(tf), str(histone),
-                 "--assayed", f"{histone}=chr1,chr2", "--reference",
-                 str(demo_reference / "genome.fa"), "--context-bp", "1000", "--out", str(out),
-                 "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "chromatin",
+                "--features",
+                str(tf),
+                str(histone),
+                "--assayed",
+                f"{histone}=chr1,chr2",
+                "--reference",
+                str(demo_reference / "genome.fa"),
+                "--context-bp",
+                "1000",
+                "--out",
+                str(out),
+                "--valid-chromosomes",
+                "chr3",
+                "--test-chromosomes",
+                "chrX",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "train:" in printed and "test:" in printed and "positives per feature" in printed
     with h5py.File(out, "r") as handle:
@@ -192,12 +219,27 @@ def test_a_scale_column_is_kept_with_the_data_set(demo_reference, tmp_path):
         ("missing.bed", "assayed regions file missing.bed not found"),
     ],
 )
-def test_bad_assayed_values_are_one_line_errors(demo_reference, tmp_path, capsys, assayed,
-                                                message):  # fmt: skip
+def test_bad_assayed_values_are_one_line_errors(demo_reference, tmp_path, capsys, assayed, message):
     tf, histone = _two_tables(tmp_path, demo_reference, assayed)
-    assert main(["-q", "dataset", "chromatin", "--features", str(tf), str(histone),
-                 "--reference", str(demo_reference / "genome.fa"), "--context-bp", "600",
-                 "--out", str(tmp_path / "c.h5")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "chromatin",
+                "--features",
+                str(tf),
+                str(histone),
+                "--reference",
+                str(demo_reference / "genome.fa"),
+                "--context-bp",
+                "600",
+                "--out",
+                str(tmp_path / "c.h5"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "c.h5").exists()
@@ -206,8 +248,22 @@ def test_bad_assayed_values_are_one_line_errors(demo_reference, tmp_path, capsys
 def test_a_missing_peak_file_is_a_one_line_error_naming_the_feature(tmp_path, capsys):
     fasta = _random_fasta(tmp_path / "g.fa", {"chr1": 2000})
     table = write(tmp_path / "f.tsv", "name\tcategory\tpeak_file\nX\tTF\tgone.bed\n")
-    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
-                 str(fasta), "--out", str(tmp_path / "c.h5")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "chromatin",
+                "--features",
+                str(table),
+                "--reference",
+                str(fasta),
+                "--out",
+                str(tmp_path / "c.h5"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "feature 'X': peak file gone.bed not found" in err and "Traceback" not in err
 
@@ -263,8 +319,9 @@ def test_metrics_count_each_feature_over_its_known_labels_only():
 # --------------------------------------------------------------------------- contexts
 def test_a_window_read_at_a_shorter_context_keeps_its_centre(demo_reference, tmp_path):
     out = tmp_path / "c.h5"
-    spec = ChromatinSpec(context=2000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
-                         max_bins=50)  # fmt: skip
+    spec = ChromatinSpec(
+        context=2000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",), max_bins=50
+    )
     build_chromatin_dataset(
         demo_reference / "features.tsv", demo_reference / "genome.fa", out, spec
     )
@@ -292,12 +349,18 @@ def test_a_window_read_at_a_shorter_context_keeps_its_centre(demo_reference, tmp
 def test_real_encode_peaks_with_histone_marks_measured_on_chr19_only(shared_data, tmp_path):
     encode = shared_data / "chromatin" / "encode_hg19"
     genome = shared_data / "genome"
-    fasta = [genome / "hg19_chr19_0-3119000_softmasked.fa", genome / "hg19_chr20_0-2Mb.fa",
-             genome / "hg19_chr22_0-21Mb.fa.gz"]  # fmt: skip
+    fasta = [
+        genome / "hg19_chr19_0-3119000_softmasked.fa",
+        genome / "hg19_chr20_0-2Mb.fa",
+        genome / "hg19_chr22_0-21Mb.fa.gz",
+    ]
     histone = encode / "features_h3k4me3_chr19.tsv"
-    spec = ChromatinSpec(context=1000, valid_chromosomes=("chr20",),
-                         test_chromosomes=("chr22", "chr19:2,600,001-3,119,000"),
-                         assayed={str(histone): "chr19"})  # fmt: skip
+    spec = ChromatinSpec(
+        context=1000,
+        valid_chromosomes=("chr20",),
+        test_chromosomes=("chr22", "chr19:2,600,001-3,119,000"),
+        assayed={str(histone): "chr19"},
+    )
     out = tmp_path / "encode.h5"
     windows = build_chromatin_dataset([encode / "features_tf.tsv", histone], fasta, out, spec)
     meta = read_metadata(out)
@@ -322,8 +385,9 @@ def test_real_encode_peaks_with_histone_marks_measured_on_chr19_only(shared_data
 def test_feature_table_errors_still_name_the_table(tmp_path):
     table = write(tmp_path / "f.tsv", "name\tpeak_file\nX\tx.bed\n")
     with pytest.raises(InputError, match="needs columns name, category, peak_file"):
-        build_chromatin_dataset(table, _random_fasta(tmp_path / "g.fa", {"chr1": 100}),
-                                tmp_path / "c.h5")  # fmt: skip
+        build_chromatin_dataset(
+            table, _random_fasta(tmp_path / "g.fa", {"chr1": 100}), tmp_path / "c.h5"
+        )
 
 
 # --------------------------------------------------------------------------- fine-tuning
@@ -334,10 +398,17 @@ def _tiny_pretrained(pretraining_data, directory, position_encoding: str):
 
     tokenizer = load_tokenizer(pretraining_data["tokenizer"])
     config = BigBirdConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=4,
-        intermediate_size=64, max_position=64, block_size=16, num_random_blocks=1,
-        pad_token_id=tokenizer.pad_id, position_encoding=position_encoding,
-    )  # fmt: skip
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position=64,
+        block_size=16,
+        num_random_blocks=1,
+        pad_token_id=tokenizer.pad_id,
+        position_encoding=position_encoding,
+    )
     torch.manual_seed(0)
     save_pretrained(BigBirdForPretraining(config), directory)
     tokenizer.save(directory)
@@ -345,25 +416,47 @@ def _tiny_pretrained(pretraining_data, directory, position_encoding: str):
 
 
 @pytest.mark.slow
-def test_one_data_set_fine_tuned_at_two_contexts(demo_reference, pretraining_data, tmp_path,
-                                                 capsys):  # fmt: skip
+def test_one_data_set_fine_tuned_at_two_contexts(
+    demo_reference, pretraining_data, tmp_path, capsys
+):
     """--window-bp reads the same bins at a shorter context; a rotary model reads windows
     longer than it was pretrained on (its max_position grows); the saved model scores
     regions at its own context; a wider context than the data's is a one-line error."""
     import json
 
     data = tmp_path / "c.h5"
-    spec = ChromatinSpec(context=1200, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
-                         max_bins=200)  # fmt: skip
-    build_chromatin_dataset(demo_reference / "features.tsv", demo_reference / "genome.fa", data,
-                            spec)  # fmt: skip
+    spec = ChromatinSpec(
+        context=1200, valid_chromosomes=("chr3",), test_chromosomes=("chrX",), max_bins=200
+    )
+    build_chromatin_dataset(
+        demo_reference / "features.tsv", demo_reference / "genome.fa", data, spec
+    )
     pretrained = _tiny_pretrained(pretraining_data, tmp_path / "lm", "rotary")
     reports = {}
     for window in (300, 1200):
         out = tmp_path / f"context-{window}"
-        assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out", str(out),
-                     "--model", str(pretrained), "--window-bp",
-                     str(window), "--max-steps", "4", "--batch-size", "4"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "finetune",
+                    "chromatin",
+                    "--data",
+                    str(data),
+                    "--out",
+                    str(out),
+                    "--model",
+                    str(pretrained),
+                    "--window-bp",
+                    str(window),
+                    "--max-steps",
+                    "4",
+                    "--batch-size",
+                    "4",
+                ]
+            )
+            == 0
+        )
         reports[window] = json.loads((out / "report" / "metrics.json").read_text())
         config = json.loads((out / "model" / "config.json").read_text())
         assert config["task_info"]["window_bp"] == window
@@ -376,14 +469,48 @@ def test_one_data_set_fine_tuned_at_two_contexts(demo_reference, pretraining_dat
             fingerprints.add(str(saved["fingerprint"]))
     assert len(fingerprints) == 1  # the same test bins at both contexts
     capsys.readouterr()
-    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out",
-                 str(tmp_path / "wide"), "--model", str(pretrained), "--window-bp",
-                 "5000", "--max-steps", "2"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "wide"),
+                "--model",
+                str(pretrained),
+                "--window-bp",
+                "5000",
+                "--max-steps",
+                "2",
+            ]
+        )
+        == 1
+    )
     assert "--window-bp 5000 is wider than the windows" in capsys.readouterr().err
     absolute = _tiny_pretrained(pretraining_data, tmp_path / "lm-absolute", "absolute")
-    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out",
-                 str(tmp_path / "abs"), "--model", str(absolute), "--max-tokens", "256",
-                 "--max-steps", "2"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "abs"),
+                "--model",
+                str(absolute),
+                "--max-tokens",
+                "256",
+                "--max-steps",
+                "2",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "exceeds the model's max_position 64" in err and "Traceback" not in err
 
@@ -418,8 +545,13 @@ def test_profile_labels_are_the_neighbouring_bins_own(demo_reference, tmp_path):
     their own (assayed masks included), its own bin in the middle; bins off the
     chromosome are unknown."""
     tf, histone = _two_tables(tmp_path, demo_reference, "chr1")
-    spec = ChromatinSpec(context=1200, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
-                         negative_ratio=1000, profile_bins=5)  # fmt: skip
+    spec = ChromatinSpec(
+        context=1200,
+        valid_chromosomes=("chr3",),
+        test_chromosomes=("chrX",),
+        negative_ratio=1000,
+        profile_bins=5,
+    )
     out = tmp_path / "c.h5"
     build_chromatin_dataset([tf, histone], demo_reference / "genome.fa", out, spec)
     meta = read_metadata(out)
@@ -440,9 +572,13 @@ def test_profile_labels_are_the_neighbouring_bins_own(demo_reference, tmp_path):
     assert compared > 4 * len(labels)  # (all bins are windows here, but those near N)
     assert (profiles[chroms != "chr1", :, 2] == MISSING_LABEL).all()  # the mark: chr1 only
     # bins off the chromosome (before its first bin, after its last) are unknown
-    bins = label_genome_bins({"c1": 1000, "c2": 600}, ["c1", "c2"], 200,
-                             [{"c1": (np.array([200]), np.array([400])),
-                               "c2": (np.array([0]), np.array([200]))}], 0.5)  # fmt: skip
+    bins = label_genome_bins(
+        {"c1": 1000, "c2": 600},
+        ["c1", "c2"],
+        200,
+        [{"c1": (np.array([200]), np.array([400])), "c2": (np.array([0]), np.array([200]))}],
+        0.5,
+    )
     everywhere = AssayedMasks([], None)
     assert profile_labels(bins, 0, 3, everywhere)[:, 0].tolist() == [255, 0, 1]  # c1's first
     assert profile_labels(bins, 4, 3, everywhere)[:, 0].tolist() == [0, 0, 255]  # c1's last
@@ -453,13 +589,19 @@ def test_profile_labels_are_the_neighbouring_bins_own(demo_reference, tmp_path):
         ChromatinSpec(context=1000, profile_bins=7)
 
 
-def test_a_profile_read_on_the_other_strand_reverses_its_bins(demo_reference, pretraining_data,
-                                                             tmp_path):  # fmt: skip
+def test_a_profile_read_on_the_other_strand_reverses_its_bins(
+    demo_reference, pretraining_data, tmp_path
+):
     from genobird.corpus.tokenizer import load_tokenizer
 
     tf, _ = _two_tables(tmp_path, demo_reference, None)
-    spec = ChromatinSpec(context=1000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",),
-                         max_bins=50, profile_bins=3)  # fmt: skip
+    spec = ChromatinSpec(
+        context=1000,
+        valid_chromosomes=("chr3",),
+        test_chromosomes=("chrX",),
+        max_bins=50,
+        profile_bins=3,
+    )
     out = tmp_path / "c.h5"
     build_chromatin_dataset([tf], demo_reference / "genome.fa", out, spec)
     with h5py.File(out, "r") as handle:
@@ -478,9 +620,14 @@ def test_a_profile_read_on_the_other_strand_reverses_its_bins(demo_reference, pr
         with pytest.raises(InputError, match="give an odd number up to 3"):
             WindowDataset(out, "train", tokenizer, 512, profile_bins=wrong)
     plain = tmp_path / "plain.h5"
-    build_chromatin_dataset([tf], demo_reference / "genome.fa", plain,
-                            ChromatinSpec(context=1000, valid_chromosomes=("chr3",),
-                                          test_chromosomes=("chrX",), max_bins=50))  # fmt: skip
+    build_chromatin_dataset(
+        [tf],
+        demo_reference / "genome.fa",
+        plain,
+        ChromatinSpec(
+            context=1000, valid_chromosomes=("chr3",), test_chromosomes=("chrX",), max_bins=50
+        ),
+    )
     with pytest.raises(InputError, match="--profile-bins"):
         WindowDataset(plain, "train", tokenizer, 512, profile_bins=1)
 
@@ -507,17 +654,49 @@ def test_a_profile_head_fine_tunes_saves_and_scores_from_the_command_line(
     import json
 
     data, plain = tmp_path / "profile.h5", tmp_path / "plain.h5"
-    base = ["-q", "dataset", "chromatin", "--features", str(demo_reference / "features.tsv"),
-            "--reference", str(demo_reference / "genome.fa"), "--context-bp", "1000",
-            "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
-            "--max-bins", "120"]  # fmt: skip
+    base = [
+        "-q",
+        "dataset",
+        "chromatin",
+        "--features",
+        str(demo_reference / "features.tsv"),
+        "--reference",
+        str(demo_reference / "genome.fa"),
+        "--context-bp",
+        "1000",
+        "--valid-chromosomes",
+        "chr3",
+        "--test-chromosomes",
+        "chrX",
+        "--max-bins",
+        "120",
+    ]
     assert main([*base, "--out", str(data), "--profile-bins", "3"]) == 0
     assert main([*base, "--out", str(plain)]) == 0
     pretrained = _tiny_pretrained(pretraining_data, tmp_path / "lm", "rotary")
     out = tmp_path / "run"
-    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out", str(out), "--model",
-                 str(pretrained), "--pooling", "profile", "--max-steps", "3",
-                 "--batch-size", "4"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--model",
+                str(pretrained),
+                "--pooling",
+                "profile",
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "4",
+            ]
+        )
+        == 0
+    )
     head = json.loads((out / "model" / "config.json").read_text())["head"]
     assert head["pooling"] == "profile" and head["profile_bins"] == 3
     assert head["centre_fraction"] == pytest.approx(0.2)
@@ -525,22 +704,92 @@ def test_a_profile_head_fine_tunes_saves_and_scores_from_the_command_line(
         assert saved["probabilities"].shape == (read_metadata(data)["counts"]["test"], 16)
     bed = write(tmp_path / "r.bed", "chr1\t10000\t11000\nchr2\t5000\t6000\n")
     scored = tmp_path / "s.tsv"
-    assert main(["-q", "score", "--model", str(out / "model"), "--bed", str(bed), "--reference",
-                 str(demo_reference / "genome.fa"), "--out", str(scored)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                str(out / "model"),
+                "--bed",
+                str(bed),
+                "--reference",
+                str(demo_reference / "genome.fa"),
+                "--out",
+                str(scored),
+            ]
+        )
+        == 0
+    )
     assert len(scored.read_text().splitlines()) == 3
     capsys.readouterr()
-    assert main(["-q", "finetune", "chromatin", "--data", str(plain), "--out",
-                 str(tmp_path / "x"), "--model", str(pretrained), "--pooling", "profile",
-                 "--max-steps", "1"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(plain),
+                "--out",
+                str(tmp_path / "x"),
+                "--model",
+                str(pretrained),
+                "--pooling",
+                "profile",
+                "--max-steps",
+                "1",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "needs profile labels" in err and "--profile-bins" in err and "Traceback" not in err
     narrow = tmp_path / "narrow"  # 400 bp hold 2 of the 3 bins: the central one is learnt
-    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out", str(narrow),
-                 "--model", str(pretrained), "--pooling", "profile", "--window-bp", "400",
-                 "--max-steps", "1"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(data),
+                "--out",
+                str(narrow),
+                "--model",
+                str(pretrained),
+                "--pooling",
+                "profile",
+                "--window-bp",
+                "400",
+                "--max-steps",
+                "1",
+            ]
+        )
+        == 0
+    )
     head = json.loads((narrow / "model" / "config.json").read_text())["head"]
     assert head["profile_bins"] == 1 and head["centre_fraction"] == pytest.approx(0.5)
-    assert main(["-q", "finetune", "chromatin", "--data", str(data), "--out",
-                 str(tmp_path / "y"), "--model", str(pretrained), "--pooling", "profile",
-                 "--window-bp", "150", "--max-steps", "1"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "y"),
+                "--model",
+                str(pretrained),
+                "--pooling",
+                "profile",
+                "--window-bp",
+                "150",
+                "--max-steps",
+                "1",
+            ]
+        )
+        == 1
+    )
     assert "profile bins are 200 bp, wider than the 150 bp read" in capsys.readouterr().err

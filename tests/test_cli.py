@@ -97,8 +97,13 @@ def test_a_reader_that_leaves_early_stops_the_command_quietly():
         "sys.exit(cli.main(['reference', 'list']))\n"
     )
     shell = f'{sys.executable} -c "$SCRIPT" | head -c 1 > /dev/null; echo ${{PIPESTATUS[0]}}'
-    done = subprocess.run(["bash", "-c", shell], env={**os.environ, "SCRIPT": script},
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", shell],
+        env={**os.environ, "SCRIPT": script},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout.strip() == "1" and done.stderr == ""
 
 
@@ -116,8 +121,9 @@ def _leaf_commands(parser, prefix=()):
 def test_every_subcommand_has_help(capsys):
     commands = list(_leaf_commands(build_parser()))
     assert ("score",) in commands and ("nlp", "finetune") in commands
-    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 34
+    assert ("baseline", "markov") in commands and ("ism",) in commands and len(commands) == 36
     assert ("evaluate", "pretrained") in commands and ("evaluate", "runs") in commands
+    assert ("evaluate", "corpus") in commands and ("evaluate", "all") in commands
     assert ("likelihood",) in commands and ("zero-shot",) in commands
     assert ("baseline", "compare") in commands
     assert ("convert", "from-hf") in commands and ("convert", "to-hf") in commands
@@ -153,8 +159,10 @@ def test_report_on_a_missing_results_folder_is_a_one_line_error(tmp_path, capsys
 
 def test_report_with_no_context_windows_is_a_one_line_error_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "report.html"
-    assert main(["report", "--results", str(tmp_path), "--out", str(out),
-                 "--context-windows", "0"]) == 1  # fmt: skip
+    assert (
+        main(["report", "--results", str(tmp_path), "--out", str(out), "--context-windows", "0"])
+        == 1
+    )
     err = capsys.readouterr().err
     assert "context windows must be at least 1, got 0" in err and len(err.splitlines()) == 1
     assert not out.exists()
@@ -179,8 +187,13 @@ def test_fetch_addresses_a_contig_whose_name_holds_a_colon(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[1] == "NNNNACGTAC"
 
 
-HELP_CALLS = [["--help"], ["finetune", "--help"], ["nlp", "--help"], ["score", "--help"],
-              ["dataset", "chromatin", "--help"]]  # fmt: skip
+HELP_CALLS = [
+    ["--help"],
+    ["finetune", "--help"],
+    ["nlp", "--help"],
+    ["score", "--help"],
+    ["dataset", "chromatin", "--help"],
+]
 
 
 @pytest.mark.parametrize("argv", HELP_CALLS)
@@ -193,8 +206,7 @@ def test_help_imports_no_torch(argv):
         f"    main({argv!r})\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in ('torch', 'h5py', 'pyfaidx', 'Bio') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "usage: genobird" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
@@ -207,8 +219,10 @@ def test_a_mistyped_command_or_option_gets_the_closest_and_the_commands_usage(ca
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.startswith("usage: genobird score")
     assert "unrecognized arguments: --referance g.fa; did you mean '--reference'?" in err
-    for argv, hint in ((["scroe"], "did you mean 'score'?"),
-                       (["dataset", "chromatn"], "did you mean 'chromatin'?")):  # fmt: skip
+    for argv, hint in (
+        (["scroe"], "did you mean 'score'?"),
+        (["dataset", "chromatn"], "did you mean 'chromatin'?"),
+    ):
         with pytest.raises(SystemExit):
             main(argv)
         assert hint in capsys.readouterr().err
@@ -232,8 +246,11 @@ def _options_by_command(parser, path=()):
 # one flag, two concepts: the data set builders' --features are feature tables (files),
 # the scoring commands' the names of features to keep; tracks' --format is a track file's
 # (bedgraph, bigwig), the score tables' a table's (tsv, h5)
-OTHER_CONCEPTS = {("dataset chromatin", "--features"), ("dataset deepsea", "--features"),
-                  ("tracks", "--format")}  # fmt: skip
+OTHER_CONCEPTS = {
+    ("dataset chromatin", "--features"),
+    ("dataset deepsea", "--features"),
+    ("tracks", "--format"),
+}
 
 
 def test_every_command_spells_a_shared_option_as_the_table_declares_it():

@@ -97,10 +97,13 @@ def test_a_side_of_several_runs_counts_as_their_mean_on_every_resample():
     labels, good = _scores(5, examples=600, noise=0.25)
     _, fair = _scores(5, examples=600, noise=0.4)
     _, poor = _scores(5, examples=600, noise=0.7)
-    good, fair, poor = (_predictions(labels, p, n) for p, n in ((good, "g"), (fair, "f"),
-                                                                 (poor, "p")))  # fmt: skip
-    alone = {run.source: paired_bootstrap(run, poor, resamples=300, seed=7)["metrics"]
-             for run in (good, fair)}  # fmt: skip
+    good, fair, poor = (
+        _predictions(labels, p, n) for p, n in ((good, "g"), (fair, "f"), (poor, "p"))
+    )
+    alone = {
+        run.source: paired_bootstrap(run, poor, resamples=300, seed=7)["metrics"]
+        for run in (good, fair)
+    }
     both = paired_bootstrap([good, fair], poor, resamples=300, seed=7)["metrics"]
     for name, row in both.items():
         singles = [alone[run.source][name] for run in (good, fair)]
@@ -110,8 +113,10 @@ def test_a_side_of_several_runs_counts_as_their_mean_on_every_resample():
         assert row["difference"] == pytest.approx(np.mean([s["difference"] for s in singles]))
     # the interval is taken over the resamples of the mean: rebuilt here from the same draws
     counts = np.concatenate(list(resample_counts(np.random.default_rng(7), 600, 300)))
-    means = (resampled_mcc(counts, labels, good.probabilities, 0.5)
-             + resampled_mcc(counts, labels, fair.probabilities, 0.5)) / 2  # fmt: skip
+    means = (
+        resampled_mcc(counts, labels, good.probabilities, 0.5)
+        + resampled_mcc(counts, labels, fair.probabilities, 0.5)
+    ) / 2
     spread = means - resampled_mcc(counts, labels, poor.probabilities, 0.5)
     expected = np.percentile(spread, [2.5, 97.5])
     assert [both["mcc"]["low"], both["mcc"]["high"]] == pytest.approx(expected)
@@ -142,10 +147,28 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
 ):
     data = _motif_dataset(tmp_path / "motif.h5", n=300)
     finetuned, kmer = tmp_path / "finetuned", tmp_path / "kmer"
-    assert main(["-q", "finetune", "classify", *NO_BASE_READERS,
-                 "--data", str(data), "--from-scratch",
-                 "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
-                 "--batch-size", "8", "--out", str(finetuned)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                *NO_BASE_READERS,
+                "--data",
+                str(data),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "8",
+                "--out",
+                str(finetuned),
+            ]
+        )
+        == 0
+    )
     assert main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out", str(kmer)]) == 0
     capsys.readouterr()
     out = tmp_path / "compare.json"
@@ -171,13 +194,46 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
 
     # seeds of one recipe against a baseline: A is the mean of its runs
     reseeded = tmp_path / "reseeded"
-    assert main(["-q", "finetune", "classify", *NO_BASE_READERS,
-                 "--data", str(data), "--from-scratch",
-                 "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "3",
-                 "--batch-size", "8", "--seed", "1", "--out", str(reseeded)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                *NO_BASE_READERS,
+                "--data",
+                str(data),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "8",
+                "--seed",
+                "1",
+                "--out",
+                str(reseeded),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["baseline", "compare", str(finetuned), str(reseeded), "--against", str(kmer),
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "baseline",
+                "compare",
+                str(finetuned),
+                str(reseeded),
+                "--against",
+                str(kmer),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     seeds = json.loads(out.read_text())
     assert printed.startswith("A the mean of 2 runs: ")
@@ -191,8 +247,10 @@ def test_compare_pairs_a_fine_tuned_run_with_a_baseline_and_the_report_shows_it(
     assert "compare takes two runs (A, then B), got 3" in error and "\n" not in error
 
     other = _motif_dataset(tmp_path / "other.h5", n=300, seed=1)
-    assert main(["-q", "baseline", "kmer-lr", "--data", str(other), "--out",
-                 str(tmp_path / "other")]) == 0  # fmt: skip
+    assert (
+        main(["-q", "baseline", "kmer-lr", "--data", str(other), "--out", str(tmp_path / "other")])
+        == 0
+    )
     capsys.readouterr()
     assert main(["baseline", "compare", str(finetuned), str(tmp_path / "other")]) == 1
     error = capsys.readouterr().err.strip()
@@ -285,8 +343,22 @@ def test_compare_of_two_chromatin_runs_from_the_command_line(tmp_path, capsys):
     run_classifier_baseline("kmer-lr", data, tmp_path / "kmer")
     run_classifier_baseline("kmer-lr", data, tmp_path / "kmer-40", window_bp=40)
     out = tmp_path / "compare.json"
-    assert main(["-q", "baseline", "compare", str(tmp_path / "kmer"), str(tmp_path / "kmer-40"),
-                 "--resamples", "200", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "baseline",
+                "compare",
+                str(tmp_path / "kmer"),
+                str(tmp_path / "kmer-40"),
+                "--resamples",
+                "200",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "median AUROC over the features" in printed and "TF" in printed
     result = json.loads(out.read_text())

@@ -12,7 +12,7 @@ import pytest
 from genobird.datasets.metrics import write_evaluation
 from genobird.datasets.windows import WindowSet
 from genobird.evaluation.context_ablation import best_baseline, chosen_context, summarise, targets
-from genobird.report import build_report
+from tests.conftest import drawn_report
 
 CATEGORIES = ["TF"] * 4 + ["Histone"] * 2
 
@@ -27,29 +27,44 @@ def _task(tmp_path: Path, scales: bool = True) -> Path:
     examples = 800
     labels = rng.integers(0, 2, (examples, 6)).astype(np.uint8)
     labels[: examples // 4, 4:] = 255  # histone marks unknown on a quarter of the bins
-    windows = WindowSet("chromatin", [f"f{i}" for i in range(6)], CATEGORIES,
-                        scales=["local"] * 4 + ["broad"] * 2 if scales else [])  # fmt: skip
+    windows = WindowSet(
+        "chromatin",
+        [f"f{i}" for i in range(6)],
+        CATEGORIES,
+        scales=["local"] * 4 + ["broad"] * 2 if scales else [],
+    )
     for row in range(examples):
         windows.add("ACGT" * 50, labels[row], "chr1", row * 200, row * 200 + 200, "+", "test")
     windows.add("ACGT" * 50, np.zeros(6), "chr2", 0, 200, "+", "train")
     data = windows.write(task / "data.h5")
     known = np.where(labels == 255, 0, labels).astype(float)
-    meta = {"task": "chromatin", "feature_names": windows.feature_names, "categories": CATEGORIES,
-            "window_bp": 200}  # fmt: skip
+    meta = {
+        "task": "chromatin",
+        "feature_names": windows.feature_names,
+        "categories": CATEGORIES,
+        "window_bp": 200,
+    }
     test_labels = np.where(labels == 255, np.nan, labels).astype(float)
 
     def run(folder: str, signal: np.ndarray, extra: dict):
         probabilities = np.clip(known * signal + rng.normal(0.3, 0.2, known.shape), 0, 1)
-        write_evaluation(task / folder / "report", meta, (test_labels, probabilities), None,
-                         extra, data)  # fmt: skip
+        write_evaluation(
+            task / folder / "report", meta, (test_labels, probabilities), None, extra, data
+        )
 
     run("context-1000", np.array([0.3] * 6), {"training": {"best_validation_auroc": 0.70}})
-    run("context-8000", np.array([0.3] * 4 + [0.8] * 2),
-        {"training": {"best_validation_auroc": 0.75}})  # fmt: skip
+    run(
+        "context-8000",
+        np.array([0.3] * 4 + [0.8] * 2),
+        {"training": {"best_validation_auroc": 0.75}},
+    )
     run("baselines/deepsea-cnn-1000", np.array([0.3] * 6), {"baseline": {}})
     run("baselines/kmer-lr-1000", np.array([0.3] * 6), {"baseline": {"validation_auroc": 0.6}})
-    run("baselines/kmer-lr-8000", np.array([0.3] * 4 + [0.5] * 2),
-        {"baseline": {"validation_auroc": 0.65}})  # fmt: skip
+    run(
+        "baselines/kmer-lr-8000",
+        np.array([0.3] * 4 + [0.5] * 2),
+        {"baseline": {"validation_auroc": 0.65}},
+    )
     (task / "context-8000" / "benchmark.tsv").write_text("s\th:m:s\tmax_rss\n90.0\t0:01:30\t1\n")
     return task
 
@@ -98,13 +113,17 @@ def test_chosen_context_reads_validation_never_test(tmp_path):
     report = json.loads(metrics.read_text())
     report["training"]["best_validation_auroc"] = 0.5  # worse on validation, better on test
     metrics.write_text(json.dumps(report))
-    assert chosen_context({1000: task / "context-1000" / "report",
-                           8000: task / "context-8000" / "report"}) == 1000  # fmt: skip
+    assert (
+        chosen_context(
+            {1000: task / "context-1000" / "report", 8000: task / "context-8000" / "report"}
+        )
+        == 1000
+    )
 
 
 def test_the_report_shows_every_arm_both_groupings_and_the_targets(tmp_path):
     _task(tmp_path)
-    page = build_report(tmp_path, tmp_path / "report.html").read_text()
+    page = drawn_report(tmp_path, tmp_path / "report.html").read_text()
     assert "Chromatin profiles: toy" in page and "genobird, 8,000 bp minus 1,000 bp" in page
     assert "genobird minus DeepSEA CNN, both at 1,000 bp" in page
     assert "k-mer LR, 8,000 bp minus 1,000 bp" in page and "By scale" in page
@@ -115,11 +134,12 @@ def test_the_report_shows_every_arm_both_groupings_and_the_targets(tmp_path):
 
 def test_predictions_along_the_region_are_the_runs_own_in_genome_order(tmp_path):
     from genobird.errors import InputError
-    from genobird.evaluation.region_plot import broken_at_gaps, plot_along_region, shown_features
+    from genobird.evaluation.run_comparisons import ablation
+    from genobird.report.chromatin_plots import broken_at_gaps, plot_along_region, shown_features
 
     task = _task(tmp_path)
-    summary = summarise(task, min_positives=20, resamples=100)
-    axes = plot_along_region(task, summary, limit=3).axes
+    curves = ablation(task)["region_curves"]
+    axes = plot_along_region(task, curves, limit=3).axes
     path = task / "context-8000" / "report" / "test_predictions.npz"
     saved = dict(np.load(path))
     # in each category the feature with the most test positives (TF, Histone), then the
@@ -140,7 +160,7 @@ def test_predictions_along_the_region_are_the_runs_own_in_genome_order(tmp_path)
     # predictions of another test split are refused, not drawn
     np.savez(path, **{**saved, "fingerprint": "0" * 64})
     with pytest.raises(InputError, match="another test split"):
-        plot_along_region(task, summary)
+        plot_along_region(task, curves)
 
 
 def test_state_targets_read_broad_groups_and_the_best_baseline(tmp_path):
@@ -190,15 +210,26 @@ def test_runs_their_budget_ended_while_validation_rose_are_named(tmp_path, capsy
 
     task = _task(tmp_path)
     # genobird 1 kb: best at its last step, its schedule's end
-    _set_run(task, "context-1000", "training",
-             {"steps": 300, "best_step": 300, "stopped_early": False})  # fmt: skip
+    _set_run(
+        task, "context-1000", "training", {"steps": 300, "best_step": 300, "stopped_early": False}
+    )
     # genobird 8 kb: validation peaked at 450 and patience stopped it at 600
-    _set_run(task, "context-8000", "training",
-             {"steps": 600, "best_step": 450, "stopped_early": True})  # fmt: skip
+    _set_run(
+        task, "context-8000", "training", {"steps": 600, "best_step": 450, "stopped_early": True}
+    )
     # the CNN: 3 epochs of 30, each better than the last: its 4 minutes ended it
-    _set_run(task, "baselines/deepsea-cnn-1000", "baseline",
-             {"epochs": 3, "best_epoch": 3, "max_epochs": 30, "max_minutes": 4.0,
-              "validation_auroc": 0.6})  # fmt: skip
+    _set_run(
+        task,
+        "baselines/deepsea-cnn-1000",
+        "baseline",
+        {
+            "epochs": 3,
+            "best_epoch": 3,
+            "max_epochs": 30,
+            "max_minutes": 4.0,
+            "validation_auroc": 0.6,
+        },
+    )
     genobird_1kb = task / "context-1000" / "report"
     assert how_it_stopped(genobird_1kb) == {
         "cut": False,
@@ -232,7 +263,7 @@ def test_runs_their_budget_ended_while_validation_rose_are_named(tmp_path, capsy
     assert printed.rstrip().endswith(
         "cut short by their budget, validation still rising: genobird 1,000 bp"
     )
-    page = build_report(tmp_path, tmp_path / "report.html").read_text()
+    page = drawn_report(tmp_path, tmp_path / "report.html").read_text()
     assert (
         "Cut short by their budget, validation still rising at their last check: "
         "genobird 1,000 bp." in page
@@ -248,11 +279,13 @@ def test_a_run_started_from_the_baseline_runs_names_them(tmp_path, capsys):
 
     task = _task(tmp_path)
     fitted = task / "baselines" / "kmer-lr-8000" / "fitted" / "kmer-lr.safetensors"
-    (task / "context-8000" / "base-start.json").write_text(json.dumps(
-        {"base_kmer_lr": {"C": 0.01, "read_from": str(fitted)}}))  # fmt: skip
+    (task / "context-8000" / "base-start.json").write_text(
+        json.dumps({"base_kmer_lr": {"C": 0.01, "read_from": str(fitted)}})
+    )
     own = task / "context-1000" / "base-cnn" / "kmer-lr.safetensors"
-    (task / "context-1000" / "base-start.json").write_text(json.dumps(
-        {"base_kmer_lr": {"C": 0.01, "read_from": str(own)}}))  # fmt: skip
+    (task / "context-1000" / "base-start.json").write_text(
+        json.dumps({"base_kmer_lr": {"C": 0.01, "read_from": str(own)}})
+    )
     contexts = summarise(task, min_positives=20, resamples=100)["arms"]["genobird"]["contexts"]
     assert contexts[8000]["started_from"] == ["kmer-lr-8000"]
     assert contexts[1000]["started_from"] == []
@@ -264,5 +297,5 @@ def test_a_run_started_from_the_baseline_runs_names_them(tmp_path, capsys):
     assert "1.5 min; started from the runs kmer-lr-8000 (their minutes counted there)" in (
         capsys.readouterr().out
     )
-    page = build_report(tmp_path, tmp_path / "report.html").read_text()
+    page = drawn_report(tmp_path, tmp_path / "report.html").read_text()
     assert "1.5 (+ kmer-lr-8000)" in page

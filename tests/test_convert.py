@@ -49,18 +49,28 @@ def gena_lm_tokenizer(texts: list[str], path, vocab_size: int = 120):
     )
     tokenizer.train_from_iterator(texts, trainer)
     tokenizer.post_processor = TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", 1), ("[SEP]", 2)],
-    )  # fmt: skip
+    )
     tokenizer.save(str(path))
     return tokenizer
 
 
 def hf_config(vocab_size: int, **changes):
-    values = dict(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                  num_attention_heads=4, intermediate_size=64, max_position_embeddings=1024,
-                  block_size=16, num_random_blocks=2, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0, pad_token_id=3)  # fmt: skip
+    values = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        block_size=16,
+        num_random_blocks=2,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        pad_token_id=3,
+    )
     return transformers.BigBirdConfig(**{**values, **changes})  # sep_token_id stays 66
 
 
@@ -74,9 +84,13 @@ def gena_like(pretraining_data, tmp_path_factory):
     model = transformers.BigBirdForPreTraining(hf_config(tokenizer.get_vocab_size()))
     model.save_pretrained(folder)
     fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_file=str(folder / "tokenizer.json"), unk_token="[UNK]", cls_token="[CLS]",
-        sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]",
-    )  # fmt: skip
+        tokenizer_file=str(folder / "tokenizer.json"),
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+    )
     fast.save_pretrained(folder)
     return folder, model
 
@@ -92,8 +106,9 @@ def same_outputs(ours, theirs, length: int, batch: int = 2) -> None:
     theirs.train()
     ours.train()
     with torch.no_grad():
-        expected = theirs(input_ids=ids, token_type_ids=segments, attention_mask=mask,
-                          output_hidden_states=True)  # fmt: skip
+        expected = theirs(
+            input_ids=ids, token_type_ids=segments, attention_mask=mask, output_hidden_states=True
+        )
         hidden = ours.encoder(ids, segments, mask.bool()).sequence
         logits = ours(ids, segments, mask.bool(), torch.arange(length).expand_as(ids)).mlm_logits
     real = mask.bool()
@@ -141,14 +156,34 @@ def test_continued_pretraining_starts_from_the_converted_model(
     main(["convert", "from-hf", str(hf_dir), "--out", str(model_dir)])
     tokenizer_path = model_dir / "tokenizer.json"
     instances = InstanceSpec(max_seq_length=256, documents_per_chunk=50, seed=1)
-    write_instances(pretraining_data["folder"] / "eval.txt", tokenizer_path, tmp_path / "inst",
-                    instances, progress=False)  # fmt: skip
+    write_instances(
+        pretraining_data["folder"] / "eval.txt",
+        tokenizer_path,
+        tmp_path / "inst",
+        instances,
+        progress=False,
+    )
     config = tmp_path / "continue.yaml"
-    config.write_text("training:\n  max_steps: 3\n  batch_size: 2\n  effective_batch_size: 2\n"
-                      "  warmup_steps: 1\n  log_every: 1\n  checkpoint_every: 100\n")  # fmt: skip
-    code = main(["-q", "pretrain", "--config", str(config), "--out", str(tmp_path / "run"),
-                 "--model", str(model_dir), "--train", str(tmp_path / "inst"),
-                 "--eval", str(tmp_path / "inst")])  # fmt: skip
+    config.write_text(
+        "training:\n  max_steps: 3\n  batch_size: 2\n  effective_batch_size: 2\n"
+        "  warmup_steps: 1\n  log_every: 1\n  checkpoint_every: 100\n"
+    )
+    code = main(
+        [
+            "-q",
+            "pretrain",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "run"),
+            "--model",
+            str(model_dir),
+            "--train",
+            str(tmp_path / "inst"),
+            "--eval",
+            str(tmp_path / "inst"),
+        ]
+    )
     assert code == 0
     before, after = from_pretrained(model_dir), from_pretrained(tmp_path / "run" / "model")
     assert after.config == before.config
@@ -183,10 +218,13 @@ def test_masked_lm_from_pytorch_bin_gets_a_fresh_nsp_head(gena_like, tmp_path, c
 def test_a_sequence_classifier_converts_to_a_predictor(gena_like, tmp_path):
     hf_dir, pretraining = gena_like
     folder = tmp_path / "classifier"
-    config = hf_config(pretraining.config.vocab_size, num_labels=2,
-                       id2label={0: "background", 1: "promoter"},
-                       label2id={"background": 0, "promoter": 1},
-                       architectures=["BigBirdForSequenceClassification"])  # fmt: skip
+    config = hf_config(
+        pretraining.config.vocab_size,
+        num_labels=2,
+        id2label={0: "background", 1: "promoter"},
+        label2id={"background": 0, "promoter": 1},
+        architectures=["BigBirdForSequenceClassification"],
+    )
     torch.manual_seed(1)
     theirs = transformers.BigBirdForSequenceClassification(config)
     theirs.save_pretrained(folder)
@@ -208,8 +246,9 @@ def test_a_sequence_classifier_converts_to_a_predictor(gena_like, tmp_path):
     fasta = tmp_path / "s.fa"
     fasta.write_text(f">a\n{dna(300, 5)}\n>b\n{dna(250, 6)}\n")
     table = tmp_path / "s.tsv"
-    assert main(["-q", "score", "--model", str(out), "--fasta", str(fasta), "--out",
-                 str(table)]) == 0  # fmt: skip
+    assert (
+        main(["-q", "score", "--model", str(out), "--fasta", str(fasta), "--out", str(table)]) == 0
+    )
     scored = pd.read_csv(table, sep="\t")
     np.testing.assert_allclose(scored[["background", "promoter"]], scores, rtol=1e-5)
     assert scored.columns.tolist()[-2:] == ["background", "promoter"]
@@ -222,10 +261,20 @@ def test_genobird_models_export_to_transformers(pretraining_data, tmp_path):
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 
     tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2,
-                           num_heads=4, intermediate_size=64, max_position=1024, block_size=16,
-                           num_random_blocks=2, attention_type="hf", hidden_dropout=0.0,
-                           attention_dropout=0.0, composed_token_embeddings=True)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position=1024,
+        block_size=16,
+        num_random_blocks=2,
+        attention_type="hf",
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        composed_token_embeddings=True,
+    )
     torch.manual_seed(4)
     model = BigBirdForPretraining(config)
     model.encoder.embeddings.set_vocabulary(tokenizer.pieces)
@@ -301,8 +350,9 @@ def test_conversion_errors_are_one_line_and_write_nothing(gena_like, tmp_path, c
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(gena_like, tmp_path,
-                                                                         capsys):  # fmt: skip
+def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(
+    gena_like, tmp_path, capsys
+):
     """finetune classify --pretrained (converted) --pooling hf, then to-hf: transformers'
     BigBirdForSequenceClassification loads it whole and computes the same logits."""
     from genobird.datasets.windows import WindowSet
@@ -312,14 +362,43 @@ def test_a_classifier_fine_tuned_from_the_import_goes_back_to_transformers(gena_
     main(["convert", "from-hf", str(hf_dir), "--out", str(model_dir)])
     windows = WindowSet("classify", ["bound"], ["label"])
     for index in range(40):
-        windows.add(dna(200, index), [index % 2], f"s{index}", 0, 200, "+",
-                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+        windows.add(
+            dna(200, index),
+            [index % 2],
+            f"s{index}",
+            0,
+            200,
+            "+",
+            ("train", "train", "train", "valid", "test")[index % 5],
+        )
     data = windows.write(tmp_path / "x.h5")
     for pooling in ("hf", "mean"):
-        assert main(["-q", "finetune", "classify", "--data", str(data), "--model",
-                     str(model_dir), "--out", str(tmp_path / pooling), "--max-steps", "3",
-                     "--pooling", pooling, "--dropout", "0", "--base-cnn-channels", "0",
-                     "--base-kmers", "0"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "finetune",
+                    "classify",
+                    "--data",
+                    str(data),
+                    "--model",
+                    str(model_dir),
+                    "--out",
+                    str(tmp_path / pooling),
+                    "--max-steps",
+                    "3",
+                    "--pooling",
+                    pooling,
+                    "--dropout",
+                    "0",
+                    "--base-cnn-channels",
+                    "0",
+                    "--base-kmers",
+                    "0",
+                ]
+            )
+            == 0
+        )
     out = tmp_path / "hf-classifier"
     assert (
         main(["convert", "to-hf", "--model", str(tmp_path / "hf" / "model"), "--out", str(out)])
@@ -369,8 +448,13 @@ def test_exported_vocabulary_encodes_real_human_dna_as_genobird(shared_data, tmp
 
     genome = shared_data / "genome"
     documents = tmp_path / "docs.txt"
-    write_documents(genome / "grch37_22_20-21Mb.fa", documents, DocumentSpec(passes=1, seed=0),
-                    ["22:20000001-21000000"], progress=False)  # fmt: skip
+    write_documents(
+        genome / "grch37_22_20-21Mb.fa",
+        documents,
+        DocumentSpec(passes=1, seed=0),
+        ["22:20000001-21000000"],
+        progress=False,
+    )
     tokenizer = train_vocabulary(documents, tmp_path / "tokenizer.model", VocabSpec(2000))
     model = tmp_path / "model"
     tokenizer.save(model)
@@ -379,8 +463,10 @@ def test_exported_vocabulary_encodes_real_human_dna_as_genobird(shared_data, tmp
     write_hf_tokenizer(tokenizer, model, 4096)
     reference = Reference(genome / "hg19_chr20_0-2Mb.fa")
     contig = next(iter(reference.lengths))
-    windows = [normalise_dna(reference.fetch(contig, start, start + 1000))
-               for start in range(0, 2_000_000, 2_000)]  # fmt: skip
+    windows = [
+        normalise_dna(reference.fetch(contig, start, start + 1000))
+        for start in range(0, 2_000_000, 2_000)
+    ]
     auto = transformers.AutoTokenizer.from_pretrained(model)
     assert auto(windows, add_special_tokens=False)["input_ids"] == tokenizer.encode_batch(windows)
 
@@ -395,9 +481,15 @@ def test_a_classifier_with_base_readers_is_refused_export_naming_the_options():
     from genobird.convert import _hf_config
     from genobird.model import BigBirdConfig, BigBirdForSequenceClassification
 
-    config = BigBirdConfig(vocab_size=20, hidden_size=16, num_layers=1, num_heads=2,
-                           intermediate_size=32, max_position=128,
-                           base_conv_channels=4)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=20,
+        hidden_size=16,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=32,
+        max_position=128,
+        base_conv_channels=4,
+    )
     for reader in ({"base_cnn_channels": 4}, {"base_kmers": 3}):
         model = BigBirdForSequenceClassification(config, 2, pooling="mean", **reader)
         with pytest.raises(ConfigError, match="--base-cnn-channels 0 --base-kmers 0"):

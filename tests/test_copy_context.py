@@ -93,11 +93,14 @@ def test_stretches_count_the_bases_of_copies_and_the_markov_bits_of_each_base(to
 def test_bits_by_copy_context_splits_the_same_bases_at_every_length(model_dir, tmp_path):
     sequence = _sequence(3, 8_000)
     fasta = write(tmp_path / "g.fa", ">chrT\n" + sequence + "\n")
-    copies = write(tmp_path / "copies.bed", "chrT\t1000\t1600\tseg_1_source\t0\t+\n"
-                   "chrT\t2600\t3200\tseg_1_copy\t20\t+\n")  # fmt: skip
+    copies = write(
+        tmp_path / "copies.bed",
+        "chrT\t1000\t1600\tseg_1_source\t0\t+\nchrT\t2600\t3200\tseg_1_copy\t20\t+\n",
+    )
     counts = fit_counts([dna_codes(_sequence(4, 20_000))], 4, both_strands=True)
-    rows = bits_by_copy_context(model_dir, fasta, copies, ["chrT"], [24, 64, 128],
-                                markov=(counts, 4, 0.5), max_windows=40)  # fmt: skip
+    rows = bits_by_copy_context(
+        model_dir, fasta, copies, ["chrT"], [24, 64, 128], markov=(counts, 4, 0.5), max_windows=40
+    )
     assert [r["context_length"] for r in rows] == [24, 64, 128]
     mask = copy_mask(copies, "chrT", len(sequence))
     assert mask.sum() == 1200

@@ -43,9 +43,12 @@ def corpus(demo_reference, tmp_path_factory):
     )
     heldout = folder / "heldout.txt"
     write_documents(
-        demo_reference / "genome.fa", heldout, DocumentSpec(passes=1, seed=2), ["chr3"],
+        demo_reference / "genome.fa",
+        heldout,
+        DocumentSpec(passes=1, seed=2),
+        ["chr3"],
         progress=False,
-    )  # fmt: skip
+    )
     tokenizer = train_vocabulary(documents, folder / "tokenizer.model", VocabSpec(vocab_size=600))
     return {"folder": folder, "documents": documents, "heldout": heldout, "tokenizer": tokenizer}
 
@@ -199,9 +202,12 @@ def test_vocabulary_on_real_hg19_reaches_pinned_bp_per_token(shared_data, tmp_pa
     figure pinned here: 4.67 (the paper: 8.78 bp/token at 32k on all of GRCh37)."""
     documents = tmp_path / "chr20.txt"
     write_documents(
-        shared_data / "genome" / "hg19_chr20_0-2Mb.fa", documents,
-        DocumentSpec(passes=1, seed=0), ["chr20"], progress=False,
-    )  # fmt: skip
+        shared_data / "genome" / "hg19_chr20_0-2Mb.fa",
+        documents,
+        DocumentSpec(passes=1, seed=0),
+        ["chr20"],
+        progress=False,
+    )
     all_docs = list(read_documents(documents))
     train_text = write(
         tmp_path / "train.txt", "".join("\n".join(d) + "\n\n" for d in all_docs[::2])
@@ -241,8 +247,13 @@ def test_fast_bpe_equals_sentencepiece_token_for_token(corpus):
 @pytest.mark.shared_data
 def test_fast_bpe_equals_sentencepiece_on_real_hg19(shared_data, tmp_path):
     documents = tmp_path / "chr20.txt"
-    write_documents(shared_data / "genome" / "hg19_chr20_0-2Mb.fa", documents,
-                    DocumentSpec(passes=1, seed=0), ["chr20"], progress=False)  # fmt: skip
+    write_documents(
+        shared_data / "genome" / "hg19_chr20_0-2Mb.fa",
+        documents,
+        DocumentSpec(passes=1, seed=0),
+        ["chr20"],
+        progress=False,
+    )
     sentences = [s for d in read_documents(documents) for s in d]
     tokenizer = train_vocabulary(documents, tmp_path / "t.model", VocabSpec(vocab_size=8000))
     assert_fast_matches_sentencepiece(tokenizer, sentences + hard_sequences(seed=4))
@@ -256,8 +267,9 @@ def test_fast_bpe_hands_unknown_characters_to_sentencepiece(corpus):
 
 
 @pytest.mark.slow
-def test_without_the_extension_or_for_other_models_sentencepiece_encodes(corpus, monkeypatch,
-                                                                          tmp_path):  # fmt: skip
+def test_without_the_extension_or_for_other_models_sentencepiece_encodes(
+    corpus, monkeypatch, tmp_path
+):
     import sentencepiece as spm
 
     from genobird.corpus import fast_bpe
@@ -266,10 +278,16 @@ def test_without_the_extension_or_for_other_models_sentencepiece_encodes(corpus,
     sentences = [s for d in read_documents(corpus["heldout"]) for s in d][:50]
     expected = corpus["tokenizer"].encode_batch(sentences)
     unigram = tmp_path / "unigram"
-    run_sentencepiece_trainer(input=str(corpus["documents"]), model_prefix=str(unigram),
-                              model_type="unigram", vocab_size=300, character_coverage=1.0,
-                              split_by_whitespace=False, add_dummy_prefix=False,
-                              max_sentence_length=4192)  # fmt: skip
+    run_sentencepiece_trainer(
+        input=str(corpus["documents"]),
+        model_prefix=str(unigram),
+        model_type="unigram",
+        vocab_size=300,
+        character_coverage=1.0,
+        split_by_whitespace=False,
+        add_dummy_prefix=False,
+        max_sentence_length=4192,
+    )
     processor = spm.SentencePieceProcessor(model_file=str(unigram.with_suffix(".model")))
     assert fast_bpe.FastBPE.create(processor) is None  # the probes tell it apart
     monkeypatch.setattr(fast_bpe, "_bpe", None)
@@ -319,8 +337,7 @@ def test_masking_takes_special_ids_from_the_vocabulary():
     rng = np.random.default_rng(1)
     tokens = rng.choice(np.r_[0:10, 15:40], size=3000)
     tokens[[0, 1500, 2999]] = [12, 13, 13]
-    masked, positions, _ = mask_tokens(tokens, rng, 40, InstanceSpec(max_seq_length=4096),
-                                       special)  # fmt: skip
+    masked, positions, _ = mask_tokens(tokens, rng, 40, InstanceSpec(max_seq_length=4096), special)
     assert not set(positions) & {0, 1500, 2999}
     changed = masked[positions]
     assert (changed == 14).mean() > 0.7 and not np.isin(changed, [10, 11, 12, 13]).any()

@@ -82,11 +82,24 @@ def test_deepsea_import_takes_labels_with_an_8kb_context(shared_data, tmp_path, 
     scipy.io.savemat(tmp_path / "test.mat", {"testxdata": x, "testdata": y})
     out = tmp_path / "d.h5"
     argv = [
-        "-q", "dataset", "deepsea", "--mat", str(tmp_path / "test.mat"), "--split", "test",
-        "--coordinates", str(coordinates), "--reference", str(fasta),
-        "--features", str(shared_data / "chromatin" / "deepsea_919_features.tsv"),
-        "--out", str(out), "--context-bp", "8000",
-    ]  # fmt: skip
+        "-q",
+        "dataset",
+        "deepsea",
+        "--mat",
+        str(tmp_path / "test.mat"),
+        "--split",
+        "test",
+        "--coordinates",
+        str(coordinates),
+        "--reference",
+        str(fasta),
+        "--features",
+        str(shared_data / "chromatin" / "deepsea_919_features.tsv"),
+        "--out",
+        str(out),
+        "--context-bp",
+        "8000",
+    ]
     assert main(argv) == 0
     meta = read_metadata(out)
     assert len(meta["feature_names"]) == 919 and meta["categories"][0] == "DNase"
@@ -127,12 +140,24 @@ def test_deepsea_import_of_several_splits_from_a_genome_wide_bin_list(
     scipy.io.savemat(tmp_path / "test.mat", {"testxdata": test_x, "testdata": test_y})
     out = tmp_path / "d.h5"
     argv = [
-        "-q", "dataset", "deepsea",
-        "--mat", str(tmp_path / "train.mat"), str(tmp_path / "test.mat"),
-        "--split", "train", "test",
-        "--coordinates", str(coordinates), "--reference", str(genome),
-        "--out", str(out), "--context-bp", "1000",
-    ]  # fmt: skip
+        "-q",
+        "dataset",
+        "deepsea",
+        "--mat",
+        str(tmp_path / "train.mat"),
+        str(tmp_path / "test.mat"),
+        "--split",
+        "train",
+        "test",
+        "--coordinates",
+        str(coordinates),
+        "--reference",
+        str(genome),
+        "--out",
+        str(out),
+        "--context-bp",
+        "1000",
+    ]
     assert main(argv) == 0
     meta = read_metadata(out)
     assert meta["counts"] == {"train": 2, "valid": 0, "test": 1}
@@ -178,11 +203,31 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
     with gzip.open(path, "wt") as handle:
         handle.writelines(lines)
     out = tmp_path / "d.h5"
-    assert main(["dataset", "deepsea", "--csv", str(path), "--features", str(table), "--out",
-                 str(out), "--valid-fraction", "0.2", "--test-fraction", "0.2"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "dataset",
+                "deepsea",
+                "--csv",
+                str(path),
+                "--features",
+                str(table),
+                "--out",
+                str(out),
+                "--valid-fraction",
+                "0.2",
+                "--test-fraction",
+                "0.2",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
-    for line, reason in ((4, "919 fields, expected 920"), (6, "label '2' is not 0 or 1"),
-                         (8, "sequence: invalid DNA character 'X'")):  # fmt: skip
+    for line, reason in (
+        (4, "919 fields, expected 920"),
+        (6, "label '2' is not 0 or 1"),
+        (8, "sequence: invalid DNA character 'X'"),
+    ):
         assert f"deepsea.csv.gz:{line}: {reason}" in caplog.text
     assert "36 sequences are not 8000 bp long (kept)" in caplog.text
     assert "3 rows skipped" in captured.out and len(captured.out.splitlines()) == 1
@@ -201,18 +246,58 @@ def test_deepsea_csv_keeps_deepsea_order_and_reports_bad_rows_by_line(
         assert handle["chrom"][0].decode() == "deepsea.csv.gz:1"
     # fine-tuning reports the paper's per-category medians; scores come in DeepSEA's order
     run = tmp_path / "run"
-    assert main(["-q", "finetune", "chromatin", "--data", str(out), "--out", str(run),
-                 "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
-                 "--max-tokens", "64", "--max-steps", "2"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(out),
+                "--out",
+                str(run),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-tokens",
+                "64",
+                "--max-steps",
+                "2",
+            ]
+        )
+        == 0
+    )
     report = json.loads((run / "report" / "metrics.json").read_text())
     assert set(report["median_auroc_by_category"]) == {"DNase", "TF", "Histone"}
     # records that fill most of the 8 kb window (shorter ones are mostly N padding: refused)
     fasta = write(tmp_path / "s.fa", f">a\n{sequences[0] * 100}\n>b\n{sequences[1] * 100}\n")
-    assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
-                 "--out", str(tmp_path / "s.tsv")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                str(run / "model"),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(tmp_path / "s.tsv"),
+            ]
+        )
+        == 0
+    )
     header = (tmp_path / "s.tsv").read_text().splitlines()[0].split("\t")
-    assert header == ["index", "name", "line", "first_bp", "last_bp", "cropped", "padded",
-                      "n_fraction", *names]  # fmt: skip
+    assert header == [
+        "index",
+        "name",
+        "line",
+        "first_bp",
+        "last_bp",
+        "cropped",
+        "padded",
+        "n_fraction",
+        *names,
+    ]
 
 
 def test_deepsea_csv_with_a_header_and_a_split_column(tmp_path, capsys, caplog):
@@ -227,8 +312,22 @@ def test_deepsea_csv_with_a_header_and_a_split_column(tmp_path, capsys, caplog):
     )
     path = write(tmp_path / "h.csv", header + body)
     out = tmp_path / "h.h5"
-    assert main(["-q", "dataset", "deepsea", "--csv", str(path), "--split-column", "split",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "deepsea",
+                "--csv",
+                str(path),
+                "--split-column",
+                "split",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "h.csv:6: split must be one of" in caplog.text  # 'dev'
     assert "1 row skipped" in capsys.readouterr().out
     meta = read_metadata(out)
@@ -242,8 +341,22 @@ def test_deepsea_csv_with_a_header_and_a_split_column(tmp_path, capsys, caplog):
 def test_a_published_csv_without_a_header_has_no_split_column(tmp_path, capsys):
     sequences, labels = _deepsea_csv_rows(2, 30, seed=2)
     path = write(tmp_path / "p.csv", "".join(map(_csv_line, sequences, labels)))
-    assert main(["-q", "dataset", "deepsea", "--csv", str(path), "--split-column", "split",
-                 "--out", str(tmp_path / "p.h5")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "deepsea",
+                "--csv",
+                str(path),
+                "--split-column",
+                "split",
+                "--out",
+                str(tmp_path / "p.h5"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "needs a header row" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p.h5").exists()
@@ -256,7 +369,23 @@ def test_a_bad_first_row_is_a_bad_row_not_a_header(tmp_path, caplog):
     sequences[0] = "ACGX" + sequences[0][4:]
     path = write(tmp_path / "b.csv", "".join(map(_csv_line, sequences, labels)))
     out = tmp_path / "b.h5"
-    assert main(["-q", "dataset", "deepsea", "--csv", str(path), "--out", str(out),
-                 "--valid-fraction", "0", "--test-fraction", "0"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "deepsea",
+                "--csv",
+                str(path),
+                "--out",
+                str(out),
+                "--valid-fraction",
+                "0",
+                "--test-fraction",
+                "0",
+            ]
+        )
+        == 0
+    )
     assert "b.csv:1: sequence: invalid DNA character 'X'" in caplog.text
     assert read_metadata(out)["counts"]["train"] == 2

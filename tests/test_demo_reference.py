@@ -227,7 +227,11 @@ def test_copies_lie_within_reach_of_their_source_and_diverge_a_few_percent(demo_
     pairs = {}
     for chrom, start, end, name, _score, strand in rows:
         pairs.setdefault(name.rsplit("_", 1)[0], {})[name.rsplit("_", 1)[1]] = (
-            chrom, int(start), int(end), strand)  # fmt: skip
+            chrom,
+            int(start),
+            int(end),
+            strand,
+        )
     kinds, mismatches = set(), []
     for name, pair in pairs.items():
         kind = name.split("_")[0]
@@ -280,8 +284,9 @@ def test_h3k27ac_marks_promoters_by_the_arrangement_of_a_distal_element(demo_ref
     assert set(marked) == {"engaged", "downstream", "reversed"}
     assert np.mean(marked["engaged"]) > 0.9  # peak drop-out removes a few
     assert not any(marked["downstream"]) and not any(marked["reversed"])
-    elements = [row for row in _bed_rows(demo_reference / "elements.bed")
-                if row[3].startswith("distal_")]  # fmt: skip
+    elements = [
+        row for row in _bed_rows(demo_reference / "elements.bed") if row[3].startswith("distal_")
+    ]
     share = np.mean([row[3] == "distal_engaged" for row in elements])
     assert 0.35 < share < 0.65  # a bag of motifs says nothing: half are decoys
 

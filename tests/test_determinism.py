@@ -57,8 +57,10 @@ def assert_same_run(first: Path, second: Path, weights: list[str]) -> None:
 def test_a_baseline_gives_the_same_model_twice(tmp_path, kind):
     data = _motif_dataset(tmp_path / "motif.h5", n=250)
     options = [] if kind == "kmer-lr" else ["--channels", "8", "--max-epochs", "4"]
-    first, second = twice(tmp_path, lambda out: ["-q", "baseline", kind, "--data", str(data),
-                                                 "--out", str(out), *options])  # fmt: skip
+    first, second = twice(
+        tmp_path,
+        lambda out: ["-q", "baseline", kind, "--data", str(data), "--out", str(out), *options],
+    )
     saved = sorted(p.name for p in (first / "fitted").glob("*.safetensors"))
     assert saved
     assert_same_run(first, second, [f"fitted/{name}" for name in saved])
@@ -68,18 +70,45 @@ def test_a_baseline_gives_the_same_model_twice(tmp_path, kind):
         assert details["stopped_by"] in ("patience", "max_epochs")
 
 
-CLASSIFY = ["--base-cnn-channels", "8", "--base-cnn-epochs", "3", "--base-kmers", "4",
-            "--max-steps", "6", "--eval-every", "3", "--batch-size", "8"]  # fmt: skip
+CLASSIFY = [
+    "--base-cnn-channels",
+    "8",
+    "--base-cnn-epochs",
+    "3",
+    "--base-kmers",
+    "4",
+    "--max-steps",
+    "6",
+    "--eval-every",
+    "3",
+    "--batch-size",
+    "8",
+]
 
 
 @pytest.mark.parametrize("probes", ["0", "3"])
-def test_finetune_classify_gives_the_same_model_twice(pretraining_data, demo_reference, tmp_path,
-                                                      probes):  # fmt: skip
+def test_finetune_classify_gives_the_same_model_twice(
+    pretraining_data, demo_reference, tmp_path, probes
+):
     model, _ = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
     data = _motif_dataset(tmp_path / "motif.h5", n=200)
-    first, second = twice(tmp_path, lambda out: [
-        "-q", "finetune", "classify", "--data", str(data), "--model", str(model),
-        "--out", str(out), *CLASSIFY, "--probe-steps", probes])  # fmt: skip
+    first, second = twice(
+        tmp_path,
+        lambda out: [
+            "-q",
+            "finetune",
+            "classify",
+            "--data",
+            str(data),
+            "--model",
+            str(model),
+            "--out",
+            str(out),
+            *CLASSIFY,
+            "--probe-steps",
+            probes,
+        ],
+    )
     assert_same_run(first, second, ["model/model.safetensors"])
     report = json.loads((first / "report" / "metrics.json").read_text())
     assert report["training"]["base_cnn"]["stopped_by"] in ("patience", "max_epochs")
@@ -89,26 +118,66 @@ def test_finetune_classify_gives_the_same_model_twice(pretraining_data, demo_ref
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["promoter", "chromatin"])
-def test_finetune_promoter_and_chromatin_give_the_same_model_twice(pretraining_data,
-                                                                   demo_reference, tmp_path,
-                                                                   task):  # fmt: skip
+def test_finetune_promoter_and_chromatin_give_the_same_model_twice(
+    pretraining_data, demo_reference, tmp_path, task
+):
     model, data = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
     if task == "chromatin":
         data = tmp_path / "chromatin.h5"
-        assert main(["-q", "dataset", "chromatin", "--features",
-                     str(demo_reference / "features.tsv"), "--reference",
-                     str(demo_reference / "genome.fa"), "--out", str(data), "--context-bp",
-                     "400", "--max-bins", "300", "--valid-chromosomes", "chr3",
-                     "--test-chromosomes", "chrX"]) == 0  # fmt: skip
-    first, second = twice(tmp_path, lambda out: [
-        "-q", "finetune", task, "--data", str(data), "--model", str(model), "--out", str(out),
-        "--max-steps", "6", "--eval-every", "3", "--base-kmers", "4",
-        "--base-cnn-channels", "8", "--base-cnn-epochs", "2"])  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "dataset",
+                    "chromatin",
+                    "--features",
+                    str(demo_reference / "features.tsv"),
+                    "--reference",
+                    str(demo_reference / "genome.fa"),
+                    "--out",
+                    str(data),
+                    "--context-bp",
+                    "400",
+                    "--max-bins",
+                    "300",
+                    "--valid-chromosomes",
+                    "chr3",
+                    "--test-chromosomes",
+                    "chrX",
+                ]
+            )
+            == 0
+        )
+    first, second = twice(
+        tmp_path,
+        lambda out: [
+            "-q",
+            "finetune",
+            task,
+            "--data",
+            str(data),
+            "--model",
+            str(model),
+            "--out",
+            str(out),
+            "--max-steps",
+            "6",
+            "--eval-every",
+            "3",
+            "--base-kmers",
+            "4",
+            "--base-cnn-channels",
+            "8",
+            "--base-cnn-epochs",
+            "2",
+        ],
+    )
     assert_same_run(first, second, ["model/model.safetensors"])
 
 
-def test_one_and_two_threads_choose_the_same_epochs_and_steps(pretraining_data, demo_reference,
-                                                              tmp_path):  # fmt: skip
+def test_one_and_two_threads_choose_the_same_epochs_and_steps(
+    pretraining_data, demo_reference, tmp_path
+):
     model, _ = demo_promoter_run(pretraining_data, demo_reference, tmp_path)
     data = _motif_dataset(tmp_path / "motif.h5", n=200)
     threads = torch.get_num_threads()
@@ -117,12 +186,45 @@ def test_one_and_two_threads_choose_the_same_epochs_and_steps(pretraining_data, 
         for count in (1, 2):
             torch.set_num_threads(count)
             cnn, run = tmp_path / f"cnn-{count}", tmp_path / f"run-{count}"
-            assert main(["-q", "baseline", "cnn", "--data", str(data), "--out", str(cnn),
-                         "--channels", "8", "--max-epochs", "4"]) == 0  # fmt: skip
-            assert main(["-q", "finetune", "classify", "--data", str(data), "--model",
-                         str(model), "--out", str(run), *CLASSIFY]) == 0  # fmt: skip
-            runs[count] = [json.loads((folder / "report" / "metrics.json").read_text())
-                           for folder in (cnn, run)]  # fmt: skip
+            assert (
+                main(
+                    [
+                        "-q",
+                        "baseline",
+                        "cnn",
+                        "--data",
+                        str(data),
+                        "--out",
+                        str(cnn),
+                        "--channels",
+                        "8",
+                        "--max-epochs",
+                        "4",
+                    ]
+                )
+                == 0
+            )
+            assert (
+                main(
+                    [
+                        "-q",
+                        "finetune",
+                        "classify",
+                        "--data",
+                        str(data),
+                        "--model",
+                        str(model),
+                        "--out",
+                        str(run),
+                        *CLASSIFY,
+                    ]
+                )
+                == 0
+            )
+            runs[count] = [
+                json.loads((folder / "report" / "metrics.json").read_text())
+                for folder in (cnn, run)
+            ]
             scores[count] = [predicted_scores(folder) for folder in (cnn, run)]
     finally:
         torch.set_num_threads(threads)

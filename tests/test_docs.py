@@ -8,8 +8,12 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "benchmarks" / "README.md",
-        *sorted((REPO / "docs").rglob("*.md"))]  # fmt: skip
+DOCS = [
+    REPO / "README.md",
+    REPO / "CHANGELOG.md",
+    REPO / "benchmarks" / "README.md",
+    *sorted((REPO / "docs").rglob("*.md")),
+]
 # how a diary speaks of the runs behind its figures
 RUN_CONDITIONS = re.compile(
     r"\b(lease|session|sessions)\b|of the \d+ minutes|\d+-s limit|time ran out|time was spent",
@@ -26,9 +30,12 @@ def test_experiments_are_short_records_of_studies():
 
 
 def test_no_doc_speaks_of_run_conditions():
-    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-             for path in DOCS for number, line in enumerate(path.read_text().splitlines(), 1)
-             if RUN_CONDITIONS.search(line)]  # fmt: skip
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in DOCS
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if RUN_CONDITIONS.search(line)
+    ]
     assert not found, "\n".join(found)
 
 

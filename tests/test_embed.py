@@ -63,8 +63,10 @@ def test_any_layer_or_the_mean_of_the_last_ones(model_dir):
         expected = own_states(embedder, sequence, layer)[1:-1].mean(0)
         np.testing.assert_allclose(embedder.embed([sequence])[0], expected, atol=1e-5)
     mean_last = Embedder(model_dir, device="cpu", mean_last=2).embed([sequence], "token")[0]
-    last, before = (own_states(mean_last_embedder := Embedder(model_dir, device="cpu"),
-                               sequence, k)[1:-1] for k in (-1, -2))  # fmt: skip
+    last, before = (
+        own_states(mean_last_embedder := Embedder(model_dir, device="cpu"), sequence, k)[1:-1]
+        for k in (-1, -2)
+    )
     np.testing.assert_allclose(mean_last.vectors, (last + before) / 2, atol=1e-5)
     assert mean_last_embedder.layers == [2]
     with pytest.raises(ValueError, match=r"layer must be in -3\.\.2"):
@@ -102,11 +104,14 @@ def test_the_strand_average_is_symmetric_on_a_palindrome_and_lies_on_the_forward
     one = Embedder(model_dir, device="cpu")
     forward = one.embed([sequence], level="base")[0]
     backward = one.embed([reverse_complement(sequence)], level="base")[0]
-    np.testing.assert_allclose(embedder.embed([sequence], level="base")[0],
-                               (forward + backward[::-1]) / 2, atol=1e-6)  # fmt: skip
-    np.testing.assert_allclose(embedder.embed([sequence])[0],
-                               (one.embed([sequence])[0] + one.embed([reverse_complement(
-                                   sequence)])[0]) / 2, atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        embedder.embed([sequence], level="base")[0], (forward + backward[::-1]) / 2, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        embedder.embed([sequence])[0],
+        (one.embed([sequence])[0] + one.embed([reverse_complement(sequence)])[0]) / 2,
+        atol=1e-6,
+    )
     with pytest.raises(ValueError, match="token level reads one strand"):
         embedder.embed([sequence], level="token")
 
@@ -114,38 +119,93 @@ def test_the_strand_average_is_symmetric_on_a_palindrome_and_lies_on_the_forward
 def test_embed_writes_hdf5_for_fasta_bed_and_vcf(model_dir, demo_reference, tmp_path, capsys):
     fasta = write(tmp_path / "s.fa", f">a\n{dna(40, 7)}\n>gap\nNNNN\n>b\n{dna(300, 8)}\n")
     base = tmp_path / "b.h5"
-    assert main(["-q", "embed", "--model", str(model_dir), "--fasta", str(fasta), "--level",
-                 "base", "--out", str(base)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "embed",
+                "--model",
+                str(model_dir),
+                "--fasta",
+                str(fasta),
+                "--level",
+                "base",
+                "--out",
+                str(base),
+            ]
+        )
+        == 0
+    )
     embedder = Embedder(model_dir, device="cpu")
     with h5py.File(base, "r") as handle:
         assert handle.attrs["level"] == "base" and handle["base"].shape == (340, 32)
         assert handle["base_offsets"][:].tolist() == [0, 40, 340]
         assert handle["rows/name"][:].astype(str).tolist() == ["a", "b"]
         assert handle["rows/line"][:].tolist() == [1, 5]
-        np.testing.assert_allclose(handle["base"][40:],
-                                   embedder.embed([dna(300, 8)], level="base")[0])  # fmt: skip
+        np.testing.assert_allclose(
+            handle["base"][40:], embedder.embed([dna(300, 8)], level="base")[0]
+        )
     assert "no A/C/G/T base" in (tmp_path / "b.h5.rejected.tsv").read_text()
     reference = str(demo_reference / "genome.fa")
     bed = write(tmp_path / "r.bed", "chr1\t50000\t50120\tr1\t0\t-\nchrZ\t1\t5\n")
     tokens = tmp_path / "t.h5"
-    assert main(["-q", "embed", "--model", str(model_dir), "--bed", str(bed), "--reference",
-                 reference, "--level", "token", "--out", str(tokens)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "embed",
+                "--model",
+                str(model_dir),
+                "--bed",
+                str(bed),
+                "--reference",
+                reference,
+                "--level",
+                "token",
+                "--out",
+                str(tokens),
+            ]
+        )
+        == 0
+    )
     from genobird.genome import Reference
 
     region = Reference(reference).fetch("chr1", 50000, 50120, "-")
     with h5py.File(tokens, "r") as handle:
         offsets = handle["token_offsets"][:]
-        np.testing.assert_allclose(handle["token"][offsets[0] : offsets[1]],
-                                   embedder.embed([region], level="token")[0].vectors)  # fmt: skip
+        np.testing.assert_allclose(
+            handle["token"][offsets[0] : offsets[1]],
+            embedder.embed([region], level="token")[0].vectors,
+        )
         assert handle["rows/strand"][:].astype(str).tolist() == ["-"]
     base_at = Reference(reference).fetch("chr1", 60000, 60001)
     other = "A" if base_at != "A" else "C"
-    vcf = write(tmp_path / "v.vcf", "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n"
-                f"chr1\t60001\tv1\t{base_at}\t{other}\n"
-                f"chr1\t60001\tbad\t{other}\t{base_at}\n")  # fmt: skip
+    vcf = write(
+        tmp_path / "v.vcf",
+        "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n"
+        f"chr1\t60001\tv1\t{base_at}\t{other}\n"
+        f"chr1\t60001\tbad\t{other}\t{base_at}\n",
+    )
     pooled = tmp_path / "v.h5"
-    assert main(["-q", "embed", "--model", str(model_dir), "--vcf", str(vcf), "--reference",
-                 reference, "--window-bp", "200", "--out", str(pooled)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "embed",
+                "--model",
+                str(model_dir),
+                "--vcf",
+                str(vcf),
+                "--reference",
+                reference,
+                "--window-bp",
+                "200",
+                "--out",
+                str(pooled),
+            ]
+        )
+        == 0
+    )
     with h5py.File(pooled, "r") as handle:
         assert handle["pooled"].shape == (2, 32)
         assert handle["rows/allele"][:].astype(str).tolist() == ["ref", "alt"]
@@ -153,8 +213,21 @@ def test_embed_writes_hdf5_for_fasta_bed_and_vcf(model_dir, demo_reference, tmp_
         np.testing.assert_allclose(handle["pooled"][0], embedder.embed([window])[0], atol=1e-6)
     rejected = (tmp_path / "v.h5.rejected.tsv").read_text()
     assert "is not the reference's bases at chr1" in rejected and "\t4\t" in rejected
-    assert main(["-q", "embed", "--model", str(model_dir), "--fasta", str(fasta), "--out",
-                 str(tmp_path / "x.tsv")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "embed",
+                "--model",
+                str(model_dir),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(tmp_path / "x.tsv"),
+            ]
+        )
+        == 1
+    )
     assert "embeddings are written as HDF5" in capsys.readouterr().err
 
 
@@ -196,9 +269,26 @@ def test_worker_processes_tokenise_ahead_and_write_the_same_file(model_dir, tmp_
     files = {}
     for workers in (0, 2):
         files[workers] = tmp_path / f"w{workers}.h5"
-        assert main(["-q", "embed", "--model", str(model_dir), "--fasta", str(fasta), "--level",
-                     "base", "--rc-average", "--workers", str(workers), "--out",
-                     str(files[workers])]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "embed",
+                    "--model",
+                    str(model_dir),
+                    "--fasta",
+                    str(fasta),
+                    "--level",
+                    "base",
+                    "--rc-average",
+                    "--workers",
+                    str(workers),
+                    "--out",
+                    str(files[workers]),
+                ]
+            )
+            == 0
+        )
     with h5py.File(files[0], "r") as a, h5py.File(files[2], "r") as b:
         assert a["rows/name"][:].tolist() == b["rows/name"][:].tolist()  # order kept
         assert a["base_offsets"][:].tolist() == b["base_offsets"][:].tolist()

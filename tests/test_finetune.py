@@ -25,17 +25,53 @@ def test_finetune_promoter_from_the_command_line_beats_chance(pretraining_data, 
     genome = tmp_path / "genome"  # 2 Mb: about 200 promoters, 400 windows
     generate_demo_reference(genome, DemoSpec(seed=11, size_mb=2.0))
     data = tmp_path / "promoter.h5"
-    assert main([
-        "-q", "dataset", "promoter", "--tss", str(genome / "tss.bed"),
-        "--reference", str(genome / "genome.fa"), "--out", str(data),
-        "--upstream-bp", "300", "--downstream-bp", "200",
-        "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
-    ]) == 0  # fmt: skip
-    assert main([
-        "-q", "finetune", "promoter", "--data", str(data), "--out", str(tmp_path / "run"),
-        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
-        "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
-    ]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "promoter",
+                "--tss",
+                str(genome / "tss.bed"),
+                "--reference",
+                str(genome / "genome.fa"),
+                "--out",
+                str(data),
+                "--upstream-bp",
+                "300",
+                "--downstream-bp",
+                "200",
+                "--valid-chromosomes",
+                "chr3",
+                "--test-chromosomes",
+                "chrX",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "promoter",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-tokens",
+                "160",
+                "--max-steps",
+                "300",
+                "--learning-rate",
+                "5e-4",
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     # measured 0.703 / 0.667 (0.734 / 0.640 with seed 13) on the genome with long-range
     # structure; 0.845 / 0.773 on the generator's version 2
@@ -55,20 +91,60 @@ def test_finetune_chromatin_beats_chance(pretraining_data, tmp_path, capsys):
     genome = tmp_path / "genome"
     generate_demo_reference(genome, DemoSpec(seed=12, size_mb=2.0))
     data = tmp_path / "chromatin.h5"
-    assert main([
-        "-q", "dataset", "chromatin", "--features", str(genome / "features.tsv"),
-        "--reference", str(genome / "genome.fa"), "--out", str(data), "--context-bp", "600",
-        "--max-bins", "1200", "--valid-chromosomes", "chr3", "--test-chromosomes", "chrX",
-    ]) == 0  # fmt: skip
-    assert main([
-        "-q", "finetune", "chromatin", "--data", str(data), "--out", str(tmp_path / "run"),
-        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]),
-        "--max-tokens", "160", "--max-steps", "300", "--learning-rate", "5e-4",
-    ]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "chromatin",
+                "--features",
+                str(genome / "features.tsv"),
+                "--reference",
+                str(genome / "genome.fa"),
+                "--out",
+                str(data),
+                "--context-bp",
+                "600",
+                "--max-bins",
+                "1200",
+                "--valid-chromosomes",
+                "chr3",
+                "--test-chromosomes",
+                "chrX",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "chromatin",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-tokens",
+                "160",
+                "--max-steps",
+                "300",
+                "--learning-rate",
+                "5e-4",
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     # The local features only: the long-range ones need kilobases the 600 bp context lacks
-    local = [row["auroc"] for name, row in report["per_feature"].items()
-             if name not in LONG_RANGE_FEATURES]  # fmt: skip
+    local = [
+        row["auroc"]
+        for name, row in report["per_feature"].items()
+        if name not in LONG_RANGE_FEATURES
+    ]
     assert np.median(local) >= 0.72, report["per_feature"]  # measured 0.803
     assert (tmp_path / "run" / "report" / "auroc_by_category.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -89,8 +165,15 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
         label = index % 2
         bases = "".join(rng.choice(list("ACGT"), 90))
         sequence = bases[:40] + ("TGACGTCA" if label else bases[40:48]) + bases[48:]
-        windows.add(sequence, [label], f"s{index}", 0, 90, "+",
-                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+        windows.add(
+            sequence,
+            [label],
+            f"s{index}",
+            0,
+            90,
+            "+",
+            ("train", "train", "train", "valid", "test")[index % 5],
+        )
     data = windows.write(tmp_path / "motif.h5")
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     augmented = WindowDataset(data, "train", tokenizer, 64, rc_augment_seed=0)
@@ -100,13 +183,36 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     ]
     assert 20 < sum(flips) < 52  # about half the windows read on the other strand
     assert np.array_equal(augmented[5]["input_ids"], augmented[5]["input_ids"])  # seeded
-    assert main([
-        "-q", "finetune", "classify", *NO_BASE_READERS,
-        "--data", str(data), "--out", str(tmp_path / "run"),
-        "--from-scratch", "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "40",
-        "--eval-every", "10", "--patience", "2", "--pooling", "mean", "--batch-size", "8",
-        "--probe-steps", "0",
-    ]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                *NO_BASE_READERS,
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-steps",
+                "40",
+                "--eval-every",
+                "10",
+                "--patience",
+                "2",
+                "--pooling",
+                "mean",
+                "--batch-size",
+                "8",
+                "--probe-steps",
+                "0",
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["pooling"] == "mean"
     # checked every pass over the 72 training windows (9 steps of 8), sooner than every
@@ -141,15 +247,32 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
     assert saved["head"]["pooling"] == "mean" and saved["optim"]["max_steps"] == 40
     assert saved["data"]["rc_augment"] is True and saved["evaluation"]["rc_average"] is True
     assert saved["evaluation"]["eval_every"] == 10 and saved["head"]["base"]["cnn_channels"] == 0
-    assert main(["-q", "finetune", "classify", "--data", str(data), "--out",
-                 str(tmp_path / "again"), "--from-scratch", "--tokenizer",
-                 str(pretraining_data["tokenizer"]), "--config",
-                 str(tmp_path / "run" / "model" / "finetune.json"),
-                 "--max-steps", "9"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "again"),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--config",
+                str(tmp_path / "run" / "model" / "finetune.json"),
+                "--max-steps",
+                "9",
+            ]
+        )
+        == 0
+    )
     again = json.loads((tmp_path / "again" / "model" / "finetune.json").read_text())
     assert again["optim"] == {**saved["optim"], "max_steps": 9}
     assert {k: v for k, v in again.items() if k != "optim"} == {
-        k: v for k, v in saved.items() if k != "optim"}  # fmt: skip
+        k: v for k, v in saved.items() if k != "optim"
+    }
 
 
 class _Probe:
@@ -173,8 +296,12 @@ class _Probe:
 
 
 # a validation split of 2,000 windows: an AUROC of 0.7-0.85 is known to about +/-0.01
-CLASSIFY_META = {"task": "classify", "feature_names": ["y"], "counts": {"valid": 2000},
-                 "positives_by_split": {"valid": [1000]}}  # fmt: skip
+CLASSIFY_META = {
+    "task": "classify",
+    "feature_names": ["y"],
+    "counts": {"valid": 2000},
+    "positives_by_split": {"valid": [1000]},
+}
 
 
 def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
@@ -190,8 +317,10 @@ def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given
     spec = Recipe.of(probe_steps=50, pooling="mean", **lr)
     probe = _Probe({(True, 3e-4, "mean"): 0.71, (False, 3e-4, "mean"): 0.80})  # one is better
     chosen, strands, choice = choose(spec, meta, tmp_path / "run", probe)
-    assert [call[:4] for call in probe.calls] == [(True, 3e-4, "mean", True),
-                                                  (False, 3e-4, "mean", False)]  # fmt: skip
+    assert [call[:4] for call in probe.calls] == [
+        (True, 3e-4, "mean", True),
+        (False, 3e-4, "mean", False),
+    ]
     assert [call[4] for call in probe.calls] == [50, 50]
     assert chosen.data.rc_augment is False and chosen.evaluation.rc_average is False
     assert strands == {"chosen_by": "validation", "rc_augment": False, "rc_average": False}
@@ -242,10 +371,17 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
     from genobird.finetuning.recipe import Recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
-    both = Recipe.of(probe_steps=100, pooling="mean", **lr,
-                        choose_on_validation=("learning_rate", "pooling"))  # fmt: skip
-    probe = _Probe({(True, 3e-4, "mean"): 0.80, (False, 3e-4, "mean"): 0.70,
-                    (True, 1e-4, "mean"): 0.85, (True, 1e-4, "cls"): 0.84})  # fmt: skip
+    both = Recipe.of(
+        probe_steps=100, pooling="mean", **lr, choose_on_validation=("learning_rate", "pooling")
+    )
+    probe = _Probe(
+        {
+            (True, 3e-4, "mean"): 0.80,
+            (False, 3e-4, "mean"): 0.70,
+            (True, 1e-4, "mean"): 0.85,
+            (True, 1e-4, "cls"): 0.84,
+        }
+    )
     chosen, choice = choose_recipe(both, CLASSIFY_META, tmp_path / "run", probe)
     # each question is asked from the answers so far, and the default of a later one is
     # the best probe so far, not trained again: 4 probes for 3 questions
@@ -257,10 +393,13 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
     ]
     assert choice["asked"] == ["strands", "learning_rate", "pooling"]
     assert choice["learning_rate"]["validation_auroc"] == {"0.0003": 0.80, "0.0001": 0.85}
-    assert choice["pooling"] == {"validation_auroc": {"mean": 0.85, "cls": 0.84},
-                                 "best_step": {"mean": 100, "cls": 100},
-                                 "margin": pytest.approx(0.0087, abs=2e-4),
-                                 "chosen": "mean", "settings": {"pooling": "mean"}}  # fmt: skip
+    assert choice["pooling"] == {
+        "validation_auroc": {"mean": 0.85, "cls": 0.84},
+        "best_step": {"mean": 100, "cls": 100},
+        "margin": pytest.approx(0.0087, abs=2e-4),
+        "chosen": "mean",
+        "settings": {"pooling": "mean"},
+    }
     assert chosen.optim.learning_rate == 1e-4 and chosen.head.pooling == "mean"
     assert chosen.optim.max_steps == 3000 and chosen.data.rc_augment is True  # the run's own
     saved = json.loads((tmp_path / "run" / "recipe-choice.json").read_text())
@@ -317,13 +456,40 @@ def test_a_classify_run_probes_its_recipe_and_reports_the_choice(pretraining_dat
     windows = WindowSet("classify", ["y"], ["label"])
     rng = np.random.default_rng(7)
     for index in range(60):
-        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
-                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+        windows.add(
+            "".join(rng.choice(list("ACGT"), 60)),
+            [index % 2],
+            "s",
+            0,
+            60,
+            "+",
+            ("train", "train", "train", "valid", "test")[index % 5],
+        )
     data = windows.write(tmp_path / "d.h5")
-    assert main(["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--out",
-                 str(tmp_path / "run"), "--from-scratch", "--tokenizer",
-                 str(pretraining_data["tokenizer"]), "--max-steps", "6", "--eval-every", "3",
-                 "--probe-steps", "3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                *NO_BASE_READERS,
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-steps",
+                "6",
+                "--eval-every",
+                "3",
+                "--probe-steps",
+                "3",
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     choice = report["recipe_choice"]
     assert choice["asked"] == ["strands", "learning_rate", "pooling"]
@@ -331,8 +497,7 @@ def test_a_classify_run_probes_its_recipe_and_reports_the_choice(pretraining_dat
     scores = choice["strands"]["validation_auroc"]
     assert set(scores) == {"both strands", "one strand"}
     both = scores["both strands"] >= scores["one strand"]
-    assert report["strands"] == {"chosen_by": "validation", "rc_augment": both,
-                                 "rc_average": both}  # fmt: skip
+    assert report["strands"] == {"chosen_by": "validation", "rc_augment": both, "rc_average": both}
     assert report["rc_augment"] is both and report["rc_average"] is both
     assert report["learning_rate"] == float(choice["learning_rate"]["chosen"])
     assert report["pooling"] == choice["pooling"]["chosen"]
@@ -342,11 +507,35 @@ def test_a_classify_run_probes_its_recipe_and_reports_the_choice(pretraining_dat
     assert json.loads((tmp_path / "run" / "recipe-choice.json").read_text()) == choice
     assert report["training"]["steps"] == 6  # the run itself, after the probes
     # an option given is kept and not asked
-    assert main(["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--out",
-                 str(tmp_path / "given"), "--from-scratch", "--tokenizer",
-                 str(pretraining_data["tokenizer"]), "--max-steps", "6", "--eval-every", "3",
-                 "--probe-steps", "3", "--learning-rate", "1e-3", "--pooling", "cls",
-                 "--rc-augment"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                *NO_BASE_READERS,
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "given"),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-steps",
+                "6",
+                "--eval-every",
+                "3",
+                "--probe-steps",
+                "3",
+                "--learning-rate",
+                "1e-3",
+                "--pooling",
+                "cls",
+                "--rc-augment",
+            ]
+        )
+        == 0
+    )
     given = json.loads((tmp_path / "given" / "report" / "metrics.json").read_text())
     assert given["recipe_choice"] == {} and given["learning_rate"] == 1e-3
     assert given["pooling"] == "cls" and given["strands"]["chosen_by"] == "options"
@@ -357,8 +546,15 @@ def _random_classify_data(path, count: int, seed: int):
     windows = WindowSet("classify", ["y"], ["label"])
     rng = np.random.default_rng(seed)
     for index in range(count):
-        windows.add("".join(rng.choice(list("ACGT"), 60)), [index % 2], "s", 0, 60, "+",
-                    "test" if index % 4 == 0 else "train")  # fmt: skip
+        windows.add(
+            "".join(rng.choice(list("ACGT"), 60)),
+            [index % 2],
+            "s",
+            0,
+            60,
+            "+",
+            "test" if index % 4 == 0 else "train",
+        )
     return windows.write(path)
 
 
@@ -371,15 +567,36 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     vocab = tokenizer.vocab_size
-    shape = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
-                 max_position=256, block_size=32, composed_token_embeddings=True,
-                 position_init="sinusoidal")  # fmt: skip
-    save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
-                    tmp_path / "shaped")  # fmt: skip
+    shape = dict(
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=256,
+        block_size=32,
+        composed_token_embeddings=True,
+        position_init="sinusoidal",
+    )
+    save_pretrained(
+        BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)), tmp_path / "shaped"
+    )
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=5)
-    command = ["-q", "finetune", "classify", *NO_BASE_READERS, "--data", str(data), "--out",
-               str(tmp_path / "run"), "--tokenizer", str(pretraining_data["tokenizer"]),
-               "--model", str(tmp_path / "shaped"), "--max-steps", "2"]  # fmt: skip
+    command = [
+        "-q",
+        "finetune",
+        "classify",
+        *NO_BASE_READERS,
+        "--data",
+        str(data),
+        "--out",
+        str(tmp_path / "run"),
+        "--tokenizer",
+        str(pretraining_data["tokenizer"]),
+        "--model",
+        str(tmp_path / "shaped"),
+        "--max-steps",
+        "2",
+    ]
     assert main([*command, "--from-scratch", "--dropout", "1.5"]) == 1
     assert "dropout must be in [0, 1), got 1.5" in capsys.readouterr().err
     assert main([*command, "--from-scratch", "--dropout", "0.2"]) == 0
@@ -388,8 +605,20 @@ def test_from_scratch_control_takes_the_shape_of_a_model_directory_and_dropout(
     # a former spelling is an unknown option, answered with the closest one (CHANGELOG.md)
     capsys.readouterr()
     with pytest.raises(SystemExit):
-        main(["-q", "finetune", "classify", "--data", str(data), "--output", str(tmp_path / "old"),
-              "--model", str(tmp_path / "shaped"), "--from-scratch"])  # fmt: skip
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                "--data",
+                str(data),
+                "--output",
+                str(tmp_path / "old"),
+                "--model",
+                str(tmp_path / "shaped"),
+                "--from-scratch",
+            ]
+        )
     assert "unrecognized --output; did you mean '--out'?" in capsys.readouterr().err
     assert not (tmp_path / "old").exists()
     assert config["hidden_dropout"] == 0.2  # fine-tuned with it (BigBirdConfig's own: 0.1)
@@ -417,22 +646,45 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
 
     assert layer_decay_scales(2, 1.0) == {}
     assert layer_decay_scales(2, 0.5) == {
-        "encoder.": 0.25, "encoder.pooler.": 1.0, "encoder.layers.0.": 0.5, "encoder.layers.1.": 1.0
-    }  # fmt: skip
+        "encoder.": 0.25,
+        "encoder.pooler.": 1.0,
+        "encoder.layers.0.": 0.5,
+        "encoder.layers.1.": 1.0,
+    }
     assert layer_decay_scales(2, 0.5, final_norm=True)["encoder.final_norm."] == 1.0
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
-    shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                 max_position=256, block_size=32)  # fmt: skip
+    shape = dict(
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=256,
+        block_size=32,
+    )
     torch.manual_seed(0)
     pretrained = tmp_path / "pretrained"
-    save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=tokenizer.vocab_size, **shape)),
-                    pretrained)  # fmt: skip
+    save_pretrained(
+        BigBirdForPretraining(BigBirdConfig(vocab_size=tokenizer.vocab_size, **shape)), pretrained
+    )
     tokenizer.save(pretrained)
     start = safetensors.torch.load_file(str(pretrained / "model.safetensors"))
     data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
-    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
-               "--data", str(data), "--model", str(pretrained),
-               "--max-steps", "5", "--learning-rate", "1e-2", "--warmup-steps", "0"]  # fmt: skip
+    command = [
+        "-q",
+        "finetune",
+        "classify",
+        *NO_BASE_READERS,
+        "--data",
+        str(data),
+        "--model",
+        str(pretrained),
+        "--max-steps",
+        "5",
+        "--learning-rate",
+        "1e-2",
+        "--warmup-steps",
+        "0",
+    ]
 
     def largest_change(decay: float) -> dict[str, float]:
         output = tmp_path / f"run-{decay}"
@@ -441,9 +693,14 @@ def test_layer_decay_slows_each_encoder_layer_below_the_top(pretraining_data, tm
         assert report["layer_decay"] == decay  # the report names the recipe
         tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
         parts = ("encoder.embeddings.", "encoder.layers.0.", "encoder.layers.1.")
-        return {part: max(float((tuned[name] - start[name]).abs().max())
-                          for name in start if name.startswith(part))
-                for part in parts}  # fmt: skip
+        return {
+            part: max(
+                float((tuned[name] - start[name]).abs().max())
+                for name in start
+                if name.startswith(part)
+            )
+            for part in parts
+        }
 
     one_rate, decayed = largest_change(1.0), largest_change(0.1)
     assert decayed["encoder.layers.1."] == pytest.approx(one_rate["encoder.layers.1."], rel=0.5)
@@ -476,10 +733,23 @@ def test_fine_tuning_keeps_the_averaged_weights_when_asked(pretraining_data, tmp
     import torch
 
     data = _random_classify_data(tmp_path / "d.h5", count=40, seed=7)
-    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
-               "--data", str(data), "--from-scratch",
-               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
-               "--batch-size", "4", "--learning-rate", "1e-2"]  # fmt: skip
+    command = [
+        "-q",
+        "finetune",
+        "classify",
+        *NO_BASE_READERS,
+        "--data",
+        str(data),
+        "--from-scratch",
+        "--tokenizer",
+        str(pretraining_data["tokenizer"]),
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--learning-rate",
+        "1e-2",
+    ]
     output = tmp_path / "run"
     assert main([*command, "--out", str(output), "--ema-decay", "0.9"]) == 0
     report = json.loads((output / "report" / "metrics.json").read_text())
@@ -527,24 +797,40 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
     lengths = [[len(d[i]["input_ids"]) for i in range(len(d))] for d in (plain, sampled)]
     assert np.mean(lengths[1]) > 1.1 * np.mean(lengths[0])  # merges were skipped
     again = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.3, bpe_seed=5)
-    assert all(np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"])
-               for i in range(len(sampled)))  # fmt: skip
+    assert all(
+        np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"]) for i in range(len(sampled))
+    )
     again.set_epoch(1)
-    assert any(not np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"])
-               for i in range(len(sampled)))  # fmt: skip
+    assert any(
+        not np.array_equal(sampled[i]["input_ids"], again[i]["input_ids"])
+        for i in range(len(sampled))
+    )
     off = WindowDataset(data, "train", tokenizer, 512, bpe_dropout=0.0, bpe_seed=5)
     assert all(np.array_equal(plain[i]["input_ids"], off[i]["input_ids"]) for i in range(30))
 
-    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
-               "--data", str(data), "--from-scratch",
-               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
-               "--batch-size", "4"]  # fmt: skip
+    command = [
+        "-q",
+        "finetune",
+        "classify",
+        *NO_BASE_READERS,
+        "--data",
+        str(data),
+        "--from-scratch",
+        "--tokenizer",
+        str(pretraining_data["tokenizer"]),
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "4",
+    ]
     assert main([*command, "--out", str(tmp_path / "run"), "--bpe-dropout", "0.1"]) == 0
     report = json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())
     assert report["bpe_dropout"] == 0.1
     assert main([*command, "--out", str(tmp_path / "same-seed")]) == 0
-    weights = [safetensors.torch.load_file(str(tmp_path / run / "model" / "model.safetensors"))
-               for run in ("run", "same-seed")]  # fmt: skip
+    weights = [
+        safetensors.torch.load_file(str(tmp_path / run / "model" / "model.safetensors"))
+        for run in ("run", "same-seed")
+    ]
     assert any(not torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
     assert main([*command, "--out", str(tmp_path / "bad"), "--bpe-dropout", "1"]) == 1
     assert "bpe_dropout must be in [0, 1), got 1.0" in capsys.readouterr().err
@@ -596,10 +882,25 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
     assert len(cuts) > 1  # several cuts, not one
 
     run = tmp_path / "run"
-    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
-               "--data", str(data), "--from-scratch",
-               "--tokenizer", str(pretraining_data["tokenizer"]), "--max-steps", "4",
-               "--batch-size", "4", "--bpe-dropout", "0.1", "--out", str(run)]  # fmt: skip
+    command = [
+        "-q",
+        "finetune",
+        "classify",
+        *NO_BASE_READERS,
+        "--data",
+        str(data),
+        "--from-scratch",
+        "--tokenizer",
+        str(pretraining_data["tokenizer"]),
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--bpe-dropout",
+        "0.1",
+        "--out",
+        str(run),
+    ]
     assert main([*command, "--segmentations", "3"]) == 0
     report = json.loads((run / "report" / "metrics.json").read_text())
     assert report["segmentations"] == 3 and report["rc_average"] is True
@@ -615,10 +916,15 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
         return torch.sigmoid(model(ids, None, torch.ones_like(ids, dtype=torch.bool)).logits)
 
     oracle = [
-        np.mean([float(alone(sampled_cut(tokenizer, strand, 0.1, cut)))
-                 for strand in (sequence, reverse_complement(sequence)) for cut in range(3)])
+        np.mean(
+            [
+                float(alone(sampled_cut(tokenizer, strand, 0.1, cut)))
+                for strand in (sequence, reverse_complement(sequence))
+                for cut in range(3)
+            ]
+        )
         for sequence in sequences
-    ]  # fmt: skip
+    ]
     assert np.allclose(stored, oracle, atol=1e-5)
     assert np.allclose(predictor.predict(sequences)[:, 0], oracle, atol=1e-5)
     own_cut = load_predictor(run / "model", device="cpu", segmentations=0)
@@ -626,8 +932,22 @@ def test_segmentation_averaging_scores_each_window_as_the_mean_of_its_sampled_cu
     fasta = write(tmp_path / "test.fa", "".join(f">t{i}\n{q}\n" for i, q in enumerate(sequences)))
     for option, expected in (([], oracle), (["--segmentations", "0"], own_cut.predict(sequences))):
         out = tmp_path / "scores.tsv"
-        assert main(["-q", "score", "--model", str(run / "model"), "--fasta", str(fasta),
-                     "--out", str(out), *option]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "score",
+                    "--model",
+                    str(run / "model"),
+                    "--fasta",
+                    str(fasta),
+                    "--out",
+                    str(out),
+                    *option,
+                ]
+            )
+            == 0
+        )
         scored = pd.read_csv(out, sep="\t")[predictor.feature_names[0]].to_numpy()
         assert np.allclose(scored, np.ravel(expected), atol=1e-5)
 
@@ -661,8 +981,14 @@ def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
-    shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                 max_position=256, block_size=32)  # fmt: skip
+    shape = dict(
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=256,
+        block_size=32,
+    )
     pretrained = tmp_path / "pretrained"
 
     def pretrain(seed: int) -> None:
@@ -674,9 +1000,22 @@ def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
     pretrain(seed=0)
     data = _random_classify_data(tmp_path / "d.h5", count=64, seed=6)
     output = tmp_path / "run"
-    command = ["-q", "finetune", "classify", *NO_BASE_READERS,
-               "--data", str(data), "--model", str(pretrained),
-               "--out", str(output), "--max-steps", "4", "--checkpoint-every", "2"]  # fmt: skip
+    command = [
+        "-q",
+        "finetune",
+        "classify",
+        *NO_BASE_READERS,
+        "--data",
+        str(data),
+        "--model",
+        str(pretrained),
+        "--out",
+        str(output),
+        "--max-steps",
+        "4",
+        "--checkpoint-every",
+        "2",
+    ]
     assert main(command) == 0
     tuned = safetensors.torch.load_file(str(output / "model" / "model.safetensors"))
     assert main(command) == 0  # the same run again: resumed from its last checkpoint
@@ -706,8 +1045,9 @@ def test_a_rerun_with_another_recipe_or_start_is_refused_not_resumed(
 
 
 @pytest.mark.slow
-def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretraining_data,
-                                                                          tmp_path):  # fmt: skip
+def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(
+    pretraining_data, tmp_path
+):
     """--base-cnn-channels: a classifier with a CNN on the bases beside the encoder
     learns a motif planted anywhere in 90 bp; the report and the saved model say so, and
     the predictor scores with it."""
@@ -716,10 +1056,18 @@ def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretrai
     from genobird.model import BigBirdConfig, BigBirdForPretraining, save_pretrained
 
     vocab = Tokenizer(pretraining_data["tokenizer"]).vocab_size
-    shape = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
-                 max_position=256, block_size=32, base_conv_channels=8)  # fmt: skip
-    save_pretrained(BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)),
-                    tmp_path / "shaped")  # fmt: skip
+    shape = dict(
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=256,
+        block_size=32,
+        base_conv_channels=8,
+    )
+    save_pretrained(
+        BigBirdForPretraining(BigBirdConfig(vocab_size=vocab, **shape)), tmp_path / "shaped"
+    )
     rng = np.random.default_rng(7)
     windows = WindowSet("classify", ["bound"], ["label"])
     for index in range(400):
@@ -728,17 +1076,48 @@ def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretrai
         start = int(rng.integers(0, 80))  # anywhere: the CNN's global maximum finds it
         motif = "TGACGTCA" if label else bases[start : start + 8]
         sequence = (bases[:start] + motif + bases[start + 8 :])[:90]
-        windows.add(sequence, [label], f"s{index}", 0, 90, "+",
-                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+        windows.add(
+            sequence,
+            [label],
+            f"s{index}",
+            0,
+            90,
+            "+",
+            ("train", "train", "train", "valid", "test")[index % 5],
+        )
     data = windows.write(tmp_path / "motif.h5")
     out = tmp_path / "run"
-    assert main([
-        "-q", "finetune", "classify", "--data", str(data), "--out", str(out),
-        "--from-scratch", "--model", str(tmp_path / "shaped"), "--tokenizer",
-        str(pretraining_data["tokenizer"]), "--max-steps", "100", "--batch-size", "16",
-        "--pooling", "mean", "--base-cnn-channels", "64", "--base-kmers", "4",
-        "--eval-every", "25",
-    ]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--from-scratch",
+                "--model",
+                str(tmp_path / "shaped"),
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--max-steps",
+                "100",
+                "--batch-size",
+                "16",
+                "--pooling",
+                "mean",
+                "--base-cnn-channels",
+                "64",
+                "--base-kmers",
+                "4",
+                "--eval-every",
+                "25",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert report["base_cnn_channels"] == 64 and report["base_kmers"] == 4
     assert report["auroc"] > 0.75
@@ -782,8 +1161,23 @@ def test_base_readers_beside_the_encoder_learn_a_planted_motif_and_score(pretrai
 
     sequence = windows.sequences[4]
     fasta = write(tmp_path / "one.fa", f">w\n{sequence}\n")
-    assert main(["-q", "ism", "--model", str(out / "model"), "--fasta", str(fasta),
-                 "--window-bp", "4", "--out", str(tmp_path / "ism.h5")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "ism",
+                "--model",
+                str(out / "model"),
+                "--fasta",
+                str(fasta),
+                "--window-bp",
+                "4",
+                "--out",
+                str(tmp_path / "ism.h5"),
+            ]
+        )
+        == 0
+    )
     with h5py.File(tmp_path / "ism.h5", "r") as handle:
         effects, position = handle["effects"][0], int(handle["positions"][0][0])
     base = next(b for b in "ACGT" if b != sequence[position])
@@ -800,8 +1194,9 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
     from genobird.finetuning.recipe import Recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
-    spec = Recipe.of(probe_steps=100, pooling="mean", **lr,
-                        choose_on_validation=("learning_rate", "pooling"))  # fmt: skip
+    spec = Recipe.of(
+        probe_steps=100, pooling="mean", **lr, choose_on_validation=("learning_rate", "pooling")
+    )
     both, one = (True, 3e-4, "mean"), (False, 3e-4, "mean")
     # the strands differ at the start itself (it reads them), so strands are still asked
     probe = _Probe({both: 0.80, one: 0.70}, best_at_start={both, one})
@@ -829,12 +1224,21 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
     from genobird.finetuning.plan import plan
     from genobird.finetuning.recipe import Recipe
 
-    meta = {"task": "classify", "feature_names": ["label"], "counts": {"valid": 30},
-            "positives_by_split": {"valid": [14]}}  # fmt: skip
+    meta = {
+        "task": "classify",
+        "feature_names": ["label"],
+        "counts": {"valid": 30},
+        "positives_by_split": {"valid": [14]},
+    }
     training = {"max_steps": 3000, "batch_size": 32, "learning_rate": 3e-4}
-    spec = Recipe.of(base_cnn_channels=128, base_kmers=6, eval_every=500, patience=3,
-                        choose_on_validation=("learning_rate", "pooling"),
-                        **training)  # fmt: skip
+    spec = Recipe.of(
+        base_cnn_channels=128,
+        base_kmers=6,
+        eval_every=500,
+        patience=3,
+        choose_on_validation=("learning_rate", "pooling"),
+        **training,
+    )
     text = plan(spec, meta)
     assert text == (
         "train a 128-filter base CNN alone first for each strand reading (the CNN baseline: "
@@ -846,15 +1250,24 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
     )
     # probes asked for: the learning rate and pooling (the strands go with the start)
     probed = plan(spec.with_values(probe_steps=500, base_cnn_minutes=2.0), meta)
-    assert ("at most 30 epochs, stopped by validation, capped at 2 min); " in probed
-            and "choose learning_rate, pooling on validation with at most 3 probes of at "
-            "most 500 steps; fine-tune" in probed)  # fmt: skip
+    assert (
+        "at most 30 epochs, stopped by validation, capped at 2 min); " in probed
+        and "choose learning_rate, pooling on validation with at most 3 probes of at "
+        "most 500 steps; fine-tune"
+        in probed
+    )
     read = plan(spec, meta, baseline_runs=("runs/kmer-lr", "runs/cnn"))
-    assert ("fit the k-mer LR on 3- to 6-mers for each strand reading; or read each from "
-            "runs/kmer-lr, runs/cnn where it was fitted as this run asks; start from their "
-            "blend") in read  # fmt: skip
-    short = Recipe.of(probe_steps=500, rc_augment=True, choose_on_validation=("pooling",),
-                         **{**training, "max_steps": 40})  # fmt: skip
+    assert (
+        "fit the k-mer LR on 3- to 6-mers for each strand reading; or read each from "
+        "runs/kmer-lr, runs/cnn where it was fitted as this run asks; start from their "
+        "blend"
+    ) in read
+    short = Recipe.of(
+        probe_steps=500,
+        rc_augment=True,
+        choose_on_validation=("pooling",),
+        **{**training, "max_steps": 40},
+    )
     assert plan(short, meta) == (
         "choose pooling on validation with at most 2 probes of at most 40 steps; fine-tune at "
         "most 40 steps of 32 windows"

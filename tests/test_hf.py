@@ -19,9 +19,18 @@ from genobird.model.hf import (
 
 transformers = pytest.importorskip("transformers")  # a dev requirement: installed by make setup
 
-SHAPE = dict(vocab_size=70, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
-             max_position=512, block_size=16, num_random_blocks=2, hidden_dropout=0.0,
-             attention_dropout=0.0)  # fmt: skip
+SHAPE = dict(
+    vocab_size=70,
+    hidden_size=32,
+    num_layers=2,
+    num_heads=4,
+    intermediate_size=64,
+    max_position=512,
+    block_size=16,
+    num_random_blocks=2,
+    hidden_dropout=0.0,
+    attention_dropout=0.0,
+)
 
 
 def inputs(length: int, seed: int = 0, batch: int = 2, padding: int = 20):
@@ -73,8 +82,9 @@ def assert_exports_to_transformers(ours) -> None:
 def test_genobird_weights_run_in_transformers_with_the_same_outputs(hidden_act, rescale):
     """Full attention on both sides (HF original_full, genobird dense): every tensor maps."""
     torch.manual_seed(0)
-    config = BigBirdConfig(**SHAPE, attention_type="dense", hidden_act=hidden_act,
-                           rescale_embeddings=rescale)  # fmt: skip
+    config = BigBirdConfig(
+        **SHAPE, attention_type="dense", hidden_act=hidden_act, rescale_embeddings=rescale
+    )
     ours = BigBirdForPretraining(config).eval()
     assert_exports_to_transformers(ours)
 
@@ -82,8 +92,9 @@ def test_genobird_weights_run_in_transformers_with_the_same_outputs(hidden_act, 
 def test_composed_token_embeddings_export_as_the_table_they_compute():
     """genobird's composed DNA embeddings become HF's plain word embeddings, exactly."""
     torch.manual_seed(2)
-    config = BigBirdConfig(**SHAPE, attention_type="dense", composed_token_embeddings=True,
-                           position_init="sinusoidal")  # fmt: skip
+    config = BigBirdConfig(
+        **SHAPE, attention_type="dense", composed_token_embeddings=True, position_init="sinusoidal"
+    )
     ours = BigBirdForPretraining(config).eval()
     bases = torch.randint(0, 4, (70, 9), generator=torch.Generator().manual_seed(0))
     pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -95,10 +106,19 @@ def test_composed_token_embeddings_export_as_the_table_they_compute():
 
 
 def small_hf_config(**changes):
-    values = dict(vocab_size=70, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                  intermediate_size=64, max_position_embeddings=1024, block_size=16,
-                  num_random_blocks=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                  sep_token_id=2)  # fmt: skip
+    values = dict(
+        vocab_size=70,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        block_size=16,
+        num_random_blocks=2,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        sep_token_id=2,
+    )
     return transformers.BigBirdConfig(**{**values, **changes})
 
 
@@ -124,17 +144,22 @@ def transformers_random_blocks(attention, length: int) -> np.ndarray:
     np.random.seed(attention.seed)
     if length in (1024, 3072, 4096):
         plans = [
-            attention._bigbird_block_rand_mask(attention.max_seqlen, attention.max_seqlen, size,
-                                               size, random, last_idx=1024)[: length // size - 2]
+            attention._bigbird_block_rand_mask(
+                attention.max_seqlen, attention.max_seqlen, size, size, random, last_idx=1024
+            )[: length // size - 2]
             for _ in range(heads)
-        ]  # fmt: skip
+        ]
     else:
         ends, counts = attention._get_rand_attn_plan(length, size, random)
         plans = attention._bigbird_block_rand_mask_with_head(
-            from_seq_length=length, to_seq_length=length, from_block_size=size,
-            to_block_size=size, num_heads=heads, plan_from_length=ends,
+            from_seq_length=length,
+            to_seq_length=length,
+            from_block_size=size,
+            to_block_size=size,
+            num_heads=heads,
+            plan_from_length=ends,
             plan_num_rand_blocks=counts,
-        )  # fmt: skip
+        )
     return np.stack(plans)
 
 
@@ -157,8 +182,9 @@ def assert_same_states(ours, theirs, length: int, batch: int) -> None:
     last row ends in 37 padding tokens."""
     ids, segments, mask = inputs(length, batch=batch, padding=37)
     with torch.no_grad():
-        expected = theirs(input_ids=ids, token_type_ids=segments, attention_mask=mask,
-                          output_hidden_states=True)  # fmt: skip
+        expected = theirs(
+            input_ids=ids, token_type_ids=segments, attention_mask=mask, output_hidden_states=True
+        )
         hidden = ours.encoder(ids, segments, mask.bool()).sequence
         positions = torch.arange(length).expand_as(ids)
         logits = ours(ids, segments, mask.bool(), positions).mlm_logits.view(*ids.shape, -1)
@@ -192,8 +218,9 @@ def test_a_block_sparse_checkpoint_imports_without_attention_dropout_as_transfor
     ours = imported(theirs).train()
     assert ours.config.attention_dropout == 0.0
     assert_same_states(ours, theirs, 390, 2)
-    full = config_from_hf(small_hf_config(attention_type="original_full",
-                                          attention_probs_dropout_prob=0.1).to_dict())  # fmt: skip
+    full = config_from_hf(
+        small_hf_config(attention_type="original_full", attention_probs_dropout_prob=0.1).to_dict()
+    )
     assert full.attention_dropout == 0.1
 
 
@@ -217,8 +244,9 @@ def test_the_1024_token_plan_repeats_blocks_and_genobird_counts_them():
     layout = hf_bigbird_layout(1024, 16, 2, 4, layer=2, max_position=1024)
     once = BlockLayout(layout.block_mask, 16, 1024)
     q, k, v = (torch.randn(1, 4, 1024, 8, dtype=torch.float64) for _ in range(3))
-    assert not torch.allclose(block_sparse_attention(q, k, v, layout),
-                              block_sparse_attention(q, k, v, once))  # fmt: skip
+    assert not torch.allclose(
+        block_sparse_attention(q, k, v, layout), block_sparse_attention(q, k, v, once)
+    )
 
 
 def test_short_inputs_get_full_attention_like_transformers():
@@ -242,8 +270,12 @@ def test_hf_weights_round_trip_through_genobird_unchanged():
 
 def test_unsupported_hf_configs_are_named():
     base = transformers.BigBirdConfig(vocab_size=70, sep_token_id=2).to_dict()
-    for key, value in (("model_type", "bert"), ("is_decoder", True), ("use_bias", False),
-                       ("attention_type", "sparse")):  # fmt: skip
+    for key, value in (
+        ("model_type", "bert"),
+        ("is_decoder", True),
+        ("use_bias", False),
+        ("attention_type", "sparse"),
+    ):
         with pytest.raises(CheckpointError, match=f"{key} = "):
             config_from_hf({**base, key: value})
     with pytest.raises(CheckpointError, match="'etc' has no HuggingFace BigBird counterpart"):

@@ -16,8 +16,10 @@ def test_collate_pads_each_batch_to_its_longest_window_in_whole_blocks(pretraini
     tokenizer = Tokenizer(pretraining_data["tokenizer"])
     rng = np.random.default_rng(0)
     sequences = ["".join(rng.choice(list("ACGT"), n)) for n in (50, 400)]
-    items = [{"input_ids": window_ids(tokenizer, s, 1024), "labels": np.zeros(1, np.float32)}
-             for s in sequences]  # fmt: skip
+    items = [
+        {"input_ids": window_ids(tokenizer, s, 1024), "labels": np.zeros(1, np.float32)}
+        for s in sequences
+    ]
     longest = max(len(item["input_ids"]) for item in items)
     batch = collate_windows(items, block_size=64, pad_id=tokenizer.pad_id)
     assert batch["input_ids"].shape == (2, -(-longest // 64) * 64)
@@ -36,8 +38,15 @@ def test_batches_the_model_attends_densely_pad_to_a_multiple_of_8_not_whole_bloc
     from genobird.inputs import collate_windows, window_collate
     from genobird.model import BigBirdConfig, BigBirdForSequenceClassification
 
-    config = BigBirdConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=4,
-                           intermediate_size=64, max_position=256, block_size=16)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=60,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position=256,
+        block_size=16,
+    )
     torch.manual_seed(0)
     model = BigBirdForSequenceClassification(config, 2, pooling="mean").eval()
     assert model.encoder.dense_input_length() == 112

@@ -16,17 +16,36 @@ from genobird.cli import main
 
 def pretrain_config(tmp_path, pretraining_data, impl: str):
     config = tmp_path / f"{impl}.yaml"
-    config.write_text(yaml.safe_dump({
-        # 16-token blocks: 256-token instances are 16 blocks, sparse under the pattern
-        "model": {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
-                  "max_position": 256, "block_size": 16, "attention_dropout": 0.0,
-                  "attention_impl": impl},
-        "training": {"max_steps": 2, "batch_size": 2, "effective_batch_size": 2,
-                     "warmup_steps": 1, "log_every": 1, "checkpoint_every": 1000,
-                     "progress": False},
-        "data": {"train": str(pretraining_data["train"]),
-                 "tokenizer": str(pretraining_data["tokenizer"])},
-    }))  # fmt: skip
+    config.write_text(
+        yaml.safe_dump(
+            {
+                # 16-token blocks: 256-token instances are 16 blocks, sparse under the pattern
+                "model": {
+                    "hidden_size": 32,
+                    "num_layers": 2,
+                    "num_heads": 2,
+                    "intermediate_size": 64,
+                    "max_position": 256,
+                    "block_size": 16,
+                    "attention_dropout": 0.0,
+                    "attention_impl": impl,
+                },
+                "training": {
+                    "max_steps": 2,
+                    "batch_size": 2,
+                    "effective_batch_size": 2,
+                    "warmup_steps": 1,
+                    "log_every": 1,
+                    "checkpoint_every": 1000,
+                    "progress": False,
+                },
+                "data": {
+                    "train": str(pretraining_data["train"]),
+                    "tokenizer": str(pretraining_data["tokenizer"]),
+                },
+            }
+        )
+    )
     return config
 
 
@@ -41,8 +60,9 @@ def wrong_flex(monkeypatch):
     import genobird.attention.flex as flex
 
     right = flex.flex_block_sparse_attention
-    monkeypatch.setattr(flex, "flex_block_sparse_attention",
-                        lambda *args, **kwargs: right(*args, **kwargs) * 1.05)  # fmt: skip
+    monkeypatch.setattr(
+        flex, "flex_block_sparse_attention", lambda *args, **kwargs: right(*args, **kwargs) * 1.05
+    )
 
 
 @pytest.fixture
@@ -62,9 +82,16 @@ def checked_as_on_a_gpu(monkeypatch):
 def run(tmp_path, pretraining_data, impl: str, argv=("-q",)) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eager FlexAttention warns that it is unfused
-        return main([*argv, "pretrain", "--config",
-                     str(pretrain_config(tmp_path, pretraining_data, impl)),
-                     "--out", str(tmp_path / impl)])  # fmt: skip
+        return main(
+            [
+                *argv,
+                "pretrain",
+                "--config",
+                str(pretrain_config(tmp_path, pretraining_data, impl)),
+                "--out",
+                str(tmp_path / impl),
+            ]
+        )
 
 
 def test_a_run_checks_flex_on_its_first_batch(pretraining_data, tmp_path, checked_as_on_a_gpu):
@@ -81,21 +108,23 @@ def test_a_run_checks_flex_on_its_first_batch(pretraining_data, tmp_path, checke
     assert kernel_rows(tmp_path / "block_sparse")[0]["checked"] is False
 
 
-def test_a_wrong_kernel_given_by_name_stops_the_run_naming_both(pretraining_data, tmp_path,
-                                                                 wrong_flex, capsys):  # fmt: skip
+def test_a_wrong_kernel_given_by_name_stops_the_run_naming_both(
+    pretraining_data, tmp_path, wrong_flex, capsys
+):
     assert run(tmp_path, pretraining_data, "flex", argv=()) == 1
     err = capsys.readouterr().err  # the progress bar's line may come before it
     error = err[err.index("genobird: error: ") :].splitlines()[0]
-    assert ("the attention kernel flex differs from the reference block_sparse on this run's "
-            "first batch: output 0.0") in error  # fmt: skip
+    assert (
+        "the attention kernel flex differs from the reference block_sparse on this run's "
+        "first batch: output 0.0"
+    ) in error
     assert "train with attention_impl block_sparse" in error
     assert not (tmp_path / "flex" / "model").exists()
 
 
-def test_auto_trains_with_the_reference_where_flex_fails_its_check(pretraining_data, tmp_path,
-                                                                   wrong_flex,
-                                                                   checked_as_on_a_gpu,
-                                                                   caplog):  # fmt: skip
+def test_auto_trains_with_the_reference_where_flex_fails_its_check(
+    pretraining_data, tmp_path, wrong_flex, checked_as_on_a_gpu, caplog
+):
     with caplog.at_level("WARNING"):
         assert run(tmp_path, pretraining_data, "auto") == 0
     (check,) = kernel_rows(tmp_path / "auto")
@@ -114,8 +143,9 @@ def test_the_check_compares_gradients_where_the_kernel_has_them():
     from genobird.model.bigbird import SelfAttention
     from genobird.training.kernel_check import compare_kernels
 
-    config = BigBirdConfig(vocab_size=10, hidden_size=32, num_heads=2, block_size=16,
-                           num_random_blocks=1)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=10, hidden_size=32, num_heads=2, block_size=16, num_random_blocks=1
+    )
     torch.manual_seed(0)
     layer = SelfAttention(config, 0)
     x = torch.randn(2, 256, 32)

@@ -55,8 +55,9 @@ def test_masked_batch_scores_every_piece_once_with_mask_in_its_place():
     windows = [list(range(10, 30)), list(range(40, 53))]
     seen = []
     for offset in range(DEFAULT_STRIDE):
-        batch, scored = masked_batch(windows, offset, DEFAULT_STRIDE, special,
-                                     {"block_size": 8, "dense_length": 0})  # fmt: skip
+        batch, scored = masked_batch(
+            windows, offset, DEFAULT_STRIDE, special, {"block_size": 8, "dense_length": 0}
+        )
         used = batch["masked_labels"] != -100
         at = batch["input_ids"].gather(1, batch["masked_positions"])
         assert (at[used] == special.mask_id).all()  # the answer is hidden
@@ -107,9 +108,14 @@ def test_a_fine_tuned_model_is_refused_in_one_line(tokenizer, tmp_path):
     from genobird.model import BigBirdForSequenceClassification
 
     config = BigBirdConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=16, num_layers=1, num_heads=2,
-        intermediate_size=32, max_position=64, block_size=8,
-    )  # fmt: skip
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=32,
+        max_position=64,
+        block_size=8,
+    )
     save_pretrained(BigBirdForSequenceClassification(config, num_labels=1), tmp_path / "clf")
     tokenizer.save(tmp_path / "clf")
     with pytest.raises(CheckpointError, match="no language-model head; give a pretraining"):
@@ -128,8 +134,15 @@ def test_cli_scores_fasta_and_bed_and_sets_empty_records_aside(model_dir, tmp_pa
 
     table = pd.read_csv(out, sep="\t")
     assert table["name"].tolist() == ["a", "b"]
-    assert table.columns.tolist() == ["index", "name", "line", "bp", "pieces", "bits",
-                                      "bits_per_bp"]  # fmt: skip
+    assert table.columns.tolist() == [
+        "index",
+        "name",
+        "line",
+        "bp",
+        "pieces",
+        "bits",
+        "bits_per_bp",
+    ]
     assert table["line"].tolist() == [1, 5]
     rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
     assert rejected["record"].tolist() == ["gap"] and "no A/C/G/T" in rejected["reason"][0]
@@ -140,8 +153,9 @@ def test_cli_scores_fasta_and_bed_and_sets_empty_records_aside(model_dir, tmp_pa
     for source, path in (("--bed", bed), ("--fasta", tmp_path / "rc.fa")):
         extra = ["--reference", str(reference)] if source == "--bed" else []
         target = tmp_path / f"{source[2:]}-minus.tsv"
-        assert main([*args, source, str(path), *extra, "--out", str(target),
-                     "--no-rc-average"]) == 0  # fmt: skip
+        assert (
+            main([*args, source, str(path), *extra, "--out", str(target), "--no-rc-average"]) == 0
+        )
     minus = pd.read_csv(tmp_path / "bed-minus.tsv", sep="\t")
     assert minus["bits"][0] == pytest.approx(
         pd.read_csv(tmp_path / "fasta-minus.tsv", sep="\t")["bits"][0], rel=1e-6
@@ -189,8 +203,13 @@ def structured_task(tmp_path_factory):
     transitions = rng.dirichlet([0.15] * 4, size=4**3)
     positives = [markov_chain_dna(rng, transitions, 200) for _ in range(160)]
     write(folder / "positives.txt", "\n".join(positives) + "\n")
-    build_promoter_sequence_dataset(folder / "positives.txt", folder / "data.h5", PromoterSpec(),
-                                    valid_fraction=0.2, test_fraction=0.25)  # fmt: skip
+    build_promoter_sequence_dataset(
+        folder / "positives.txt",
+        folder / "data.h5",
+        PromoterSpec(),
+        valid_fraction=0.2,
+        test_fraction=0.25,
+    )
     write(folder / "train.fa", f">chain\n{markov_chain_dna(rng, transitions, 60_000)}\n")
     return folder
 
@@ -198,8 +217,12 @@ def structured_task(tmp_path_factory):
 def test_markov_zero_shot_finds_the_chain_and_tells_its_dna_from_random(structured_task):
     from genobird.evaluation.zero_shot import zero_shot
 
-    report = zero_shot(structured_task / "data.h5", structured_task / "markov",
-                       markov_dna=structured_task / "train.fa", orders=range(0, 6))  # fmt: skip
+    report = zero_shot(
+        structured_task / "data.h5",
+        structured_task / "markov",
+        markov_dna=structured_task / "train.fa",
+        orders=range(0, 6),
+    )
     assert report["model"] == "markov zero-shot"
     aurocs = report["order_selection"]["auroc_by_order"]
     assert report["order_selection"]["split"] == "valid"
@@ -216,8 +239,12 @@ def test_genobird_zero_shot_writes_a_run_that_pairs_with_the_markov_one(
 ):
     from genobird.evaluation.zero_shot import zero_shot
 
-    zero_shot(structured_task / "data.h5", structured_task / "markov-cli",
-              markov_dna=structured_task / "train.fa", orders=range(2, 4))  # fmt: skip
+    zero_shot(
+        structured_task / "data.h5",
+        structured_task / "markov-cli",
+        markov_dna=structured_task / "train.fa",
+        orders=range(2, 4),
+    )
     out = structured_task / "genobird"
     args = ["-q", "zero-shot", "--data", str(structured_task / "data.h5"), "--out", str(out)]
     assert main([*args, "--model", str(model_dir), "--device", "cpu"]) == 0
@@ -252,8 +279,12 @@ def test_zero_shot_refuses_a_one_class_training_split_and_asks_for_one_scorer(
     assert "--stride is for --model" in capsys.readouterr().err
     # a window with no base to score is named, not given a made-up score
     windows = WindowSet("promoter", ["promoter"], ["promoter"])
-    for sequence, label, split in (("ACGT" * 20, 1, "train"), ("AAAT" * 20, 0, "train"),
-                                   ("ACGT" * 20, 1, "test"), ("N" * 80, 0, "test")):  # fmt: skip
+    for sequence, label, split in (
+        ("ACGT" * 20, 1, "train"),
+        ("AAAT" * 20, 0, "train"),
+        ("ACGT" * 20, 1, "test"),
+        ("N" * 80, 0, "test"),
+    ):
         windows.add(sequence, [label], "seq", 0, 80, "+", split)
     windows.write(tmp_path / "gap.h5")
     gap = ["--data", str(tmp_path / "gap.h5"), "--out", str(tmp_path / "gap")]

@@ -75,13 +75,18 @@ def test_gelu_new_and_rescaled_embeddings_compute_huggingfaces_formulas(tmp_path
     assert (feed_forward.activation(wide) - torch.nn.functional.gelu(wide)).abs().max() > 1e-4
     embeddings = model.encoder.embeddings
     ids, segments, _ = batch(length=40)
-    summed = (embeddings.tokens(ids) * math.sqrt(32) + embeddings.positions.weight[:40]
-              + embeddings.segments(segments))  # fmt: skip
+    summed = (
+        embeddings.tokens(ids) * math.sqrt(32)
+        + embeddings.positions.weight[:40]
+        + embeddings.segments(segments)
+    )
     torch.testing.assert_close(embeddings.eval()(ids, segments), embeddings.norm(summed))
     save_pretrained(model, tmp_path / "m")
     loaded = from_pretrained(tmp_path / "m").encoder
     assert (loaded.embeddings.token_scale, loaded.layers[0].feed_forward.activation.keywords) == (
-        math.sqrt(32), {"approximate": "tanh"})  # fmt: skip
+        math.sqrt(32),
+        {"approximate": "tanh"},
+    )
 
 
 @pytest.mark.parametrize(
@@ -178,8 +183,11 @@ def test_dense_input_length_is_where_the_model_still_computes_full_attention(ran
     full.load_state_dict(model.state_dict())
     dense_length = model.encoder.dense_input_length()
     assert dense_length == (4 + random_blocks) * 16
-    for length, attends_fully in ((dense_length - 3, True), (dense_length, True),
-                                  (dense_length + 16, False)):  # fmt: skip
+    for length, attends_fully in (
+        (dense_length - 3, True),
+        (dense_length, True),
+        (dense_length + 16, False),
+    ):
         ids, segments, mask = batch(length=length, padded_from=length - 5)
         sparse, dense = (encode(m.eval(), ids, segments, mask) for m in (model, full))
         assert torch.allclose(sparse, dense, rtol=0, atol=1e-10) == attends_fully, length
@@ -286,9 +294,14 @@ def test_profile_pooling_reads_each_bins_tokens_and_scores_the_middle_bin(tmp_pa
     from genobird.model.classifier import central_tokens, masked_bce, profile_tokens
 
     torch.manual_seed(0)
-    model = BigBirdForSequenceClassification(tiny_config(), 2, problem="multi_label",
-                                             pooling="profile", centre_fraction=0.2,
-                                             profile_bins=3).eval()  # fmt: skip
+    model = BigBirdForSequenceClassification(
+        tiny_config(),
+        2,
+        problem="multi_label",
+        pooling="profile",
+        centre_fraction=0.2,
+        profile_bins=3,
+    ).eval()
     ids, segments, mask = batch()
     states = encode(model, ids, segments, mask)
     weights = profile_tokens(mask, 0.2, 3)
@@ -297,38 +310,54 @@ def test_profile_pooling_reads_each_bins_tokens_and_scores_the_middle_bin(tmp_pa
         slots = [weights[row, :, k].nonzero().ravel() for k in range(3)]
         assert all(len(slot) for slot in slots) and not weights[row, ~mask[row]].any()
         assert slots[0][-1] + 1 == slots[1][0] and slots[1][-1] + 1 == slots[2][0]
-    pooled = torch.stack([torch.stack([states[row, weights[row, :, k]].mean(0) for k in range(3)])
-                          for row in range(2)])  # fmt: skip
+    pooled = torch.stack(
+        [
+            torch.stack([states[row, weights[row, :, k]].mean(0) for k in range(3)])
+            for row in range(2)
+        ]
+    )
     profile = model.head(pooled)  # [B, K, F]
     out = model(ids, segments, mask)
     torch.testing.assert_close(out.logits, profile[:, 1])
     labels = torch.tensor([[[1.0, 0], [0, float("nan")], [1, 1]], [[0, 0], [1, 0], [0, 1]]])
     pos_weight = model.pos_weight_on_device
-    torch.testing.assert_close(model(ids, segments, mask, labels).loss,
-                               masked_bce(profile, labels, pos_weight))  # fmt: skip
-    torch.testing.assert_close(model(ids, segments, mask, labels[:, 1]).loss,
-                               masked_bce(profile[:, 1], labels[:, 1], pos_weight))  # fmt: skip
+    torch.testing.assert_close(
+        model(ids, segments, mask, labels).loss, masked_bce(profile, labels, pos_weight)
+    )
+    torch.testing.assert_close(
+        model(ids, segments, mask, labels[:, 1]).loss,
+        masked_bce(profile[:, 1], labels[:, 1], pos_weight),
+    )
     save_pretrained(model, tmp_path / "m")
     loaded = from_pretrained(tmp_path / "m").eval()
     assert (loaded.profile_bins, loaded.centre_fraction) == (3, 0.2)
     torch.testing.assert_close(loaded(ids, segments, mask).logits, out.logits)
     with pytest.raises(ConfigError, match="odd number of bins"):
-        BigBirdForSequenceClassification(tiny_config(), 2, pooling="profile",
-                                         centre_fraction=0.2, profile_bins=2)  # fmt: skip
+        BigBirdForSequenceClassification(
+            tiny_config(), 2, pooling="profile", centre_fraction=0.2, profile_bins=2
+        )
     with pytest.raises(ConfigError, match="odd number of bins"):
-        BigBirdForSequenceClassification(tiny_config(), 2, pooling="profile",
-                                         centre_fraction=0.4, profile_bins=3)  # fmt: skip
+        BigBirdForSequenceClassification(
+            tiny_config(), 2, pooling="profile", centre_fraction=0.4, profile_bins=3
+        )
 
 
 def test_a_profile_head_started_from_a_kmer_lr_gives_every_bin_its_logits():
     """Base readers read the window: started from a k-mer LR (encoder columns zero), each
     bin of the profile starts at the k-mer LR's logit of the window, the middle one too."""
     torch.manual_seed(0)
-    config = tiny_config(vocab_size=len(PIECES), composed_token_embeddings=True,
-                         base_conv_channels=4)  # fmt: skip
-    model = BigBirdForSequenceClassification(config, 2, problem="multi_label", pooling="profile",
-                                             centre_fraction=0.2, profile_bins=3,
-                                             base_kmers=3).eval()  # fmt: skip
+    config = tiny_config(
+        vocab_size=len(PIECES), composed_token_embeddings=True, base_conv_channels=4
+    )
+    model = BigBirdForSequenceClassification(
+        config,
+        2,
+        problem="multi_label",
+        pooling="profile",
+        centre_fraction=0.2,
+        profile_bins=3,
+        base_kmers=3,
+    ).eval()
     model.encoder.embeddings.set_vocabulary(PIECES)
     features = model.base_kmer_counts.output_size
     generator = torch.Generator().manual_seed(1)
@@ -354,8 +383,9 @@ def test_centre_pooling_reads_the_central_real_tokens_only(tmp_path):
     from genobird.model.classifier import central_tokens
 
     torch.manual_seed(0)
-    model = BigBirdForSequenceClassification(tiny_config(), 2, pooling="centre",
-                                             centre_fraction=0.2).eval()  # fmt: skip
+    model = BigBirdForSequenceClassification(
+        tiny_config(), 2, pooling="centre", centre_fraction=0.2
+    ).eval()
     ids, segments, mask = batch()
     states = encode(model, ids, segments, mask)
     rows = []
@@ -365,10 +395,12 @@ def test_centre_pooling_reads_the_central_real_tokens_only(tmp_path):
         first = (length - span) // 2
         rows.append(states[row, first : first + span].mean(0))
     torch.testing.assert_close(model.head(torch.stack(rows)), model(ids, segments, mask).logits)
-    assert central_tokens(torch.ones(1, 10, dtype=torch.bool), 0.2)[0].nonzero().ravel().tolist() \
-        == [4, 5]  # fmt: skip
-    assert central_tokens(torch.ones(1, 9, dtype=torch.bool), 0.01)[0].nonzero().ravel().tolist() \
-        == [4]  # at least the middle token  # fmt: skip
+    assert central_tokens(torch.ones(1, 10, dtype=torch.bool), 0.2)[
+        0
+    ].nonzero().ravel().tolist() == [4, 5]
+    assert central_tokens(torch.ones(1, 9, dtype=torch.bool), 0.01)[
+        0
+    ].nonzero().ravel().tolist() == [4]  # at least the middle token
     save_pretrained(model, tmp_path / "m")
     loaded = from_pretrained(tmp_path / "m").eval()
     assert loaded.centre_fraction == 0.2
@@ -526,8 +558,12 @@ PIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "A", "CG", "acgT", "ANT"
 
 def composed_model(piece_length=4, **changes) -> BigBirdForPretraining:
     torch.manual_seed(0)
-    config = tiny_config(vocab_size=len(PIECES), composed_token_embeddings=True,
-                         composed_piece_length=piece_length, **changes)  # fmt: skip
+    config = tiny_config(
+        vocab_size=len(PIECES),
+        composed_token_embeddings=True,
+        composed_piece_length=piece_length,
+        **changes,
+    )
     model = BigBirdForPretraining(config)
     model.encoder.embeddings.set_vocabulary(PIECES)
     with torch.no_grad():  # a trained-looking residual, so that it is seen in the sums
@@ -585,8 +621,9 @@ def test_composed_embeddings_train_through_input_and_tied_decoder(tmp_path):
     assert table.grad[-1].abs().sum() == 0  # the padding row stays zero
     save_pretrained(model.eval(), tmp_path / "m")
     loaded = from_pretrained(tmp_path / "m").eval()
-    torch.testing.assert_close(loaded.encoder.embeddings.tokens.weight,
-                               model.encoder.embeddings.tokens.weight)  # fmt: skip
+    torch.testing.assert_close(
+        loaded.encoder.embeddings.tokens.weight, model.encoder.embeddings.tokens.weight
+    )
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).mlm_logits, model(ids).mlm_logits)
 
@@ -607,8 +644,9 @@ def test_composed_weight_is_reused_without_gradients_until_its_parts_change():
         fresh = composed_weight(tokens.residual, tokens.table, tokens.piece_terms)
         torch.testing.assert_close(stepped, fresh)
         tokens.table.mul_(2)  # loaded or edited weights, in place
-        torch.testing.assert_close(tokens.weight, composed_weight(tokens.residual, tokens.table,
-                                                                  tokens.piece_terms))  # fmt: skip
+        torch.testing.assert_close(
+            tokens.weight, composed_weight(tokens.residual, tokens.table, tokens.piece_terms)
+        )
     assert tokens.weight.requires_grad  # with gradients: composed afresh, differentiable
 
 
@@ -652,8 +690,9 @@ def test_fresh_composed_embeddings_start_at_the_initializer_scale():
         "".join("ACGT"[b] for b in torch.randint(0, 4, (int(n),), generator=generator))
         for n in torch.randint(1, 13, (998,), generator=generator)
     ]
-    model = BigBirdForPretraining(tiny_config(vocab_size=1000, hidden_size=64,
-                                              composed_token_embeddings=True))  # fmt: skip
+    model = BigBirdForPretraining(
+        tiny_config(vocab_size=1000, hidden_size=64, composed_token_embeddings=True)
+    )
     model.encoder.embeddings.set_vocabulary(pieces)
     weight = model.encoder.embeddings.tokens.weight.detach()
     assert 0.016 < float(weight[2:].std()) < 0.024  # BERT's 0.02, as a free table starts
@@ -666,8 +705,9 @@ def test_sinusoidal_positions_depend_on_distance_alone():
     table = model.encoder.embeddings.positions.weight.detach()
     gram = table @ table.T
     for shift in (1, 17, 300):  # p_i . p_j = p_(i+s) . p_(j+s)
-        torch.testing.assert_close(gram[:100, :100], gram[shift : shift + 100, shift : shift + 100],
-                                   atol=1e-6, rtol=1e-3)  # fmt: skip
+        torch.testing.assert_close(
+            gram[:100, :100], gram[shift : shift + 100, shift : shift + 100], atol=1e-6, rtol=1e-3
+        )
     assert abs(float(table.std()) - 0.02) < 0.002  # BERT's scale, as the token embeddings
     assert gram[0, 1] > gram[0, 50]  # neighbours are more alike than distant positions
     with pytest.raises(ConfigError, match="position_init must be one of"):
@@ -758,9 +798,14 @@ def test_rotary_pre_norm_model_saves_and_loads(tmp_path):
 # --------------------------------------------------------------------------- base convolution
 def base_conv_model(**changes) -> BigBirdForPretraining:
     torch.manual_seed(0)
-    config = tiny_config(vocab_size=len(PIECES), base_conv_channels=8, base_conv_width=5,
-                         composed_token_embeddings=True, composed_piece_length=4,
-                         **changes)  # fmt: skip
+    config = tiny_config(
+        vocab_size=len(PIECES),
+        base_conv_channels=8,
+        base_conv_width=5,
+        composed_token_embeddings=True,
+        composed_piece_length=4,
+        **changes,
+    )
     model = BigBirdForPretraining(config)
     model.encoder.embeddings.set_vocabulary(PIECES)
     return model
@@ -853,8 +898,9 @@ def test_base_convolution_without_a_vocabulary_is_refused():
 
 
 def test_base_convolution_refuses_pieces_longer_than_its_table():
-    model = BigBirdForPretraining(tiny_config(vocab_size=len(PIECES), base_conv_channels=4,
-                                              base_conv_max_piece_length=8))  # fmt: skip
+    model = BigBirdForPretraining(
+        tiny_config(vocab_size=len(PIECES), base_conv_channels=4, base_conv_max_piece_length=8)
+    )
     with pytest.raises(ConfigError, match="raise base_conv_max_piece_length to at least 14"):
         model.encoder.embeddings.set_vocabulary(PIECES)
     with pytest.raises(ConfigError, match="base_conv_width must be odd"):
@@ -864,8 +910,13 @@ def test_base_convolution_refuses_pieces_longer_than_its_table():
 # --------------------------------------------------------------------------- base CNN
 def base_cnn_classifier(**readers) -> BigBirdForSequenceClassification:
     torch.manual_seed(0)
-    config = tiny_config(vocab_size=len(PIECES), base_conv_channels=8, base_conv_width=5,
-                         composed_token_embeddings=True, composed_piece_length=4)  # fmt: skip
+    config = tiny_config(
+        vocab_size=len(PIECES),
+        base_conv_channels=8,
+        base_conv_width=5,
+        composed_token_embeddings=True,
+        composed_piece_length=4,
+    )
     readers = readers or {"base_cnn_channels": 6}
     model = BigBirdForSequenceClassification(config, 3, pooling="mean", **readers)
     model.encoder.embeddings.set_vocabulary(PIECES)
@@ -1062,8 +1113,9 @@ def test_a_start_under_a_positive_weight_is_the_baselines_logits_plus_its_log():
         model.start_from_baselines(kmer_lr=kmer_lr.linear())
         with torch.no_grad():
             logits[problem, weight] = model.eval()(ids, None, mask).logits
-    torch.testing.assert_close(logits["multi_label", 8.0],
-                               logits["multi_label", 1.0] + math.log(8.0))  # fmt: skip
+    torch.testing.assert_close(
+        logits["multi_label", 8.0], logits["multi_label", 1.0] + math.log(8.0)
+    )
     torch.testing.assert_close(logits["single_label", 8.0], logits["multi_label", 1.0])
 
 
@@ -1074,8 +1126,9 @@ def test_base_kmers_alone_start_save_load_and_are_refused_where_they_cannot_work
     ids = torch.tensor(rows[:2])
     expected = kmer_lr.probabilities([spelled_text(row) for row in rows[:2]])
     with torch.no_grad():
-        torch.testing.assert_close(torch.sigmoid(model(ids).logits).double(),
-                                   torch.tensor(expected), atol=1e-5, rtol=1e-5)  # fmt: skip
+        torch.testing.assert_close(
+            torch.sigmoid(model(ids).logits).double(), torch.tensor(expected), atol=1e-5, rtol=1e-5
+        )
     save_pretrained(model, tmp_path / "m")
     loaded = from_pretrained(tmp_path / "m").eval()
     assert (
@@ -1104,14 +1157,23 @@ def test_base_readers_of_an_encoder_without_a_base_convolution_spell_with_their_
 
     spelling = base_cnn_classifier(base_cnn_channels=6, base_kmers=4)
     config = tiny_config(vocab_size=len(PIECES))
-    model = BigBirdForSequenceClassification(config, 3, pooling="mean", base_cnn_channels=6,
-                                             base_kmers=4).eval()  # fmt: skip
+    model = BigBirdForSequenceClassification(
+        config, 3, pooling="mean", base_cnn_channels=6, base_kmers=4
+    ).eval()
     assert model.base_speller is not None and spelling.base_speller is None
     ids = torch.tensor([[2, 9, 9, 7, 6, 8, 3, 0], [2, 5, 6, 3, 0, 0, 0, 0]])
     with pytest.raises(ConfigError, match="reading the bases needs the vocabulary's pieces"):
         model(ids, None, ids != 0)
-    built = build_task_model(BigBirdForSequenceClassification, config, None, 0, PIECES,
-                             num_labels=3, pooling="mean", base_kmers=4)  # fmt: skip
+    built = build_task_model(
+        BigBirdForSequenceClassification,
+        config,
+        None,
+        0,
+        PIECES,
+        num_labels=3,
+        pooling="mean",
+        base_kmers=4,
+    )
     assert built.base_speller.has_pieces
     model.base_speller.set_pieces(PIECES)
     own = model.base_speller.spelled_bases(ids, ids != 0)[0]
@@ -1121,8 +1183,9 @@ def test_base_readers_of_an_encoder_without_a_base_convolution_spell_with_their_
     save_pretrained(model, tmp_path / "m")
     loaded = from_pretrained(tmp_path / "m").eval()
     with torch.no_grad():
-        torch.testing.assert_close(loaded(ids, None, ids != 0).logits,
-                                   model(ids, None, ids != 0).logits)  # fmt: skip
+        torch.testing.assert_close(
+            loaded(ids, None, ids != 0).logits, model(ids, None, ids != 0).logits
+        )
 
 
 def test_a_classifier_saved_before_base_markers_keeps_reading_its_markers(tmp_path):
@@ -1142,10 +1205,12 @@ def test_a_classifier_saved_before_base_markers_keeps_reading_its_markers(tmp_pa
     loaded = from_pretrained(tmp_path / "m").eval()
     assert loaded.base_markers is True
     with torch.no_grad():
-        torch.testing.assert_close(loaded(ids, None, ids != 0).logits,
-                                   model(ids, None, ids != 0).logits)  # fmt: skip
+        torch.testing.assert_close(
+            loaded(ids, None, ids != 0).logits, model(ids, None, ids != 0).logits
+        )
         model.base_markers = False
-        assert not torch.allclose(loaded(ids, None, ids != 0).logits,
-                                  model(ids, None, ids != 0).logits)  # fmt: skip
+        assert not torch.allclose(
+            loaded(ids, None, ids != 0).logits, model(ids, None, ids != 0).logits
+        )
     plain = BigBirdForSequenceClassification(tiny_config(), 2, pooling="mean")
     assert "base_markers" not in plain.head_config()  # no base readers: nothing to say

@@ -93,10 +93,18 @@ def learning_spec(
         hidden_dropout=dropout,
         attention_dropout=dropout,
     )
-    return NLPRecipe.of(max_tokens=max_tokens, fresh_shape=shape, learning_rate=learning_rate,
-                        warmup_steps=50, max_steps=max_steps, batch_size=16,
-                        effective_batch_size=16, checkpoint_every=max_steps, progress=False,
-                        **settings)  # fmt: skip
+    return NLPRecipe.of(
+        max_tokens=max_tokens,
+        fresh_shape=shape,
+        learning_rate=learning_rate,
+        warmup_steps=50,
+        max_steps=max_steps,
+        batch_size=16,
+        effective_batch_size=16,
+        checkpoint_every=max_steps,
+        progress=False,
+        **settings,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +214,9 @@ def test_qa_head_learns_to_find_a_marked_span_far_from_the_question(text_tokeniz
     # 128 tokens in blocks of 8: 16 blocks, of which each query block sees 8 (2 global, 3
     # window, 3 random), so attention is really block-sparse
     spec = learning_spec(max_tokens=128, learning_rate=2e-3, max_steps=800)
-    report = finetune_qa(train, tmp_path / "out", spec, valid, tokenizer_path=text_tokenizer.path,
-                         stride=64)  # fmt: skip
+    report = finetune_qa(
+        train, tmp_path / "out", spec, valid, tokenizer_path=text_tokenizer.path, stride=64
+    )
     assert report["train_windows"] > report["train_questions"]  # contexts exceed one window
     # measured: exact match 48.3, F1 above it, after 800 steps (45 s); a random span of
     # 1-2 tokens among ~150 would match about 1% of the time
@@ -224,19 +233,65 @@ def test_nlp_commands_tokenizer_finetune_predict_and_a_bad_offset(tmp_path, caps
     from genobird.cli import main
 
     train = write_jsonl(tmp_path / "train.jsonl", synthetic_qa(40, seed=3))
-    assert main(["-q", "nlp", "tokenizer", "--input", train, "--out", str(tmp_path / "t.model"),
-                 "--vocab-size", "300"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "tokenizer",
+                "--input",
+                train,
+                "--out",
+                str(tmp_path / "t.model"),
+                "--vocab-size",
+                "300",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "qa"
-    argv = ["-q", "nlp", "finetune", "qa", "--train", train, "--valid", train, "--out",
-            str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
-            "--max-tokens", "128", "--max-steps", "3", "--batch-size", "4"]  # fmt: skip
+    argv = [
+        "-q",
+        "nlp",
+        "finetune",
+        "qa",
+        "--train",
+        train,
+        "--valid",
+        train,
+        "--out",
+        str(out),
+        "--from-scratch",
+        "--tokenizer",
+        str(tmp_path / "t.model"),
+        "--max-tokens",
+        "128",
+        "--max-steps",
+        "3",
+        "--batch-size",
+        "4",
+    ]
     assert main(argv) == 0
     assert "exact_match" in capsys.readouterr().out
     metrics = json.loads((out / "report" / "metrics.json").read_text())
     assert metrics["questions"] == 40 and 0 <= metrics["f1"] <= 100
     predictions = tmp_path / "pred.json"
-    assert main(["-q", "nlp", "predict", "--model", str(out / "model"), "--input", train,
-                 "--out", str(predictions)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "predict",
+                "--model",
+                str(out / "model"),
+                "--input",
+                train,
+                "--out",
+                str(predictions),
+            ]
+        )
+        == 0
+    )
     answers = json.loads(predictions.read_text())
     assert set(answers) == {f"q3-{i}" for i in range(40)}
     lines = Path(f"{predictions}.details.jsonl").read_text().splitlines()
@@ -247,8 +302,21 @@ def test_nlp_commands_tokenizer_finetune_predict_and_a_bad_offset(tmp_path, caps
     bad = synthetic_qa(1, seed=4)
     bad[0]["answers"][0]["answer_start"] = 10_000
     path = write_jsonl(tmp_path / "bad.jsonl", bad)
-    assert main(["nlp", "predict", "--model", str(out / "model"), "--input", path,
-                 "--out", str(tmp_path / "p2.json")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "nlp",
+                "predict",
+                "--model",
+                str(out / "model"),
+                "--input",
+                path,
+                "--out",
+                str(tmp_path / "p2.json"),
+            ]
+        )
+        == 1
+    )
     error = capsys.readouterr().err.strip()
     assert "question q4-0: answer_start 10000" in error and len(error.splitlines()) == 1
     assert not (tmp_path / "p2.json").exists()
@@ -321,18 +389,72 @@ def test_classification_head_learns_which_marker_a_sentence_holds(tmp_path, caps
 
     train = write_jsonl(tmp_path / "train.jsonl", synthetic_classification(600, seed=1))
     valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_classification(100, seed=2))
-    assert main(["-q", "nlp", "tokenizer", "--input", train, "--out", str(tmp_path / "t.model"),
-                 "--vocab-size", "300"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "tokenizer",
+                "--input",
+                train,
+                "--out",
+                str(tmp_path / "t.model"),
+                "--vocab-size",
+                "300",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "cls"
-    assert main(["-q", "nlp", "finetune", "classify", "--train", train, "--valid", valid,
-                 "--out", str(out), "--from-scratch", "--tokenizer", str(tmp_path / "t.model"),
-                 "--max-tokens", "64", "--max-steps", "300", "--batch-size", "16",
-                 "--learning-rate", "1e-3", "--warmup-steps", "30"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "finetune",
+                "classify",
+                "--train",
+                train,
+                "--valid",
+                valid,
+                "--out",
+                str(out),
+                "--from-scratch",
+                "--tokenizer",
+                str(tmp_path / "t.model"),
+                "--max-tokens",
+                "64",
+                "--max-steps",
+                "300",
+                "--batch-size",
+                "16",
+                "--learning-rate",
+                "1e-3",
+                "--warmup-steps",
+                "30",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert report["labels"] == sorted(MARKERS) and report["accuracy"] >= 0.9, report
     predictions = tmp_path / "pred.jsonl"
-    assert main(["-q", "nlp", "predict", "--model", str(out / "model"), "--input", valid,
-                 "--out", str(predictions)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "predict",
+                "--model",
+                str(out / "model"),
+                "--input",
+                valid,
+                "--out",
+                str(predictions),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in predictions.read_text().splitlines()]
     truth = [r["label"] for r in synthetic_classification(100, seed=2)]
     accuracy = np.mean([row["label"] == t for row, t in zip(rows, truth, strict=True)])
@@ -345,17 +467,55 @@ def test_multi_label_and_regression_run_through_the_commands(tmp_path):
 
     records = synthetic_classification(40, seed=3)
     multi = [{"text": r["text"], "label": [m for m in MARKERS if m in r["text"]]} for r in records]
-    scored = [{"sentence1": r["text"], "sentence2": "river stone", "label": i / 7}
-              for i, r in enumerate(records)]  # fmt: skip
-    assert main(["-q", "nlp", "tokenizer", "--input", write_jsonl(tmp_path / "all.jsonl", records),
-                 "--out", str(tmp_path / "t.model"), "--vocab-size", "300"]) == 0  # fmt: skip
+    scored = [
+        {"sentence1": r["text"], "sentence2": "river stone", "label": i / 7}
+        for i, r in enumerate(records)
+    ]
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "tokenizer",
+                "--input",
+                write_jsonl(tmp_path / "all.jsonl", records),
+                "--out",
+                str(tmp_path / "t.model"),
+                "--vocab-size",
+                "300",
+            ]
+        )
+        == 0
+    )
     for name, rows, key in (("multi", multi, "micro_f1"), ("sts", scored, "spearman")):
         data = write_jsonl(tmp_path / f"{name}.jsonl", rows)
         out = tmp_path / name
-        assert main(["-q", "nlp", "finetune", "classify", "--train", data, "--valid", data,
-                     "--out", str(out), "--from-scratch", "--tokenizer",
-                     str(tmp_path / "t.model"), "--max-tokens", "64", "--max-steps", "2",
-                     "--batch-size", "4"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "nlp",
+                    "finetune",
+                    "classify",
+                    "--train",
+                    data,
+                    "--valid",
+                    data,
+                    "--out",
+                    str(out),
+                    "--from-scratch",
+                    "--tokenizer",
+                    str(tmp_path / "t.model"),
+                    "--max-tokens",
+                    "64",
+                    "--max-steps",
+                    "2",
+                    "--batch-size",
+                    "4",
+                ]
+            )
+            == 0
+        )
         assert key in json.loads((out / "report" / "metrics.json").read_text())
 
 
@@ -373,9 +533,15 @@ def synthetic_choices(count: int, seed: int, words: int = 30) -> list[dict]:
         text = [rng.choice(filler) for _ in range(words)]
         text.insert(rng.randrange(len(text) + 1), answer)
         half = len(text) // 2
-        records.append({"id": f"c{seed}-{number}", "query": "which one is mentioned",
-                        "supports": [" ".join(text[:half]) + ".", " ".join(text[half:]) + "."],
-                        "candidates": candidates, "answer": answer})  # fmt: skip
+        records.append(
+            {
+                "id": f"c{seed}-{number}",
+                "query": "which one is mentioned",
+                "supports": [" ".join(text[:half]) + ".", " ".join(text[half:]) + "."],
+                "candidates": candidates,
+                "answer": answer,
+            }
+        )
     return records
 
 
@@ -391,10 +557,19 @@ def test_structured_global_tokens_give_the_same_output_as_the_dense_oracle(text_
     batch = {k: torch.stack([dataset[i][k] for i in range(3)]) for k in dataset[0]}
     batch["attention_mask"][1, 70:] = False  # padding inside the sparse pattern
     batch["global_mask"][2, 10:] = False  # and unused global slots
-    config = BigBirdConfig(vocab_size=text_tokenizer.vocab_size, hidden_size=32, num_layers=2,
-                           num_heads=2, intermediate_size=64, max_position=96, block_size=8,
-                           attention_type="etc", num_global_tokens=24, hidden_dropout=0.0,
-                           attention_dropout=0.0)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=text_tokenizer.vocab_size,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=96,
+        block_size=8,
+        attention_type="etc",
+        num_global_tokens=24,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+    )
     outputs = {}
     for impl in ("block_sparse", "dense"):
         torch.manual_seed(0)
@@ -406,8 +581,9 @@ def test_structured_global_tokens_give_the_same_output_as_the_dense_oracle(text_
     finite = torch.isfinite(outputs["dense"])
     assert torch.equal(finite, torch.isfinite(outputs["block_sparse"]))
     assert finite.sum() == 12  # 4 candidates x 3 examples, nothing else scored
-    torch.testing.assert_close(outputs["block_sparse"][finite], outputs["dense"][finite],
-                               rtol=1e-10, atol=1e-10)  # fmt: skip
+    torch.testing.assert_close(
+        outputs["block_sparse"][finite], outputs["dense"][finite], rtol=1e-10, atol=1e-10
+    )
 
 
 def test_cut_inputs_are_counted(text_tokenizer):
@@ -430,9 +606,11 @@ def test_choice_examples_are_checked(tmp_path):
     from genobird.nlp.multiple_choice import read_choices
 
     good = synthetic_choices(1, seed=7)[0]
-    cases = [({**good, "answer": "nowhere"}, "answer 'nowhere' is not among its candidates"),
-             ({**good, "supports": ["", " "]}, "no supporting documents"),
-             ({**good, "candidates": []}, "no candidates")]  # fmt: skip
+    cases = [
+        ({**good, "answer": "nowhere"}, "answer 'nowhere' is not among its candidates"),
+        ({**good, "supports": ["", " "]}, "no supporting documents"),
+        ({**good, "candidates": []}, "no candidates"),
+    ]
     for record, message in cases:
         with pytest.raises(InputError, match=message):
             read_choices(write_jsonl(tmp_path / "bad.jsonl", [record]))
@@ -455,8 +633,9 @@ def test_multiple_choice_head_learns_which_candidate_the_supports_mention(text_t
     # seeds 0-4 at 1 and 2 threads, alone and beside a second job.
     spec = learning_spec(max_tokens=64, learning_rate=5e-4, max_steps=2000, dropout=0.0)
     tokenizer = text_tokenizer.path
-    report = finetune_multiple_choice(train, tmp_path / "out", spec, valid,
-                                      tokenizer_path=tokenizer, max_globals=24)  # fmt: skip
+    report = finetune_multiple_choice(
+        train, tmp_path / "out", spec, valid, tokenizer_path=tokenizer, max_globals=24
+    )
     assert report["accuracy"] >= 0.8, report  # chance 0.25 +- 0.04 on 100 examples
 
 
@@ -467,17 +646,50 @@ def test_multiple_choice_runs_through_the_commands(text_tokenizer, tmp_path):
     records = synthetic_choices(24, seed=1)
     data = write_jsonl(tmp_path / "train.jsonl", records)
     out = tmp_path / "mc"
-    argv = ["-q", "nlp", "finetune", "multiple-choice", "--train", data, "--valid", data,
-            "--out", str(out), "--from-scratch", "--tokenizer", str(text_tokenizer.path),
-            "--max-tokens", "96", "--max-globals", "24", "--max-steps", "2",
-            "--batch-size", "4"]  # fmt: skip
+    argv = [
+        "-q",
+        "nlp",
+        "finetune",
+        "multiple-choice",
+        "--train",
+        data,
+        "--valid",
+        data,
+        "--out",
+        str(out),
+        "--from-scratch",
+        "--tokenizer",
+        str(text_tokenizer.path),
+        "--max-tokens",
+        "96",
+        "--max-globals",
+        "24",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "4",
+    ]
     assert main(argv) == 0
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert 0 <= report["accuracy"] <= 1 and report["valid_examples"] == 24
     assert report["train_truncated"] == report["valid_truncated"] == 0
     predictions = tmp_path / "pred.jsonl"
-    assert main(["-q", "nlp", "predict", "--model", str(out / "model"), "--input", data,
-                 "--out", str(predictions)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "predict",
+                "--model",
+                str(out / "model"),
+                "--input",
+                data,
+                "--out",
+                str(predictions),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in predictions.read_text().splitlines()]
     for row, record in zip(rows, records, strict=True):
         assert row["id"] == record["id"] and set(row["scores"]) == set(record["candidates"])
@@ -492,8 +704,9 @@ def synthetic_summaries(count: int, seed: int, length: int = 3) -> list[dict]:
     rng = random.Random(seed)
     records = []
     for _ in range(count):
-        sentences = [" ".join(rng.choice(FILLER) for _ in range(rng.randint(3, 5)))
-                     for _ in range(length)]  # fmt: skip
+        sentences = [
+            " ".join(rng.choice(FILLER) for _ in range(rng.randint(3, 5))) for _ in range(length)
+        ]
         records.append({"document": " . ".join(sentences) + " .", "summary": sentences[0]})
     return records
 
@@ -504,8 +717,15 @@ def tiny_summarizer(vocab_size: int, share_weights: bool = False):
     from genobird.model import BigBirdConfig
     from genobird.nlp.seq2seq import BigBirdForSummarization
 
-    config = BigBirdConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=2,
-                           intermediate_size=64, max_position=64, block_size=8)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=64,
+        block_size=8,
+    )
     torch.manual_seed(0)
     return BigBirdForSummarization(config, 2, share_weights, max_target_tokens=16).eval()
 
@@ -544,9 +764,16 @@ def test_summarizer_needs_the_encoders_position_table():
     from genobird.model import BigBirdConfig
     from genobird.nlp.seq2seq import BigBirdForSummarization
 
-    config = BigBirdConfig(vocab_size=40, hidden_size=32, num_layers=2, num_heads=2,
-                           intermediate_size=64, max_position=64, block_size=8,
-                           position_encoding="rotary")  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=40,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=64,
+        block_size=8,
+        position_encoding="rotary",
+    )
     with pytest.raises(ConfigError, match="summarisation needs position_encoding 'absolute'"):
         BigBirdForSummarization(config, 2)
 
@@ -557,15 +784,17 @@ def test_rouge_matches_hand_counts_and_documents_are_checked(tmp_path):
     scores = rouge(["the cat sat"], ["the cat sat down"])  # 3 of 3 predicted, 3 of 4 reference
     assert scores["rouge1"] == pytest.approx(100 * 2 * 1 * 0.75 / 1.75)
     assert scores["rouge2"] == pytest.approx(100 * 2 * 1 * (2 / 3) / (1 + 2 / 3))
-    path = write_jsonl(tmp_path / "s.jsonl", [{"document": "a b", "summary": "a"},
-                                              {"document": "  ", "summary": "b"}])  # fmt: skip
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [{"document": "a b", "summary": "a"}, {"document": "  ", "summary": "b"}],
+    )
     with pytest.raises(InputError, match="record 2: empty document"):
         read_summaries(path)
 
 
 @pytest.mark.slow
 def test_summarizer_learns_to_copy_the_first_sentence(text_tokenizer, tmp_path):
-    from genobird.nlp.finetune import finetune_summarize
+    from genobird.nlp.summarize_run import finetune_summarize
 
     train = write_jsonl(tmp_path / "train.jsonl", synthetic_summaries(2000, seed=1))
     valid = write_jsonl(tmp_path / "valid.jsonl", synthetic_summaries(50, seed=2))
@@ -573,11 +802,16 @@ def test_summarizer_learns_to_copy_the_first_sentence(text_tokenizer, tmp_path):
     # the copy alignment (loss stuck at ~2.7; ROUGE-1 6 after 1,000 steps, 7 after
     # 3,000); at a tenth of the rate it keeps them: ROUGE-1/2/L 100 after 1,000 steps
     # for seeds 0, 1 and 2 (~42 s).
-    spec = learning_spec(max_tokens=48, learning_rate=1e-3, max_steps=1000,
-                         encoder_lr_scale=0.1)  # fmt: skip
-    report = finetune_summarize(train, tmp_path / "out", spec, valid,
-                                tokenizer_path=text_tokenizer.path, max_target_tokens=12,
-                                beams=2)  # fmt: skip
+    spec = learning_spec(max_tokens=48, learning_rate=1e-3, max_steps=1000, encoder_lr_scale=0.1)
+    report = finetune_summarize(
+        train,
+        tmp_path / "out",
+        spec,
+        valid,
+        tokenizer_path=text_tokenizer.path,
+        max_target_tokens=12,
+        beams=2,
+    )
     assert report["rouge1"] >= 80 and report["rouge2"] >= 60, report
 
 
@@ -588,16 +822,53 @@ def test_summarize_runs_through_the_commands(text_tokenizer, tmp_path):
     records = synthetic_summaries(16, seed=1)
     data = write_jsonl(tmp_path / "train.jsonl", records)
     out = tmp_path / "sum"
-    argv = ["-q", "nlp", "finetune", "summarize", "--train", data, "--valid", data,
-            "--out", str(out), "--from-scratch", "--tokenizer", str(text_tokenizer.path),
-            "--max-tokens", "32", "--max-target-tokens", "12", "--max-steps", "2",
-            "--batch-size", "4", "--beams", "2", "--share-weights",
-            "--encoder-lr-scale", "0.1"]  # fmt: skip
+    argv = [
+        "-q",
+        "nlp",
+        "finetune",
+        "summarize",
+        "--train",
+        data,
+        "--valid",
+        data,
+        "--out",
+        str(out),
+        "--from-scratch",
+        "--tokenizer",
+        str(text_tokenizer.path),
+        "--max-tokens",
+        "32",
+        "--max-target-tokens",
+        "12",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--beams",
+        "2",
+        "--share-weights",
+        "--encoder-lr-scale",
+        "0.1",
+    ]
     assert main(argv) == 0
     report = json.loads((out / "report" / "metrics.json").read_text())
     assert {"rouge1", "rouge2", "rougeL"} <= set(report) and report["valid_examples"] == 16
     predictions = tmp_path / "pred.jsonl"
-    assert main(["-q", "nlp", "predict", "--model", str(out / "model"), "--input", data,
-                 "--out", str(predictions)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "nlp",
+                "predict",
+                "--model",
+                str(out / "model"),
+                "--input",
+                data,
+                "--out",
+                str(predictions),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in predictions.read_text().splitlines()]
     assert len(rows) == 16 and all(isinstance(row["summary"], str) for row in rows)

@@ -185,10 +185,18 @@ def test_a_feature_table_travels_with_the_peak_files_it_names(bundle, tmp_path, 
     shared = tmp_path / "shared/data/chromatin"
     write(shared / "peaks/A.bed", "chr1\t0\t100\n")
     write(shared / "regions/chr1.bed", "chr1\t0\t500\n")
-    write(shared / "features.tsv", "name\tcategory\tpeak_file\tassayed\n"
-          "a\tTF\tpeaks/A.bed\tregions/chr1.bed\nb\tTF\tpeaks/A.bed\tchr1\n")  # fmt: skip
-    config = {"chromatin_tasks": {"x": {"features": [
-        {"table": "../shared/data/chromatin/features.tsv", "assayed": "chr1"}]}}}  # fmt: skip
+    write(
+        shared / "features.tsv",
+        "name\tcategory\tpeak_file\tassayed\n"
+        "a\tTF\tpeaks/A.bed\tregions/chr1.bed\nb\tTF\tpeaks/A.bed\tchr1\n",
+    )
+    config = {
+        "chromatin_tasks": {
+            "x": {
+                "features": [{"table": "../shared/data/chromatin/features.tsv", "assayed": "chr1"}]
+            }
+        }
+    }
     write(repo / "c.yaml", yaml.safe_dump(config))
     monkeypatch.chdir(repo)
     overlay = bundle.bundle_inputs([Path("c.yaml")], Path("offline"), repo)

@@ -104,12 +104,15 @@ def test_interval_arithmetic_against_a_base_by_base_oracle(tmp_path):
     covered = np.zeros(6000, dtype=bool)
     for s, e in zip(starts, ends, strict=True):
         covered[s:e] = True
-    bins = [("chr1", int(s), int(s + w)) for s, w in
-            zip(rng.integers(0, 5800, 500), rng.integers(1, 200, 500), strict=True)]  # fmt: skip
+    bins = [
+        ("chr1", int(s), int(s + w))
+        for s, w in zip(rng.integers(0, 5800, 500), rng.integers(1, 200, 500), strict=True)
+    ]
     bins.append(("chr2", 0, 100))
     for min_overlap in (0.5, 0.2, 1.0):
-        expected = [covered[s:e].mean() >= min_overlap if c == "chr1" else False
-                    for c, s, e in bins]  # fmt: skip
+        expected = [
+            covered[s:e].mean() >= min_overlap if c == "chr1" else False for c, s, e in bins
+        ]
         assert bin_labels(bins, [peaks], min_overlap)[:, 0].tolist() == expected
     merged_starts, merged_ends = merge_intervals(starts, ends)
     assert (merged_starts[1:] > merged_ends[:-1]).all()  # disjoint, book-ended joined
@@ -131,8 +134,22 @@ def test_peak_chromosomes_are_resolved_like_bed_regions(demo_reference, tmp_path
     write(tmp_path / "o.bed", "scaffold_7\t0\t500\n")
     table = write(tmp_path / "f.tsv", "name\tcategory\tpeak_file\nX\tTF\to.bed\n")
     fasta, out = demo_reference / "genome.fa", tmp_path / "c.h5"
-    assert main(["-q", "dataset", "chromatin", "--features", str(table), "--reference",
-                 str(fasta), "--out", str(out)]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "chromatin",
+                "--features",
+                str(table),
+                "--reference",
+                str(fasta),
+                "--out",
+                str(out),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "o.bed: none of its chromosomes (scaffold_7, ...) is in the reference" in err
 

@@ -46,13 +46,25 @@ def planned_jobs(plan: str) -> int:
 def test_demo_dry_run_plans_every_stage(tmp_path):
     done = snakemake("-n", "--cores", "2", "--configfile", write_config(tmp_path, pipeline("demo")))
     assert done.returncode == 0, done.stderr[-2000:]
-    for rule in ("demo_reference", "documents", "vocabulary", "instances", "pretrain",
-                 "promoter_finetune", "chromatin_finetune", "score", "evaluate_pretrained",
-                 "compare_runs", "report"):  # fmt: skip
+    for rule in (
+        "demo_reference",
+        "documents",
+        "vocabulary",
+        "instances",
+        "pretrain",
+        "promoter_finetune",
+        "chromatin_finetune",
+        "score",
+        "evaluate_corpus",
+        "evaluate_pretrained",
+        "compare_runs",
+        "report",
+    ):
         assert rule in done.stdout
     # 6 score jobs (2 models x 3 inputs); Markov + 2 baselines x 2 data sets; the
-    # pretrained model's evaluation and the runs' comparisons, then the report
-    assert planned_jobs(done.stdout) == 26
+    # corpus's statistics, the pretrained model's evaluation and the runs' comparisons,
+    # then the report
+    assert planned_jobs(done.stdout) == 27
 
 
 def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path):
@@ -60,8 +72,11 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     done = snakemake("-n", "-p", "--cores", "16", "--configfile", path)
     assert done.returncode == 0, done.stderr[-2000:]
     plan = done.stdout
-    for key, entry in (("genome", "hg19"), ("promoters", "epdnew-hs006-hg19"),
-                       ("deepsea_bundle", "deepsea-bundle")):  # fmt: skip
+    for key, entry in (
+        ("genome", "hg19"),
+        ("promoters", "epdnew-hs006-hg19"),
+        ("deepsea_bundle", "deepsea-bundle"),
+    ):
         assert f"rule download_{key}:" in plan
         assert f"genobird reference download {entry} --manifest reference/grch37.yaml" in plan
     downloads = tmp_path / "downloads"
@@ -73,7 +88,7 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in plan
     assert "dataset deepsea --mat" in plan and "--split train valid test" in plan
     assert "--context-bp 8000" in plan
-    assert planned_jobs(plan) == 20  # 4 downloads; BED scoring only
+    assert planned_jobs(plan) == 21  # 4 downloads; BED scoring only; 3 evaluations
 
 
 def _at(config, data: Path) -> dict:
@@ -109,7 +124,7 @@ def test_human_mini_dry_run_plans_real_dna_tasks_and_baselines(tmp_path, shared_
     assert f"{zero_shot}/epdnew_tata/zero-shot/markov --markov {results}/corpus/train.txt" in plan
     assert plan.count("genobird -q zero-shot") == 2  # not GUE TF 0
     assert "promoter_finetune" not in plan and "rule score:" not in plan  # no TSS BED given
-    assert planned_jobs(plan) == 21
+    assert planned_jobs(plan) == 22
 
 
 def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp_path, shared_data):
@@ -131,7 +146,7 @@ def test_human_gpu_overlay_pretrains_on_one_gpu_and_fine_tunes_every_tf_task(tmp
     assert plan.count(recipe) == 5
     assert "dataset promoter-sequences --positives" in plan  # human-mini's TATA task stays
     # each added task: data, fine-tuning, 2 baselines; human-mini's TATA adds 2 zero-shot jobs
-    assert planned_jobs(plan) == 21 + 4 * 4
+    assert planned_jobs(plan) == 22 + 4 * 4
 
 
 def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_path, shared_data):
@@ -148,14 +163,15 @@ def test_human_mini_gue_overlay_fine_tunes_every_tf_task_with_bpe_dropout(tmp_pa
     recipe = "--max-steps 6000 --learning-rate 0.0003 --batch-size 32 --eval-every 500"
     finetunes = [line for line in plan.splitlines() if "finetune classify" in line]
     assert len(finetunes) == 5 * 2  # two seeds each
-    assert all(recipe in line and "--bpe-dropout 0.1 --segmentations 16" in line
-               for line in finetunes)  # fmt: skip
+    assert all(
+        recipe in line and "--bpe-dropout 0.1 --segmentations 16" in line for line in finetunes
+    )
     assert sum("--seed 1 >" in line for line in finetunes) == 5
     tata = [line for line in plan.splitlines() if "--max-steps 400" in line]
     assert len(tata) == 1 and "--bpe-dropout" not in tata[0]  # human-mini's TATA stays
     # each added task: data, 2 fine-tuning seeds, 2 baselines; TF 0 a second seed; human-mini's
     # TATA adds 2 zero-shot jobs
-    assert planned_jobs(plan) == 21 + 4 * 5 + 1
+    assert planned_jobs(plan) == 22 + 4 * 5 + 1
 
 
 def test_own_fasta_refuses_coordinates_with_several_files(tmp_path):
@@ -214,7 +230,7 @@ def test_own_fasta_pipeline_with_sequence_task_and_baselines_runs_end_to_end(tmp
             "segmentations": 2,
         }
     }
-    config["baselines"] = {"markov_orders": "0-4", "classifiers": ["kmer-lr"]}  # fmt: skip
+    config["baselines"] = {"markov_orders": "0-4", "classifiers": ["kmer-lr"]}
     done = snakemake("--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-3000:]
     results = tmp_path / "results"
@@ -245,8 +261,9 @@ def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     config["promoter"].update(
         dropout=0.2, eval_every=50, patience=2, pos_weight=4, training_negatives=4, rc_augment=True
     )
-    config["chromatin"].update(pooling="mean", rc_augment=False, layer_decay=0.8, bpe_dropout=0.1,
-                               segmentations=4)  # fmt: skip
+    config["chromatin"].update(
+        pooling="mean", rc_augment=False, layer_decay=0.8, bpe_dropout=0.1, segmentations=4
+    )
     config["report"] = {"context_lengths": [16, 32], "context_windows": 300}
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -265,8 +282,9 @@ def test_optional_finetune_and_report_settings_reach_their_commands(tmp_path):
     report = next(line for line in done.stdout.splitlines() if "genobird -q report" in line)
     assert "--context-tokens 16 32 --context-windows 300" in report
     # the pretrained model is evaluated by its own rule, which the report only draws
-    evaluate = next(line for line in done.stdout.splitlines()
-                    if "genobird -q evaluate pretrained" in line)  # fmt: skip
+    evaluate = next(
+        line for line in done.stdout.splitlines() if "genobird -q evaluate pretrained" in line
+    )
     assert "--context-tokens 16 32 --context-windows 300" in evaluate
     assert any("genobird -q evaluate runs" in line for line in done.stdout.splitlines())
     config["promoter"]["dropout"] = 1.0
@@ -282,8 +300,14 @@ def test_promoter_sequence_task_takes_training_negatives_and_only_it(tmp_path):
     config = pipeline("demo")
     positives = tmp_path / "promoters.txt"
     positives.write_text("ACGT" * 75 + "\n")
-    task = {"promoter_sequences": str(positives), "max_steps": 10, "learning_rate": 1e-4,
-            "batch_size": 4, "training_negatives": 3, "pos_weight": 3}  # fmt: skip
+    task = {
+        "promoter_sequences": str(positives),
+        "max_steps": 10,
+        "learning_rate": 1e-4,
+        "batch_size": 4,
+        "training_negatives": 3,
+        "pos_weight": 3,
+    }
     config["sequence_tasks"] = {"tata": task}
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -305,8 +329,13 @@ def test_sequence_task_seeds_fine_tune_apart_and_reach_the_report(tmp_path):
     config = pipeline("demo")
     positives = tmp_path / "promoters.txt"
     positives.write_text("ACGT" * 75 + "\n")
-    task = {"promoter_sequences": str(positives), "max_steps": 10, "learning_rate": 1e-4,
-            "batch_size": 4, "seeds": 3}  # fmt: skip
+    task = {
+        "promoter_sequences": str(positives),
+        "max_steps": 10,
+        "learning_rate": 1e-4,
+        "batch_size": 4,
+        "seeds": 3,
+    }
     config["sequence_tasks"] = {"tata": task}
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -377,9 +406,12 @@ def terminate_when(args: list[str], appears: Path, timeout: float = 300) -> None
     """Run Snakemake and send SIGTERM to it and its jobs once `appears` exists."""
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), *args]
     run = subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        command,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + timeout
     while not appears.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -409,8 +441,15 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
         assert len((results / "score" / f"{task}_samples.tsv").read_text().splitlines()) > 10
         assert (results / "score" / f"{task}_variants.tsv.log_odds_diff.tsv").is_file()
     page = (results / "report.html").read_text()
-    for heading in ("Corpus", "Vocabulary", "Pretraining", "context length", "promoter",
-                    "chromatin", "Score tables"):  # fmt: skip
+    for heading in (
+        "Corpus",
+        "Vocabulary",
+        "Pretraining",
+        "context length",
+        "promoter",
+        "chromatin",
+        "Score tables",
+    ):
         assert heading in page, heading
     assert page.count("data:image/png;base64,") >= 4  # curves, context, ROC/PR plots
     # the config's context lengths, each after the first with its paired gains
@@ -428,8 +467,9 @@ def test_ci_pipeline_runs_end_to_end_resumes_and_then_has_nothing_to_do(tmp_path
     assert len(blocks) == 3
     for block in blocks:
         code = block.replace("results/demo/", f"{results}/")
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              cwd=tmp_path)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path
+        )
         assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -454,10 +494,14 @@ def test_download_pipeline_runs_offline_on_a_mini_grch37(tmp_path):
     manifest = build_mini_grch37(tmp_path / "demo", tmp_path / "published")
     config = pipeline("ci")
     config["reference"] = {
-        "source": "download", "manifest": str(manifest), "dest": "", "genome": "hg19",
-        "promoters": "epdnew", "deepsea_bundle": "deepsea-bundle",
+        "source": "download",
+        "manifest": str(manifest),
+        "dest": "",
+        "genome": "hg19",
+        "promoters": "epdnew",
+        "deepsea_bundle": "deepsea-bundle",
         "deepsea_coordinates": "deepsea-coordinates",
-    }  # fmt: skip
+    }
     config["corpus"].update(train_chromosomes=["chr1", "chr2"], heldout_chromosomes=["chr8"])
     config["split"] = {"valid_chromosomes": ["chr7"], "test_chromosomes": ["chr8"]}
     del config["chromatin"]["max_bins"]
@@ -529,24 +573,34 @@ def test_state_arms_start_from_the_baseline_arms_at_their_context(tmp_path, shar
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))
     assert done.returncode == 0, done.stderr[-2000:]
     arms = f"{tmp_path}/results/chromatin_tasks/roadmap_states_hg19/baselines"
-    finetunes = {int(re.search(r"--window-bp (\d+)", line).group(1)): line
-                 for line in done.stdout.splitlines() if "finetune chromatin" in line}  # fmt: skip
+    finetunes = {
+        int(re.search(r"--window-bp (\d+)", line).group(1)): line
+        for line in done.stdout.splitlines()
+        if "finetune chromatin" in line
+    }
     assert set(finetunes) == {1000, 2000, 4000, 8000}
     assert f"--base-start-from {arms}/kmer-lr-4000 {arms}/deepsea-cnn-4000 >" in finetunes[4000]
-    assert ("--base-cnn-architecture deepsea-cnn --base-cnn-epochs 10 --base-cnn-minutes 15"
-            in finetunes[4000]
-            and "--base-blend by-category" in finetunes[4000])  # fmt: skip
+    assert (
+        "--base-cnn-architecture deepsea-cnn --base-cnn-epochs 10 --base-cnn-minutes 15"
+        in finetunes[4000]
+        and "--base-blend by-category" in finetunes[4000]
+    )
     assert "--base-start-from" not in finetunes[8000]  # no baseline arm at 8 kb here
     # the CNN arm is fitted as the genobird arms' base CNN is: one width, one budget
-    cnn_arm = next(line for line in done.stdout.splitlines()
-                   if "baseline deepsea-cnn" in line and "--window-bp 4000" in line)  # fmt: skip
+    cnn_arm = next(
+        line
+        for line in done.stdout.splitlines()
+        if "baseline deepsea-cnn" in line and "--window-bp 4000" in line
+    )
     assert "--max-epochs 10 --max-minutes 15 --channels 128" in cnn_arm
     task["base_cnn_minutes"] = 10  # a base CNN the arms could not read: refused by name
     overlay.write_text(yaml.safe_dump(states))
     done = snakemake("-n", "--cores", "2", "--configfile", base, str(overlay))
     assert done.returncode != 0
-    assert ("chromatin_tasks.roadmap_states_hg19: base_cnn_minutes 10 differs from DeepSEA's "
-            "CNN arm's cnn_max_minutes 15") in done.stdout + done.stderr  # fmt: skip
+    assert (
+        "chromatin_tasks.roadmap_states_hg19: base_cnn_minutes 10 differs from DeepSEA's "
+        "CNN arm's cnn_max_minutes 15"
+    ) in done.stdout + done.stderr
     task["cnn_channels"], task["base_cnn_minutes"] = 320, 15
     overlay.write_text(yaml.safe_dump(states))
     done = snakemake("-n", "--cores", "2", "--configfile", base, str(overlay))
@@ -558,6 +612,9 @@ def test_state_arms_start_from_the_baseline_arms_at_their_context(tmp_path, shar
     overlay.write_text(yaml.safe_dump(states))
     done = snakemake("-n", "-p", "--cores", "2", "--configfile", base, str(overlay))
     assert done.returncode == 0, done.stderr[-2000:]
-    line = next(line for line in done.stdout.splitlines()
-                if "finetune chromatin" in line and "--window-bp 4000" in line)  # fmt: skip
+    line = next(
+        line
+        for line in done.stdout.splitlines()
+        if "finetune chromatin" in line and "--window-bp 4000" in line
+    )
     assert f"--base-start-from {arms}/kmer-lr-4000 >" in line and "--base-cnn" not in line

@@ -57,8 +57,9 @@ def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
     rejected on its own header's line."""
     short = "".join(np.random.default_rng(2).choice(list("ACGT"), 250))
     long = "".join(np.random.default_rng(1).choice(list("ACGT"), 1000))
-    fasta = write(tmp_path / "s.fa", f">short\n{short}\n>empty\n>long\n{long[:500]}\n"
-                  f"{long[500:]}\n>n\nNNNN\n")  # fmt: skip
+    fasta = write(
+        tmp_path / "s.fa", f">short\n{short}\n>empty\n>long\n{long[:500]}\n{long[500:]}\n>n\nNNNN\n"
+    )
     out = tmp_path / "s.tsv"
     assert (
         main(
@@ -76,10 +77,21 @@ def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
         == 0
     )
     table = pd.read_csv(out, sep="\t")
-    assert list(table.columns) == ["index", "name", "line", "first_bp", "last_bp", "cropped",
-                                   "padded", "n_fraction", *predictor.feature_names]  # fmt: skip
+    assert list(table.columns) == [
+        "index",
+        "name",
+        "line",
+        "first_bp",
+        "last_bp",
+        "cropped",
+        "padded",
+        "n_fraction",
+        *predictor.feature_names,
+    ]
     assert table[["name", "line", "first_bp", "last_bp"]].values.tolist() == [
-        ["short", 1, 0, 250], ["long", 4, 300, 700]]  # fmt: skip
+        ["short", 1, 0, 250],
+        ["long", 4, 300, 700],
+    ]
     assert table["cropped"].tolist() == [False, True] and table["padded"].tolist() == [True, False]
     assert table["n_fraction"].tolist() == [150 / 400, 0.0]
     rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
@@ -87,8 +99,22 @@ def test_fasta_end_to_end_columns_and_padding(predictor, tmp_path, capsys):
     assert "record 'n' is 100% N" in rejected["reason"][1]
     expected = predictor.predict([fit_window(short, 400), long[300:700]])
     np.testing.assert_allclose(table[predictor.feature_names].to_numpy(), expected, rtol=1e-6)
-    assert main(["-q", "score", "--model", str(predictor.model_dir), "--fasta", str(fasta),
-                 "--out", str(tmp_path / "t.tsv"), "--tiles"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                str(predictor.model_dir),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(tmp_path / "t.tsv"),
+                "--tiles",
+            ]
+        )
+        == 0
+    )
     tiles = pd.read_csv(tmp_path / "t.tsv", sep="\t")
     assert tiles["name"].tolist() == ["short", "long/0-400", "long/400-800", "long/800-1000"]
     assert tiles["first_bp"].tolist() == [0, 0, 400, 800]
@@ -107,14 +133,14 @@ def test_the_api_refuses_what_the_command_line_refuses(predictor, model_dir):
     assert shape == (2, len(predictor.feature_names))
 
 
-def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_reference,
-                                                                tmp_path):  # fmt: skip
+def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_reference, tmp_path):
     """BED windows cut and tokenised in 2 DataLoader workers, both strands averaged, in
     batches of 3 (a ragged last batch): the same table as in the main process."""
     rng = np.random.default_rng(4)
     starts = rng.integers(20_000, 90_000, 11)  # within the 0.6 Mb test genome
-    lines = [f"chr{1 + i % 2}\t{s}\t{s + 200}\tr{i}\t0\t{'+-'[i % 2]}\n"
-             for i, s in enumerate(starts)]  # fmt: skip
+    lines = [
+        f"chr{1 + i % 2}\t{s}\t{s + 200}\tr{i}\t0\t{'+-'[i % 2]}\n" for i, s in enumerate(starts)
+    ]
     # a window N-padded past chr2's start, and one in its first 3,360 bp of N (not scored)
     bed = write(tmp_path / "w.bed", "".join(lines) + "chr2\t3500\t3510\nchr2\t0\t10\n")
     fasta = demo_reference / "genome.fa"
@@ -128,8 +154,25 @@ def test_worker_processes_fetch_and_tokenise_the_same_windows(model_dir, demo_re
     assert len(tables[1]) + len(tables[1].attrs["rejected"]) == 13
     assert "is 100% N" in tables[1].attrs["rejected"][-1]
     pd.testing.assert_frame_equal(tables[0], tables[1], rtol=1e-6)
-    assert main(["-q", "score", "--model", str(model_dir), "--bed", str(bed), "--reference",
-                 str(fasta), "--out", str(tmp_path / "w.tsv"), "--workers", "1"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                str(model_dir),
+                "--bed",
+                str(bed),
+                "--reference",
+                str(fasta),
+                "--out",
+                str(tmp_path / "w.tsv"),
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
 def test_scoring_masks_the_tokenizers_own_pad_id(model_dir):
@@ -151,18 +194,41 @@ def test_bed_end_to_end_naming_padding_rejects_and_strict(
     predictor, demo_reference, tmp_path, capsys
 ):
     # b: its window reaches into chr1's first 4,320 bp of N; c: within them
-    bed = write(tmp_path / "r.bed", "chr1\t100000\t100200\ta\t0\t+\n1\t4400\t4440\tb\t0\t-\n"
-                "chrZ\t1\t5\n1\t5\t60\tc\n")  # fmt: skip
+    bed = write(
+        tmp_path / "r.bed",
+        "chr1\t100000\t100200\ta\t0\t+\n1\t4400\t4440\tb\t0\t-\nchrZ\t1\t5\n1\t5\t60\tc\n",
+    )
     out = tmp_path / "r.tsv"
-    argv = ["score", "--model", str(predictor.model_dir), "--bed", str(bed),
-            "--reference", str(demo_reference / "genome.fa"), "--out", str(out)]  # fmt: skip
+    argv = [
+        "score",
+        "--model",
+        str(predictor.model_dir),
+        "--bed",
+        str(bed),
+        "--reference",
+        str(demo_reference / "genome.fa"),
+        "--out",
+        str(out),
+    ]
     assert main(["-q", *argv]) == 0
     table = pd.read_csv(out, sep="\t")
-    assert list(table.columns[:11]) == ["index", "chrom", "start", "end", "name", "strand", "line",
-                                        "window_start", "window_end", "contains_N",
-                                        "n_fraction"]  # fmt: skip
+    assert list(table.columns[:11]) == [
+        "index",
+        "chrom",
+        "start",
+        "end",
+        "name",
+        "strand",
+        "line",
+        "window_start",
+        "window_end",
+        "contains_N",
+        "n_fraction",
+    ]
     assert table[["name", "line", "window_start", "window_end"]].values.tolist() == [
-        ["a", 1, 100100 - 200, 100100 + 200], ["b", 2, 4420 - 200, 4420 + 200]]  # fmt: skip
+        ["a", 1, 100100 - 200, 100100 + 200],
+        ["b", 2, 4420 - 200, 4420 + 200],
+    ]
     # '1' read from the FASTA's chr1, written as the BED spells it
     assert table["chrom"].astype(str).tolist() == ["chr1", "1"]
     assert table["contains_N"].tolist() == [False, True]  # the second reaches into N
@@ -193,9 +259,12 @@ def test_chromosomes_option_keeps_only_those_regions_and_variants(
     assert table["chrom"].tolist() == ["chr2", "2"] and table["start"].tolist() == [5000, 9000]
     reference = Reference(demo_reference / "genome.fa")
     ref_1, ref_2 = (reference.fetch(c, 50_000, 50_001) for c in ("chr1", "chr2"))
-    vcf = write(tmp_path / "v.vcf", "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n"
-                f"1\t50001\ta\t{ref_1}\t{'C' if ref_1 != 'C' else 'G'}\n"
-                f"2\t50001\tb\t{ref_2}\t{'C' if ref_2 != 'C' else 'G'}\n")  # fmt: skip
+    vcf = write(
+        tmp_path / "v.vcf",
+        "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n"
+        f"1\t50001\ta\t{ref_1}\t{'C' if ref_1 != 'C' else 'G'}\n"
+        f"2\t50001\tb\t{ref_2}\t{'C' if ref_2 != 'C' else 'G'}\n",
+    )
     effects = predictor.score_variants(vcf, fasta, chromosomes=["1"])  # alias of chr1
     assert effects["id"].tolist() == ["a"]
     assert main([*base, "--bed", str(bed), "--out", str(out), "--chromosomes", "chr9"]) == 1
@@ -247,9 +316,28 @@ def test_vcf_effects_and_ref_match(predictor, demo_reference, tmp_path, capsys):
 def test_hdf5_output_and_feature_subset(predictor, demo_reference, tmp_path):
     bed = write(tmp_path / "r.bed", "chr2\t50000\t50100\nchr2\t70000\t70100\n")
     out = tmp_path / "r.h5"
-    assert main(["-q", "score", "--model", str(predictor.model_dir), "--bed", str(bed),
-                 "--reference", str(demo_reference / "genome.fa"), "--out", str(out),
-                 "--format", "h5", "--features", "CTCF", "H3K9me3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                str(predictor.model_dir),
+                "--bed",
+                str(bed),
+                "--reference",
+                str(demo_reference / "genome.fa"),
+                "--out",
+                str(out),
+                "--format",
+                "h5",
+                "--features",
+                "CTCF",
+                "H3K9me3",
+            ]
+        )
+        == 0
+    )
     with h5py.File(out, "r") as handle:
         assert handle["predictions"].dtype == np.float32 and handle["predictions"].shape == (2, 2)
         assert handle["feature_names"][:].astype(str).tolist() == ["CTCF", "H3K9me3"]
@@ -331,8 +419,20 @@ def test_model_directory_without_or_with_a_wrong_tokenizer(model_dir, pretrainin
 def test_unwritable_output_is_a_one_line_error(predictor, tmp_path, capsys):
     fasta = write(tmp_path / "s.fa", ">a\nACGT\n")
     blocker = write(tmp_path / "file", "x")
-    assert main(["score", "--model", str(predictor.model_dir), "--fasta", str(fasta),
-                 "--out", str(blocker / "out.tsv")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "score",
+                "--model",
+                str(predictor.model_dir),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(blocker / "out.tsv"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
 
@@ -439,8 +539,25 @@ def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
     fasta = write(tmp_path / "r.fa", f">long\n{long}\n>short\n{short}\n")
     out = tmp_path / "ism.h5"
     model = str(predictor.model_dir)
-    assert main(["-q", "ism", "--model", model, "--fasta", str(fasta), "--window-bp", "12",
-                 "--out", str(out), "--batch-size", "5"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "ism",
+                "--model",
+                model,
+                "--fasta",
+                str(fasta),
+                "--window-bp",
+                "12",
+                "--out",
+                str(out),
+                "--batch-size",
+                "5",
+            ]
+        )
+        == 0
+    )
     with h5py.File(out, "r") as handle:
         effects, reference = handle["effects"][:], handle["reference"][:]
         assert effects.shape == (2, 12, 4, 16) and handle.attrs["score"] == "diff"
@@ -453,15 +570,27 @@ def test_ism_equals_scoring_each_mutant_with_score(predictor, tmp_path):
     for offset, base in enumerate(window[194:206]):  # the reference base's own entry is 0
         assert (effects[0, offset, "ACGT".index(base)] == 0).all()
     mutants = write(tmp_path / "m.fa", _mutant_fasta(window, 194, 12))
-    assert main(["-q", "score", "--model", model, "--fasta", str(mutants),
-                 "--out", str(tmp_path / "m.tsv")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                model,
+                "--fasta",
+                str(mutants),
+                "--out",
+                str(tmp_path / "m.tsv"),
+            ]
+        )
+        == 0
+    )
     scored = pd.read_csv(tmp_path / "m.tsv", sep="\t")
     np.testing.assert_allclose(reference[0], predictor.predict([window])[0], atol=1e-6)
     for _, row in scored.iterrows():
         offset, base = row["name"][1:].split("_")
         expected = row[predictor.feature_names].to_numpy(float) - reference[0]
-        np.testing.assert_allclose(effects[0, int(offset), "ACGT".index(base)], expected,
-                                   atol=2e-6)  # fmt: skip
+        np.testing.assert_allclose(effects[0, int(offset), "ACGT".index(base)], expected, atol=2e-6)
     assert np.abs(effects[0]).max() > 0  # the model reads the bases it is given
 
 
@@ -470,11 +599,38 @@ def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, c
 
     bed = write(tmp_path / "r.bed", "chr1\t50000\t50200\tpeak1\nchr1\t60000\t60010\n")
     out, png = tmp_path / "ism.h5", tmp_path / "ism.png"
-    base = ["-q", "ism", "--model", str(predictor.model_dir), "--window-bp", "6",
-            "--reference", str(demo_reference / "genome.fa")]  # fmt: skip
+    base = [
+        "-q",
+        "ism",
+        "--model",
+        str(predictor.model_dir),
+        "--window-bp",
+        "6",
+        "--reference",
+        str(demo_reference / "genome.fa"),
+    ]
     feature = predictor.feature_names[3]
-    assert main([*base, "--bed", str(bed), "--out", str(out), "--score", "log_odds", "--features",
-                 feature, "CTCF", "--plot", str(png), "--feature", "CTCF"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                *base,
+                "--bed",
+                str(bed),
+                "--out",
+                str(out),
+                "--score",
+                "log_odds",
+                "--features",
+                feature,
+                "CTCF",
+                "--plot",
+                str(png),
+                "--feature",
+                "CTCF",
+            ]
+        )
+        == 0
+    )
     assert png.read_bytes()[:4] == b"\x89PNG"
     reference = Reference(demo_reference / "genome.fa")
     with h5py.File(out, "r") as handle:
@@ -490,8 +646,24 @@ def test_ism_log_odds_bed_plot_and_errors(predictor, demo_reference, tmp_path, c
     columns = [predictor.feature_names.index(n) for n in (feature, "CTCF")]
     alt = predictor.predict([mutant])[0][columns]
     np.testing.assert_allclose(effect["ACGT".index(other)], logit(alt) - logit(ref), atol=1e-4)
-    assert main([*base, "--bed", str(bed), "--out", str(out), "--plot", str(png),
-                 "--features", "CTCF", "--feature", "DNase"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                *base,
+                "--bed",
+                str(bed),
+                "--out",
+                str(out),
+                "--plot",
+                str(png),
+                "--features",
+                "CTCF",
+                "--feature",
+                "DNase",
+            ]
+        )
+        == 1
+    )
     assert "--feature 'DNase' is not among the features mutated" in capsys.readouterr().err
     empty = write(tmp_path / "e.fa", "")
     assert main([*base, "--fasta", str(empty), "--out", str(tmp_path / "e.h5")]) == 1
@@ -514,8 +686,9 @@ def test_ism_heatmap_positions_are_whole_and_do_not_overlap(width):
 
     rng = np.random.default_rng(0)
     region = Region("r", "chr1", 1_234_000, "A" * (width + 10))
-    result = IsmResult(region, 5, np.zeros(2, np.float32),
-                       rng.normal(size=(width, 4, 2)).astype(np.float32))  # fmt: skip
+    result = IsmResult(
+        region, 5, np.zeros(2, np.float32), rng.normal(size=(width, 4, 2)).astype(np.float32)
+    )
     figure = ism_figure(result, 0, "CTCF")
     figure.canvas.draw()
     heat = figure.axes[1]
@@ -527,7 +700,8 @@ def test_ism_heatmap_positions_are_whole_and_do_not_overlap(width):
         assert "." not in label.get_text() and float(label.get_position()[0]).is_integer()
     boxes = sorted((t.get_window_extent() for t in shown), key=lambda box: box.x0)
     assert all(left.x1 <= right.x0 for left, right in itertools.pairwise(boxes)), [
-        t.get_text() for t in shown]  # fmt: skip
+        t.get_text() for t in shown
+    ]
 
 
 def test_a_model_with_repeated_feature_names_is_refused(model_dir, tmp_path):
@@ -559,10 +733,38 @@ def test_ism_and_h5_scores_keep_deepsea_feature_names_that_are_not_ascii(
     config["task_info"]["feature_names"][:4] = unusual
     (renamed / "config.json").write_text(json.dumps(config))
     fasta = write(tmp_path / "r.fa", ">r\n" + "ACGT" * 100 + "\n")
-    assert main(["-q", "ism", "--model", str(renamed), "--fasta", str(fasta), "--window-bp", "4",
-                 "--out", str(tmp_path / "ism.h5")]) == 0  # fmt: skip
-    assert main(["-q", "score", "--model", str(renamed), "--fasta", str(fasta),
-                 "--out", str(tmp_path / "s.h5")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "ism",
+                "--model",
+                str(renamed),
+                "--fasta",
+                str(fasta),
+                "--window-bp",
+                "4",
+                "--out",
+                str(tmp_path / "ism.h5"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "score",
+                "--model",
+                str(renamed),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(tmp_path / "s.h5"),
+            ]
+        )
+        == 0
+    )
     for path in (tmp_path / "ism.h5", tmp_path / "s.h5"):
         with h5py.File(path, "r") as handle:
             assert handle["feature_names"].asstr()[:4].tolist() == unusual
@@ -570,8 +772,7 @@ def test_ism_and_h5_scores_keep_deepsea_feature_names_that_are_not_ascii(
     assert size < 200_000, size  # one record per chunk, not h5py's 256
 
 
-def test_score_output_format_follows_the_name_and_folders_are_refused(model_dir, tmp_path,
-                                                                       capsys):  # fmt: skip
+def test_score_output_format_follows_the_name_and_folders_are_refused(model_dir, tmp_path, capsys):
     fasta = write(tmp_path / "r.fa", ">a\n" + "ACGT" * 100 + "\n")
     base = ["-q", "score", "--model", str(model_dir), "--fasta", str(fasta)]
     assert main([*base, "--out", str(tmp_path / "x.h5")]) == 0
@@ -598,8 +799,21 @@ def test_outputs_are_readable_as_the_umask_allows(model_dir, tmp_path):
     fasta = write(tmp_path / "r.fa", ">a\n" + "ACGT" * 100 + "\n>b\nXXXX\n")
     previous = os.umask(0o022)
     try:
-        assert main(["-q", "score", "--model", str(model_dir), "--fasta", str(fasta),
-                     "--out", str(tmp_path / "out" / "s.tsv")]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "score",
+                    "--model",
+                    str(model_dir),
+                    "--fasta",
+                    str(fasta),
+                    "--out",
+                    str(tmp_path / "out" / "s.tsv"),
+                ]
+            )
+            == 0
+        )
     finally:
         os.umask(previous)
     for path in (tmp_path / "out" / "s.tsv", tmp_path / "out" / "s.tsv.rejected.tsv"):
@@ -617,16 +831,48 @@ def test_a_pretrained_model_points_at_likelihood_and_near_feature_names_are_sugg
     from genobird.model.bigbird import BigBirdForPretraining
 
     tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    config = BigBirdConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=1,
-                           num_heads=2, intermediate_size=64, max_position=128)  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_position=128,
+    )
     save_pretrained(BigBirdForPretraining(config), tmp_path / "lm")
     tokenizer.save(tmp_path / "lm")
     fasta = write(tmp_path / "r.fa", ">a\n" + "ACGT" * 100 + "\n")
-    assert main(["score", "--model", str(tmp_path / "lm"), "--fasta", str(fasta),
-                 "--out", str(tmp_path / "s.tsv")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "score",
+                "--model",
+                str(tmp_path / "lm"),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(tmp_path / "s.tsv"),
+            ]
+        )
+        == 1
+    )
     assert "genobird likelihood" in capsys.readouterr().err
-    assert main(["score", "--model", str(model_dir), "--fasta", str(fasta), "--out",
-                 str(tmp_path / "t.tsv"), "--features", "ctcf"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "score",
+                "--model",
+                str(model_dir),
+                "--fasta",
+                str(fasta),
+                "--out",
+                str(tmp_path / "t.tsv"),
+                "--features",
+                "ctcf",
+            ]
+        )
+        == 1
+    )
     assert "did you mean 'ctcf' -> 'CTCF'" in capsys.readouterr().err
 
 
@@ -640,28 +886,33 @@ def test_tracks_are_bedgraphs_of_each_bin_scored_as_a_bed_region(
     fasta = str(demo_reference / "genome.fa")
     out = tmp_path / "tracks"
     chosen = predictor.feature_names[:2]
-    argv = ["-q", "tracks", "--model", str(model_dir), "--reference", fasta, "--features",
-            *chosen]  # fmt: skip
-    assert main([*argv, "--region", "chr1:50,001-51,050", "chr2:5,001-5,200", "--out",
-                 str(out)]) == 0  # fmt: skip
+    argv = ["-q", "tracks", "--model", str(model_dir), "--reference", fasta, "--features", *chosen]
+    assert (
+        main([*argv, "--region", "chr1:50,001-51,050", "chr2:5,001-5,200", "--out", str(out)]) == 0
+    )
     files = sorted(out.iterdir())
     assert [f.name for f in files] == sorted(
-        re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".bedGraph" for name in chosen)  # fmt: skip
+        re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".bedGraph" for name in chosen
+    )
     lines = files[0].read_text().splitlines()
     safe = {re.sub(r"[^A-Za-z0-9._-]+", "_", n) + ".bedGraph": n for n in chosen}
     feature = safe[files[0].name]
     assert lines[0].startswith(f'track type=bedGraph name="{feature}"')
     rows = [line.split("\t") for line in lines[1:]]
-    assert [(r[0], int(r[1]), int(r[2])) for r in rows[:2]] == [("chr1", 50000, 50200),
-                                                                ("chr1", 50200, 50400)]  # fmt: skip
+    assert [(r[0], int(r[1]), int(r[2])) for r in rows[:2]] == [
+        ("chr1", 50000, 50200),
+        ("chr1", 50200, 50400),
+    ]
     assert rows[5][1:3] == ["51000", "51050"] and rows[6][:3] == ["chr2", "5000", "5200"]
     bed = write(tmp_path / "bins.bed", "".join(f"{c}\t{a}\t{b}\n" for c, a, b, _ in rows))
     expected = predictor.score_bed(bed, fasta)[feature].to_numpy()
     np.testing.assert_allclose([float(r[3]) for r in rows], expected, rtol=1e-5)
     monkeypatch.setattr("genobird.scoring.tracks.MAX_TRACK_BP", 1_000)  # the limit, within chr1
-    for region, message in (("chr1:215,001-216,001", "runs past the end of chr1"),
-                            ("chrZ:1-100", "contig 'chrZ' is not in"),
-                            ("chr1:1-1001", "1,001 bp, longer than the 1,000 bp")):  # fmt: skip
+    for region, message in (
+        ("chr1:215,001-216,001", "runs past the end of chr1"),
+        ("chrZ:1-100", "contig 'chrZ' is not in"),
+        ("chr1:1-1001", "1,001 bp, longer than the 1,000 bp"),
+    ):
         assert main([*argv, "--region", region, "--out", str(tmp_path / "bad")]) == 1
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, err
@@ -685,8 +936,9 @@ def test_ism_logo_draws_each_reference_base_as_tall_as_its_importance():
     for position, base in enumerate(sequence):  # the reference base's own entry is 0
         if base != "N":
             effects[position, "ACGT".index(base)] = 0
-    result = IsmResult(Region("r", "chr1", 100, "CC" + sequence + "CC"), 2,
-                       np.zeros(2, np.float32), effects)  # fmt: skip
+    result = IsmResult(
+        Region("r", "chr1", 100, "CC" + sequence + "CC"), 2, np.zeros(2, np.float32), effects
+    )
     importance = reference_importance(result, 1)
     expected = [-effects[i, :, 1].sum() / 3 for i in range(len(sequence))]
     np.testing.assert_allclose(np.delete(importance, 7), np.delete(expected, 7), rtol=1e-6)
@@ -695,11 +947,15 @@ def test_ism_logo_draws_each_reference_base_as_tall_as_its_importance():
     logo = figure.axes[0]
     letters = [patch for patch in logo.patches if isinstance(patch, PathPatch)]
     assert [patch.get_label() for patch in letters] == list(sequence.replace("N", ""))
-    for patch, position in zip(letters, [i for i, b in enumerate(sequence) if b != "N"],
-                               strict=True):  # fmt: skip
+    for patch, position in zip(
+        letters, [i for i, b in enumerate(sequence) if b != "N"], strict=True
+    ):
         box = patch.get_path().get_extents()
         height = importance[position]
         assert box.height == pytest.approx(abs(height), rel=1e-6)
-        assert (box.y0 == pytest.approx(0, abs=1e-9)) if height > 0 else (
-            box.y1 == pytest.approx(0, abs=1e-9))  # fmt: skip
+        assert (
+            (box.y0 == pytest.approx(0, abs=1e-9))
+            if height > 0
+            else (box.y1 == pytest.approx(0, abs=1e-9))
+        )
         assert box.x0 >= result.start + position - 0.5 and box.x1 <= result.start + position + 0.5

@@ -82,9 +82,26 @@ def test_several_fasta_files_give_the_promoter_windows_of_one(demo_reference, tm
     outputs = {}
     for name, references in (("one", [demo_reference / "genome.fa"]), ("two", parts)):
         outputs[name] = tmp_path / f"{name}.h5"
-        assert main(["-q", "dataset", "promoter", "--tss", str(demo_reference / "tss.bed"),
-                     "--reference", *map(str, references), "--out", str(outputs[name]),
-                     "--upstream-bp", "200", "--downstream-bp", "100"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "-q",
+                    "dataset",
+                    "promoter",
+                    "--tss",
+                    str(demo_reference / "tss.bed"),
+                    "--reference",
+                    *map(str, references),
+                    "--out",
+                    str(outputs[name]),
+                    "--upstream-bp",
+                    "200",
+                    "--downstream-bp",
+                    "100",
+                ]
+            )
+            == 0
+        )
     with h5py.File(outputs["one"], "r") as one, h5py.File(outputs["two"], "r") as two:
         assert one["sequences"][:].tolist() == two["sequences"][:].tolist()
         assert np.array_equal(one["labels"][:], two["labels"][:])
@@ -138,8 +155,10 @@ def test_promoter_sequences_get_paired_deepromoter_negatives_in_their_split(tmp_
     positives = ["".join(rng.choice(list("ACGT"), 300)) for _ in range(40)]
     source = write(tmp_path / "tata.txt", "\n".join([*positives[:39], "ACGT"]) + "\n")
     out = tmp_path / "p.h5"
-    assert main(["-q", "dataset", "promoter-sequences", "--positives", str(source),
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(["-q", "dataset", "promoter-sequences", "--positives", str(source), "--out", str(out)])
+        == 0
+    )
     assert "39 promoters and 39 DeePromoter negatives; 1 records skipped" in (
         capsys.readouterr().out
     )
@@ -193,8 +212,22 @@ def test_extra_training_negatives_leave_splits_and_first_negatives_as_they_were(
 def test_training_negatives_below_one_is_a_one_line_error(tmp_path, capsys):
     source = write(tmp_path / "tata.txt", "ACGT" * 50 + "\n")
     out = tmp_path / "p.h5"
-    assert main(["-q", "dataset", "promoter-sequences", "--positives", str(source),
-                 "--out", str(out), "--training-negatives", "0"]) != 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "dataset",
+                "promoter-sequences",
+                "--positives",
+                str(source),
+                "--out",
+                str(out),
+                "--training-negatives",
+                "0",
+            ]
+        )
+        != 0
+    )
     error = capsys.readouterr().err.strip()
     assert "training_negatives must be at least 1, got 0" in error and "\n" not in error
     assert not out.exists()

@@ -14,7 +14,7 @@ import yaml
 from genobird.baselines.cnn import ARCHITECTURES
 from genobird.commands import build_parser
 from genobird.errors import ConfigError
-from genobird.finetuning import recipe
+from genobird.finetuning import recipe, recipe_pipeline
 from genobird.finetuning.recipe import (
     CNN_ARCHITECTURES,
     POOLINGS,
@@ -23,11 +23,11 @@ from genobird.finetuning.recipe import (
     SETTINGS,
     TASK_DEFAULTS,
     Recipe,
-    finetune_options,
     read_config,
     resolve,
     tree,
 )
+from genobird.finetuning.recipe_pipeline import finetune_options
 from genobird.model.base_readers import BASE_CNNS
 from genobird.model.classifier import BigBirdForSequenceClassification
 from genobird.settings import branch, setting, walk
@@ -36,8 +36,18 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflows" / "schemas" / "config.schema.yaml").read_text())
 # `genobird finetune`'s options that are not recipe settings: what to read, start from, write
 # the command's inputs and outputs, and how a rerun treats a former run's checkpoints
-NOT_SETTINGS = {"-h", "--help", "--data", "--model", "--from-scratch", "--tokenizer", "--config",
-                "--out", "--restart-changed", "--base-start-from"}  # fmt: skip
+NOT_SETTINGS = {
+    "-h",
+    "--help",
+    "--data",
+    "--model",
+    "--from-scratch",
+    "--tokenizer",
+    "--config",
+    "--out",
+    "--restart-changed",
+    "--base-start-from",
+}
 
 
 def finetune_parser():
@@ -51,8 +61,10 @@ def test_every_option_of_finetune_is_a_setting_in_its_group():
     options = {option for action in parser._actions for option in action.option_strings}
     settings = {s.option for s in SETTINGS} | {f"--no-{s.option[2:]}" for s in SETTINGS if s.toggle}
     assert options - NOT_SETTINGS == settings
-    groups = {group.title: {o for a in group._group_actions for o in a.option_strings}
-              for group in parser._action_groups}  # fmt: skip
+    groups = {
+        group.title: {o for a in group._group_actions for o in a.option_strings}
+        for group in parser._action_groups
+    }
     for one in SETTINGS:
         assert one.option in groups[one.group], one.name
     assert list(parser._option_string_actions["--pooling"].choices) == list(POOLINGS)
@@ -94,8 +106,11 @@ def test_the_recipe_tree_has_a_typed_leaf_per_setting_with_its_default():
 
 
 def test_the_schema_file_holds_the_generated_recipe_and_every_section_takes_it():
-    assert SCHEMA["$defs"]["recipe"] == recipe.schema()
-    assert yaml.safe_load("$defs:\n" + recipe.schema_yaml())["$defs"]["recipe"] == recipe.schema()
+    assert SCHEMA["$defs"]["recipe"] == recipe_pipeline.schema()
+    assert (
+        yaml.safe_load("$defs:\n" + recipe_pipeline.schema_yaml())["$defs"]["recipe"]
+        == recipe_pipeline.schema()
+    )
     properties = SCHEMA["$defs"]["recipe"]["properties"]
     assert set(properties) == {*RECIPE_OPTIONS, *REQUIRED_RECIPE, "rc_augment"}
     sections = {
@@ -112,16 +127,40 @@ def test_the_schema_file_holds_the_generated_recipe_and_every_section_takes_it()
 
 
 def test_a_section_becomes_finetune_options_the_parser_reads():
-    section = {"eval_every": 500, "patience": 2, "pooling": "centre", "centre_bp": 300,
-               "dropout": 0.3, "layer_decay": 0.9, "head_lr_scale": 10, "bpe_dropout": 0.1,
-               "segmentations": 4, "pos_weight": 2.0, "base_cnn_channels": 128,
-               "base_cnn_architecture": "deepsea-cnn", "base_cnn_epochs": 12,
-               "base_cnn_minutes": 15.0, "base_kmers": 5, "base_strands": "one",
-               "base_blend": "by-category", "base_kmer_pull": 1.0,
-               "probe_steps": 200, "rc_augment": False}  # fmt: skip
+    section = {
+        "eval_every": 500,
+        "patience": 2,
+        "pooling": "centre",
+        "centre_bp": 300,
+        "dropout": 0.3,
+        "layer_decay": 0.9,
+        "head_lr_scale": 10,
+        "bpe_dropout": 0.1,
+        "segmentations": 4,
+        "pos_weight": 2.0,
+        "base_cnn_channels": 128,
+        "base_cnn_architecture": "deepsea-cnn",
+        "base_cnn_epochs": 12,
+        "base_cnn_minutes": 15.0,
+        "base_kmers": 5,
+        "base_strands": "one",
+        "base_blend": "by-category",
+        "base_kmer_pull": 1.0,
+        "probe_steps": 200,
+        "rc_augment": False,
+    }
     assert set(section) - {"rc_augment"} == set(RECIPE_OPTIONS)
-    argv = ["finetune", "chromatin", "--data", "d.h5", "--out", "o", "--model", "m",
-            *finetune_options(section).split()]  # fmt: skip
+    argv = [
+        "finetune",
+        "chromatin",
+        "--data",
+        "d.h5",
+        "--out",
+        "o",
+        "--model",
+        "m",
+        *finetune_options(section).split(),
+    ]
     args = build_parser().parse_args(argv)
     for key, value in section.items():
         if key != "rc_augment":
@@ -170,11 +209,12 @@ def test_a_recipe_file_is_read_nested_grouped_or_flat_and_checked(tmp_path):
     flat.write_text(json.dumps({"pooling": "mean", "learning_rate": 1e-4}))
     assert read_config(flat) == {"pooling": "mean", "learning_rate": 1e-4}
     bad = tmp_path / "bad.yaml"
-    for text, message in (("recipe:\n  max_step: 4\n", "no recipe setting 'max_step'"),
-                          ("head:\n  base:\n    kmer: 4\n", "under head.base: no recipe "
-                           "setting 'kmer'"),
-                          ("max_steps: -1\n", r"max_steps must be in \[1, inf\)"),
-                          ("- 1\n", "maps setting names to values")):  # fmt: skip
+    for text, message in (
+        ("recipe:\n  max_step: 4\n", "no recipe setting 'max_step'"),
+        ("head:\n  base:\n    kmer: 4\n", "under head.base: no recipe setting 'kmer'"),
+        ("max_steps: -1\n", r"max_steps must be in \[1, inf\)"),
+        ("- 1\n", "maps setting names to values"),
+    ):
         bad.write_text(text)
         with pytest.raises(ConfigError, match=message):
             read_config(bad)
@@ -204,7 +244,7 @@ def test_a_new_setting_is_one_declaration(capsys, tmp_path):
     recipe.add_options({g: parser.add_argument_group(g) for g in recipe.GROUPS}, settings)
     parser.print_help()
     assert "--label-smoothing LABEL_SMOOTHING" in capsys.readouterr().out
-    assert recipe.schema(settings)["properties"]["label_smoothing"]["maximum"] == 0.5
+    assert recipe_pipeline.schema(settings)["properties"]["label_smoothing"]["maximum"] == 0.5
     values = resolve({"label_smoothing": 0.1}, "classify", settings=settings)
     assert tree(values, settings)["optim"]["label_smoothing"] == 0.1
     saved = tmp_path / "finetune.json"
@@ -241,15 +281,15 @@ def test_an_arm_reading_deepseas_cnn_takes_its_budget_and_a_conflict_is_named():
     """A chromatin task whose base CNN is DeepSEA's reads it from DeepSEA's CNN arm, so
     the arm's width and budget (the task's, else the pipeline's `baselines`) are the base
     CNN's; a base setting that differs from the arm's is refused, naming both keys."""
-    from genobird.finetuning.recipe import arm_finetune_options, deepsea_arm_settings
+    from genobird.finetuning.recipe_pipeline import arm_finetune_options, deepsea_arm_settings
 
-    section = {"base_cnn_channels": 64, "base_cnn_architecture": "deepsea-cnn",
-               "cnn_max_epochs": 5}  # fmt: skip
+    section = {"base_cnn_channels": 64, "base_cnn_architecture": "deepsea-cnn", "cnn_max_epochs": 5}
     options = arm_finetune_options("t", section, {"cnn_max_minutes": 15})
     assert "--base-cnn-epochs 5 --base-cnn-minutes 15" in options
     assert deepsea_arm_settings("t", section, {})["cnn_channels"] == 64
     own = {"base_cnn_channels": 64, "cnn_max_epochs": 5}  # its own CNN: left as given
     assert "--base-cnn-epochs" not in arm_finetune_options("t", own, {"cnn_max_minutes": 15})
-    with pytest.raises(ValueError, match="base_cnn_epochs 7 differs from DeepSEA's CNN arm's "
-                       "cnn_max_epochs 5"):  # fmt: skip
+    with pytest.raises(
+        ValueError, match="base_cnn_epochs 7 differs from DeepSEA's CNN arm's cnn_max_epochs 5"
+    ):
         arm_finetune_options("t", {**section, "base_cnn_epochs": 7}, {})

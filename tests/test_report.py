@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 import numpy as np
 
-from genobird.report import build_report
 from genobird.training.mlm import HELDOUT_SCORING
 from tests.conftest import drawn_report
 
@@ -20,28 +20,58 @@ def _write_json(path: Path, value: dict) -> None:
 def _write_held_out(results: Path, bits: float, markov_bits: float) -> None:
     """A pretraining summary scored the fair way (MLM accuracy 0.061) and an order-9
     Markov baseline of the same DNA."""
-    _write_json(results / "pretrain" / "model" / "training_summary.json",
-                {"eval": {"bits_per_character": bits, "mlm_accuracy": 0.061},
-                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
-    _write_json(results / "baselines" / "markov.json",
-                {"order": 9, "alpha": 2.0, "bits_per_bp": markov_bits})  # fmt: skip
+    _write_json(
+        results / "pretrain" / "model" / "training_summary.json",
+        {
+            "eval": {"bits_per_character": bits, "mlm_accuracy": 0.061},
+            "heldout_scoring": HELDOUT_SCORING,
+        },
+    )
+    _write_json(
+        results / "baselines" / "markov.json",
+        {"order": 9, "alpha": 2.0, "bits_per_bp": markov_bits},
+    )
 
 
 def test_report_sets_genobird_beside_markov_and_classifier_baselines(tmp_path):
     results = tmp_path / "results"
     _write_held_out(results, bits=1.7712, markov_bits=1.8123)
-    binary = {"split": "test", "f1": 0.8, "mcc": 0.6123, "auroc": 0.9, "auprc": 0.88,
-              "examples": 100, "positives": 50,
-              "prediction_spread": {"min_std": 0.21, "median_std": 0.21, "max_std": 0.21,
-                                    "std_by_feature": {"label": 0.21}}}  # fmt: skip
+    binary = {
+        "split": "test",
+        "f1": 0.8,
+        "mcc": 0.6123,
+        "auroc": 0.9,
+        "auprc": 0.88,
+        "examples": 100,
+        "positives": 50,
+        "prediction_spread": {
+            "min_std": 0.21,
+            "median_std": 0.21,
+            "max_std": 0.21,
+            "std_by_feature": {"label": 0.21},
+        },
+    }
     _write_json(results / "tasks" / "tf0" / "report" / "metrics.json", binary)
-    _write_json(results / "tasks" / "tf0" / "baselines" / "kmer-lr" / "report" / "metrics.json",
-                {**binary, "mcc": 0.6512})  # fmt: skip
-    _write_json(results / "chromatin" / "report" / "metrics.json", {
-        "split": "test", "examples": 60, "median_auroc": 0.81, "median_auprc": 0.4,
-        "median_auroc_by_category": {"TF": 0.8},
-        "prediction_spread": {"min_std": 5e-5, "median_std": 0.02, "max_std": 0.1,
-                              "std_by_feature": {"CTCF": 5e-5, "DNase_a": 0.1}}})  # fmt: skip
+    _write_json(
+        results / "tasks" / "tf0" / "baselines" / "kmer-lr" / "report" / "metrics.json",
+        {**binary, "mcc": 0.6512},
+    )
+    _write_json(
+        results / "chromatin" / "report" / "metrics.json",
+        {
+            "split": "test",
+            "examples": 60,
+            "median_auroc": 0.81,
+            "median_auprc": 0.4,
+            "median_auroc_by_category": {"TF": 0.8},
+            "prediction_spread": {
+                "min_std": 5e-5,
+                "median_std": 0.02,
+                "max_std": 0.1,
+                "std_by_feature": {"CTCF": 5e-5, "DNase_a": 0.1},
+            },
+        },
+    )
     page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Bits per base on the held-out chromosomes" in page
     assert "<td>1.771</td>" in page and "<td>1.812</td>" in page
@@ -63,10 +93,13 @@ def test_report_withholds_held_out_figures_scored_with_the_answers_visible(tmp_p
     Markov baseline. With no held-out instances to score the model again, the report
     says so and shows neither figure."""
     results = tmp_path / "results"
-    _write_json(results / "pretrain" / "model" / "training_summary.json",
-                {"eval": {"bits_per_character": 1.7469, "mlm_accuracy": 0.086}})  # fmt: skip
-    _write_json(results / "baselines" / "markov.json",
-                {"order": 10, "alpha": 4.0, "bits_per_bp": 1.7697})  # fmt: skip
+    _write_json(
+        results / "pretrain" / "model" / "training_summary.json",
+        {"eval": {"bits_per_character": 1.7469, "mlm_accuracy": 0.086}},
+    )
+    _write_json(
+        results / "baselines" / "markov.json", {"order": 10, "alpha": 4.0, "bits_per_bp": 1.7697}
+    )
     page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Held-out evaluation" in page and "Not shown" in page
     assert "1.747" not in page and "Bits per base on the held-out chromosomes" not in page
@@ -74,19 +107,33 @@ def test_report_withholds_held_out_figures_scored_with_the_answers_visible(tmp_p
 
 def test_report_sets_zero_shot_genobird_beside_the_markov_models(tmp_path):
     results = tmp_path / "results"
-    _write_json(results / "pretrain" / "model" / "training_summary.json",
-                {"eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
-                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
-    binary = {"split": "test", "f1": 0.9, "mcc": 0.8, "auroc": 0.95, "auprc": 0.9,
-              "examples": 10, "positives": 5}  # fmt: skip
+    _write_json(
+        results / "pretrain" / "model" / "training_summary.json",
+        {
+            "eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
+            "heldout_scoring": HELDOUT_SCORING,
+        },
+    )
+    binary = {
+        "split": "test",
+        "f1": 0.9,
+        "mcc": 0.8,
+        "auroc": 0.95,
+        "auprc": 0.9,
+        "examples": 10,
+        "positives": 5,
+    }
     task = results / "tasks" / "tata"
     _write_json(task / "report" / "metrics.json", binary)
     page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Zero-shot" not in page  # not run: no section
-    _write_json(task / "zero-shot" / "genobird" / "report" / "metrics.json",
-                {**binary, "auroc": 0.9721})  # fmt: skip
-    _write_json(task / "zero-shot" / "markov" / "report" / "metrics.json",
-                {**binary, "auroc": 0.9464, "order": 8})  # fmt: skip
+    _write_json(
+        task / "zero-shot" / "genobird" / "report" / "metrics.json", {**binary, "auroc": 0.9721}
+    )
+    _write_json(
+        task / "zero-shot" / "markov" / "report" / "metrics.json",
+        {**binary, "auroc": 0.9464, "order": 8},
+    )
     page = drawn_report(results, tmp_path / "report.html").read_text()
     assert "Zero-shot, by likelihood alone" in page and "(order 8 chosen" in page
     zero_shot = page[page.index("Zero-shot, by likelihood alone") :]
@@ -97,12 +144,22 @@ def test_report_sets_zero_shot_genobird_beside_the_markov_models(tmp_path):
 def _write_run(folder: Path, labels, probabilities, mcc: float) -> None:
     from genobird.datasets.metrics import write_test_predictions
 
-    report = {"split": "test", "f1": 0.8, "mcc": mcc, "auroc": 0.9, "auprc": 0.88,
-              "examples": len(labels), "positives": int(sum(labels))}  # fmt: skip
+    report = {
+        "split": "test",
+        "f1": 0.8,
+        "mcc": mcc,
+        "auroc": 0.9,
+        "auprc": 0.88,
+        "examples": len(labels),
+        "positives": int(sum(labels)),
+    }
     _write_json(folder / "report" / "metrics.json", report)
-    write_test_predictions(folder / "report", {"feature_names": ["label"]},
-                           (np.asarray(labels)[:, None], np.asarray(probabilities)[:, None]),
-                           "split-1")  # fmt: skip
+    write_test_predictions(
+        folder / "report",
+        {"feature_names": ["label"]},
+        (np.asarray(labels)[:, None], np.asarray(probabilities)[:, None]),
+        "split-1",
+    )
 
 
 def test_report_sets_the_mean_of_fine_tuning_seeds_beside_the_baselines(tmp_path):
@@ -111,22 +168,34 @@ def test_report_sets_the_mean_of_fine_tuning_seeds_beside_the_baselines(tmp_path
     from sklearn.metrics import matthews_corrcoef
 
     results = tmp_path / "results"
-    _write_json(results / "pretrain" / "model" / "training_summary.json",
-                {"eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
-                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
+    _write_json(
+        results / "pretrain" / "model" / "training_summary.json",
+        {
+            "eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
+            "heldout_scoring": HELDOUT_SCORING,
+        },
+    )
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 400)
     task = results / "tasks" / "tf2"
-    runs = {task: 0.6, task / "seeds" / "1": 0.5, task / "seeds" / "2": 0.8,
-            task / "baselines" / "kmer-lr": 0.4}  # fmt: skip
+    runs = {
+        task: 0.6,
+        task / "seeds" / "1": 0.5,
+        task / "seeds" / "2": 0.8,
+        task / "baselines" / "kmer-lr": 0.4,
+    }
     scored = {}
     for folder, mcc in runs.items():  # noisier predictions for a lower figure
         scored[folder] = np.clip(labels + rng.normal(0, 1 - mcc, labels.size), 0, 1)
         _write_run(folder, labels, scored[folder], mcc)
     page = drawn_report(results, tmp_path / "report.html").read_text()
     table = page[page.index("Fine-tuning: tf2") :]
-    for name in ("genobird, seed 0", "genobird, seed 1", "genobird, seed 2",
-                 "genobird (fine-tuned BigBird), mean of 3 seeds</td><td>0.6333</td>"):  # fmt: skip
+    for name in (
+        "genobird, seed 0",
+        "genobird, seed 1",
+        "genobird, seed 2",
+        "genobird (fine-tuned BigBird), mean of 3 seeds</td><td>0.6333</td>",
+    ):
         assert name in table
     assert table.index("seed 2") < table.index("mean of 3 seeds") < table.index("k-mer")
     assert "The mean of genobird's 3 seeds minus each baseline on the same 400" in table
@@ -141,16 +210,30 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
     """The recipe and what each test prediction averages, from metrics.json; a report
     from before these fields existed gets no such line rather than a wrong one."""
     results = tmp_path / "results"
-    _write_json(results / "pretrain" / "model" / "training_summary.json",
-                {"eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
-                 "heldout_scoring": HELDOUT_SCORING})  # fmt: skip
+    _write_json(
+        results / "pretrain" / "model" / "training_summary.json",
+        {
+            "eval": {"bits_per_character": 1.77, "mlm_accuracy": 0.06},
+            "heldout_scoring": HELDOUT_SCORING,
+        },
+    )
     binary = {"split": "test", "f1": 0.8, "mcc": 0.6, "auroc": 0.9, "examples": 100}
-    sampled = {**binary, "rc_average": True, "pooling": "mean", "bpe_dropout": 0.1,
-               "segmentations": 16, "base_cnn_channels": 128, "base_kmers": 6,
-               "training": {"steps": 6000, "best_step": 5000,
-                            "base_blend": {"cnn_weight": 0.25}, "start_validation_auroc": 0.81234,
-                            "start_check": {"baselines": 0.81234, "step_0": 0.81236,
-                                            "agree": True}}}  # fmt: skip
+    sampled = {
+        **binary,
+        "rc_average": True,
+        "pooling": "mean",
+        "bpe_dropout": 0.1,
+        "segmentations": 16,
+        "base_cnn_channels": 128,
+        "base_kmers": 6,
+        "training": {
+            "steps": 6000,
+            "best_step": 5000,
+            "base_blend": {"cnn_weight": 0.25},
+            "start_validation_auroc": 0.81234,
+            "start_check": {"baselines": 0.81234, "step_0": 0.81236, "agree": True},
+        },
+    }
     _write_json(results / "tasks" / "tf1" / "report" / "metrics.json", sampled)
     probed = {
         "probe_steps": 500,
@@ -161,48 +244,67 @@ def test_report_says_how_each_fine_tuned_model_was_trained_and_tested(tmp_path):
         },
         "learning_rate": {"chosen": "0.0001", "validation_auroc": {"0.0003": 0.8, "0.0001": 0.82}},
     }
-    one_strand = {**binary, "rc_average": False, "pooling": "cls", "bpe_dropout": 0.0,
-                  "segmentations": None, "training": {"steps": 400, "best_step": 400},
-                  "learning_rate": 1e-4, "recipe_choice": probed}  # fmt: skip
+    one_strand = {
+        **binary,
+        "rc_average": False,
+        "pooling": "cls",
+        "bpe_dropout": 0.0,
+        "segmentations": None,
+        "training": {"steps": 400, "best_step": 400},
+        "learning_rate": 1e-4,
+        "recipe_choice": probed,
+    }
     _write_json(results / "tasks" / "tf2" / "report" / "metrics.json", one_strand)
     not_probed = "not probed: the best probe so far was best at its start"
-    started = {**probed, "asked": ["strands", "pooling"],
-               "pooling": {"chosen": "mean", "settings": {"pooling": "mean"},
-                           "not_probed": not_probed}}  # fmt: skip
+    started = {
+        **probed,
+        "asked": ["strands", "pooling"],
+        "pooling": {"chosen": "mean", "settings": {"pooling": "mean"}, "not_probed": not_probed},
+    }
     _write_json(results / "tasks" / "tf3" / "report" / "metrics.json", binary)
     page = drawn_report(results, tmp_path / "report.html").read_text()
     tf1, tf2 = page[page.index("Fine-tuning: tf1") :], page[page.index("Fine-tuning: tf2") :]
-    assert tf1.index("<p>genobird: 6,000 fine-tuning steps, the best validation check&#x27;s "
-                     "weights kept; mean pooling; a 128-filter CNN on the bases beside the "
-                     "encoder; the counts of its 3- to 6-mers beside the encoder; started "
-                     "from 0.25 x the base CNN + 0.75 x the k-mer LR (chosen on validation); "
-                     "the start checked: validation AUROC 0.8124 at step 0, the baselines&#x27; "
-                     "0.8123; BPE-dropout 0.1 on the training windows; each "
-                     "test prediction is the mean over both strands and 16 sampled cuts per "
-                     "strand.</p>") < tf1.index("Fine-tuning: tf2")  # fmt: skip
-    line = ("<p>genobird: 400 fine-tuning steps; learning rate 0.0001; cls pooling; chosen on "
-            "validation with probes of at most 500 steps, a default changed only for a lead "
-            "beyond one standard error: trained on one strand (AUROC 0.800 "
-            "vs both strands 0.710); learning rate 0.0001 (AUROC 0.820 vs 0.0003 0.800); each "
-            "test prediction reads one strand (the tokenizer&#x27;s cut).</p>")  # fmt: skip
+    assert tf1.index(
+        "<p>genobird: 6,000 fine-tuning steps, the best validation check&#x27;s "
+        "weights kept; mean pooling; a 128-filter CNN on the bases beside the "
+        "encoder; the counts of its 3- to 6-mers beside the encoder; started "
+        "from 0.25 x the base CNN + 0.75 x the k-mer LR (chosen on validation); "
+        "the start checked: validation AUROC 0.8124 at step 0, the baselines&#x27; "
+        "0.8123; BPE-dropout 0.1 on the training windows; each "
+        "test prediction is the mean over both strands and 16 sampled cuts per "
+        "strand.</p>"
+    ) < tf1.index("Fine-tuning: tf2")
+    line = (
+        "<p>genobird: 400 fine-tuning steps; learning rate 0.0001; cls pooling; chosen on "
+        "validation with probes of at most 500 steps, a default changed only for a lead "
+        "beyond one standard error: trained on one strand (AUROC 0.800 "
+        "vs both strands 0.710); learning rate 0.0001 (AUROC 0.820 vs 0.0003 0.800); each "
+        "test prediction reads one strand (the tokenizer&#x27;s cut).</p>"
+    )
     assert tf2.index(line) < tf2.index("Fine-tuning: tf3")
     assert "<p>genobird:" not in page[page.index("Fine-tuning: tf3") :]
     from genobird.report.evaluated import recipe_parts
 
     kept_start = {"base_kmers": 6, "training": {"steps": 57, "best_step": 0}}
-    assert recipe_parts(kept_start)[-1] == ("the start kept: the encoder added nothing on "
-                                            "validation")  # fmt: skip
+    assert recipe_parts(kept_start)[-1] == (
+        "the start kept: the encoder added nothing on validation"
+    )
     answers = recipe_parts({"recipe_choice": started})[-1]
-    assert answers.endswith("trained on one strand (AUROC 0.800 vs both strands 0.710); "
-                            f"pooling mean ({not_probed})")  # fmt: skip
+    assert answers.endswith(
+        f"trained on one strand (AUROC 0.800 vs both strands 0.710); pooling mean ({not_probed})"
+    )
     assert "the start kept" not in " ".join(recipe_parts({"training": kept_start["training"]}))
     # a model fine-tuned before the start was checked, and a start that was not the baselines
     assert "fine-tuned before genobird checked it" in recipe_parts(kept_start)[-2]
-    wrong = {"base_kmers": 6, "training": {"start_check": {"baselines": 0.9457, "step_0": 0.6847,
-                                                           "agree": False}}}  # fmt: skip
-    assert recipe_parts(wrong)[-1] == ("WARNING: the start was not the baselines "
-                                       "(validation AUROC 0.6847 at step 0, the baselines' "
-                                       "0.9457)")  # fmt: skip
+    wrong = {
+        "base_kmers": 6,
+        "training": {"start_check": {"baselines": 0.9457, "step_0": 0.6847, "agree": False}},
+    }
+    assert recipe_parts(wrong)[-1] == (
+        "WARNING: the start was not the baselines "
+        "(validation AUROC 0.6847 at step 0, the baselines' "
+        "0.9457)"
+    )
 
 
 def test_report_on_the_demo_genome_says_it_is_synthetic_and_what_it_holds(tmp_path):
@@ -230,8 +332,14 @@ def test_report_on_a_real_genome_has_no_demo_section(tmp_path):
 def _feature_predictions(path: Path, labels, probabilities, names) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     categories = np.array(["Histone"] * len(names))
-    np.savez(path, labels=labels, probabilities=probabilities, feature_names=np.array(names),
-             categories=categories, fingerprint=np.array("same"))  # fmt: skip
+    np.savez(
+        path,
+        labels=labels,
+        probabilities=probabilities,
+        feature_names=np.array(names),
+        categories=categories,
+        fingerprint=np.array("same"),
+    )
 
 
 def test_report_sets_long_range_features_apart_from_local_ones_beside_each_baseline(tmp_path):
@@ -239,18 +347,29 @@ def test_report_sets_long_range_features_apart_from_local_ones_beside_each_basel
     ranks the long-range ones perfectly and the local ones backwards, the CNN the other
     way round; the differences carry paired intervals."""
     results = tmp_path / "results"
-    _write_json(results / "reference" / "manifest.json",
-                {"name": "genobird-demo", "seed": 0, "chromosomes": {"chr1": 1000},
-                 "long_range_features": ["far_a", "far_b"]})  # fmt: skip
+    _write_json(
+        results / "reference" / "manifest.json",
+        {
+            "name": "genobird-demo",
+            "seed": 0,
+            "chromosomes": {"chr1": 1000},
+            "long_range_features": ["far_a", "far_b"],
+        },
+    )
     rng = np.random.default_rng(0)
     labels = (rng.random((200, 4)) < 0.4).astype(np.uint8)
     names = ["far_a", "near_a", "far_b", "near_b"]
     far = np.array([True, False, True, False])
     ours = np.where(far, labels, 1 - labels).astype(float)
-    _feature_predictions(results / "chromatin" / "report" / "test_predictions.npz",
-                         labels, ours, names)  # fmt: skip
-    _feature_predictions(results / "chromatin" / "baselines" / "cnn" / "report" /
-                         "test_predictions.npz", labels, 1 - ours, names)  # fmt: skip
+    _feature_predictions(
+        results / "chromatin" / "report" / "test_predictions.npz", labels, ours, names
+    )
+    _feature_predictions(
+        results / "chromatin" / "baselines" / "cnn" / "report" / "test_predictions.npz",
+        labels,
+        1 - ours,
+        names,
+    )
     page = drawn_report(results, tmp_path / "report.html").read_text()
     section = page[page.index("Chromatin features by the context their labels need") :]
     rows = [row for row in section.split("<tr>") if "3-layer CNN" in row]
@@ -268,16 +387,27 @@ def test_report_checks_genobird_against_each_baseline_and_writes_the_checks(tmp_
 
     results = tmp_path / "results"
     _write_held_out(results, bits=1.7712, markov_bits=1.8123)
-    _write_json(results / "reference" / "manifest.json",
-                {"name": "genobird-demo", "seed": 0, "chromosomes": {"chr1": 1000},
-                 "long_range_features": ["far_a"]})  # fmt: skip
+    _write_json(
+        results / "reference" / "manifest.json",
+        {
+            "name": "genobird-demo",
+            "seed": 0,
+            "chromosomes": {"chr1": 1000},
+            "long_range_features": ["far_a"],
+        },
+    )
     rng = np.random.default_rng(1)
     labels = (rng.random((200, 2)) < 0.4).astype(np.uint8)
     ours = labels.astype(float)
-    _feature_predictions(results / "chromatin" / "report" / "test_predictions.npz",
-                         labels, ours, ["far_a", "near_a"])  # fmt: skip
-    _feature_predictions(results / "chromatin" / "baselines" / "cnn" / "report" /
-                         "test_predictions.npz", labels, 1 - ours, ["far_a", "near_a"])  # fmt: skip
+    _feature_predictions(
+        results / "chromatin" / "report" / "test_predictions.npz", labels, ours, ["far_a", "near_a"]
+    )
+    _feature_predictions(
+        results / "chromatin" / "baselines" / "cnn" / "report" / "test_predictions.npz",
+        labels,
+        1 - ours,
+        ["far_a", "near_a"],
+    )
     promoter = rng.integers(0, 2, 300)
     scored = {}
     for folder, noise in (("promoter", 0.6), ("promoter/baselines/kmer-lr", 0.2)):
@@ -313,12 +443,15 @@ def test_the_context_check_needs_three_lengths_each_gain_above_zero(tmp_path):
     from genobird.report.sections.pretraining import context_check
 
     def context_check_of(rows):  # as the pretrained model's evaluation artifact holds them
-        _write_json(tmp_path / "pretrain" / "evaluation.json", {"context": rows})
+        _pretrained_evaluation(tmp_path, context=rows)
         return context_check(tmp_path)
 
-    rows = [_context_row(8), _context_row(16, (0.01, 0.004, 0.02), (0.002, -0.001, 0.005)),
-            _context_row(32, (0.005, 0.001, 0.009), (0.001, -0.002, 0.004)),
-            _context_row(64, (0.001, -0.002, 0.004), (0.001, -0.002, 0.004))]  # fmt: skip
+    rows = [
+        _context_row(8),
+        _context_row(16, (0.01, 0.004, 0.02), (0.002, -0.001, 0.005)),
+        _context_row(32, (0.005, 0.001, 0.009), (0.001, -0.002, 0.004)),
+        _context_row(64, (0.001, -0.002, 0.004), (0.001, -0.002, 0.004)),
+    ]
     assert rising_lengths(rows, "bits_gain") == [8, 16, 32]
     assert rising_lengths(rows, "accuracy_gain") == [8]
     check = context_check_of(rows)
@@ -327,6 +460,15 @@ def test_the_context_check_needs_three_lengths_each_gain_above_zero(tmp_path):
     rows[3] = _context_row(64, (0.004, 0.001, 0.007))
     assert rising_lengths(rows, "bits_gain") == [8, 16]  # the first run of two, kept
     assert not context_check_of(rows)["met"]
+
+
+def _pretrained_evaluation(results: Path, held_out=None, context=None) -> None:
+    """The pretrained model's evaluation artifact, as `genobird evaluate pretrained` writes it."""
+    from genobird.artifacts import PretrainedEvaluation
+
+    PretrainedEvaluation(settings={}, held_out=held_out, context=context, copy_context=None).write(
+        results
+    )
 
 
 def _unmet(*names):
@@ -343,14 +485,21 @@ def test_demo_notes_say_what_kept_each_unmet_check_out_of_reach(tmp_path):
 
     results = tmp_path / "results"
     _write_json(results / "reference" / "manifest.json", {"name": "genobird-demo"})
-    _write_json(results / "baselines" / "markov.json",
-                {"order": 10, "alpha": 2.0, "bits_per_bp": 1.869,
-                 "validation_bits_per_bp": {"0,1": 1.991, "0,4": 1.995, "10,2": 1.87}})  # fmt: skip
+    _write_json(
+        results / "baselines" / "markov.json",
+        {
+            "order": 10,
+            "alpha": 2.0,
+            "bits_per_bp": 1.869,
+            "validation_bits_per_bp": {"0,1": 1.991, "0,4": 1.995, "10,2": 1.87},
+        },
+    )
 
     def held_out(bits: float) -> None:  # the pretrained model's evaluation artifact
-        _write_json(results / "pretrain" / "evaluation.json",
-                    {"held_out": {"source": "summary", "steps": 600,
-                                  "figures": {"bits_per_character": bits}}})  # fmt: skip
+        figures = {"bits_per_character": bits}
+        _pretrained_evaluation(
+            results, held_out={"source": "summary", "steps": 600, "figures": figures}
+        )
 
     held_out(1.989)
     (held,) = demo_notes(results, _unmet("held_out"))
@@ -377,8 +526,16 @@ def test_demo_notes_say_what_kept_each_unmet_check_out_of_reach(tmp_path):
 def test_checks_section_lists_the_notes_under_the_table():
     from genobird.report import checks_section
 
-    rows = [{"name": "held_out", "check": "held-out bits", "genobird": 2.0, "baseline": 1.9,
-             "difference": [0.1, None, None], "met": False}]  # fmt: skip
+    rows = [
+        {
+            "name": "held_out",
+            "check": "held-out bits",
+            "genobird": 2.0,
+            "baseline": 1.9,
+            "difference": [0.1, None, None],
+            "met": False,
+        }
+    ]
     page = checks_section(rows, ["bits <at> the composition level"])
     assert page.index("</table>") < page.index("Why on this run")
     assert "<li>bits &lt;at&gt; the composition level</li>" in page
@@ -402,30 +559,44 @@ def test_a_start_blended_by_category_is_named_with_each_categorys_weight():
     from genobird.report.evaluated import how_evaluated
 
     blend = {"cnn_weight": 0.5, "cnn_weight_by_category": {"polycomb": 0.5, "znf_repeats": 0.0}}
-    metrics = {"base_cnn_channels": 128, "base_kmers": 6,
-               "training": {"steps": 300, "base_blend": blend}}  # fmt: skip
+    metrics = {
+        "base_cnn_channels": 128,
+        "base_kmers": 6,
+        "training": {"steps": 300, "base_blend": blend},
+    }
     text = how_evaluated(metrics)
-    assert ("blended per feature category, the CNN&#x27;s weight chosen on validation: "
-            "polycomb 0.5, znf_repeats 0") in text, text  # fmt: skip
+    assert (
+        "blended per feature category, the CNN&#x27;s weight chosen on validation: "
+        "polycomb 0.5, znf_repeats 0"
+    ) in text, text
     assert "0.5 x the base CNN" not in text
 
 
-def test_the_report_draws_its_evaluations_and_computes_nothing(tmp_path, monkeypatch):
+def test_the_report_draws_its_evaluations_and_computes_nothing(tmp_path, monkeypatch, capsys):
     """The report draws the evaluations' artifacts and scores no model itself: with every
-    evaluation function broken it still draws what the artifacts hold. `genobird report`
-    runs an evaluation whose artifact is missing or older than the files it reads, and
-    leaves a current one as it is (the pipeline's evaluation rules wrote it)."""
+    evaluation function broken it still draws what the artifacts hold. Where an artifact
+    it needs is missing, or was made with other settings than asked, `genobird report`
+    refuses in one line naming the command that writes it, and writes no page.
+    `genobird evaluate all` runs an evaluation whose artifact is missing or older than
+    the files it reads, and leaves a current one as it is."""
     import os
 
     from genobird.cli import main
-    from genobird.evaluation import pretrained, run_comparisons
+    from genobird.evaluation import corpus_statistics, pretrained, run_comparisons
     from genobird.training import context
 
     results = tmp_path / "results"
     _write_held_out(results, bits=1.7712, markov_bits=1.8123)
-    argv = ["-q", "report", "--results", str(results), "--out", str(tmp_path / "r.html"),
-            "--context-tokens", "64"]  # fmt: skip
-    assert main(argv) == 0
+    page = tmp_path / "r.html"
+    report = ["-q", "report", "--results", str(results), "--out", str(page)]
+    settings = ["--context-tokens", "64"]
+    assert main([*report, *settings]) == 1
+    refusal = capsys.readouterr().err
+    assert f"run `genobird evaluate pretrained --results {results}`" in refusal
+    assert "evaluate_pretrained rule" in refusal and len(refusal.strip().splitlines()) == 1
+    assert not page.exists()
+    evaluate = ["-q", "evaluate", "all", "--results", str(results), *settings]
+    assert main(evaluate) == 0
     artifact = results / "pretrain" / "evaluation.json"
     record = json.loads(artifact.read_text())
     assert record["held_out"]["figures"]["bits_per_character"] == 1.7712
@@ -435,16 +606,47 @@ def test_the_report_draws_its_evaluations_and_computes_nothing(tmp_path, monkeyp
     def broken(*args, **kwargs):
         raise AssertionError("the report scored a model")
 
-    for module, name in ((context, "mlm_accuracy_by_context"), (context, "evaluate_saved_model"),
-                         (pretrained, "evaluate_pretrained"),
-                         (run_comparisons, "compare_runs")):  # fmt: skip
+    for module, name in (
+        (context, "mlm_accuracy_by_context"),
+        (context, "evaluate_saved_model"),
+        (pretrained, "evaluate_pretrained"),
+        (run_comparisons, "compare_runs"),
+        (corpus_statistics, "corpus_statistics"),
+    ):
         monkeypatch.setattr(module, name, broken)
-    page = build_report(results, tmp_path / "drawn.html").read_text()
-    assert "<td>1.771</td>" in page and "Checks against the baselines: 1 of 1 met" in page
-    assert main(argv) == 0  # current artifacts of the same settings: not evaluated again
+    assert main([*report, *settings]) == 0
+    text = page.read_text()
+    assert "<td>1.771</td>" in text and "Checks against the baselines: 1 of 1 met" in text
+    capsys.readouterr()
+    assert main([*report, "--context-tokens", "128"]) == 1  # evaluated at 64 tokens
+    assert "--context-tokens 128" in capsys.readouterr().err
+    assert main(evaluate) == 0  # current artifacts of the same settings: not evaluated again
     monkeypatch.undo()
     before = artifact.stat().st_mtime
     markov = results / "baselines" / "markov.json"
     os.utime(markov, (before + 10, before + 10))  # a Markov model fitted again since
-    assert main(argv) == 0
+    assert main(evaluate) == 0
     assert artifact.stat().st_mtime > before
+
+
+def test_the_report_package_imports_no_evaluation_code():
+    """What the report draws is computed by `genobird evaluate`: no module of the report
+    imports genobird.evaluation, and none resamples."""
+    from tests.test_architecture import imports
+
+    reaching = sorted(
+        (module, target)
+        for module, targets in imports().items()
+        if module.startswith("genobird.report")
+        for target in targets
+        if target.startswith("genobird.evaluation")
+    )
+    assert reaching == []
+    package = Path(__file__).resolve().parents[1] / "genobird" / "report"
+    calls = {
+        node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+    }
+    assert sorted(c for c in calls if "bootstrap" in c or "resample" in c or "summarise" in c) == []

@@ -29,8 +29,15 @@ def planted(path, count: int = 240, length: int = 80, seed: int = 0):
         if label and rng.random() < 0.85:
             at = int(rng.integers(0, length - len(MOTIF)))
             dna = dna[:at] + MOTIF + dna[at + len(MOTIF) :]
-        windows.add(dna, [label], f"w{index}", 0, length, "+",
-                    ("train", "train", "train", "valid", "test")[index % 5])  # fmt: skip
+        windows.add(
+            dna,
+            [label],
+            f"w{index}",
+            0,
+            length,
+            "+",
+            ("train", "train", "train", "valid", "test")[index % 5],
+        )
     return windows.write(path)
 
 
@@ -41,10 +48,33 @@ def runs(pretraining_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("run-page")
     data = planted(folder / "planted.h5")
     run = folder / "run"
-    assert main(["-q", "finetune", "classify", "--data", str(data), "--from-scratch",
-                 "--tokenizer", str(pretraining_data["tokenizer"]), "--out", str(run),
-                 "--max-steps", "4", "--eval-every", "2", "--base-cnn-channels", "8",
-                 "--base-cnn-epochs", "2", "--base-kmers", "4"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "finetune",
+                "classify",
+                "--data",
+                str(data),
+                "--from-scratch",
+                "--tokenizer",
+                str(pretraining_data["tokenizer"]),
+                "--out",
+                str(run),
+                "--max-steps",
+                "4",
+                "--eval-every",
+                "2",
+                "--base-cnn-channels",
+                "8",
+                "--base-cnn-epochs",
+                "2",
+                "--base-kmers",
+                "4",
+            ]
+        )
+        == 0
+    )
     baseline = folder / "kmer"
     assert main(["-q", "baseline", "kmer-lr", "--data", str(data), "--out", str(baseline)]) == 0
     for results in (run, baseline):
@@ -60,8 +90,14 @@ def test_a_finetune_run_has_a_page_of_its_plan_choices_and_figures(runs):
     training = metrics["training"]
     assert "<title>genobird finetune classify:" in page
     assert training["plan"] in page.replace("&#x27;", "'")  # the plan the run logged
-    for heading in ("Test figures", "What the run did", "Base readers, strands and probes",
-                    "Beside its baselines", "Curves", "Files"):  # fmt: skip
+    for heading in (
+        "Test figures",
+        "What the run did",
+        "Base readers, strands and probes",
+        "Beside its baselines",
+        "Curves",
+        "Files",
+    ):
         assert f"<h2>{heading}" in page, heading
     assert f"{metrics['auroc']:.4f}" in page and f"{metrics['at_0.5']['mcc']:.4f}" in page
     assert f"at {metrics['threshold']:.4g}, chosen by the best MCC on validation" in page
@@ -93,8 +129,9 @@ def test_the_run_is_paired_with_its_own_base_readers_and_start(runs):
         assert f"| base {reader} | {auroc:.4f} |" in card
     page = (run / "report.html").read_text()
     difference = comparisons["base kmer-lr"]["metrics"]["mcc"]
-    assert (f"{difference['difference']:+.4f} [{difference['low']:+.4f}, "
-            f"{difference['high']:+.4f}]") in page  # fmt: skip
+    assert (
+        f"{difference['difference']:+.4f} [{difference['low']:+.4f}, {difference['high']:+.4f}]"
+    ) in page
 
 
 def test_a_baseline_run_has_a_page_too(runs):
@@ -115,22 +152,32 @@ def test_the_page_renders_with_its_images_in_a_headless_browser(runs, tmp_path):
     and its screenshot is drawn."""
     run, _ = runs
     page = (run / "report.html").read_text()
-    probe = page.replace("</body>", "<script>window.onload = () => { document.title = "
-                         "'decoded ' + [...document.images].filter(i => i.complete && "
-                         "i.naturalWidth > 0).length + ' of ' + document.images.length; };"
-                         "</script></body>")  # fmt: skip
+    probe = page.replace(
+        "</body>",
+        "<script>window.onload = () => { document.title = "
+        "'decoded ' + [...document.images].filter(i => i.complete && "
+        "i.naturalWidth > 0).length + ' of ' + document.images.length; };"
+        "</script></body>",
+    )
     copy = tmp_path / "page.html"
     copy.write_text(probe)
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-             "--virtual-time-budget=5000"]  # fmt: skip
-    dom = subprocess.run([*flags, "--dump-dom", copy.as_uri()], capture_output=True, text=True,
-                         timeout=120, check=True).stdout  # fmt: skip
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
+    dom = subprocess.run(
+        [*flags, "--dump-dom", copy.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     count = page.count("<img ")
     assert f"<title>decoded {count} of {count}</title>" in dom, dom[:300]
     shot = tmp_path / "page.png"
-    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1000,2400",
-                    (run / "report.html").as_uri()], capture_output=True, timeout=120,
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [*flags, f"--screenshot={shot}", "--window-size=1000,2400", (run / "report.html").as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert base64.b64encode(shot.read_bytes()[:8]) == base64.b64encode(b"\x89PNG\r\n\x1a\n")
     assert shot.stat().st_size > 20_000  # drawn, not blank
 
@@ -146,8 +193,9 @@ def test_a_run_of_many_features_is_paired_within_a_budget(tmp_path, monkeypatch,
     labels = (rng.random((400, 6)) < 0.3).astype(np.uint8)
     meta = {"feature_names": [f"f{i}" for i in range(6)], "categories": ["a", "b"] * 3}
     for name in ("run", "base"):
-        write_test_predictions(tmp_path / name / "report", meta,
-                               (labels, rng.random(labels.shape)), "split")  # fmt: skip
+        write_test_predictions(
+            tmp_path / name / "report", meta, (labels, rng.random(labels.shape)), "split"
+        )
     monkeypatch.setattr(compare, "FEATURE_CELLS_BUDGET", 400 * 6 * 150)
     path = compare.compare_run(tmp_path / "run", {"base": tmp_path / "base"})
     assert json.loads(path.read_text())["base"]["resamples"] == 150

@@ -31,11 +31,26 @@ def test_each_commands_defaults_are_its_roles():
         assert args.batch_size == BATCH_SIZES[role] == options.batch_for(role), role
     assert parsed("likelihood", "--fasta", "x.fa", *common).rc_average is STRANDS["likelihood"]
     assert parsed("embed", "--fasta", "x.fa", *common).rc_average is STRANDS["embed"]
-    given = ScoringOptions.from_args(parsed("score", "--fasta", "x.fa", *common, "--workers",
-                                            "3", "--batch-size", "5", "--no-rc-average",
-                                            "--device", "cpu", "--precision", "no"))  # fmt: skip
-    assert given == ScoringOptions(device="cpu", precision="no", batch_size=5, num_workers=3,
-                                   rc_average=False)  # fmt: skip
+    given = ScoringOptions.from_args(
+        parsed(
+            "score",
+            "--fasta",
+            "x.fa",
+            *common,
+            "--workers",
+            "3",
+            "--batch-size",
+            "5",
+            "--no-rc-average",
+            "--device",
+            "cpu",
+            "--precision",
+            "no",
+        )
+    )
+    assert given == ScoringOptions(
+        device="cpu", precision="no", batch_size=5, num_workers=3, rc_average=False
+    )
 
 
 def test_options_are_checked_and_a_misspelt_one_is_named():
@@ -59,8 +74,9 @@ def test_a_predictor_takes_an_options_object_or_keywords_alike(model_dir, predic
     assert isinstance(predictor, RecordScorer)
     assert predictor.batch_size == BATCH_SIZES["predict"]
     keywords = load_predictor(model_dir, device="cpu", batch_size=3, rc_average=False)
-    options = load_predictor(model_dir, ScoringOptions(device="cpu", batch_size=3,
-                                                       rc_average=False))  # fmt: skip
+    options = load_predictor(
+        model_dir, ScoringOptions(device="cpu", batch_size=3, rc_average=False)
+    )
     for scorer in (keywords, options):
         assert (scorer.batch_size, scorer.rc_average, str(scorer.device)) == (3, False, "cpu")
     sequence = "ACGT" * 100
@@ -69,8 +85,7 @@ def test_a_predictor_takes_an_options_object_or_keywords_alike(model_dir, predic
         load_predictor(model_dir, device="cpu", workers=2)
 
 
-def test_the_language_model_and_the_embedder_take_the_same_options(pretraining_data,
-                                                                   tmp_path):  # fmt: skip
+def test_the_language_model_and_the_embedder_take_the_same_options(pretraining_data, tmp_path):
     from genobird.corpus.tokenizer import load_tokenizer
     from genobird.scoring.embed import Embedder
     from genobird.scoring.likelihood import LikelihoodScorer
@@ -81,8 +96,7 @@ def test_the_language_model_and_the_embedder_take_the_same_options(pretraining_d
     scorer = LikelihoodScorer(model_dir, device="cpu")
     assert isinstance(scorer, RecordScorer)
     assert (scorer.batch_size, scorer.both_strands) == (BATCH_SIZES["likelihood"], True)
-    one = LikelihoodScorer(model_dir, ScoringOptions(device="cpu", rc_average=False,
-                                                     batch_size=2))  # fmt: skip
+    one = LikelihoodScorer(model_dir, ScoringOptions(device="cpu", rc_average=False, batch_size=2))
     assert (one.batch_size, one.both_strands) == (2, False)
     embedder = Embedder(model_dir, ScoringOptions(device="cpu", batch_size=5), layer=-1)
     assert (embedder.batch_size, embedder.rc_average) == (5, STRANDS["embed"])

@@ -49,8 +49,9 @@ def demo_config(folder: Path) -> Path:
 
 
 def test_the_demo_pipelines_first_rules_run_on_slurm_as_they_run_locally(tmp_path):
-    started = subprocess.run(["bash", str(CLUSTER), "start"], capture_output=True, text=True,
-                             timeout=1200)  # fmt: skip
+    started = subprocess.run(
+        ["bash", str(CLUSTER), "start"], capture_output=True, text=True, timeout=1200
+    )
     assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
     profile = yaml.safe_load((PROFILE / "config.v8+.yaml").read_text())
     defaults = {**profile["default-resources"], "slurm_account": ACCOUNT}  # the one change
@@ -58,20 +59,40 @@ def test_the_demo_pipelines_first_rules_run_on_slurm_as_they_run_locally(tmp_pat
     for folder in (on_slurm, local):
         folder.mkdir()
     config = demo_config(on_slurm)
-    done = snakemake(on_slurm, "--profile", str(PROFILE), "--configfile", str(config),
-                     "--default-resources", *(f"{k}={v}" for k, v in defaults.items()),
-                     "--slurm-init-seconds-before-status-checks", "5",
-                     "--seconds-between-status-checks", "5",
-                     *(str(on_slurm / "results" / target) for target in TARGETS))  # fmt: skip
+    done = snakemake(
+        on_slurm,
+        "--profile",
+        str(PROFILE),
+        "--configfile",
+        str(config),
+        "--default-resources",
+        *(f"{k}={v}" for k, v in defaults.items()),
+        "--slurm-init-seconds-before-status-checks",
+        "5",
+        "--seconds-between-status-checks",
+        "5",
+        *(str(on_slurm / "results" / target) for target in TARGETS),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    jobs = re.findall(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+?)/",
-                      done.stderr + done.stdout)  # fmt: skip
+    jobs = re.findall(
+        r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+?)/",
+        done.stderr + done.stdout,
+    )
     assert sorted(rule for _, rule in jobs) == ["demo_reference", "documents", "documents"], jobs
     accounting = subprocess.run(
-        ["sacct", "-X", "-P", "-n", "-j", ",".join(job for job, _ in jobs),
-         "--format=JobID,State,ReqMem,ReqCPUS,Timelimit,Partition,Account,Comment"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            "sacct",
+            "-X",
+            "-P",
+            "-n",
+            "-j",
+            ",".join(job for job, _ in jobs),
+            "--format=JobID,State,ReqMem,ReqCPUS,Timelimit,Partition,Account,Comment",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows = {row.split("|")[0]: row.split("|") for row in accounting.splitlines()}
     # memory and CPUs: workflows/reference.smk's mem_mb and threads; the profile's memory
     # for documents, and its rule's 16 threads
@@ -84,9 +105,16 @@ def test_the_demo_pipelines_first_rules_run_on_slurm_as_they_run_locally(tmp_pat
         assert (memory, cpus) == declared[rule], rows[job]
         assert (limit, partition, account) == (hours, defaults["slurm_partition"], ACCOUNT)
     # the same targets on this machine, without SLURM: the same files
-    local_done = snakemake(local, "--configfile", str(demo_config(local)), "--cores", "2",
-                           *(str(local / "results" / target) for target in TARGETS))  # fmt: skip
+    local_done = snakemake(
+        local,
+        "--configfile",
+        str(demo_config(local)),
+        "--cores",
+        "2",
+        *(str(local / "results" / target) for target in TARGETS),
+    )
     assert local_done.returncode == 0, local_done.stderr[-3000:]
     for output in OUTPUTS:
-        assert filecmp.cmp(on_slurm / "results" / output, local / "results" / output,
-                           shallow=False), output  # fmt: skip
+        assert filecmp.cmp(
+            on_slurm / "results" / output, local / "results" / output, shallow=False
+        ), output

@@ -32,8 +32,10 @@ def test_multiple_one_is_the_lrs_own_penalty_in_fine_tunings_units():
     features = rng.random((n, k))
     truth = rng.normal(size=(outputs, k))
     labels = (features @ truth.T + rng.normal(size=(n, outputs)) > truth.sum(1) / 2) * 1.0
-    fits = [LogisticRegression(C=c, tol=1e-10, max_iter=10_000).fit(features, labels[:, f])
-            for f in range(outputs)]  # fmt: skip
+    fits = [
+        LogisticRegression(C=c, tol=1e-10, max_iter=10_000).fit(features, labels[:, f])
+        for f in range(outputs)
+    ]
     weights = torch.tensor(np.stack([m.coef_[0] for m in fits]), requires_grad=True)
     biases = torch.tensor([m.intercept_[0] for m in fits], requires_grad=True)
     logits = torch.from_numpy(features) @ weights.T + biases
@@ -66,11 +68,19 @@ def test_a_start_blended_per_output_is_held_row_by_row():
     strengths = pull_strength(1.0, c, n, outputs, share=[0.25, 1.0, 0.0])
     one = pull_strength(1.0, c, n, outputs)
     assert strengths == pytest.approx([one / 0.25**2, one, one])
-    config = BigBirdConfig(vocab_size=16, hidden_size=8, num_layers=1, num_heads=2,
-                           intermediate_size=16, max_position=64, block_size=4,
-                           num_random_blocks=1)  # fmt: skip
-    model = BigBirdForSequenceClassification(config, num_labels=outputs, base_kmers=3,
-                                             problem="multi_label")  # fmt: skip
+    config = BigBirdConfig(
+        vocab_size=16,
+        hidden_size=8,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=16,
+        max_position=64,
+        block_size=4,
+        num_random_blocks=1,
+    )
+    model = BigBirdForSequenceClassification(
+        config, num_labels=outputs, base_kmers=3, problem="multi_label"
+    )
     pull = StartPull(model, strengths)
     first, last = model.base_reader_columns()[model.base_kmer_counts]
     moves = torch.tensor([[0.1], [0.2], [0.3]])
@@ -85,8 +95,9 @@ def test_a_start_blended_per_output_is_held_row_by_row():
 @pytest.fixture(scope="module")
 def promoter_run_inputs(pretraining_data, demo_reference, tmp_path_factory):
     """A fresh model of the demo's tokenizer and the demo's promoter windows (500 bp)."""
-    model, data = demo_promoter_run(pretraining_data, demo_reference,
-                                    tmp_path_factory.mktemp("pull"))  # fmt: skip
+    model, data = demo_promoter_run(
+        pretraining_data, demo_reference, tmp_path_factory.mktemp("pull")
+    )
     return model, data, json.loads((model / "config.json").read_text())["config"]["hidden_size"]
 
 
@@ -105,9 +116,27 @@ def test_a_pulled_run_keeps_its_kmer_weights_nearer_their_start(promoter_run_inp
     moved = {}
     for pull in ("0", "1e4"):
         run = tmp_path / f"pull-{pull}"
-        command = ["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
-                   "--out", str(run), "--base-kmers", "4", "--base-kmer-pull", pull,
-                   "--max-steps", "30", "--head-lr-scale", "10", "--dropout", "0"]  # fmt: skip
+        command = [
+            "-q",
+            "finetune",
+            "promoter",
+            "--data",
+            str(data),
+            "--model",
+            str(model),
+            "--out",
+            str(run),
+            "--base-kmers",
+            "4",
+            "--base-kmer-pull",
+            pull,
+            "--max-steps",
+            "30",
+            "--head-lr-scale",
+            "10",
+            "--dropout",
+            "0",
+        ]
         assert main(command) == 0
         moved[pull] = kmer_weights_moved(run, hidden_size)
         start = json.loads((run / "base-start.json").read_text())
@@ -117,8 +146,8 @@ def test_a_pulled_run_keeps_its_kmer_weights_nearer_their_start(promoter_run_inp
             assert "base_kmer_pull_strength" not in start and not logged
         else:
             assert start["base_kmer_pull_strength"] == pytest.approx(
-                pull_strength(1e4, start["base_kmer_lr"]["C"], start_windows(data),
-                              outputs=1))  # fmt: skip
+                pull_strength(1e4, start["base_kmer_lr"]["C"], start_windows(data), outputs=1)
+            )
             assert logged and max(logged) > 0
             recipe = json.loads((run / "model" / "finetune.json").read_text())
             assert recipe["head"]["base"]["kmer_pull"] == 1e4
@@ -135,8 +164,23 @@ def start_windows(data) -> int:
 
 def test_a_pull_without_base_kmers_is_refused_in_one_line(promoter_run_inputs, tmp_path, capsys):
     model, data, _ = promoter_run_inputs
-    assert main(["finetune", "promoter", "--data", str(data), "--model", str(model),
-                 "--out", str(tmp_path / "run"), "--base-kmer-pull", "1"]) != 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "promoter",
+                "--data",
+                str(data),
+                "--model",
+                str(model),
+                "--out",
+                str(tmp_path / "run"),
+                "--base-kmer-pull",
+                "1",
+            ]
+        )
+        != 0
+    )
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "base_kmer_pull needs base_kmers" in error[0], error
 
@@ -162,8 +206,13 @@ def test_a_weighted_start_sits_near_the_weighted_losss_optimum(promoter_run_inpu
     assert model.start_logit_shift() == pytest.approx(np.log(8.0))
     model.eval()
     train = WindowDataset(data, "train", tokenizer, spec.data.max_tokens)
-    batch = next(iter(DataLoader(train, batch_size=len(train),
-                                 collate_fn=window_collate(model, tokenizer.pad_id))))  # fmt: skip
+    batch = next(
+        iter(
+            DataLoader(
+                train, batch_size=len(train), collate_fn=window_collate(model, tokenizer.pad_id)
+            )
+        )
+    )
 
     def bias_gradient() -> float:
         model.zero_grad()
@@ -186,10 +235,29 @@ def test_a_resumed_pulled_run_pulls_towards_the_same_start(promoter_run_inputs, 
 
     model, data, _ = promoter_run_inputs
     run = tmp_path / "run"
-    command = ["-q", "finetune", "promoter", "--data", str(data), "--model", str(model),
-               "--out", str(run), "--base-kmers", "4", "--base-kmer-pull", "1",
-               "--max-steps", "40", "--checkpoint-every", "20", "--head-lr-scale", "10",
-               "--dropout", "0"]  # fmt: skip
+    command = [
+        "-q",
+        "finetune",
+        "promoter",
+        "--data",
+        str(data),
+        "--model",
+        str(model),
+        "--out",
+        str(run),
+        "--base-kmers",
+        "4",
+        "--base-kmer-pull",
+        "1",
+        "--max-steps",
+        "40",
+        "--checkpoint-every",
+        "20",
+        "--head-lr-scale",
+        "10",
+        "--dropout",
+        "0",
+    ]
 
     def pulls() -> list[tuple[int, float]]:
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

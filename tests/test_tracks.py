@@ -33,8 +33,17 @@ def tracks_of(predictor, demo_reference, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tracks")
     fasta = str(demo_reference / "genome.fa")
     features = predictor.feature_names[:2]
-    argv = ["-q", "tracks", "--model", str(predictor.model_dir), "--reference", fasta,
-            "--region", "chr2:5,001-7,000", "chr1:1-9,000"]  # fmt: skip
+    argv = [
+        "-q",
+        "tracks",
+        "--model",
+        str(predictor.model_dir),
+        "--reference",
+        fasta,
+        "--region",
+        "chr2:5,001-7,000",
+        "chr1:1-9,000",
+    ]
     runs = {"bedgraph": folder / "bg", "bigwig": folder / "bw"}
     for fmt, out in runs.items():
         assert main([*argv, "--features", *features, "--out", str(out), "--format", fmt]) == 0
@@ -51,8 +60,10 @@ def test_bigwig_holds_the_bedgraph_values_at_every_bin_and_nothing_over_gaps(tra
         rows = bedgraph_rows(folder / "bg" / f"{stem}.bedGraph")
         # in the reference's contig order, every 200 bp bin but those whose window is
         # mostly N (chr1's telomere)
-        windows = {(c, a): reference.fetch(c, a + 100 - 200, a + 100 + 200, pad=True)
-                   for c, a, _, _ in rows}  # fmt: skip
+        windows = {
+            (c, a): reference.fetch(c, a + 100 - 200, a + 100 + 200, pad=True)
+            for c, a, _, _ in rows
+        }
         assert [row[0] for row in rows] == sorted(
             (row[0] for row in rows), key=["chr1", "chr2"].index
         )
@@ -93,10 +104,13 @@ def test_bigwig_carries_the_reference_sizes_and_zoom_levels(tracks_of):
     [
         ("x.bw", [], "holds one track, and 2 features are chosen: name one with --features"),
         ("x.bw", ["--format", "bedgraph"], "names a bigwig file but --format is bedgraph"),
-        ("x.bedGraph", ["--region", "chr1:10,001-10,400", "chr1:10,201-10,600"],
-         "regions chr1:10,001-10,400 and chr1:10,201-10,600 overlap"),
+        (
+            "x.bedGraph",
+            ["--region", "chr1:10,001-10,400", "chr1:10,201-10,600"],
+            "regions chr1:10,001-10,400 and chr1:10,201-10,600 overlap",
+        ),
     ],
-)  # fmt: skip
+)
 def test_track_requests_the_output_cannot_hold_are_refused_by_name(
     predictor, demo_reference, tmp_path, capsys, out, extra, message
 ):
@@ -104,9 +118,19 @@ def test_track_requests_the_output_cannot_hold_are_refused_by_name(
         predictor.feature_names[:2] if out == "x.bw" and not extra else predictor.feature_names[:1]
     )
     regions = [] if "--region" in extra else ["--region", "chr1:10,001-10,400"]
-    argv = ["tracks", "--model", str(predictor.model_dir), "--reference",
-            str(demo_reference / "genome.fa"), *regions, *extra, "--features", *features,
-            "--out", str(tmp_path / out)]  # fmt: skip
+    argv = [
+        "tracks",
+        "--model",
+        str(predictor.model_dir),
+        "--reference",
+        str(demo_reference / "genome.fa"),
+        *regions,
+        *extra,
+        "--features",
+        *features,
+        "--out",
+        str(tmp_path / out),
+    ]
     assert main(argv) == 1
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1, error

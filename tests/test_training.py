@@ -220,17 +220,21 @@ def test_a_checkpoint_resumes_only_under_the_settings_that_wrote_it(datasets, tm
     run(Trainer(make_model(), train, config, tmp_path, pretraining_step, run_identity=recipe))
     # how often a run logs and checkpoints, and its micro-batch, may change on resume
     moved = training_config(max_steps=3, checkpoint_every=1, log_every=2, batch_size=1)
-    assert Trainer(make_model(), train, moved, tmp_path, pretraining_step,
-                   run_identity=recipe).resume()  # fmt: skip
+    assert Trainer(
+        make_model(), train, moved, tmp_path, pretraining_step, run_identity=recipe
+    ).resume()
     refusals = {
         r"training\.max_steps: 3 -> 6": (training_config(max_steps=6), recipe),
         r"training\.learning_rate: 0\.002 -> 0\.001": (
-            training_config(max_steps=3, learning_rate=1e-3), recipe),
+            training_config(max_steps=3, learning_rate=1e-3),
+            recipe,
+        ),
         r"task\.bpe_dropout: 0\.0 -> 0\.1": (config, {"task": {"bpe_dropout": 0.1}}),
-    }  # fmt: skip
+    }
     for change, (changed, identity) in refusals.items():
-        trainer = Trainer(make_model(), train, changed, tmp_path, pretraining_step,
-                          run_identity=identity)  # fmt: skip
+        trainer = Trainer(
+            make_model(), train, changed, tmp_path, pretraining_step, run_identity=identity
+        )
         with pytest.raises(CheckpointError, match=rf"other settings \({change}\); .* delete "):
             trainer.resume()
 
@@ -250,15 +254,21 @@ def test_checkpoints_of_another_run_are_discarded_on_request_and_the_run_logs_an
     assert discard_other_run(root, config, {"a": 1}) == [] and latest_checkpoint(root)
     changed = training_config(max_steps=4, checkpoint_every=4)
     # a checkpoint of another model is named by its settings before its weights are read
-    other = Trainer(make_model(intermediate_size=128), train, changed, tmp_path,
-                    pretraining_step, run_identity={"a": 2})  # fmt: skip
+    other = Trainer(
+        make_model(intermediate_size=128),
+        train,
+        changed,
+        tmp_path,
+        pretraining_step,
+        run_identity={"a": 2},
+    )
     with pytest.raises(CheckpointError, match=r"other settings \(a: 1 -> 2"):
         other.resume()
-    assert discard_other_run(root, changed, {"a": 2}) == ["a: 1 -> 2",
-                                                          "training.max_steps: 3 -> 4"]  # fmt: skip
+    assert discard_other_run(root, changed, {"a": 2}) == ["a: 1 -> 2", "training.max_steps: 3 -> 4"]
     assert not root.exists() and discard_other_run(root, changed, {"a": 2}) == []
-    trainer = Trainer(make_model(), train, changed, tmp_path, pretraining_step,
-                      run_identity={"a": 2})  # fmt: skip
+    trainer = Trainer(
+        make_model(), train, changed, tmp_path, pretraining_step, run_identity={"a": 2}
+    )
     assert not trainer.resume()
     run(trainer)
     steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").open()]
@@ -277,8 +287,9 @@ def test_a_checkpoint_from_before_run_settings_is_checked_on_its_training_config
     run(OlderTrainer(make_model(), train, config, tmp_path, pretraining_step))
     assert "run" not in load_checkpoint(latest_checkpoint(tmp_path / "checkpoints"), make_model())
     identity = {"task": {"bpe_dropout": 0.1}}  # not recorded then: cannot be checked
-    assert Trainer(make_model(), train, config, tmp_path, pretraining_step,
-                   run_identity=identity).resume()  # fmt: skip
+    assert Trainer(
+        make_model(), train, config, tmp_path, pretraining_step, run_identity=identity
+    ).resume()
     longer = Trainer(make_model(), train, training_config(max_steps=6), tmp_path, pretraining_step)
     with pytest.raises(CheckpointError, match=r"training\.max_steps: 3 -> 6"):
         longer.resume()
@@ -290,8 +301,9 @@ def test_changed_settings_names_each_difference_once_and_ignores_added_ones():
     before = {"training": {"max_steps": 3, "seed": 0}, "model": {"rotary": False}}
     now = {"training": {"max_steps": 6, "seed": 0, "new_field": 1}, "model": {"rotary": True}}
     assert changed_settings(before, now) == [
-        "model.rotary: False -> True", "training.max_steps: 3 -> 6"
-    ]  # fmt: skip
+        "model.rotary: False -> True",
+        "training.max_steps: 3 -> 6",
+    ]
     assert changed_settings(before, before) == []
 
 
@@ -382,9 +394,15 @@ class HostReads(TorchDispatchMode):
     `nonzero`). Run on the CPU, it shows what a CUDA step would wait on."""
 
     VALUE_READS = frozenset(
-        {aten._local_scalar_dense, aten.nonzero, aten.masked_select, aten._unique2,
-         aten.unique_consecutive, aten.repeat_interleave}
-    )  # fmt: skip
+        {
+            aten._local_scalar_dense,
+            aten.nonzero,
+            aten.masked_select,
+            aten._unique2,
+            aten.unique_consecutive,
+            aten.repeat_interleave,
+        }
+    )
     MASK_INDEXED = frozenset({aten.index, aten.index_put_, aten.index_put})
 
     def __init__(self):
@@ -478,9 +496,11 @@ def test_learning_rate_scales_follow_the_longest_prefix_and_decay_rules():
     by_parameter = {id(p): g for g in groups for p in g["params"]}
     named = dict(model.named_parameters())
     assert len(by_parameter) == len({id(p) for p in named.values()})  # each once
-    expected_lr = {"encoder.layers.1.attention.qkv.weight": 1e-4,
-                   "encoder.layers.0.attention.qkv.weight": 5e-4,
-                   "encoder.embeddings.norm.weight": 5e-4}  # fmt: skip
+    expected_lr = {
+        "encoder.layers.1.attention.qkv.weight": 1e-4,
+        "encoder.layers.0.attention.qkv.weight": 5e-4,
+        "encoder.embeddings.norm.weight": 5e-4,
+    }
     for name, lr in expected_lr.items():
         assert by_parameter[id(named[name])]["lr"] == pytest.approx(lr), name
     assert by_parameter[id(named["encoder.embeddings.norm.weight"])]["weight_decay"] == 0.0
@@ -523,22 +543,27 @@ def test_centred_context_windows_score_the_same_masked_tokens_at_every_length(da
         real = int(original["attention_mask"].sum())
         masks = {
             int(p): int(label)
-            for p, label in zip(original["masked_positions"], original["masked_labels"],
-                                strict=True)
+            for p, label in zip(
+                original["masked_positions"], original["masked_labels"], strict=True
+            )
             if label != -100
-        }  # fmt: skip
+        }
         targets = None
         for length in (64, 128, 256):
             item = CentredContextDataset(train, length, scored=32)[index]
             span = min(length - 1, real)
             start = min(max(0, real // 2 - span // 2), real - span)
             assert item["input_ids"].shape == (length,) and int(item["input_ids"][0]) == 2
-            assert torch.equal(item["input_ids"][1 : span + 1],
-                               original["input_ids"][start : start + span])  # fmt: skip
+            assert torch.equal(
+                item["input_ids"][1 : span + 1], original["input_ids"][start : start + span]
+            )
             kept = item["masked_labels"] != -100
-            found = {int(p) - 1 + start: int(label) for p, label in
-                     zip(item["masked_positions"][kept], item["masked_labels"][kept],
-                         strict=True)}  # fmt: skip
+            found = {
+                int(p) - 1 + start: int(label)
+                for p, label in zip(
+                    item["masked_positions"][kept], item["masked_labels"][kept], strict=True
+                )
+            }
             assert found and all(masks[p] == label for p, label in found.items())
             assert all(abs(p - real // 2) <= 16 for p in found)  # the central 32 only
             targets = found if targets is None else targets
@@ -605,10 +630,16 @@ def test_context_gains_are_paired_on_the_same_masked_tokens(pretraining_data, tm
         assert low <= longer["accuracy_gain"] <= high
 
     lengths = np.array([1, 2, 4])  # piece id -> bp
-    shorter = {"labels": np.array([1, 2, 1, 2]), "correct": np.array([0, 0, 1, 0], bool),
-               "loss_nats": np.array([1.0, 2.0, 1.0, 2.0])}  # fmt: skip
-    longer = {**shorter, "correct": np.array([1, 1, 1, 0], bool),
-              "loss_nats": np.array([0.5, 1.0, 1.0, 2.0])}  # fmt: skip
+    shorter = {
+        "labels": np.array([1, 2, 1, 2]),
+        "correct": np.array([0, 0, 1, 0], bool),
+        "loss_nats": np.array([1.0, 2.0, 1.0, 2.0]),
+    }
+    longer = {
+        **shorter,
+        "correct": np.array([1, 1, 1, 0], bool),
+        "loss_nats": np.array([0.5, 1.0, 1.0, 2.0]),
+    }
     gain = paired_context_gain(shorter, longer, lengths)
     assert gain["accuracy_gain"] == pytest.approx(0.5)
     half = 1.96 * np.std([1, 1, 0, 0], ddof=1) / 2
@@ -709,7 +740,7 @@ def test_instances_of_a_vocabulary_of_the_same_size_but_other_pieces_are_refused
     pretraining_data, tmp_path
 ):
     from genobird.corpus import VocabSpec, train_vocabulary
-    from genobird.corpus.instances import PretrainingDataset, shard_paths
+    from genobird.corpus.shards import PretrainingDataset, shard_paths
     from genobird.corpus.tokenizer import load_tokenizer
     from genobird.training.mlm import require_same_vocabulary
 
@@ -776,8 +807,12 @@ def test_the_config_chooses_new_masks_each_epoch_over_the_stored_ones(
 
     monkeypatch.setattr(pretraining, "train_one", capture_training_set)
     data = {k: str(pretraining_data[k]) for k in ("train", "eval", "tokenizer")}
-    config = {"model": MODEL, "training": {"seed": 3}, "output": str(tmp_path / "run"),
-              "data": {**data, "dynamic_masking": dynamic}}  # fmt: skip
+    config = {
+        "model": MODEL,
+        "training": {"seed": 3},
+        "output": str(tmp_path / "run"),
+        "data": {**data, "dynamic_masking": dynamic},
+    }
     with pytest.raises(_Captured) as captured:
         pretraining.run_pretraining(config)
     train_set = captured.value.args[0]
@@ -790,8 +825,12 @@ def test_dynamic_masking_that_is_not_a_boolean_is_refused(pretraining_data, tmp_
     from genobird.training.pretraining import run_pretraining
 
     data = {k: str(pretraining_data[k]) for k in ("train", "tokenizer")}
-    config = {"model": MODEL, "training": {}, "output": str(tmp_path / "run"),
-              "data": {**data, "dynamic_masking": "false"}}  # fmt: skip
+    config = {
+        "model": MODEL,
+        "training": {},
+        "output": str(tmp_path / "run"),
+        "data": {**data, "dynamic_masking": "false"},
+    }
     with pytest.raises(ConfigError, match="dynamic_masking must be true or false, got 'false'"):
         run_pretraining(config)
     assert not (tmp_path / "run").exists()
@@ -836,8 +875,14 @@ def test_best_weights_are_kept_and_training_stops_after_patience(tmp_path):
         seen.append(float(module.weight))
         return {"auroc": next(scores)}
 
-    config = training_config(max_steps=100, eval_every=2, best_metric="auroc", patience=3,
-                             effective_batch_size=2, checkpoint_every=50)  # fmt: skip
+    config = training_config(
+        max_steps=100,
+        eval_every=2,
+        best_metric="auroc",
+        patience=3,
+        effective_batch_size=2,
+        checkpoint_every=50,
+    )
     model = _Regression()
     trainer = Trainer(model, _Points(), config, tmp_path, _step, _Points(), eval_fn)
     state = run(trainer)
@@ -906,8 +951,9 @@ def test_a_warm_start_that_training_never_beats_is_kept(tmp_path):
         seen.append(float(module.weight))
         return {"auroc": next(scores)}
 
-    config = training_config(max_steps=12, eval_every=5, best_metric="auroc",
-                             eval_at_start=True, effective_batch_size=2)  # fmt: skip
+    config = training_config(
+        max_steps=12, eval_every=5, best_metric="auroc", eval_at_start=True, effective_batch_size=2
+    )
     model = _Regression()
     with torch.no_grad():
         model.weight.fill_(3.0)
@@ -924,10 +970,16 @@ def test_a_warm_start_that_training_never_beats_is_kept(tmp_path):
 
 
 def test_model_selection_needs_the_metric(tmp_path):
-    config = training_config(max_steps=4, eval_every=2, best_metric="auroc",
-                             effective_batch_size=2)  # fmt: skip
-    trainer = Trainer(_Regression(), _Points(), config, tmp_path, _step, _Points(),
-                      lambda module, loader, device: {"loss": 1.0})  # fmt: skip
+    config = training_config(max_steps=4, eval_every=2, best_metric="auroc", effective_batch_size=2)
+    trainer = Trainer(
+        _Regression(),
+        _Points(),
+        config,
+        tmp_path,
+        _step,
+        _Points(),
+        lambda module, loader, device: {"loss": 1.0},
+    )
     with pytest.raises(TrainingError, match="no finite 'auroc'"):
         run(trainer)
 
@@ -982,8 +1034,14 @@ def test_training_ends_with_the_averaged_weights_and_evaluates_them(tmp_path):
         evaluated.append(module.weight.item())
         return {}
 
-    config = training_config(max_steps=12, effective_batch_size=2, checkpoint_every=100,
-                             eval_every=4, learning_rate=0.1, ema_decay=0.8)  # fmt: skip
+    config = training_config(
+        max_steps=12,
+        effective_batch_size=2,
+        checkpoint_every=100,
+        eval_every=4,
+        learning_rate=0.1,
+        ema_decay=0.8,
+    )
     averaged, plain = _Regression(), _Regression()
     run(Trainer(averaged, _Points(), config, tmp_path / "ema", recording_step, _Points(), eval_fn))
     run(Trainer(plain, _Points(), replace(config, ema_decay=0.0), tmp_path / "plain", _step))
@@ -1005,9 +1063,15 @@ def test_model_selection_keeps_the_averaged_weights_of_the_best_evaluation(tmp_p
         evaluated.append(module.weight.item())
         return {"auroc": next(scores)}
 
-    config = training_config(max_steps=6, effective_batch_size=2, checkpoint_every=100,
-                             eval_every=2, best_metric="auroc", learning_rate=0.1,
-                             ema_decay=0.8)  # fmt: skip
+    config = training_config(
+        max_steps=6,
+        effective_batch_size=2,
+        checkpoint_every=100,
+        eval_every=2,
+        best_metric="auroc",
+        learning_rate=0.1,
+        ema_decay=0.8,
+    )
     model = _Regression()
     state = run(Trainer(model, _Points(), config, tmp_path, _step, _Points(), eval_fn))
     assert state.best_step == 4
@@ -1015,8 +1079,9 @@ def test_model_selection_keeps_the_averaged_weights_of_the_best_evaluation(tmp_p
 
 
 def test_an_interrupted_averaged_run_resumes_to_the_same_average(tmp_path):
-    config = training_config(max_steps=8, effective_batch_size=2, checkpoint_every=3,
-                             learning_rate=0.1, ema_decay=0.7)  # fmt: skip
+    config = training_config(
+        max_steps=8, effective_batch_size=2, checkpoint_every=3, learning_rate=0.1, ema_decay=0.7
+    )
     straight = _Regression()
     run(Trainer(straight, _Points(), config, tmp_path / "a", _step))
     with pytest.raises(Interrupt):

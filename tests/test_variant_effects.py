@@ -48,8 +48,10 @@ def slow_bits(model, tokenizer, text: str, other: str) -> float:
     ids, other_ids = tokenizer.encode(text), tokenizer.encode(other)
     spans = [tokenizer.id_to_piece(i) for i in ids]
     other_spans = [tokenizer.id_to_piece(i) for i in other_ids]
-    first = next((k for k, (a, b) in enumerate(zip(spans, other_spans, strict=False)) if a != b),
-                 min(len(spans), len(other_spans)))  # fmt: skip
+    first = next(
+        (k for k, (a, b) in enumerate(zip(spans, other_spans, strict=False)) if a != b),
+        min(len(spans), len(other_spans)),
+    )
     last = 0
     while (
         last < min(len(spans), len(other_spans)) - first
@@ -97,15 +99,20 @@ def test_the_score_is_the_bits_of_the_differing_pieces_computed_the_slow_way(
         assert row.ref_bits == pytest.approx(ref_bits, rel=1e-4)
         assert row.alt_bits == pytest.approx(alt_bits, rel=1e-4)
         assert row.llr_bits == pytest.approx(ref_bits - alt_bits, abs=1e-3)  # float32, batched
-    reverse = [AlleleWindows(w.variant, reverse_complement(w.ref), reverse_complement(w.alt),
-                             w.start, w.end) for w in windows]  # fmt: skip
+    reverse = [
+        AlleleWindows(
+            w.variant, reverse_complement(w.ref), reverse_complement(w.alt), w.start, w.end
+        )
+        for w in windows
+    ]
     both = one_and_both.score(windows)["llr_bits"]
     expected = (table["llr_bits"] + scorer.score(reverse)["llr_bits"]) / 2
     np.testing.assert_allclose(both, expected, atol=1e-9)
 
 
-def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(model_dir, demo_reference,
-                                                                  tmp_path, capsys):  # fmt: skip
+def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(
+    model_dir, demo_reference, tmp_path, capsys
+):
     reference = Reference(demo_reference / "genome.fa")
     ref = reference.fetch("chr1", 50_000, 50_001)
     alt = next(b for b in "ACGT" if b != ref)
@@ -113,27 +120,57 @@ def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(model_dir, dem
     # the demo's contigs end in gaps, whose bases are no alleles: a contig of bases to its
     # ends beside chr1 holds the variant whose window runs past an end
     edge = reference.fetch("chr1", 20_000, 21_000)
-    genome = write(tmp_path / "genome.fa", f">chr1\n{reference.fetch('chr1', 0, 60_000)}\n"
-                   f">edge\n{edge}\n")  # fmt: skip
-    vcf = write(tmp_path / "v.vcf", HEADER + "".join(
-        f"{chrom}\t{pos}\t{name}\t{r}\t{a}\t.\t.\t.\n" for chrom, pos, name, r, a in (
-            ("chr1", 50_001, "ok", ref, alt),  # line 3
-            ("chr1", 50_001, "mismatch", wrong, alt),
-            ("chr1", 50_001, "multi", ref, f"{alt},{wrong}"),
-            ("chr1", 50_001, "long", ref, ref + "A" * 25),
-            ("edge", 10, "end", edge[9], next(b for b in "ACGT" if b != edge[9])),
-            ("chrZ", 100, "contig", "A", "C"),
-        )))  # fmt: skip
+    genome = write(
+        tmp_path / "genome.fa", f">chr1\n{reference.fetch('chr1', 0, 60_000)}\n>edge\n{edge}\n"
+    )
+    vcf = write(
+        tmp_path / "v.vcf",
+        HEADER
+        + "".join(
+            f"{chrom}\t{pos}\t{name}\t{r}\t{a}\t.\t.\t.\n"
+            for chrom, pos, name, r, a in (
+                ("chr1", 50_001, "ok", ref, alt),  # line 3
+                ("chr1", 50_001, "mismatch", wrong, alt),
+                ("chr1", 50_001, "multi", ref, f"{alt},{wrong}"),
+                ("chr1", 50_001, "long", ref, ref + "A" * 25),
+                ("edge", 10, "end", edge[9], next(b for b in "ACGT" if b != edge[9])),
+                ("chrZ", 100, "contig", "A", "C"),
+            )
+        ),
+    )
     out = tmp_path / "v.tsv"
-    assert main(["-q", "likelihood", "--model", str(model_dir), "--vcf", str(vcf), "--reference",
-                 str(genome), "--window-bp", "300", "--out", str(out),
-                 "--device", "cpu"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "likelihood",
+                "--model",
+                str(model_dir),
+                "--vcf",
+                str(vcf),
+                "--reference",
+                str(genome),
+                "--window-bp",
+                "300",
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(out, sep="\t")
     # each ALT of a record on its own row, as `score --vcf` scores it
     assert table["id"].tolist() == ["ok", "multi", "multi"]
     assert table["line"].tolist() == [3, 5, 5] and table["alt"].tolist()[1:] == [alt, wrong]
-    assert table.columns.tolist()[-5:] == ["llr_bits", "ref_bits", "alt_bits", "ref_pieces",
-                                           "alt_pieces"]  # fmt: skip
+    assert table.columns.tolist()[-5:] == [
+        "llr_bits",
+        "ref_bits",
+        "alt_bits",
+        "ref_pieces",
+        "alt_pieces",
+    ]
     assert table["window_end"][0] - table["window_start"][0] == 300
     rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
     reasons = dict(zip(rejected["line"], rejected["reason"], strict=True))
@@ -164,8 +201,20 @@ def test_variant_effects_stream_through_the_one_score_writer_to_tsv_and_hdf5(
         lines.append(f"chr3\t{position}\tv{position}\t{ref}\t{alt}\t.\t.\t.\n")
     lines.append(f"chr3\t{position}\twrong\t{alt}\t{ref}\t.\t.\t.\n")
     vcf = write(tmp_path / "v.vcf", HEADER + "".join(lines))
-    base = ["-q", "likelihood", "--model", str(model_dir), "--vcf", str(vcf), "--reference",
-            str(demo_reference / "genome.fa"), "--window-bp", "200", "--device", "cpu"]  # fmt: skip
+    base = [
+        "-q",
+        "likelihood",
+        "--model",
+        str(model_dir),
+        "--vcf",
+        str(vcf),
+        "--reference",
+        str(demo_reference / "genome.fa"),
+        "--window-bp",
+        "200",
+        "--device",
+        "cpu",
+    ]
     assert main([*base, "--out", str(tmp_path / "v.tsv")]) == 0
     assert main([*base, "--out", str(tmp_path / "v.h5")]) == 0
     table = pd.read_csv(tmp_path / "v.tsv", sep="\t")
@@ -179,17 +228,20 @@ def test_variant_effects_stream_through_the_one_score_writer_to_tsv_and_hdf5(
     assert "\t6\tREF " in (tmp_path / "v.h5.rejected.tsv").read_text()  # the wrong REF
     # streamed a variant at a time, the same file as in one chunk
     one_by_one = VariantEffectScorer(model_dir, device="cpu", window_bp=200, chunk_size=1)
-    summary = write_scores(one_by_one, "vcf", vcf, tmp_path / "c.tsv", None, None,
-                           demo_reference / "genome.fa")  # fmt: skip
+    summary = write_scores(
+        one_by_one, "vcf", vcf, tmp_path / "c.tsv", None, None, demo_reference / "genome.fa"
+    )
     assert (summary.scored, summary.rejected) == (3, 1)
     streamed = pd.read_csv(tmp_path / "c.tsv", sep="\t")
     assert streamed.drop(columns=names).equals(table.drop(columns=names))  # ids and index
     np.testing.assert_allclose(streamed[names], table[names], rtol=1e-4, atol=1e-3)  # batched
     scorer = LikelihoodScorer(model_dir, device="cpu")
-    with pytest.raises(ConfigError, match="LikelihoodScorer scores FASTA and BED records, "
-                                          "not VCF variants"):  # fmt: skip
-        write_scores(scorer, "vcf", vcf, tmp_path / "x.tsv", None, None,
-                     demo_reference / "genome.fa")  # fmt: skip
+    with pytest.raises(
+        ConfigError, match="LikelihoodScorer scores FASTA and BED records, not VCF variants"
+    ):
+        write_scores(
+            scorer, "vcf", vcf, tmp_path / "x.tsv", None, None, demo_reference / "genome.fa"
+        )
     effects = VariantEffectScorer(model_dir, device="cpu")
     with pytest.raises(ConfigError, match="VariantEffectScorer scores VCF variants, not FASTA"):
         write_scores(effects, "fasta", vcf, tmp_path / "y.tsv", None, None)
@@ -223,18 +275,46 @@ def test_baseline_markov_scores_a_vcf_as_likelihood_does(demo_reference, tmp_pat
     reference = Reference(demo_reference / "genome.fa")
     ref = reference.fetch("chr2", 50_000, 50_001)
     alt = next(b for b in "ACGT" if b != ref)
-    vcf = write(tmp_path / "v.vcf", HEADER + f"chr2\t50001\tv\t{ref}\t{alt}\t.\t.\t.\n"
-                f"chr2\t50001\tbad\t{alt}\t{ref}\t.\t.\t.\n")  # fmt: skip
+    vcf = write(
+        tmp_path / "v.vcf",
+        HEADER + f"chr2\t50001\tv\t{ref}\t{alt}\t.\t.\t.\n"
+        f"chr2\t50001\tbad\t{alt}\t{ref}\t.\t.\t.\n",
+    )
     genome = str(demo_reference / "genome.fa")
     scores = tmp_path / "m.tsv"
-    assert main(["-q", "baseline", "markov", "--train", genome, "--heldout", genome, "--orders",
-                 "0-4", "--vcf", str(vcf), "--reference", genome, "--window-bp", "200",
-                 "--scores", str(scores)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "-q",
+                "baseline",
+                "markov",
+                "--train",
+                genome,
+                "--heldout",
+                genome,
+                "--orders",
+                "0-4",
+                "--vcf",
+                str(vcf),
+                "--reference",
+                genome,
+                "--window-bp",
+                "200",
+                "--scores",
+                str(scores),
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(scores, sep="\t")
     assert table["id"].tolist() == ["v"] and np.isfinite(table["llr_bits"]).all()
     assert (
         f"REF {alt} is not the reference's bases" in (tmp_path / "m.tsv.rejected.tsv").read_text()
     )
-    assert main(["-q", "baseline", "markov", "--train", genome, "--heldout", genome,
-                 "--vcf", str(vcf)]) == 2  # fmt: skip
+    assert (
+        main(
+            ["-q", "baseline", "markov", "--train", genome, "--heldout", genome, "--vcf", str(vcf)]
+        )
+        == 2
+    )
     assert "--vcf needs --reference FASTA and --scores" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 # Helpers shared by the rule modules (kept apart from rules, as Snakemake's lint asks).
 
-from genobird.evaluation.results import PRETRAINED_EVALUATION, RUN_COMPARISONS
-from genobird.finetuning.recipe import (
+from genobird.artifacts import CORPUS_STATISTICS, PRETRAINED_EVALUATION, RUN_COMPARISONS
+from genobird.finetuning.recipe_pipeline import (
     arm_finetune_options,
     deepsea_arm_settings,
     finetune_options,

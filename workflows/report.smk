@@ -2,6 +2,26 @@
 # report that draws them with the rest of the results folder (genobird report).
 
 
+rule evaluate_corpus:
+    input:
+        documents=expand(f"{RESULTS}/corpus/{{part}}.txt", part=("train", "heldout")),
+        tokenizer=rules.vocabulary.output,
+    output:
+        f"{RESULTS}/{CORPUS_STATISTICS}",
+    params:
+        # the results folder the artifact is in (RESULTS/corpus/statistics.json)
+        results=lambda wildcards, output: output[0][: -len(CORPUS_STATISTICS) - 1],
+    log:
+        f"{RESULTS}/logs/evaluate_corpus.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        ENV
+    shell:
+        "genobird -q evaluate corpus --results {params.results} > {log} 2>&1"
+
+
 rule evaluate_pretrained:
     input:
         model=rules.pretrain.output.model,
@@ -29,6 +49,9 @@ rule compare_runs:
     input:
         expand(f"{RESULTS}/{{folder}}/report/metrics.json", folder=TASK_FOLDERS),
         BASELINE_OUTPUTS,
+        ZERO_SHOT_OUTPUTS,
+        SEED_OUTPUTS,
+        chromatin_task_outputs(),
     output:
         f"{RESULTS}/{RUN_COMPARISONS}",
     params:
@@ -54,6 +77,7 @@ rule report:
         chromatin_task_outputs(),
         # without any fine-tuning task, the report still needs the pretrained model
         rules.pretrain.output.model,
+        rules.evaluate_corpus.output,
         rules.evaluate_pretrained.output,
         rules.compare_runs.output,
     output:

@@ -66,9 +66,13 @@ def _template(layout: BlockLayout, device, full_columns: int) -> tuple[BlockMask
         counts, indices = _block_lists(pattern & partial_columns)
         full_counts, full_indices = _block_lists(pattern & ~partial_columns)
         lists = BlockMask.from_kv_blocks(
-            counts, indices, full_counts, full_indices, BLOCK_SIZE=layout.block_size,
+            counts,
+            indices,
+            full_counts,
+            full_indices,
+            BLOCK_SIZE=layout.block_size,
             seq_lengths=(layout.seq_len, layout.seq_len),
-        )  # fmt: skip
+        )
         cache[key] = (lists, key_validity(layout, None, 1, device))
     return cache[key]
 
@@ -188,8 +192,14 @@ def flex_block_sparse_attention(
     if block_mask is None:
         block_mask = flex_block_mask(layout, key_padding_mask, q.shape[0], q.device, q.is_cuda)
     kernel = _compiled_flex() if q.is_cuda else flex_attention  # eager: unfused, for tests
-    out = kernel(q, k, v, score_mod=repeat_score_mod(layout, q.device), block_mask=block_mask,
-                 scale=q.shape[-1] ** -0.5)  # fmt: skip
+    out = kernel(
+        q,
+        k,
+        v,
+        score_mod=repeat_score_mod(layout, q.device),
+        block_mask=block_mask,
+        scale=q.shape[-1] ** -0.5,
+    )
     if key_padding_mask is not None:
         out = out * key_padding_mask[:, None, :, None].to(out.dtype)
     return out

@@ -14,8 +14,9 @@ from genobird.errors import ConfigError
 CLASSIFIERS = ("kmer-lr", "cnn", "deepsea-cnn")
 
 
-def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, device="auto",
-                            **options) -> dict:  # fmt: skip
+def run_classifier_baseline(
+    kind: str, data_path, output, seed: int = 0, device="auto", **options
+) -> dict:
     """Fit baseline `kind` on a data set's train split (choices on its validation split;
     a CNN trained on `device`: auto, the GPU where there is one), write OUTPUT/report/
     metrics.json (the fields of `genobird finetune`) and the fitted model in OUTPUT/fitted
@@ -31,7 +32,7 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, device=
         kmer_identity,
         kmer_stem,
         write_saved,
-    )  # fmt: skip
+    )
     from genobird.device import resolve_device
 
     data = load_baseline_data(data_path, seed)
@@ -45,21 +46,26 @@ def run_classifier_baseline(kind: str, data_path, output, seed: int = 0, device=
     if kind == "kmer-lr":
         ks = options.pop("ks", DEFAULT_KS)
         both = bool(options.pop("rc_average", False))  # one strand unless asked
-        test, valid, details, fitted = kmer_baseline(data, ks, seed=seed, window_bp=window_bp,
-                                                     both_strands=both, **options)  # fmt: skip
-        tensors = dict(zip(("weights", "biases", "scale"), map(torch.from_numpy, fitted.linear()),
-                           strict=True))  # fmt: skip
-        write_saved(saved, kmer_stem(both), kmer_identity(ks, window_bp, seed, data, both),
-                    details, tensors)  # fmt: skip
+        test, valid, details, fitted = kmer_baseline(
+            data, ks, seed=seed, window_bp=window_bp, both_strands=both, **options
+        )
+        tensors = dict(
+            zip(("weights", "biases", "scale"), map(torch.from_numpy, fitted.linear()), strict=True)
+        )
+        write_saved(
+            saved, kmer_stem(both), kmer_identity(ks, window_bp, seed, data, both), details, tensors
+        )
     elif kind in ("cnn", "deepsea-cnn"):
         rc_average = options.pop("rc_average", None)
         if rc_average is None:  # promoter windows are oriented by strand; others are not
             rc_average = data.meta["task"] != "promoter"
-        spec = CNNSpec(architecture=kind, seed=seed, rc_average=rc_average,
-                       window_bp=window_bp, **options)  # fmt: skip
+        spec = CNNSpec(
+            architecture=kind, seed=seed, rc_average=rc_average, window_bp=window_bp, **options
+        )
         test, valid, details, model = cnn_baseline(data, spec, resolve_device(device))
-        write_saved(saved, cnn_stem(rc_average), cnn_identity(spec, data), details,
-                    model.state_dict())  # fmt: skip
+        write_saved(
+            saved, cnn_stem(rc_average), cnn_identity(spec, data), details, model.state_dict()
+        )
     else:
         raise ValueError(f"unknown baseline {kind!r}; choose from {CLASSIFIERS}")
     details["window_bp"] = window_bp or data.meta["window_bp"]

@@ -156,8 +156,10 @@ def cnn_baseline(data: BaselineData, spec: CNNSpec | None = None, device="cpu"):
     CPU) of the CNN, trained on `device`."""
     spec = spec or CNNSpec()
     model, details = train_cnn(data, spec, device)
-    test_codes, valid_codes = (encode([central(s, spec.window_bp) for s in split.sequences])
-                               for split in (data.test, data.valid))  # fmt: skip
+    test_codes, valid_codes = (
+        encode([central(s, spec.window_bp) for s in split.sequences])
+        for split in (data.test, data.valid)
+    )
     test = predict(model, test_codes, spec.rc_average)
     return test, predict(model, valid_codes, spec.rc_average), details, model
 
@@ -171,8 +173,9 @@ def train_cnn(data: BaselineData, spec: CNNSpec, device="cpu") -> tuple[nn.Modul
     settings train the same model up to floating-point order."""
     device = torch.device(device)
     if spec.architecture not in ARCHITECTURES:
-        raise ConfigError(f"architecture must be one of {list(ARCHITECTURES)}, "
-                          f"got {spec.architecture!r}")  # fmt: skip
+        raise ConfigError(
+            f"architecture must be one of {list(ARCHITECTURES)}, got {spec.architecture!r}"
+        )
     started = time.perf_counter()
     train_codes = encode([central(s, spec.window_bp) for s in data.train.sequences])
     valid_codes = encode([central(s, spec.window_bp) for s in data.valid.sequences])
@@ -182,8 +185,9 @@ def train_cnn(data: BaselineData, spec: CNNSpec, device="cpu") -> tuple[nn.Modul
         with torch.no_grad():  # sizes DeepSEA's fully connected layer (LazyLinear)
             model(train_codes[:1], rc_average=False)
         model.to(device)
-        history, stopped_by = _train_epochs(model, data, spec, train_codes, valid_codes,
-                                            device, started)  # fmt: skip
+        history, stopped_by = _train_epochs(
+            model, data, spec, train_codes, valid_codes, device, started
+        )
     model.cpu()
     details = {
         "model": spec.architecture,
@@ -199,8 +203,9 @@ def train_cnn(data: BaselineData, spec: CNNSpec, device="cpu") -> tuple[nn.Modul
     return model.eval(), details
 
 
-def _train_epochs(model, data, spec: CNNSpec, train_codes, valid_codes, device,
-                  started: float) -> tuple[list, str]:  # fmt: skip
+def _train_epochs(
+    model, data, spec: CNNSpec, train_codes, valid_codes, device, started: float
+) -> tuple[list, str]:
     """Whole epochs until `patience` epochs without a better validation AUROC, or
     `max_epochs`, or the user's `max_minutes`; leaves `model` with its best epoch's
     weights. Returns the validation AUROC of each epoch and what stopped training."""

@@ -48,8 +48,9 @@ def reverse_complement_columns(ks=DEFAULT_KS) -> np.ndarray:
     return np.concatenate([c + o for c, o in zip(columns, offsets, strict=False)])
 
 
-def kmer_matrix(sequences: list[str], ks=DEFAULT_KS,
-                both_strands: bool = False) -> sparse.csr_matrix:  # fmt: skip
+def kmer_matrix(
+    sequences: list[str], ks=DEFAULT_KS, both_strands: bool = False
+) -> sparse.csr_matrix:
     """Counts [N, sum 4^k] of every k-mer of each sequence (columns: k = ks[0] first);
     with `both_strands`, the mean of each sequence's counts and its reverse complement's."""
     counts = _counts(sequences, ks)
@@ -137,9 +138,15 @@ class KmerLR:
         return weights, biases, (1.0 / self.scaler.scale_).astype(np.float32)
 
 
-def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
-                window_bp: int | None = None, train_counts=None,
-                both_strands: bool = False) -> KmerLR:  # fmt: skip
+def fit_kmer_lr(
+    data: BaselineData,
+    ks=DEFAULT_KS,
+    c_grid=C_GRID,
+    seed: int = 0,
+    window_bp: int | None = None,
+    train_counts=None,
+    both_strands: bool = False,
+) -> KmerLR:
     """The k-mer LR fitted on the training split (its `train_counts`, when already
     counted), C chosen on the validation split; each window read as its central
     `window_bp` bases where given, on both strands with `both_strands`."""
@@ -168,12 +175,19 @@ def fit_kmer_lr(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
         "strands": "both" if both_strands else "one",
     }
     details["seconds"] = round(time.perf_counter() - started, 1)
-    return KmerLR(tuple(ks), window_bp, scaler, fitted[best], details, validation[best],
-                  both_strands)  # fmt: skip
+    return KmerLR(
+        tuple(ks), window_bp, scaler, fitted[best], details, validation[best], both_strands
+    )
 
 
-def kmer_baseline(data: BaselineData, ks=DEFAULT_KS, c_grid=C_GRID, seed: int = 0,
-                  window_bp: int | None = None, both_strands: bool = False):  # fmt: skip
+def kmer_baseline(
+    data: BaselineData,
+    ks=DEFAULT_KS,
+    c_grid=C_GRID,
+    seed: int = 0,
+    window_bp: int | None = None,
+    both_strands: bool = False,
+):
     """(test probabilities [N, F], validation probabilities, details, the fitted KmerLR)
     of the k-mer LR, each window read as its central `window_bp` bases where given, on
     both strands with `both_strands`."""

@@ -211,9 +211,14 @@ def markov_baseline(
     counts = fit_counts(train, order, both_strands)
     bits = sum(sequence_bits(counts, codes, order, alpha) for codes in heldout)
     return MarkovResult(
-        order, alpha, bits / heldout_bp, heldout_bp, train_bp,
-        {f"{k},{a}": round(v, 5) for (k, a), v in scores.items()}, both_strands,
-    )  # fmt: skip
+        order,
+        alpha,
+        bits / heldout_bp,
+        heldout_bp,
+        train_bp,
+        {f"{k},{a}": round(v, 5) for (k, a), v in scores.items()},
+        both_strands,
+    )
 
 
 def parse_orders(text: str) -> range:

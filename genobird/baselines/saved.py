@@ -49,8 +49,13 @@ def kmer_identity(ks, window_bp: int | None, seed: int, data, both_strands: bool
     """What a k-mer LR of k-mer lengths `ks` fitted on `data` (the counts of both
     strands, or of the strand given) is."""
     strands = "both" if both_strands else "one"
-    return {"k": list(ks), "window_bp": window_bp or data.meta["window_bp"], "seed": seed,
-            "strands": strands, "data": file_digest(data.path)}  # fmt: skip
+    return {
+        "k": list(ks),
+        "window_bp": window_bp or data.meta["window_bp"],
+        "seed": seed,
+        "strands": strands,
+        "data": file_digest(data.path),
+    }
 
 
 def read_saved(folders, stem: str, identity: dict) -> tuple[dict, Path] | None:
@@ -75,8 +80,11 @@ def mismatches(folders, stem: str, identity: dict) -> list[str]:
         if not about.is_file():
             continue
         theirs = json.loads(about.read_text()).get("identity", {})
-        differ = [f"{key} {theirs.get(key)!r}, here {value!r}" for key, value in identity.items()
-                  if theirs.get(key) != value]  # fmt: skip
+        differ = [
+            f"{key} {theirs.get(key)!r}, here {value!r}"
+            for key, value in identity.items()
+            if theirs.get(key) != value
+        ]
         if differ:
             found.append(f"{about} ({'; '.join(differ)})")
     return found

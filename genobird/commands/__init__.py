@@ -10,12 +10,13 @@ from genobird.commands.common import HelpFormatter, Parser
 from genobird.commands.convert import add_convert
 from genobird.commands.corpus import add_corpus, add_vocab
 from genobird.commands.dataset import add_dataset
-from genobird.commands.evaluate import add_baseline, add_evaluate, add_report, add_zero_shot
+from genobird.commands.evaluate import add_baseline, add_zero_shot
 from genobird.commands.finetune import add_finetune
 from genobird.commands.layout import add_layout
 from genobird.commands.nlp import add_nlp
 from genobird.commands.pretrain import add_pretrain
 from genobird.commands.reference import add_demo_reference, add_reference
+from genobird.commands.report import add_evaluate, add_report
 from genobird.commands.scoring import add_embed, add_ism, add_likelihood, add_score, add_tracks
 from genobird.version import __version__
 
@@ -32,9 +33,26 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     output.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in (add_demo_reference, add_reference, add_corpus, add_vocab, add_pretrain,
-                add_dataset, add_finetune, add_score, add_tracks, add_embed, add_likelihood,
-                add_zero_shot, add_ism, add_baseline, add_evaluate, add_report, add_layout,
-                add_convert, add_nlp):  # fmt: skip
+    for add in (
+        add_demo_reference,
+        add_reference,
+        add_corpus,
+        add_vocab,
+        add_pretrain,
+        add_dataset,
+        add_finetune,
+        add_score,
+        add_tracks,
+        add_embed,
+        add_likelihood,
+        add_zero_shot,
+        add_ism,
+        add_baseline,
+        add_evaluate,
+        add_report,
+        add_layout,
+        add_convert,
+        add_nlp,
+    ):
         add(commands)
     return parser

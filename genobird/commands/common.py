@@ -79,8 +79,9 @@ def unknown_options(args: argparse.Namespace, extras: list[str]) -> None:
     )
 
 
-def command_group(commands, name: str, help_text: str, dest: str = "action",
-                  metavar: str = "ACTION"):  # fmt: skip
+def command_group(
+    commands, name: str, help_text: str, dest: str = "action", metavar: str = "ACTION"
+):
     """A command whose own commands follow it (`genobird dataset chromatin`): the
     subparsers to add them to."""
     group = commands.add_parser(name, help=help_text.replace("%", "%%"))
@@ -102,13 +103,19 @@ def headline(report: dict) -> str:
     """The figures a run prints: F1, MCC (at the threshold chosen on validation, then at
     0.5), AUROC, AUPRC (binary) or median AUROCs."""
     headline = ("f1", "mcc", "auroc", "auprc") if "f1" in report else ("median_auroc",)
-    figures = ", ".join(f"{k} {report[k]:.3f}" if report[k] is not None
-                        else f"{k} undefined ({report['undefined'][k]})"
-                        for k in headline if k in report)  # fmt: skip
+    figures = ", ".join(
+        f"{k} {report[k]:.3f}"
+        if report[k] is not None
+        else f"{k} undefined ({report['undefined'][k]})"
+        for k in headline
+        if k in report
+    )
     if "threshold" in report:
         half = report["at_0.5"]
-        figures += (f" (called at {report['threshold']:.3g}, chosen on validation; at 0.5: "
-                    f"f1 {half['f1']:.3f}, mcc {half['mcc']:.3f})")  # fmt: skip
+        figures += (
+            f" (called at {report['threshold']:.3g}, chosen on validation; at 0.5: "
+            f"f1 {half['f1']:.3f}, mcc {half['mcc']:.3f})"
+        )
     if "median_auroc_by_category" in report:
         figures += ", by category " + ", ".join(
             f"{c} {v:.3f}" for c, v in report["median_auroc_by_category"].items()

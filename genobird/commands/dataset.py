@@ -78,15 +78,18 @@ def cmd_dataset_chromatin(args: argparse.Namespace) -> int:
         seed=args.seed,
         profile_bins=args.profile_bins,
     )
-    windows = build_chromatin_dataset(args.features, args.reference, args.out, spec,
-                                      progress=not args.quiet)  # fmt: skip
+    windows = build_chromatin_dataset(
+        args.features, args.reference, args.out, spec, progress=not args.quiet
+    )
     print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
     splits = np.asarray(windows.splits)
     for split, positives in positives_by_split(windows).items():
-        print(f"  {split}: {int((splits == split).sum()):,} windows; positives per feature "
-              f"median {int(np.median(positives))}, min {int(positives.min())}; "
-              f"{int((positives >= 20).sum())} of {len(positives)} features with 20 or "
-              "more")  # fmt: skip
+        print(
+            f"  {split}: {int((splits == split).sum()):,} windows; positives per feature "
+            f"median {int(np.median(positives))}, min {int(positives.min())}; "
+            f"{int((positives >= 20).sum())} of {len(positives)} features with 20 or "
+            "more"
+        )
     return EXIT_OK
 
 
@@ -113,9 +116,16 @@ def cmd_dataset_classify(args: argparse.Namespace) -> int:
     from genobird.datasets.classify import build_classify_dataset
 
     windows, problems = build_classify_dataset(
-        args.input, args.out, args.label_columns, args.valid_fraction, args.test_fraction,
-        args.seed, args.valid, args.test, args.min_split_positives,
-    )  # fmt: skip
+        args.input,
+        args.out,
+        args.label_columns,
+        args.valid_fraction,
+        args.test_fraction,
+        args.seed,
+        args.valid,
+        args.test,
+        args.min_split_positives,
+    )
     report_rejected(problems)
     print(
         f"wrote {args.out}: {len(windows):,} sequences, {_names_preview(windows.feature_names)}; "
@@ -129,16 +139,21 @@ def cmd_dataset_deepsea(args: argparse.Namespace) -> int:
         return _dataset_deepsea_csv(args)
     from genobird.datasets.deepsea import import_deepsea
 
-    missing = [f"--{name}" for name in ("split", "coordinates", "reference")
-               if getattr(args, name) is None]  # fmt: skip
+    missing = [
+        f"--{name}" for name in ("split", "coordinates", "reference") if getattr(args, name) is None
+    ]
     if missing:
         raise GenobirdError(f"--mat needs {', '.join(missing)}")
     if len(args.mat) != len(args.split):
         raise GenobirdError("give one --split name per --mat file, in the same order")
     windows = import_deepsea(
-        dict(zip(args.split, args.mat, strict=True)), args.coordinates, args.reference,
-        args.out, args.features, args.context_bp,
-    )  # fmt: skip
+        dict(zip(args.split, args.mat, strict=True)),
+        args.coordinates,
+        args.reference,
+        args.out,
+        args.features,
+        args.context_bp,
+    )
     print(f"wrote {args.out}: {len(windows):,} windows x {len(windows.feature_names)} features")
     return EXIT_OK
 
@@ -149,13 +164,21 @@ def _dataset_deepsea_csv(args: argparse.Namespace) -> int:
     if args.split_column and (args.valid or args.test):
         raise GenobirdError("give either --split-column or --valid/--test files, not both")
     summary = import_deepsea_csv(
-        args.csv, args.out, args.features, args.split_column, args.valid_fraction,
-        args.test_fraction, args.seed, args.valid, args.test,
-    )  # fmt: skip
+        args.csv,
+        args.out,
+        args.features,
+        args.split_column,
+        args.valid_fraction,
+        args.test_fraction,
+        args.seed,
+        args.valid,
+        args.test,
+    )
     report_rejected(summary.problems)
     if summary.other_length:
-        log.warning("%d sequences are not %d bp long (kept)", summary.other_length,
-                    DEEPSEA_WINDOW_BP)  # fmt: skip
+        log.warning(
+            "%d sequences are not %d bp long (kept)", summary.other_length, DEEPSEA_WINDOW_BP
+        )
     splits = ", ".join(f"{count:,} {split}" for split, count in summary.counts.items())
     skipped = len(summary.problems)
     print(f"wrote {args.out}: {splits}; {skipped} row{'s' * (skipped != 1)} skipped")
@@ -176,8 +199,9 @@ def provenance(name: str, args: argparse.Namespace) -> dict:
             return [plain(item) for item in value]
         return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
 
-    options = {key: plain(value) for key, value in sorted(vars(args).items())
-               if key not in NOT_PROVENANCE}  # fmt: skip
+    options = {
+        key: plain(value) for key, value in sorted(vars(args).items()) if key not in NOT_PROVENANCE
+    }
     return {"command": f"genobird dataset {name}", "options": options, "genobird": __version__}
 
 
@@ -237,25 +261,40 @@ def add_dataset(commands) -> None:
         "Genome bins labelled from peak BEDs (features.tsv: name, category, peak_file).",
         cmd_dataset_chromatin,
     )
-    chromatin.add_argument("--features", type=Path, nargs="+", required=True,
-                           help="feature table TSV(s): name, category, peak_file, and "
-                           "optionally assayed (chromosomes, or a BED, where the feature was "
-                           "measured; elsewhere its label is unknown)")  # fmt: skip
+    chromatin.add_argument(
+        "--features",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="feature table TSV(s): name, category, peak_file, and "
+        "optionally assayed (chromosomes, or a BED, where the feature was "
+        "measured; elsewhere its label is unknown)",
+    )
     add_shared(chromatin, "reference", "out", reference={"required": True}, out="HDF5 to write")
     chromatin.add_argument("--bin-size", type=int, default=200)
     add_shared(chromatin, "context_bp", context_bp="window around each bin")
     chromatin.add_argument("--min-overlap", type=float, default=0.5, help="bin fraction")
     chromatin.add_argument("--negative-ratio", type=float, default=1.0)
     chromatin.add_argument("--max-bins", type=int, help="subsample the labelled bins")
-    chromatin.add_argument("--profile-bins", type=int, default=0, metavar="K",
-                           help="also store the labels of the K bins centred on each window's "
-                           "bin (odd), for `finetune chromatin --pooling profile`, which "
-                           "learns all K from one pass (default 0: none)")  # fmt: skip
-    chromatin.add_argument("--assayed", nargs="+", metavar="TABLE=WHERE", default=[],
-                           help="where the features of a table without an assayed column "
-                           "were measured: chromosomes (comma-separated) or a BED of regions, "
-                           "e.g. histone.tsv=chr19; elsewhere their labels are unknown, not "
-                           "negative")  # fmt: skip
+    chromatin.add_argument(
+        "--profile-bins",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also store the labels of the K bins centred on each window's "
+        "bin (odd), for `finetune chromatin --pooling profile`, which "
+        "learns all K from one pass (default 0: none)",
+    )
+    chromatin.add_argument(
+        "--assayed",
+        nargs="+",
+        metavar="TABLE=WHERE",
+        default=[],
+        help="where the features of a table without an assayed column "
+        "were measured: chromosomes (comma-separated) or a BED of regions, "
+        "e.g. histone.tsv=chr19; elsewhere their labels are unknown, not "
+        "negative",
+    )
     add_shared(chromatin, "chromosomes")
     _add_split_arguments(chromatin, regions=True)
     deepsea = _recorded_subcommand(
@@ -267,15 +306,18 @@ def add_dataset(commands) -> None:
         cmd_dataset_deepsea,
     )
     source = deepsea.add_mutually_exclusive_group(required=True)
-    source.add_argument("--mat", type=Path, nargs="+",
-                        help="train.mat, valid.mat and/or test.mat")  # fmt: skip
-    source.add_argument("--csv", type=Path,
-                        help="CSV(.gz): a sequence then 919 labels per row")  # fmt: skip
+    source.add_argument("--mat", type=Path, nargs="+", help="train.mat, valid.mat and/or test.mat")
+    source.add_argument("--csv", type=Path, help="CSV(.gz): a sequence then 919 labels per row")
     mat = deepsea.add_argument_group(".mat route")
-    mat.add_argument("--split", choices=["train", "valid", "test"], nargs="+",
-                     help="the split of each --mat, in order")  # fmt: skip
-    mat.add_argument("--coordinates", type=Path,
-                     help="BED of the bins: one split's, or genome-wide")  # fmt: skip
+    mat.add_argument(
+        "--split",
+        choices=["train", "valid", "test"],
+        nargs="+",
+        help="the split of each --mat, in order",
+    )
+    mat.add_argument(
+        "--coordinates", type=Path, help="BED of the bins: one split's, or genome-wide"
+    )
     add_shared(mat, "reference", "context_bp", reference="hg19 FASTA", context_bp="paper: 8 kb")
     table = deepsea.add_argument_group("CSV route")
     table.add_argument("--split-column", help="column of train/valid/test (needs a header)")
@@ -291,9 +333,11 @@ def add_dataset(commands) -> None:
         valid_fraction={"default": 0.05},
         test_fraction={"default": 0.05},
     )
-    deepsea.add_argument("--features", type=Path,
-                         help="919-feature table TSV (default: placeholder names, DeepSEA's "
-                         "categories)")  # fmt: skip
+    deepsea.add_argument(
+        "--features",
+        type=Path,
+        help="919-feature table TSV (default: placeholder names, DeepSEA's categories)",
+    )
     add_shared(deepsea, "out", out="HDF5 to write")
     classify = _recorded_subcommand(
         actions,
@@ -313,20 +357,36 @@ def add_dataset(commands) -> None:
         out="HDF5 to write",
     )
     classify.add_argument("--label-columns", nargs="+", help="default: all but reserved")
-    add_shared(classify, "valid_fraction", "test_fraction", "seed", seed="seed of the split",
-               valid_fraction="of the --input records without a split, drawn to validation "
-               "when no --valid file gives it", test_fraction="of the --input records without "
-               "a split, drawn to test when no --test file gives it")  # fmt: skip
-    classify.add_argument("--min-split-positives", type=int, metavar="N",
-                          help="refuse a validation or test split with fewer than N "
-                          "positives of a label, or no negative (default: 5; 0: write any "
-                          "split)")  # fmt: skip
+    add_shared(
+        classify,
+        "valid_fraction",
+        "test_fraction",
+        "seed",
+        seed="seed of the split",
+        valid_fraction="of the --input records without a split, drawn to validation "
+        "when no --valid file gives it",
+        test_fraction="of the --input records without "
+        "a split, drawn to test when no --test file gives it",
+    )
+    classify.add_argument(
+        "--min-split-positives",
+        type=int,
+        metavar="N",
+        help="refuse a validation or test split with fewer than N "
+        "positives of a label, or no negative (default: 5; 0: write any "
+        "split)",
+    )
 
 
 def _add_split_arguments(parser, regions: bool = False) -> None:
-    what = ("chromosomes or regions chrom:start-end (1-based); a window whose context "
-            "reaches into a held-out region from outside it is left out") if regions else (
-            "chromosomes")  # fmt: skip
+    what = (
+        (
+            "chromosomes or regions chrom:start-end (1-based); a window whose context "
+            "reaches into a held-out region from outside it is left out"
+        )
+        if regions
+        else ("chromosomes")
+    )
     add_shared(
         parser,
         "valid_chromosomes",

@@ -1,5 +1,5 @@
-"""`genobird zero-shot|baseline|evaluate|report`: figures to judge genobird's by, the
-pipeline's evaluations, and the report that draws them."""
+"""`genobird zero-shot|baseline`: figures to judge genobird's by (the baselines, their
+paired comparisons, zero-shot classification by likelihood)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,15 @@ def cmd_zero_shot(args: argparse.Namespace) -> int:
 
     if args.stride is not None and args.model is None:
         raise GenobirdError("--stride is for --model (the language model's masking)")
-    report = zero_shot(args.data, args.out, args.model, args.markov, parse_orders(args.orders),
-                       args.device, args.stride)  # fmt: skip
+    report = zero_shot(
+        args.data,
+        args.out,
+        args.model,
+        args.markov,
+        parse_orders(args.orders),
+        args.device,
+        args.stride,
+    )
     chosen = f" (order {report['order']})" if "order" in report else ""
     print(
         f"{report['model']}{chosen}: test AUROC {report['auroc']:.4f}, F1 {report['f1']:.4f}, "
@@ -52,9 +59,12 @@ def add_zero_shot(commands) -> None:
     add_shared(sub, "data", "out", out="writes OUT/report")
     scorer = sub.add_mutually_exclusive_group(required=True)
     add_shared(scorer, "model", model={"required": False, "help": "pretraining model directory"})
-    scorer.add_argument("--markov", type=Path,
-                        help="FASTA or genobird documents to fit the Markov models on "
-                        "(e.g. the pretraining corpus's train.txt)")  # fmt: skip
+    scorer.add_argument(
+        "--markov",
+        type=Path,
+        help="FASTA or genobird documents to fit the Markov models on "
+        "(e.g. the pretraining corpus's train.txt)",
+    )
     add_shared(
         sub,
         "orders",
@@ -105,8 +115,9 @@ def markov_variant_scores(args: argparse.Namespace, train, result) -> None:
     both = not args.forward_only
     counts = fit_counts(train, result.order, both)
     rejected: list = []
-    windows = list(allele_windows(args.vcf, open_reference(args.reference), args.window_bp,
-                                  rejected))  # fmt: skip
+    windows = list(
+        allele_windows(args.vcf, open_reference(args.reference), args.window_bp, rejected)
+    )
     table = pd.DataFrame([w.ids() for w in windows])
     table["llr_bits"] = markov_variant_effects(counts, result.order, result.alpha, windows, both)
     sink = TsvSink(args.scores)
@@ -124,8 +135,12 @@ def cmd_baseline_classifier(args: argparse.Namespace) -> int:
     if args.kind == "kmer-lr":
         options["rc_average"] = args.rc_average
     if args.kind in ("cnn", "deepsea-cnn"):
-        options.update(rc_average=args.rc_average, max_minutes=args.max_minutes,
-                       max_epochs=args.max_epochs, device=args.device)  # fmt: skip
+        options.update(
+            rc_average=args.rc_average,
+            max_minutes=args.max_minutes,
+            max_epochs=args.max_epochs,
+            device=args.device,
+        )
         if args.channels is not None:
             options["channels"] = args.channels
     report = run_classifier_baseline(args.kind, args.data, args.out, args.seed, **options)
@@ -148,8 +163,10 @@ def cmd_baseline_compare(args: argparse.Namespace) -> int:
     a_runs, b_runs = (args.runs, args.against) if args.against else ([args.runs[0]], [args.runs[1]])
     if _feature_count(a_runs[0]) > 1:
         return _compare_feature_runs(a_runs, b_runs, args)
-    sides = {"A": [read_predictions(run) for run in a_runs],
-             "B": [read_predictions(run) for run in b_runs]}  # fmt: skip
+    sides = {
+        "A": [read_predictions(run) for run in a_runs],
+        "B": [read_predictions(run) for run in b_runs],
+    }
     result = paired_bootstrap(sides["A"], sides["B"], args.resamples, args.seed)
     result["a"], result["b"] = ([str(run.source) for run in runs] for runs in sides.values())
     if args.out:
@@ -167,11 +184,8 @@ def _feature_count(run: Path) -> int:
 
 def _compare_feature_runs(a_runs: list[Path], b_runs: list[Path], args) -> int:
     """Two multi-feature runs (chromatin profiles): each category's median AUROC, paired."""
-    from genobird.evaluation.compare import (
-        describe_difference,
-        paired_median_auroc,
-        read_feature_predictions,
-    )
+    from genobird.artifacts import describe_difference
+    from genobird.evaluation.compare import paired_median_auroc, read_feature_predictions
 
     if len(a_runs) != 1 or len(b_runs) != 1:
         raise InputError("runs of several features are compared one against one (A, then B)")
@@ -182,31 +196,39 @@ def _compare_feature_runs(a_runs: list[Path], b_runs: list[Path], args) -> int:
         with atomic_write(args.out) as handle:
             json.dump(result, handle, indent=2)
     print(f"A {a.source}\nB {b.source}")
-    print(f"{result['examples']:,} test examples, {args.resamples:,} paired resamples; median "
-          f"AUROC over the features with >= {args.min_positives} test positives, 95% "
-          "intervals:")  # fmt: skip
+    print(
+        f"{result['examples']:,} test examples, {args.resamples:,} paired resamples; median "
+        f"AUROC over the features with >= {args.min_positives} test positives, 95% "
+        "intervals:"
+    )
     for category, row in result["categories"].items():
-        print(f"  {category:<10} {row['features']:>4} features  A {row['a']:.3f}  B {row['b']:.3f}"
-              f"  A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} of "
-              "resamples)")  # fmt: skip
+        print(
+            f"  {category:<10} {row['features']:>4} features  A {row['a']:.3f}  B {row['b']:.3f}"
+            f"  A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} of "
+            "resamples)"
+        )
     return EXIT_OK
 
 
 def _print_comparison(result: dict, sides: dict, resamples: int) -> None:
-    from genobird.evaluation.compare import describe_difference, describe_value
+    from genobird.artifacts import describe_difference, describe_value
 
     for label, runs in sides.items():
         thresholds = " / ".join(f"{run.threshold:.3g}" for run in runs)
         sources = ", ".join(str(run.source) for run in runs)
         mean = f"the mean of {len(runs)} runs: " if len(runs) > 1 else ""
         print(f"{label} {mean}{sources} (called at {thresholds})")
-    print(f"{result['examples']:,} test sequences, {resamples:,} paired resamples; MCC and F1 "
-          "at each run's threshold chosen on its validation split, then at 0.5; 95% "
-          "intervals:")  # fmt: skip
+    print(
+        f"{result['examples']:,} test sequences, {resamples:,} paired resamples; MCC and F1 "
+        "at each run's threshold chosen on its validation split, then at 0.5; 95% "
+        "intervals:"
+    )
     for name, row in result["metrics"].items():
-        line = (f"  {name:<10} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
-                f"A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} "
-                "of resamples)")  # fmt: skip
+        line = (
+            f"  {name:<10} A {describe_value(row, 'a')}  B {describe_value(row, 'b')}  "
+            f"A - B {describe_difference(row)}  (A ahead in {row['a_better_share']:.0%} "
+            "of resamples)"
+        )
         for side in "ab":
             if len(row[f"{side}_runs"]) > 1:
                 line += f"; {side.upper()}'s runs " + " / ".join(
@@ -215,93 +237,14 @@ def _print_comparison(result: dict, sides: dict, resamples: int) -> None:
         print(line)
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from genobird.report import build_report, evaluate_results
-
-    out = args.out or args.results / "report.html"
-    ran = evaluate_results(args.results, args.context_tokens, args.context_windows,
-                           (args.copy_context_tokens, args.copy_windows))  # fmt: skip
-    if ran:
-        log.info("evaluated first (their artifacts were missing or out of date): %s",
-                 ", ".join(ran))  # fmt: skip
-    build_report(args.results, out)
-    print(f"wrote {out}")
-    return EXIT_OK
-
-
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from genobird.evaluation.pretrained import evaluate_pretrained, evaluation_settings
-    from genobird.evaluation.results import ResultsFolder
-    from genobird.evaluation.run_comparisons import compare_runs
-
-    folder = ResultsFolder(args.results)
-    if not folder.root.is_dir():
-        raise InputError(f"{folder.root}: no such results folder; run the pipeline first")
-    if args.what == "runs":
-        compare_runs(folder.root)
-        print(f"wrote {folder.comparisons}")
-        return EXIT_OK
-    settings = evaluation_settings(args.context_tokens, args.context_windows,
-                                   args.copy_context_tokens, args.copy_windows)  # fmt: skip
-    if evaluate_pretrained(folder.root, settings) is None:
-        raise InputError(f"{folder.pretrain}: no pretraining in {folder.root}; run the "
-                         "pipeline's pretrain rule first")  # fmt: skip
-    print(f"wrote {folder.pretrained_evaluation}")
-    return EXIT_OK
-
-
-def add_pretrained_evaluation_options(sub) -> None:
-    """What the pretrained model's evaluation scores (`genobird evaluate pretrained`, and
-    `genobird report`, which runs it where its artifact is missing)."""
-    add_shared(
-        sub,
-        "context_tokens",
-        context_tokens={
-            "default": [128, 256, 512, 1024],
-            "help": "tokens at which to measure the pretrained MLM accuracy",
-        },
-    )
-    sub.add_argument("--context-windows", type=int, default=4000,
-                     help="held-out windows scored at each context length (fewer: faster, "
-                          "wider intervals)")  # fmt: skip
-    sub.add_argument("--copy-context-tokens", type=int, nargs="+", default=[32, 128, 512, 1024],
-                     help="on a genome with copies.bed (the demo's): tokens at which to "
-                          "score bits per bp on copy-bearing and other held-out DNA")  # fmt: skip
-    sub.add_argument("--copy-windows", type=int, default=300,
-                     help="held-out stretches scored at each of those lengths")  # fmt: skip
-
-
-def add_evaluate(commands) -> None:
-    kinds = command_group(commands, "evaluate",
-                          "The pipeline's evaluations, each written as JSON in its results "
-                          "folder for the report to draw.",
-                          dest="what", metavar="WHAT")  # fmt: skip
-    pretrained = subcommand(
-        kinds,
-        "pretrained",
-        "The pretrained model: held-out figures, masked-token accuracy and bits per bp by "
-        "context length, and on a genome with copies, bits in copies and elsewhere; "
-        "writes RESULTS/pretrain/evaluation.json.",
-        cmd_evaluate,
-    )
-    runs = subcommand(
-        kinds,
-        "runs",
-        "The fine-tuned models beside their baselines, paired: long-range chromatin "
-        "features (on a genome that has them) and the promoter MCC; writes "
-        "RESULTS/comparisons.json.",
-        cmd_evaluate,
-    )
-    for sub in (pretrained, runs):
-        sub.add_argument("--results", type=Path, required=True,
-                         help="the pipeline's results folder")  # fmt: skip
-    add_pretrained_evaluation_options(pretrained)
-
-
 def add_baseline(commands) -> None:
-    kinds = command_group(commands, "baseline",
-                          "Simple models on the same data, to judge genobird's figures by.",
-                          dest="kind", metavar="MODEL")  # fmt: skip
+    kinds = command_group(
+        commands,
+        "baseline",
+        "Simple models on the same data, to judge genobird's figures by.",
+        dest="kind",
+        metavar="MODEL",
+    )
     markov = subcommand(
         kinds,
         "markov",
@@ -309,18 +252,23 @@ def add_baseline(commands) -> None:
         "each training sequence): bits per base on held-out DNA, beside genobird's BPC.",
         cmd_baseline_markov,
     )
-    markov.add_argument("--train", type=Path, nargs="+", required=True,
-                        help="documents or FASTA files")  # fmt: skip
-    markov.add_argument("--heldout", type=Path, nargs="+", required=True,
-                        help="documents or FASTA files")  # fmt: skip
+    markov.add_argument(
+        "--train", type=Path, nargs="+", required=True, help="documents or FASTA files"
+    )
+    markov.add_argument(
+        "--heldout", type=Path, nargs="+", required=True, help="documents or FASTA files"
+    )
     add_shared(
         markov,
         "orders",
         "valid_fraction",
         valid_fraction="tail of each training sequence that chooses k and alpha",
     )
-    markov.add_argument("--forward-only", action="store_true",
-                        help="count the given strand only (default: both strands)")  # fmt: skip
+    markov.add_argument(
+        "--forward-only",
+        action="store_true",
+        help="count the given strand only (default: both strands)",
+    )
     add_shared(markov, "out", out={"required": False, "help": "JSON report"})
     variants = markov.add_argument_group("variant effects (the yardstick of likelihood --vcf)")
     variants.add_argument("--vcf", type=Path, help="variants to score, as `likelihood --vcf`")
@@ -336,17 +284,21 @@ def add_baseline(commands) -> None:
     )
     variants.add_argument("--scores", type=Path, help="TSV of the variants' scores")
     for kind, text in (
-        ("kmer-lr", "k-mer (3-6) counts and logistic regression, C chosen on the validation "
-                    "split"),
+        ("kmer-lr", "k-mer (3-6) counts and logistic regression, C chosen on the validation split"),
         ("cnn", "a 3-layer CNN on one-hot DNA, early stopping on the validation split"),
-        ("deepsea-cnn", "DeepSEA's CNN (three 8 bp convolutions, max-pooling, a fully "
-                        "connected layer), scaled by --channels, early stopping on the "
-                        "validation split"),
-    ):  # fmt: skip
+        (
+            "deepsea-cnn",
+            "DeepSEA's CNN (three 8 bp convolutions, max-pooling, a fully "
+            "connected layer), scaled by --channels, early stopping on the "
+            "validation split",
+        ),
+    ):
         sub = subcommand(
-            kinds, kind, f"{text}; same splits and metrics.json as genobird finetune.",
+            kinds,
+            kind,
+            f"{text}; same splits and metrics.json as genobird finetune.",
             cmd_baseline_classifier,
-        )  # fmt: skip
+        )
         add_shared(
             sub,
             "data",
@@ -357,9 +309,13 @@ def add_baseline(commands) -> None:
             window_bp="read each window as its central BP bases (default: whole)",
         )
         if kind == "kmer-lr":
-            add_shared(sub, "rc_average", rc_average="fit and read the k-mer counts of both "
-                       "strands, each window's and its reverse complement's averaged "
-                       "(default: one strand)")  # fmt: skip
+            add_shared(
+                sub,
+                "rc_average",
+                rc_average="fit and read the k-mer counts of both "
+                "strands, each window's and its reverse complement's averaged "
+                "(default: one strand)",
+            )
         else:
             add_shared(
                 sub,
@@ -378,39 +334,31 @@ def add_baseline(commands) -> None:
         "metric's difference A - B with a 95% bootstrap interval over the test sequences.",
         cmd_baseline_compare,
     )
-    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN",
-                         help="output folders of genobird finetune or genobird baseline: "
-                         "A, then B; or A's runs (seeds of one recipe, compared as their "
-                         "mean) when --against is given")  # fmt: skip
-    compare.add_argument("--against", type=Path, nargs="+", metavar="RUN",
-                         help="B's runs (one, or seeds of one recipe, compared as their "
-                         "mean)")  # fmt: skip
-    compare.add_argument("--resamples", type=int, default=2000,
-                         help="resamples of the test sequences (at least 100)")  # fmt: skip
-    add_shared(compare, "seed", seed="seed of the resampling")
-    compare.add_argument("--min-positives", type=int, default=1,
-                         help="runs of several features (chromatin): count the features with "
-                         "at least this many test positives, e.g. 20")  # fmt: skip
-    add_shared(compare, "out", out={"required": False, "help": "JSON report"})
-
-
-def add_report(commands) -> None:
-    sub = subcommand(
-        commands,
-        "report",
-        "Write the HTML report of a pipeline results folder (corpus and vocabulary, "
-        "pretraining curves, MLM accuracy against context length, fine-tuning metrics "
-        "with ROC/PR plots, links to the score tables), or the page of one finetune or "
-        "baseline run (its plan, choices, start check, figures beside its baselines, "
-        "curves and calibration).",
-        cmd_report,
-    )
-    sub.add_argument(
-        "--results",
+    compare.add_argument(
+        "runs",
         type=Path,
-        required=True,
-        help="the pipeline's results folder, or one finetune or baseline --out folder",
+        nargs="+",
+        metavar="RUN",
+        help="output folders of genobird finetune or genobird baseline: "
+        "A, then B; or A's runs (seeds of one recipe, compared as their "
+        "mean) when --against is given",
     )
-    add_shared(sub, "out", out={"required": False,
-                                "help": "HTML file (default: RESULTS/report.html)"})  # fmt: skip
-    add_pretrained_evaluation_options(sub)
+    compare.add_argument(
+        "--against",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="B's runs (one, or seeds of one recipe, compared as their mean)",
+    )
+    compare.add_argument(
+        "--resamples", type=int, default=2000, help="resamples of the test sequences (at least 100)"
+    )
+    add_shared(compare, "seed", seed="seed of the resampling")
+    compare.add_argument(
+        "--min-positives",
+        type=int,
+        default=1,
+        help="runs of several features (chromatin): count the features with "
+        "at least this many test positives, e.g. 20",
+    )
+    add_shared(compare, "out", out={"required": False, "help": "JSON report"})

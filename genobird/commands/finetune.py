@@ -43,8 +43,9 @@ def fresh_shape_of(model_dir: Path) -> dict:
 def given_settings(args: argparse.Namespace) -> dict:
     """The recipe settings of a command: those of --config, then the options given."""
     given = read_config(args.config) if args.config else {}
-    given.update({s.name: getattr(args, s.name) for s in SETTINGS
-                  if getattr(args, s.name) is not None})  # fmt: skip
+    given.update(
+        {s.name: getattr(args, s.name) for s in SETTINGS if getattr(args, s.name) is not None}
+    )
     return given
 
 
@@ -87,8 +88,10 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     # the settings not given, which a classify run chooses on validation
     spec = recipe_of(values, tuple(key for key in QUESTIONS if key not in given), args.quiet)
     if not args.from_scratch and args.model is None:
-        raise UsageError("give --model PRETRAINED_DIR, or --from-scratch (with --tokenizer, "
-                            "or --model DIR for its architecture with fresh weights)")  # fmt: skip
+        raise UsageError(
+            "give --model PRETRAINED_DIR, or --from-scratch (with --tokenizer, "
+            "or --model DIR for its architecture with fresh weights)"
+        )
     pretrained, tokenizer = args.model, args.tokenizer
     if args.from_scratch:
         pretrained = None
@@ -97,11 +100,20 @@ def cmd_finetune(args: argparse.Namespace) -> int:
             tokenizer = tokenizer or args.model
     for run in args.base_start_from or ():
         if not any((run / SAVED_FOLDER).glob("*.safetensors")):
-            raise UsageError(f"--base-start-from {run}: no fitted baseline in "
-                             f"{run / SAVED_FOLDER}; give the --out folder of `genobird "
-                             "baseline cnn|deepsea-cnn|kmer-lr`")  # fmt: skip
-    report = finetune(args.data, args.out, spec, pretrained, tokenizer, args.restart_changed,
-                      baseline_runs=args.base_start_from or ())  # fmt: skip
+            raise UsageError(
+                f"--base-start-from {run}: no fitted baseline in "
+                f"{run / SAVED_FOLDER}; give the --out folder of `genobird "
+                "baseline cnn|deepsea-cnn|kmer-lr`"
+            )
+    report = finetune(
+        args.data,
+        args.out,
+        spec,
+        pretrained,
+        tokenizer,
+        args.restart_changed,
+        baseline_runs=args.base_start_from or (),
+    )
     compare_run(args.out, run_baselines(args.out, args.base_start_from or ()))
     write_run_page(args.out)
     print(
@@ -141,11 +153,14 @@ def add_finetune(commands) -> None:
         tokenizer="with --from-scratch and no --model",
     )
     groups["model"].add_argument(
-        "--base-start-from", type=Path, nargs="+", metavar="RUN",
+        "--base-start-from",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
         help="output folders of `genobird baseline` runs on the same data set: a base reader "
         "(--base-cnn-channels, --base-kmers) that such a run fitted exactly as this run "
         "would is read from it instead of fitted again",
-    )  # fmt: skip
+    )
     add_shared(
         groups["recipe"],
         "config",

@@ -24,12 +24,24 @@ def cmd_layout(args: argparse.Namespace) -> int:
     size, length = args.block_size, args.max_tokens
     build = {
         "bigbird": lambda: patterns.bigbird_layout(
-            length, size, args.global_blocks, args.window_blocks, args.random_blocks,
-            args.heads, args.seed, args.layer,
+            length,
+            size,
+            args.global_blocks,
+            args.window_blocks,
+            args.random_blocks,
+            args.heads,
+            args.seed,
+            args.layer,
         ),
         "etc": lambda: patterns.bigbird_etc_layout(
-            length, args.global_tokens, size, args.window_blocks, args.random_blocks,
-            args.heads, args.seed, args.layer,
+            length,
+            args.global_tokens,
+            size,
+            args.window_blocks,
+            args.random_blocks,
+            args.heads,
+            args.seed,
+            args.layer,
         ),
         "strided": lambda: patterns.strided_layout(
             length, size, args.neighbour_blocks, args.stride, args.heads
@@ -42,7 +54,7 @@ def cmd_layout(args: argparse.Namespace) -> int:
         "window-global": lambda: patterns.window_global_layout(
             length, size, args.window_blocks, (0,), args.heads
         ),
-    }  # fmt: skip
+    }
     layout = build[args.pattern]()
     per_row = layout.block_mask.sum(dim=2).float()
     print(
@@ -72,8 +84,9 @@ def add_layout(commands) -> None:
     shape.add_argument("--global-tokens", type=int, default=64, help="etc")
     shape.add_argument("--window-blocks", type=int, default=3, help="bigbird, etc, window-global")
     shape.add_argument("--random-blocks", type=int, default=3, help="bigbird, etc, random")
-    shape.add_argument("--neighbour-blocks", type=int, default=1,
-                       help="strided: neighbouring blocks each side")  # fmt: skip
+    shape.add_argument(
+        "--neighbour-blocks", type=int, default=1, help="strided: neighbouring blocks each side"
+    )
     shape.add_argument("--stride", type=int, default=4, help="strided stride; fixed group size")
     add_shared(shape, "seed")
     shape.add_argument("--layer", type=int, default=0)

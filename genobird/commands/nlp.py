@@ -29,9 +29,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         finetune_classify,
         finetune_multiple_choice,
         finetune_qa,
-        finetune_summarize,
     )
     from genobird.nlp.recipe import NLPRecipe
+    from genobird.nlp.summarize_run import finetune_summarize
 
     values = {one.name: getattr(args, one.name) for one in RECIPE}
     spec = NLPRecipe.of(**values, progress=not args.quiet)
@@ -42,9 +42,13 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         report = finetune_multiple_choice(*source, max_globals=args.max_globals)
     elif args.task == "summarize":
         report = finetune_summarize(
-            *source, args.max_target_tokens, args.decoder_layers, args.share_weights,
-            args.beams, args.length_penalty,
-        )  # fmt: skip
+            *source,
+            args.max_target_tokens,
+            args.decoder_layers,
+            args.share_weights,
+            args.beams,
+            args.length_penalty,
+        )
     else:
         report = finetune_classify(*source, problem=args.problem)
     print(f"fine-tuned {args.task}; {_figures(report)}; model in {args.out}/model")
@@ -53,8 +57,20 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 def _figures(report: dict) -> str:
     """The validation metrics of a report, or a note that there was no validation set."""
-    names = ("exact_match", "f1", "accuracy", "mcc", "micro_f1", "macro_f1", "subset_accuracy",
-             "pearson", "spearman", "rouge1", "rouge2", "rougeL")  # fmt: skip
+    names = (
+        "exact_match",
+        "f1",
+        "accuracy",
+        "mcc",
+        "micro_f1",
+        "macro_f1",
+        "subset_accuracy",
+        "pearson",
+        "spearman",
+        "rouge1",
+        "rouge2",
+        "rougeL",
+    )
     shown = [f"{name} {report[name]:.3f}" for name in names if name in report]
     return ", ".join(shown) if shown else "no --valid set given"
 
@@ -64,14 +80,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         load_task,
         predict_classify,
         predict_multiple_choice,
-        predict_summarize,
     )
+    from genobird.nlp.summarize_run import predict_summarize
 
     task = load_task(args.model)["task"]
     if task == "qa":
         return _predict_qa(args)
-    predict = {"classify": predict_classify, "multiple_choice": predict_multiple_choice,
-               "summarize": predict_summarize}[task]  # fmt: skip
+    predict = {
+        "classify": predict_classify,
+        "multiple_choice": predict_multiple_choice,
+        "summarize": predict_summarize,
+    }[task]
     rows, metrics = predict(args.model, args.input, args.batch_size, args.device)
     with atomic_write(args.out) as handle:  # JSON lines, one prediction per input record
         for row in rows:
@@ -156,15 +175,20 @@ def add_nlp(commands) -> None:
         stride="between windows (default max-tokens/2)",
     )
     finetune.add_argument("--max-answer-tokens", type=int, default=30, help="qa")
-    finetune.add_argument("--problem", choices=["single_label", "multi_label", "regression"],
-                          help="classify: default from the labels")  # fmt: skip
-    finetune.add_argument("--max-globals", type=int, default=64,
-                          help="multiple-choice: global tokens per example")  # fmt: skip
+    finetune.add_argument(
+        "--problem",
+        choices=["single_label", "multi_label", "regression"],
+        help="classify: default from the labels",
+    )
+    finetune.add_argument(
+        "--max-globals", type=int, default=64, help="multiple-choice: global tokens per example"
+    )
     summarize = finetune.add_argument_group("summarize")
     summarize.add_argument("--max-target-tokens", type=int, default=128)
     summarize.add_argument("--decoder-layers", type=int, default=2)
-    summarize.add_argument("--share-weights", action="store_true",
-                           help="decoder reuses the encoder layers' weights")  # fmt: skip
+    summarize.add_argument(
+        "--share-weights", action="store_true", help="decoder reuses the encoder layers' weights"
+    )
     summarize.add_argument("--beams", type=int, default=4, help="1: greedy decoding")
     summarize.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
     # the recipe's settings (genobird.nlp.recipe), each at its default

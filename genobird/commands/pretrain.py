@@ -28,8 +28,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    data = {"train": args.train, "eval": args.eval, "tokenizer": args.tokenizer,
-            "init": args.model}  # fmt: skip
+    data = {"train": args.train, "eval": args.eval, "tokenizer": args.tokenizer, "init": args.model}
     overrides.update({f"data.{k}": str(v) for k, v in data.items() if v is not None})
     config = load_run_config(args.config, overrides)
     if args.out:

@@ -27,9 +27,17 @@ def cmd_score(args: argparse.Namespace) -> int:
     kind, source = _score_source(args, ("fasta", "bed", "vcf"))
     predictor = _load_predictor(args)
     summary = write_scores(
-        predictor, kind, source, args.out, args.format, args.features, args.reference,
-        args.tiles, progress=not args.quiet, chromosomes=args.chromosomes,
-    )  # fmt: skip
+        predictor,
+        kind,
+        source,
+        args.out,
+        args.format,
+        args.features,
+        args.reference,
+        args.tiles,
+        progress=not args.quiet,
+        chromosomes=args.chromosomes,
+    )
     return _finish_scoring(summary, kind, source, args)
 
 
@@ -46,9 +54,16 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
     else:
         scorer = LikelihoodScorer(args.model, options, stride=args.stride)
     summary = write_scores(
-        scorer, kind, source, args.out, args.format, None, args.reference,
-        progress=not args.quiet, chromosomes=args.chromosomes,
-    )  # fmt: skip
+        scorer,
+        kind,
+        source,
+        args.out,
+        args.format,
+        None,
+        args.reference,
+        progress=not args.quiet,
+        chromosomes=args.chromosomes,
+    )
     return _finish_scoring(summary, kind, source, args)
 
 
@@ -79,8 +94,9 @@ def _finish_scoring(summary, kind: str, source: Path, args: argparse.Namespace) 
         print(f"genobird: error: nothing could be scored: {reason}", file=sys.stderr)
         return EXIT_FAILURE
     if args.strict and summary.rejected:
-        print(f"genobird: error: --strict and {summary.rejected} {records} rejected",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"genobird: error: --strict and {summary.rejected} {records} rejected", file=sys.stderr
+        )
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -90,12 +106,25 @@ def cmd_tracks(args: argparse.Namespace) -> int:
 
     predictor = _load_predictor(args)
     step_bp = step_for(predictor.input_length_bp, args.step_bp)
-    files = write_tracks(predictor, args.region, args.reference, args.out, args.features,
-                         step_bp, progress=not args.quiet, fmt=args.format)  # fmt: skip
-    kind = "bigWig" if files and next(iter(files.values())).suffix in TRACK_FORMATS["bigwig"] \
-        else "bedGraph"  # fmt: skip
-    print(f"wrote {len(files):,} {kind} track{'s' if len(files) != 1 else ''} ({step_bp} bp "
-          f"bins) to {args.out}")  # fmt: skip
+    files = write_tracks(
+        predictor,
+        args.region,
+        args.reference,
+        args.out,
+        args.features,
+        step_bp,
+        progress=not args.quiet,
+        fmt=args.format,
+    )
+    kind = (
+        "bigWig"
+        if files and next(iter(files.values())).suffix in TRACK_FORMATS["bigwig"]
+        else "bedGraph"
+    )
+    print(
+        f"wrote {len(files):,} {kind} track{'s' if len(files) != 1 else ''} ({step_bp} bp "
+        f"bins) to {args.out}"
+    )
     return EXIT_OK
 
 
@@ -104,12 +133,24 @@ def cmd_embed(args: argparse.Namespace) -> int:
     from genobird.scoring.options import ScoringOptions
 
     kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
-    embedder = Embedder(args.model, ScoringOptions.from_args(args), layer=args.layer,
-                        mean_last=args.mean_last)  # fmt: skip
-    summary = write_embeddings(embedder, kind, source, args.out, args.level, args.pooling,
-                               args.reference, args.window_bp, progress=not args.quiet)  # fmt: skip
-    print(f"embedded {summary.embedded:,} records ({args.level}), rejected "
-          f"{summary.rejected:,}; wrote {', '.join(map(str, summary.outputs))}")  # fmt: skip
+    embedder = Embedder(
+        args.model, ScoringOptions.from_args(args), layer=args.layer, mean_last=args.mean_last
+    )
+    summary = write_embeddings(
+        embedder,
+        kind,
+        source,
+        args.out,
+        args.level,
+        args.pooling,
+        args.reference,
+        args.window_bp,
+        progress=not args.quiet,
+    )
+    print(
+        f"embedded {summary.embedded:,} records ({args.level}), rejected "
+        f"{summary.rejected:,}; wrote {', '.join(map(str, summary.outputs))}"
+    )
     return EXIT_OK
 
 
@@ -131,8 +172,15 @@ def cmd_ism(args: argparse.Namespace) -> int:
         else fasta_regions(args.fasta, predictor.input_length_bp, problems)
     )
     try:
-        count, first = run_ism(predictor, regions, args.out, args.window_bp, args.score,
-                               args.features, progress=not args.quiet)  # fmt: skip
+        count, first = run_ism(
+            predictor,
+            regions,
+            args.out,
+            args.window_bp,
+            args.score,
+            args.features,
+            progress=not args.quiet,
+        )
     finally:  # the skipped records explain an input where nothing could be mutated
         report_rejected(problems)
     print(
@@ -154,11 +202,15 @@ def check_ism_outputs(out: Path, plot: Path | None) -> None:
     from genobird.scoring.tables import H5_SUFFIXES
 
     if Path(out).suffix.lower() not in H5_SUFFIXES:
-        raise ConfigError(f"--out {out}: ism writes HDF5 (every base x 3 changes x features); "
-                         f"name it .h5, e.g. {Path(out).with_suffix('.h5')}")  # fmt: skip
+        raise ConfigError(
+            f"--out {out}: ism writes HDF5 (every base x 3 changes x features); "
+            f"name it .h5, e.g. {Path(out).with_suffix('.h5')}"
+        )
     if plot is not None and Path(plot).suffix.lower() not in PLOT_SUFFIXES:
-        raise ConfigError(f"--plot {plot}: name the figure {', '.join(PLOT_SUFFIXES)}, e.g. "
-                         f"{Path(plot).with_suffix('.png')}")  # fmt: skip
+        raise ConfigError(
+            f"--plot {plot}: name the figure {', '.join(PLOT_SUFFIXES)}, e.g. "
+            f"{Path(plot).with_suffix('.png')}"
+        )
 
 
 def add_inputs(sub, **kinds: str) -> None:
@@ -181,8 +233,12 @@ def add_score(commands) -> None:
         cmd_score,
     )
     add_shared(sub, "model")
-    add_inputs(sub, fasta="sequences to score", bed="regions (centred, resized to the window)",
-               vcf="variants (ref and alt windows)")  # fmt: skip
+    add_inputs(
+        sub,
+        fasta="sequences to score",
+        bed="regions (centred, resized to the window)",
+        vcf="variants (ref and alt windows)",
+    )
     add_shared(
         sub,
         "chromosomes",
@@ -209,9 +265,14 @@ def add_tracks(commands) -> None:
         cmd_tracks,
     )
     add_shared(sub, "model")
-    sub.add_argument("--region", nargs="+", required=True, metavar="CHROM:START-END",
-                     help=f"regions to score, 1-based inclusive as genome browsers show "
-                     f"them, each at most {MAX_TRACK_BP:,} bp")  # fmt: skip
+    sub.add_argument(
+        "--region",
+        nargs="+",
+        required=True,
+        metavar="CHROM:START-END",
+        help=f"regions to score, 1-based inclusive as genome browsers show "
+        f"them, each at most {MAX_TRACK_BP:,} bp",
+    )
     add_shared(
         sub,
         "reference",
@@ -222,13 +283,18 @@ def add_tracks(commands) -> None:
         "x.bigWig: bigWig; x.bedGraph or x.bg: bedGraph), or a new folder of one file per "
         "feature (OUT/<feature>.bedGraph, or .bw with --format bigwig)",
     )
-    sub.add_argument("--format", choices=tuple(TRACK_FORMATS),
-                     help="the tracks' format (default: what --out's name says; a folder's: "
-                     "bedgraph)")  # fmt: skip
-    sub.add_argument("--step-bp", type=int,
-                     help="bin size, at most the model's window; each bin is scored with the "
-                     "model's window centred on it (default: 200, the chromatin data sets' "
-                     "bin, or the model's window where that is narrower)")  # fmt: skip
+    sub.add_argument(
+        "--format",
+        choices=tuple(TRACK_FORMATS),
+        help="the tracks' format (default: what --out's name says; a folder's: bedgraph)",
+    )
+    sub.add_argument(
+        "--step-bp",
+        type=int,
+        help="bin size, at most the model's window; each bin is scored with the "
+        "model's window centred on it (default: 200, the chromatin data sets' "
+        "bin, or the model's window where that is narrower)",
+    )
     _add_predictor_options(sub)
 
 
@@ -242,17 +308,33 @@ def add_embed(commands) -> None:
         cmd_embed,
     )
     add_shared(sub, "model", model="a genobird model directory")
-    add_inputs(sub, fasta="sequences, each whole", bed="regions, as given on their own strand",
-               vcf="variants: REF and ALT windows of --window-bp")  # fmt: skip
+    add_inputs(
+        sub,
+        fasta="sequences, each whole",
+        bed="regions, as given on their own strand",
+        vcf="variants: REF and ALT windows of --window-bp",
+    )
     add_shared(sub, "out", out="HDF5 to write (.h5)")
     what = sub.add_argument_group("what is embedded")
-    what.add_argument("--level", choices=["pooled", "token", "base"], default="pooled",
-                      help="one vector per record, per BPE piece (with its bases), or per "
-                      "base (default: %(default)s)")  # fmt: skip
-    what.add_argument("--pooling", choices=["mean", "cls"], default="mean",
-                      help="pooled: the mean of the pieces' vectors, or [CLS]'s")  # fmt: skip
-    what.add_argument("--layer", type=int, default=-1,
-                      help="0: the embeddings, 1..L: after that layer, -1: the last")  # fmt: skip
+    what.add_argument(
+        "--level",
+        choices=["pooled", "token", "base"],
+        default="pooled",
+        help="one vector per record, per BPE piece (with its bases), or per "
+        "base (default: %(default)s)",
+    )
+    what.add_argument(
+        "--pooling",
+        choices=["mean", "cls"],
+        default="mean",
+        help="pooled: the mean of the pieces' vectors, or [CLS]'s",
+    )
+    what.add_argument(
+        "--layer",
+        type=int,
+        default=-1,
+        help="0: the embeddings, 1..L: after that layer, -1: the last",
+    )
     what.add_argument(
         "--mean-last",
         type=int,
@@ -296,8 +378,12 @@ def add_likelihood(commands) -> None:
         cmd_likelihood,
     )
     add_shared(sub, "model", model="pretraining model directory (e.g. RESULTS/pretrain/model)")
-    add_inputs(sub, fasta="sequences to score, each whole", bed="regions to score as they are",
-               vcf="variants: each allele's window scored")  # fmt: skip
+    add_inputs(
+        sub,
+        fasta="sequences to score, each whole",
+        bed="regions to score as they are",
+        vcf="variants: each allele's window scored",
+    )
     add_shared(
         sub,
         "window_bp",
@@ -335,8 +421,9 @@ def add_ism(commands) -> None:
         cmd_ism,
     )
     add_shared(sub, "model")
-    add_inputs(sub, fasta="sequences (fitted to the model's window)",
-               bed="regions (centred, + strand)")  # fmt: skip
+    add_inputs(
+        sub, fasta="sequences (fitted to the model's window)", bed="regions (centred, + strand)"
+    )
     add_shared(
         sub,
         "window_bp",
@@ -344,13 +431,20 @@ def add_ism(commands) -> None:
         window_bp={"required": True, "help": "bp mutated, centred"},
         out="HDF5 to write",
     )
-    sub.add_argument("--score", choices=["diff", "log_odds"], default="diff",
-                     help="alt - ref probability, or the log-odds change")  # fmt: skip
+    sub.add_argument(
+        "--score",
+        choices=["diff", "log_odds"],
+        default="diff",
+        help="alt - ref probability, or the log-odds change",
+    )
     add_shared(sub, "features")
-    sub.add_argument("--plot", type=Path,
-                     help="a figure of the first record (.png, .pdf or .svg): a sequence logo "
-                     "of its bases scaled by importance above the heatmap of every "
-                     "change")  # fmt: skip
+    sub.add_argument(
+        "--plot",
+        type=Path,
+        help="a figure of the first record (.png, .pdf or .svg): a sequence logo "
+        "of its bases scaled by importance above the heatmap of every "
+        "change",
+    )
     sub.add_argument("--feature", help="the feature to plot (default: the first)")
     _add_predictor_options(sub)
 
@@ -373,5 +467,6 @@ def _load_predictor(args: argparse.Namespace):
     from genobird.scoring.options import ScoringOptions
     from genobird.scoring.predict import load_predictor
 
-    return load_predictor(args.model, ScoringOptions.from_args(args),
-                          segmentations=args.segmentations)  # fmt: skip
+    return load_predictor(
+        args.model, ScoringOptions.from_args(args), segmentations=args.segmentations
+    )

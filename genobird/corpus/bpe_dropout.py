@@ -39,8 +39,9 @@ class DropoutBPE:
         self._fast = fast  # the C merging loop, where built for this model
 
     @classmethod
-    def create(cls, processor: spm.SentencePieceProcessor,
-               fast: FastBPE | None = None) -> DropoutBPE:  # fmt: skip
+    def create(
+        cls, processor: spm.SentencePieceProcessor, fast: FastBPE | None = None
+    ) -> DropoutBPE:
         pieces = {}
         for piece_id in range(processor.get_piece_size()):
             if processor.is_control(piece_id) or processor.is_unknown(piece_id):
@@ -53,8 +54,9 @@ class DropoutBPE:
         rules apply, which this encoder does not reproduce)."""
         return all(character in self._pieces for character in set(sequence))
 
-    def encode(self, sequence: str, dropout: float, rng: np.random.Generator,
-               by_position: bool = False) -> list[int]:  # fmt: skip
+    def encode(
+        self, sequence: str, dropout: float, rng: np.random.Generator, by_position: bool = False
+    ) -> list[int]:
         """Ids of `sequence` with each merge skipped with probability `dropout`; with
         `by_position`, the draw of a merge is the one of its first base and length."""
         # each pop draws at most once; pushes (hence pops) are at most 3 per character.
@@ -74,8 +76,9 @@ class DropoutBPE:
                 return ids
         return self._merge(sequence, draws, dropout, by_position)
 
-    def encode_seeded(self, sequence: str, dropout: float, seed: int,
-                      by_position: bool = False) -> list[int]:  # fmt: skip
+    def encode_seeded(
+        self, sequence: str, dropout: float, seed: int, by_position: bool = False
+    ) -> list[int]:
         """`encode` with `np.random.default_rng(seed)`. A keyed cut starts from a cached
         state: evaluation and scoring cut every window with the same few seeds (0..K-1),
         and making the generator took longer than the cut."""
@@ -95,8 +98,9 @@ class DropoutBPE:
         pcg = state["state"]
         return self._fast.encode_keyed(sequence, pcg["state"], pcg["inc"], dropout, stride)
 
-    def _merge(self, sequence: str, draws: np.ndarray, dropout: float,
-               by_position: bool) -> list[int]:  # fmt: skip
+    def _merge(
+        self, sequence: str, draws: np.ndarray, dropout: float, by_position: bool
+    ) -> list[int]:
         """The merging loop in Python (the reference of the C one)."""
         symbols: list[str | None] = list(sequence)
         following = [*range(1, len(symbols)), -1]

@@ -272,9 +272,12 @@ def write_documents(
     _write_index(out_text, spec, names, documents, summary)
     log.info(
         "documents: %d documents, %d sentences, %.1f Mbp in %.1f s (%.1f Mbp/s)",
-        summary.documents, summary.sentences, summary.bp / 1e6, summary.seconds,
+        summary.documents,
+        summary.sentences,
+        summary.bp / 1e6,
+        summary.seconds,
         summary.mbp_per_second,
-    )  # fmt: skip
+    )
     return summary
 
 

@@ -29,11 +29,9 @@ log = logging.getLogger(__name__)
 
 # Checked against sentencepiece when a model is loaded: random DNA with N runs and the
 # repeats that stress tie-breaking (homopolymers, tandem repeats).
-PROBES = (
-    ["".join(random.Random(seed).choices("ACGTN", [30, 20, 20, 29, 1], k=700))
-     for seed in range(8)]
-    + ["A" * 97, "AC" * 61, "ACGT" * 53, "N" * 40 + "ACGTTGCA" * 20 + "N" * 9, "G", ""]
-)  # fmt: skip
+PROBES = [
+    "".join(random.Random(seed).choices("ACGTN", [30, 20, 20, 29, 1], k=700)) for seed in range(8)
+] + ["A" * 97, "AC" * 61, "ACGT" * 53, "N" * 40 + "ACGTTGCA" * 20 + "N" * 9, "G", ""]
 
 
 class FastBPE:
@@ -64,20 +62,28 @@ class FastBPE:
                 return [row for rows in pool.map(self._encode_chunk, chunks) for row in rows]
         return self._encode_chunk(sequences)
 
-    def encode_sampled(self, sequence: str, draws: np.ndarray,
-                       dropout: float) -> list[int] | None:  # fmt: skip
+    def encode_sampled(self, sequence: str, draws: np.ndarray, dropout: float) -> list[int] | None:
         """BPE-dropout ids of one sequence, `bpe_dropout.DropoutBPE`'s loop in C, draw for
         draw, the draws in merge order; None where the sequence holds a character
         without a piece."""
         return _bpe.encode_sampled(self._table, sequence, draws, dropout)
 
-    def encode_keyed(self, sequence: str, state: int, increment: int, dropout: float,
-                     stride: int) -> list[int] | None:  # fmt: skip
+    def encode_keyed(
+        self, sequence: str, state: int, increment: int, dropout: float, stride: int
+    ) -> list[int] | None:
         """The same with draws keyed by place: those numpy's PCG64 of this state and
         increment would give as `random((len(sequence), stride))`, without making them."""
         low = (1 << 64) - 1
-        return _bpe.encode_keyed(self._table, sequence, state >> 64, state & low,
-                                 increment >> 64, increment & low, dropout, stride)  # fmt: skip
+        return _bpe.encode_keyed(
+            self._table,
+            sequence,
+            state >> 64,
+            state & low,
+            increment >> 64,
+            increment & low,
+            dropout,
+            stride,
+        )
 
     def _encode_chunk(self, sequences: list[str]) -> list[list[int]]:
         rows = _bpe.encode(self._table, sequences)

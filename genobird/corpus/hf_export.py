@@ -36,10 +36,17 @@ def hf_tokenizer_json(tokenizer: Tokenizer) -> dict:
     """tokenizer.json (the `tokenizers` format) encoding DNA as `tokenizer` does."""
     special = tokenizer.special
     added = [
-        {"id": getattr(special, name), "content": token, "single_word": False,
-         "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+        {
+            "id": getattr(special, name),
+            "content": token,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for name, token in SPECIAL_NAMES.items()
-    ]  # fmt: skip
+    ]
     return {
         "version": "1.0",
         "truncation": None,
@@ -93,9 +100,13 @@ def write_hf_tokenizer(tokenizer: Tokenizer, directory: str | Path, max_length: 
         with atomic_write(directory / HF_TOKENIZER_FILE) as handle:
             json.dump(hf_tokenizer_json(tokenizer), handle)
     tokens = {f"{name}_token": token for name, token in SPECIAL_NAMES.items()}
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
-              "do_lower_case": False, **tokens,
-              "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}  # fmt: skip
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": max_length,
+        "do_lower_case": False,
+        **tokens,
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+    }
     for name, content in (("tokenizer_config.json", config), ("special_tokens_map.json", tokens)):
         with atomic_write(directory / name) as handle:
             json.dump(content, handle, indent=2)

@@ -33,7 +33,6 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-import torch
 
 from genobird.corpus.documents import read_documents, read_index
 from genobird.corpus.tokenizer import GENOBIRD_SPECIAL_IDS, SpecialIds, load_tokenizer
@@ -87,8 +86,13 @@ class Instance:
 
 
 # =========================================================================== masking
-def mask_tokens(tokens: np.ndarray, rng, vocab_size: int, spec: InstanceSpec,
-                special: SpecialIds = GENOBIRD_SPECIAL_IDS):  # fmt: skip
+def mask_tokens(
+    tokens: np.ndarray,
+    rng,
+    vocab_size: int,
+    spec: InstanceSpec,
+    special: SpecialIds = GENOBIRD_SPECIAL_IDS,
+):
     """BERT masking: returns (masked tokens, sorted positions, original labels). Special
     tokens are never chosen; random replacements are DNA pieces."""
     candidates = np.nonzero(~np.isin(tokens, special.all()))[0]
@@ -130,9 +134,15 @@ def _truncate_pair(a: list, b: list, max_tokens: int, rng) -> None:
 
 
 def document_instances(
-    documents, spans, index: int, rng, spec: InstanceSpec, vocab_size: int, fallbacks=None,
+    documents,
+    spans,
+    index: int,
+    rng,
+    spec: InstanceSpec,
+    vocab_size: int,
+    fallbacks=None,
     special: SpecialIds = GENOBIRD_SPECIAL_IDS,
-):  # fmt: skip
+):
     """Instances of one document (lists of sentence token ids), BERT's procedure.
     `fallbacks` (a one-element list) counts random-B draws that found no document apart
     from A's and kept the true next segment instead."""
@@ -162,8 +172,17 @@ def document_instances(
                 tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
             if tokens_a and tokens_b:
                 _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
-                yield _assemble(tokens_a, tokens_b, not random_next, index, b_document, rng,
-                                spec, vocab_size, special)  # fmt: skip
+                yield _assemble(
+                    tokens_a,
+                    tokens_b,
+                    not random_next,
+                    index,
+                    b_document,
+                    rng,
+                    spec,
+                    vocab_size,
+                    special,
+                )
             chunk, length = [], 0
         i += 1
 
@@ -191,9 +210,14 @@ def _assemble(a, b, is_next, a_doc, b_doc, rng, spec, vocab_size, special) -> In
 
 
 # =========================================================================== shards
-def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab_size: int,
-                special: SpecialIds = GENOBIRD_SPECIAL_IDS,
-                vocabulary: str = "") -> None:  # fmt: skip
+def write_shard(
+    path: Path,
+    instances: list[Instance],
+    spec: InstanceSpec,
+    vocab_size: int,
+    special: SpecialIds = GENOBIRD_SPECIAL_IDS,
+    vocabulary: str = "",
+) -> None:
     """One HDF5 shard, written atomically; padding holds the vocabulary's [PAD];
     `vocabulary` is the tokenizer's `vocabulary_digest`."""
     n, width, predictions = len(instances), spec.max_seq_length, spec.predictions
@@ -226,10 +250,15 @@ def write_shard(path: Path, instances: list[Instance], spec: InstanceSpec, vocab
                 name, data=values, chunks=chunks, compression="lzf" if n else None
             )
         handle.attrs.update(
-            format=FORMAT, max_seq_length=width, max_predictions=predictions,
-            vocab_size=vocab_size, dynamic_masking=spec.dynamic_masking, instances=n,
-            special_ids=json.dumps(special.to_dict()), vocabulary=vocabulary,
-        )  # fmt: skip
+            format=FORMAT,
+            max_seq_length=width,
+            max_predictions=predictions,
+            vocab_size=vocab_size,
+            dynamic_masking=spec.dynamic_masking,
+            instances=n,
+            special_ids=json.dumps(special.to_dict()),
+            vocabulary=vocabulary,
+        )
 
 
 def _chunk_job(job):
@@ -252,9 +281,13 @@ def _chunk_job(job):
                 instance.b_document += first_document
                 instances.append(instance)
     write_shard(
-        Path(out_path), instances, spec, tokenizer.vocab_size, tokenizer.special,
+        Path(out_path),
+        instances,
+        spec,
+        tokenizer.vocab_size,
+        tokenizer.special,
         tokenizer.vocabulary_digest,
-    )  # fmt: skip
+    )
     bp = sum(len(s) for s in flat)
     return out_path, len(instances), bp, fallbacks[0]
 
@@ -325,8 +358,9 @@ def write_instances(
         log.warning(
             "%d random-B draws found no document apart from A's (documents overlap: few "
             "chromosomes or large chunks) and used the true next segment: NSP is skewed "
-            "towards is_next; raise --documents-per-chunk or add chromosomes", fallbacks,
-        )  # fmt: skip
+            "towards is_next; raise --documents-per-chunk or add chromosomes",
+            fallbacks,
+        )
     manifest = {
         "format": FORMAT,
         "spec": asdict(spec) | {"max_predictions": spec.predictions},
@@ -346,112 +380,10 @@ def write_instances(
         json.dump(manifest, handle, indent=2)
     log.info(
         "instances: %d in %d shards from %.1f Mbp in %.1f s (%.2f Mbp/s)",
-        manifest["instances"], len(results), bp / 1e6, seconds, bp / 1e6 / seconds,
-    )  # fmt: skip
+        manifest["instances"],
+        len(results),
+        bp / 1e6,
+        seconds,
+        bp / 1e6 / seconds,
+    )
     return manifest
-
-
-# =========================================================================== loading
-class PretrainingDataset(torch.utils.data.Dataset):
-    """Instances of one or more shards as model inputs. Files open lazily in each worker.
-
-    With dynamic masking (shards written without masks, or `dynamic_masking=True`),
-    masks are drawn per access from a generator seeded by (seed, epoch, index): a new
-    mask each epoch, reproducible, and the same on every rank. Call set_epoch(e).
-    """
-
-    def __init__(self, shard_paths, dynamic_masking: bool | None = None, seed: int = 0,
-                 masked_lm_prob: float = 0.15):  # fmt: skip
-        self.paths = [Path(p) for p in shard_paths]
-        if not self.paths:
-            raise InputError("no instance shards given")
-        self.counts, attrs = [], None
-        for path in self.paths:
-            with h5py.File(path, "r") as handle:
-                if handle.attrs.get("format") != FORMAT:
-                    raise InputError(f"{path}: not a genobird instance shard")
-                self.counts.append(int(handle.attrs["instances"]))
-                attrs = dict(handle.attrs)
-        self.offsets = np.cumsum([0, *self.counts])
-        self.stored_masks = not attrs["dynamic_masking"]
-        self.dynamic = (not self.stored_masks) if dynamic_masking is None else dynamic_masking
-        if not (self.dynamic or self.stored_masks):
-            raise InputError(
-                f"{self.paths[0].parent}: instances written without masks can only be masked "
-                "as they load; drop dynamic_masking: false"
-            )
-        self.spec = InstanceSpec(
-            max_seq_length=int(attrs["max_seq_length"]),
-            max_predictions=int(attrs["max_predictions"]),
-            masked_lm_prob=masked_lm_prob,
-            seed=seed,
-        )
-        self.vocab_size = int(attrs["vocab_size"])
-        # shards written before special ids were recorded hold genobird's
-        self.special = SpecialIds.from_dict(json.loads(attrs.get("special_ids", "{}")))
-        self.vocabulary = str(attrs.get("vocabulary", ""))  # "": written before it was kept
-        self.epoch = 0
-        self._handles: dict[int, h5py.File] = {}
-
-    def __len__(self) -> int:
-        return int(self.offsets[-1])
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_handles"] = {}
-        return state
-
-    def _row(self, index: int):
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        shard = int(np.searchsorted(self.offsets, index, side="right") - 1)
-        if shard not in self._handles:
-            self._handles[shard] = h5py.File(self.paths[shard], "r")
-        return self._handles[shard], index - int(self.offsets[shard])
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        handle, row = self._row(index)
-        length = int(handle["lengths"][row])
-        tokens = handle["input_ids"][row].astype(np.int64)
-        predictions = self.spec.predictions
-        positions = np.zeros(predictions, dtype=np.int64)
-        labels = np.full(predictions, -100, dtype=np.int64)
-        if self.dynamic:
-            if self.stored_masks:  # undo the stored masks to get the original tokens
-                count = int(handle["num_masked"][row])
-                stored = handle["masked_positions"][row][:count].astype(np.int64)
-                tokens[stored] = handle["masked_labels"][row][:count]
-            rng = np.random.default_rng([self.spec.seed, self.epoch, index])
-            masked, chosen, original = mask_tokens(
-                tokens[:length], rng, self.vocab_size, self.spec, self.special
-            )
-            tokens[:length] = masked
-            positions[: len(chosen)], labels[: len(chosen)] = chosen, original
-        else:
-            count = int(handle["num_masked"][row])
-            positions[:count] = handle["masked_positions"][row][:count]
-            labels[:count] = handle["masked_labels"][row][:count]
-        attention = np.zeros(len(tokens), dtype=bool)
-        attention[:length] = True
-        return {
-            "input_ids": torch.from_numpy(tokens),
-            "segment_ids": torch.from_numpy(handle["segment_ids"][row].astype(np.int64)),
-            "attention_mask": torch.from_numpy(attention),
-            "masked_positions": torch.from_numpy(positions),
-            "masked_labels": torch.from_numpy(labels),
-            "nsp_labels": torch.tensor(int(handle["is_next"][row]), dtype=torch.long),
-        }
-
-
-def shard_paths(instances_dir: str | Path) -> list[Path]:
-    """The shards listed in an instances folder's manifest, in order."""
-    manifest_path = Path(instances_dir) / "manifest.json"
-    if not manifest_path.is_file():
-        raise InputError(
-            f"{instances_dir}: no manifest.json; build with `genobird corpus instances`"
-        )
-    manifest = json.loads(manifest_path.read_text())
-    return [Path(instances_dir) / shard["file"] for shard in manifest["shards"]]

@@ -37,9 +37,22 @@ from genobird.corpus.tokenizer_base import (
 from genobird.errors import CheckpointError
 
 # the shared names, read from here by callers (this module is the home of load_tokenizer)
-__all__ = ["CLS_ID", "GENOBIRD_SPECIAL_IDS", "HF_TOKENIZER_FILE", "MASK_ID", "PAD_ID", "SEP_ID",
-           "SPECIAL_TOKENS", "TOKENIZER_FILE", "UNK_ID", "HFTokenizer", "SpecialIds", "Tokenizer",
-           "TokenizerBase", "load_tokenizer"]  # fmt: skip
+__all__ = [
+    "CLS_ID",
+    "GENOBIRD_SPECIAL_IDS",
+    "HF_TOKENIZER_FILE",
+    "MASK_ID",
+    "PAD_ID",
+    "SEP_ID",
+    "SPECIAL_TOKENS",
+    "TOKENIZER_FILE",
+    "UNK_ID",
+    "HFTokenizer",
+    "SpecialIds",
+    "Tokenizer",
+    "TokenizerBase",
+    "load_tokenizer",
+]
 
 
 def load_tokenizer(path_or_directory: str | Path) -> TokenizerBase:
@@ -128,8 +141,9 @@ class Tokenizer(TokenizerBase):
         """Built on first use: most loads never sample (about 20 ms for 16,000 pieces)."""
         return DropoutBPE.create(self._processor, self._fast)
 
-    def encode_sampled(self, sequence: str, dropout: float, seed: int,
-                       by_position: bool = False) -> list[int]:  # fmt: skip
+    def encode_sampled(
+        self, sequence: str, dropout: float, seed: int, by_position: bool = False
+    ) -> list[int]:
         # genobird's own sampler: sentencepiece's gives other cuts in every process for
         # one seed (genobird.corpus.bpe_dropout). A character without a piece leaves the
         # window to sentencepiece's unknown rules and sampler, which do not repeat.

@@ -102,8 +102,9 @@ class TokenizerBase:
             sequence = normalise_dna(sequence)
         return self.encode_batch([sequence])[0]
 
-    def encode_sampled(self, sequence: str, dropout: float, seed: int,
-                       by_position: bool = False) -> list[int]:  # fmt: skip
+    def encode_sampled(
+        self, sequence: str, dropout: float, seed: int, by_position: bool = False
+    ) -> list[int]:
         """Ids of a normalised sequence with BPE-dropout (Provilkov et al., 2020): each merge
         skipped with probability `dropout`, the draws fixed by `seed` (and, with
         `by_position`, keyed by each merge's place: genobird.corpus.bpe_dropout). Every

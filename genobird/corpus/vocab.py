@@ -86,8 +86,10 @@ def train_vocabulary(
     tokenizer = Tokenizer(out_model)
     log.info(
         "vocabulary: %d pieces from %d sentences in %.1f s",
-        tokenizer.vocab_size, len(sentences), time.perf_counter() - started,
-    )  # fmt: skip
+        tokenizer.vocab_size,
+        len(sentences),
+        time.perf_counter() - started,
+    )
     return tokenizer
 
 

@@ -54,11 +54,15 @@ class ChromatinSpec:
 
     def __post_init__(self):
         if self.profile_bins < 0 or (self.profile_bins and self.profile_bins % 2 == 0):
-            raise ConfigError(f"profile_bins must be 0 (none) or odd, so that the window's own "
-                              f"bin is the middle one; got {self.profile_bins}")  # fmt: skip
+            raise ConfigError(
+                f"profile_bins must be 0 (none) or odd, so that the window's own "
+                f"bin is the middle one; got {self.profile_bins}"
+            )
         if self.profile_bins * self.bin_size > self.context:
-            raise ConfigError(f"profile_bins {self.profile_bins} x {self.bin_size} bp bins do not "
-                              f"fit in the {self.context} bp window")  # fmt: skip
+            raise ConfigError(
+                f"profile_bins {self.profile_bins} x {self.bin_size} bp bins do not "
+                f"fit in the {self.context} bp window"
+            )
 
 
 def read_feature_table(path: str | Path, assayed: str = "") -> list[dict]:
@@ -72,8 +76,9 @@ def read_feature_table(path: str | Path, assayed: str = "") -> list[dict]:
     header, rows = read_small_tsv(path)
     if not {"name", "category", "peak_file"} <= set(header):
         raise InputError(f"{path}: needs columns name, category, peak_file; has {header}")
-    require_unique_names([row["name"] for row in rows], "feature names", path,
-                         "each feature needs its own name")  # fmt: skip
+    require_unique_names(
+        [row["name"] for row in rows], "feature names", path, "each feature needs its own name"
+    )
     for row in rows:
         row["table"] = path
         row["peak_path"] = (path.parent / row["peak_file"]).resolve()
@@ -95,14 +100,19 @@ def read_feature_tables(paths, assayed: dict | None = None) -> list[dict]:
     assayed = {Path(k).resolve(): v for k, v in (assayed or {}).items()}
     for table in assayed:
         if table not in {Path(p).resolve() for p in paths}:
-            raise InputError(f"assayed is given for {table}, which is not one of the feature "
-                             "tables; write it as TABLE=WHERE with TABLE as given")  # fmt: skip
+            raise InputError(
+                f"assayed is given for {table}, which is not one of the feature "
+                "tables; write it as TABLE=WHERE with TABLE as given"
+            )
     features = []
     for path in paths:
         features += read_feature_table(path, assayed.get(Path(path).resolve(), ""))
-    require_unique_names([row["name"] for row in features], "feature names",
-                         " + ".join(str(p) for p in paths),
-                         "each feature needs its own name across the tables")  # fmt: skip
+    require_unique_names(
+        [row["name"] for row in features],
+        "feature names",
+        " + ".join(str(p) for p in paths),
+        "each feature needs its own name across the tables",
+    )
     return features
 
 
@@ -163,8 +173,9 @@ class AssayedMasks:
                     length = reference.lengths[contig]
                     regions[contig] = (np.array([0], np.int64), np.array([length], np.int64))
             else:
-                regions = peaks_on_reference(read_peaks(assayed.regions_file), reference,
-                                             assayed.regions_file)  # fmt: skip
+                regions = peaks_on_reference(
+                    read_peaks(assayed.regions_file), reference, assayed.regions_file
+                )
             self.columns.append(column)
             self.regions.append(regions)
 
@@ -254,15 +265,26 @@ def peaks_on_reference(peaks: dict, reference, path) -> dict:
     return named
 
 
-def label_genome_bins(lengths: dict[str, int], chromosomes, bin_size: int, peak_sets: list,
-                      min_overlap: float, progress: bool = False) -> LabelledBins:  # fmt: skip
+def label_genome_bins(
+    lengths: dict[str, int],
+    chromosomes,
+    bin_size: int,
+    peak_sets: list,
+    min_overlap: float,
+    progress: bool = False,
+) -> LabelledBins:
     """Every whole bin of `chromosomes`, labelled chromosome by chromosome from
     `read_peaks` results (one per feature, keyed by the same contig names)."""
     counts = [max(0, lengths[chrom] // bin_size) for chrom in chromosomes]
     first_index = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     positive, positive_labels, negative = [], [], []
-    bar = tqdm(total=int(first_index[-1]) * len(peak_sets), desc="label bins", unit="bin-features",
-               unit_scale=True, disable=not progress)  # fmt: skip
+    bar = tqdm(
+        total=int(first_index[-1]) * len(peak_sets),
+        desc="label bins",
+        unit="bin-features",
+        unit_scale=True,
+        disable=not progress,
+    )
     for chrom, count, offset in zip(chromosomes, counts, first_index, strict=False):
         starts = np.arange(count, dtype=np.int64) * bin_size
         labels = label_bins(peak_sets, chrom, starts, starts + bin_size, min_overlap)
@@ -275,14 +297,19 @@ def label_genome_bins(lengths: dict[str, int], chromosomes, bin_size: int, peak_
     empty = np.zeros(0, dtype=np.int64)
     packed_width = -(-len(peak_sets) // 8)
     return LabelledBins(
-        list(chromosomes), first_index, bin_size, np.concatenate([empty, *positive]),
+        list(chromosomes),
+        first_index,
+        bin_size,
+        np.concatenate([empty, *positive]),
         np.concatenate([np.zeros((0, packed_width), np.uint8), *positive_labels]),
-        len(peak_sets), np.concatenate([empty, *negative]),
-    )  # fmt: skip
+        len(peak_sets),
+        np.concatenate([empty, *negative]),
+    )
 
 
-def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec = ChromatinSpec(),
-                            progress: bool = False):  # fmt: skip
+def build_chromatin_dataset(
+    feature_table, fasta, out_path, spec: ChromatinSpec = ChromatinSpec(), progress: bool = False
+):
     """Label genome bins from peak BEDs and write their context windows to HDF5.
 
     `fasta`: one FASTA or several read as one genome (`open_reference`). Bins with a
@@ -299,12 +326,14 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     chromosomes = (
         [reference.resolve(c) for c in spec.chromosomes] if spec.chromosomes else reference.contigs
     )
-    files = tqdm([f["peak_path"] for f in features], desc="peaks", unit="files",
-                 disable=not progress)  # fmt: skip
+    files = tqdm(
+        [f["peak_path"] for f in features], desc="peaks", unit="files", disable=not progress
+    )
     peak_sets = [peaks_on_reference(read_peaks(path), reference, path) for path in files]
     assayed = AssayedMasks(features, reference)
-    bins = label_genome_bins(reference.lengths, chromosomes, spec.bin_size, peak_sets,
-                             spec.min_overlap, progress)  # fmt: skip
+    bins = label_genome_bins(
+        reference.lengths, chromosomes, spec.bin_size, peak_sets, spec.min_overlap, progress
+    )
     rng = np.random.default_rng(spec.seed)
     positive, negative = bins.positive, bins.negative
     wanted = min(len(negative), round(spec.negative_ratio * len(positive)))
@@ -312,11 +341,14 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     if spec.max_bins is not None and len(chosen) > spec.max_bins:
         chosen = rng.choice(chosen, spec.max_bins, replace=False)
     chosen = np.sort(chosen)
-    windows = WindowSet("chromatin", [f["name"] for f in features],
-                        [f["category"] for f in features],
-                        scales=[f.get("scale") or "" for f in features],
-                        profile_bins=spec.profile_bins,
-                        profile_bin_bp=spec.bin_size if spec.profile_bins else 0)  # fmt: skip
+    windows = WindowSet(
+        "chromatin",
+        [f["name"] for f in features],
+        [f["category"] for f in features],
+        scales=[f.get("scale") or "" for f in features],
+        profile_bins=spec.profile_bins,
+        profile_bin_bp=spec.bin_size if spec.profile_bins else 0,
+    )
     guarded = gaps = 0
     for index in chosen:
         chrom, start = bins.locate(int(index))
@@ -342,8 +374,12 @@ def build_chromatin_dataset(feature_table, fasta, out_path, spec: ChromatinSpec 
     log.info(
         "chromatin data: %d bins (%d with a peak) of %d; %d left out where their context "
         "reached a held-out split, %d whose window is more than half N (a gap, a contig's end)",
-        len(windows), len(positive), int(bins.first_index[-1]), guarded, gaps,
-    )  # fmt: skip
+        len(windows),
+        len(positive),
+        int(bins.first_index[-1]),
+        guarded,
+        gaps,
+    )
     warn_features_without_positives(windows)
     return windows
 
@@ -356,8 +392,12 @@ def check_split_chromosomes(split: GenomeSplit, reference) -> None:
         if region.chrom not in reference:
             log.warning(
                 "held-out %s: chromosome %r is not in %s (its contigs: %s); nothing is held "
-                "out there", region, region.chrom, reference.name, ", ".join(reference.contigs[:8]),
-            )  # fmt: skip
+                "out there",
+                region,
+                region.chrom,
+                reference.name,
+                ", ".join(reference.contigs[:8]),
+            )
 
 
 def positives_by_split(windows: WindowSet) -> dict[str, np.ndarray]:
@@ -375,9 +415,13 @@ def warn_features_without_positives(windows: WindowSet) -> None:
             continue
         empty = [n for n, c in zip(windows.feature_names, counts[split_name], strict=True) if not c]
         if empty:
-            shown = ", ".join(empty[:5]) + (f", ... ({len(empty) - 5} more)" if len(empty) > 5
-                                            else "")  # fmt: skip
+            shown = ", ".join(empty[:5]) + (
+                f", ... ({len(empty) - 5} more)" if len(empty) > 5 else ""
+            )
             log.warning(
                 "%d feature(s) have no positive in the %s split and will not be evaluated "
-                "there: %s", len(empty), split_name, shown,
-            )  # fmt: skip
+                "there: %s",
+                len(empty),
+                split_name,
+                shown,
+            )

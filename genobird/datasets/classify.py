@@ -60,8 +60,12 @@ def _records_from_table(path: Path, label_columns, problems):
 def _records_from_fasta(path: Path, label_columns, problems):
     for number, record in enumerate(read_fasta(path, problems=problems), 1):
         items = [item.split("=", 1) for item in record.description.split() if "=" in item]
-        require_unique_names([key for key, _ in items], "labels", f"{path} record {record.name}",
-                             "give each label once per header")  # fmt: skip
+        require_unique_names(
+            [key for key, _ in items],
+            "labels",
+            f"{path} record {record.name}",
+            "give each label once per header",
+        )
         pairs = dict(items)
         split = pairs.pop("split", None)
         columns = label_columns or sorted(pairs)
@@ -74,9 +78,16 @@ def _reader(path: Path):
 
 
 def build_classify_dataset(
-    path, out_path, label_columns=None, valid_fraction=0.1, test_fraction=0.1, seed=0,
-    valid_path=None, test_path=None, min_split_positives: int | None = None,
-) -> tuple[WindowSet, list[BadRecord]]:  # fmt: skip
+    path,
+    out_path,
+    label_columns=None,
+    valid_fraction=0.1,
+    test_fraction=0.1,
+    seed=0,
+    valid_path=None,
+    test_path=None,
+    min_split_positives: int | None = None,
+) -> tuple[WindowSet, list[BadRecord]]:
     """A data set from labelled sequences. With `valid_path` / `test_path` (data sets
     published as separate files, e.g. GUE's train/dev/test), their records form those
     splits; the records of `path` without a split column are drawn to the splits no file
@@ -95,8 +106,10 @@ def build_classify_dataset(
         (Path(p), split) for p, split in ((valid_path, "valid"), (test_path, "test")) if p
     ]
     # the fractions of the splits no file gives, drawn from the records of `path`
-    drawn = {"valid": 0.0 if valid_path else valid_fraction,
-             "test": 0.0 if test_path else test_fraction}  # fmt: skip
+    drawn = {
+        "valid": 0.0 if valid_path else valid_fraction,
+        "test": 0.0 if test_path else test_fraction,
+    }
     problems: list[BadRecord] = []
     records = []
     for source, fixed_split in sources:
@@ -129,8 +142,13 @@ def build_classify_dataset(
         read = fit_window(sequence, window_bp)  # as a model of this data set reads it
         if mostly_n(read):
             reason = mostly_n_reason(n_fraction(read), window_bp, f"{name} ({len(sequence)} bp)")
-            problems.append(BadRecord(str(source), line, f"{reason}; give at least "
-                                      f"{math.ceil(window_bp / 2):,} bp of A/C/G/T"))  # fmt: skip
+            problems.append(
+                BadRecord(
+                    str(source),
+                    line,
+                    f"{reason}; give at least {math.ceil(window_bp / 2):,} bp of A/C/G/T",
+                )
+            )
             continue
         windows.add(sequence, vector, name, 0, len(sequence), "+", split)
     if not len(windows):
@@ -172,12 +190,16 @@ def warn_related_columns(windows: WindowSet) -> None:
         for second in range(first + 1, len(names)):
             a, b = labels[:, first], labels[:, second]
             if np.array_equal(a, b):
-                log.warning("labels %r and %r are the same in every record", names[first],
-                            names[second])  # fmt: skip
+                log.warning(
+                    "labels %r and %r are the same in every record", names[first], names[second]
+                )
             elif np.array_equal(a, 1 - b):
-                log.warning("labels %r and %r are each other's complement in every record "
-                            "(a class and its absence): keep one", names[first],
-                            names[second])  # fmt: skip
+                log.warning(
+                    "labels %r and %r are each other's complement in every record "
+                    "(a class and its absence): keep one",
+                    names[first],
+                    names[second],
+                )
 
 
 def read_plain_sequences(path, problems: list[BadRecord]):
@@ -229,8 +251,12 @@ def _label_encoding(records):
     class. Anything else in a 0/1 column is an InputError naming the value, its file and
     line; a missing label leaves its record to be reported and skipped."""
     columns = list(records[0][4])
-    present = [(r, str(r[4].get(c)).strip()) for r in records for c in columns
-               if not _is_missing(r[4].get(c))]  # fmt: skip
+    present = [
+        (r, str(r[4].get(c)).strip())
+        for r in records
+        for c in columns
+        if not _is_missing(r[4].get(c))
+    ]
     values = {value for _, value in present}
     if len(columns) == 1 and not values <= {"0", "1"} and _are_classes(values, present):
         classes = sorted(values, key=lambda v: (len(v), v) if v.isdigit() else (0, v))
@@ -243,9 +269,11 @@ def _label_encoding(records):
 
         return classes, one_hot
     for column in columns:
-        wrong = [(r, str(r[4][column]).strip()) for r in records
-                 if not _is_missing(r[4].get(column))
-                 and str(r[4][column]).strip() not in ("0", "1")]  # fmt: skip
+        wrong = [
+            (r, str(r[4][column]).strip())
+            for r in records
+            if not _is_missing(r[4].get(column)) and str(r[4][column]).strip() not in ("0", "1")
+        ]
         if wrong:
             (source, line, name, *_), value = wrong[0]
             more = f" ({len(wrong) - 1} more such rows)" if len(wrong) > 1 else ""

@@ -116,8 +116,9 @@ def _parse_row(
     return sequence, (np.asarray(values) == "1").astype(np.uint8), split
 
 
-def _rows(path: Path, features: int, split_column, fixed_split, fractions, seed,
-          problems: list[BadRecord]) -> Iterator[_Row]:  # fmt: skip
+def _rows(
+    path: Path, features: int, split_column, fixed_split, fractions, seed, problems: list[BadRecord]
+) -> Iterator[_Row]:
     """The usable rows of one CSV, in file order; the others go to `problems`. Random
     splits are drawn per data row from `seed`, so both passes draw the same."""
     rng = np.random.default_rng(seed)
@@ -149,9 +150,17 @@ def _prepend(first, rest):
     yield from rest
 
 
-def import_deepsea_csv(path, out_path, features_table=None, split_column=None,
-                       valid_fraction=0.05, test_fraction=0.05, seed=0, valid_path=None,
-                       test_path=None) -> CsvSummary:  # fmt: skip
+def import_deepsea_csv(
+    path,
+    out_path,
+    features_table=None,
+    split_column=None,
+    valid_fraction=0.05,
+    test_fraction=0.05,
+    seed=0,
+    valid_path=None,
+    test_path=None,
+) -> CsvSummary:
     """A chromatin data set from DeepSEA-layout CSV files. With `valid_path` /
     `test_path` those files are the validation and test splits and `path` is all
     training; otherwise the split comes from `split_column` or a seeded random draw."""
@@ -167,8 +176,12 @@ def import_deepsea_csv(path, out_path, features_table=None, split_column=None,
 
     def rows(problems):
         for source, fixed in sources:
-            yield source, _rows(source, len(names), split_column, fixed or default, fractions,
-                                seed, problems)  # fmt: skip
+            yield (
+                source,
+                _rows(
+                    source, len(names), split_column, fixed or default, fractions, seed, problems
+                ),
+            )
 
     summary = CsvSummary()
     width = name_width = 0
@@ -180,8 +193,9 @@ def import_deepsea_csv(path, out_path, features_table=None, split_column=None,
             name_width = max(name_width, len(_name(source, row.line)))
     if not summary.kept:
         raise InputError(f"{path}: no usable row ({len(summary.problems)} rejected)")
-    with window_writer(out_path, "chromatin", names, categories, summary.kept, width,
-                       name_width) as writer:  # fmt: skip
+    with window_writer(
+        out_path, "chromatin", names, categories, summary.kept, width, name_width
+    ) as writer:
         for source, source_rows in rows([]):
             _write_rows(writer, source, source_rows)
     return summary

@@ -115,8 +115,9 @@ def is_multilabel(meta: dict) -> bool:
     return meta["task"] == "chromatin" or len(meta["feature_names"]) > 1
 
 
-def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
-                     data_path: Path | None = None) -> dict:  # fmt: skip
+def write_evaluation(
+    report_dir: Path, meta: dict, test, valid=None, extra=None, data_path: Path | None = None
+) -> dict:
     """The test-split report every predictor writes (fine-tuned model or baseline):
     metrics.json, the ROC/PR (and AUROC-by-category) plots, and, given the data set's
     `data_path`, each test sequence's predictions (test_predictions.npz, what `genobird
@@ -127,8 +128,9 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
     labels, probabilities = test
     threshold = None if is_multilabel(meta) else chosen_threshold(valid)
     if data_path is not None and labels.size <= MAX_SAVED_PREDICTIONS:
-        write_test_predictions(report_dir, meta, test, split_fingerprint(data_path, "test"),
-                               threshold and threshold[0])  # fmt: skip
+        write_test_predictions(
+            report_dir, meta, test, split_fingerprint(data_path, "test"), threshold and threshold[0]
+        )
     names, categories = meta["feature_names"], meta["categories"]
     if is_multilabel(meta):
         metrics = multilabel_metrics(labels, probabilities, names, categories)
@@ -146,8 +148,10 @@ def write_evaluation(report_dir: Path, meta: dict, test, valid=None, extra=None,
 
 
 # why a figure of metrics.json is null
-UNDEFINED = ("not defined on this split: no feature has both classes among its known "
-             "labels (a split of one class has no AUROC)")  # fmt: skip
+UNDEFINED = (
+    "not defined on this split: no feature has both classes among its known "
+    "labels (a split of one class has no AUROC)"
+)
 
 
 def defined(report: dict) -> dict:
@@ -179,8 +183,9 @@ PREDICTIONS = "test_predictions.npz"
 MAX_SAVED_PREDICTIONS = 20_000_000
 
 
-def write_test_predictions(report_dir: Path, meta: dict, test, fingerprint: str,
-                           threshold: float | None = None) -> Path:  # fmt: skip
+def write_test_predictions(
+    report_dir: Path, meta: dict, test, fingerprint: str, threshold: float | None = None
+) -> Path:
     """labels [N, F] (uint8, `MISSING_LABEL` where unknown), probabilities [N, F]
     (float32), the feature names and categories, the test split's fingerprint
     (genobird.datasets.windows.split_fingerprint) and, for a binary task, the threshold
@@ -236,8 +241,12 @@ def thresholded_metrics(test, threshold: float, chosen_by: str) -> dict:
     labels, probabilities = test[0][:, 0], test[1][:, 0]
     metrics = binary_metrics(labels, probabilities, threshold)
     at_half = binary_metrics(labels, probabilities, 0.5)
-    return {**metrics, "threshold": threshold, "threshold_chosen_by": chosen_by,
-            "at_0.5": {key: at_half[key] for key in THRESHOLDED}}  # fmt: skip
+    return {
+        **metrics,
+        "threshold": threshold,
+        "threshold_chosen_by": chosen_by,
+        "at_0.5": {key: at_half[key] for key in THRESHOLDED},
+    }
 
 
 def _figure():

@@ -33,9 +33,15 @@ def read_peaks(path: str | Path) -> Peaks:
     path = Path(path)
     try:
         table = pd.read_csv(
-            path, sep="\t", header=None, usecols=[0, 1, 2], comment="#", skip_blank_lines=True,
-            skiprows=_header_lines(path), dtype={0: str, 1: np.int64, 2: np.int64},
-        )  # fmt: skip
+            path,
+            sep="\t",
+            header=None,
+            usecols=[0, 1, 2],
+            comment="#",
+            skip_blank_lines=True,
+            skiprows=_header_lines(path),
+            dtype={0: str, 1: np.int64, 2: np.int64},
+        )
     except pd.errors.EmptyDataError:
         return {}
     except (ValueError, pd.errors.ParserError) as exc:
@@ -118,8 +124,13 @@ class BinEdges:
         return at[self.count :] - at[: self.count]
 
 
-def label_bins(peak_sets: list[Peaks], chrom: str, bin_starts: np.ndarray, bin_ends: np.ndarray,
-               min_overlap: float) -> np.ndarray:  # fmt: skip
+def label_bins(
+    peak_sets: list[Peaks],
+    chrom: str,
+    bin_starts: np.ndarray,
+    bin_ends: np.ndarray,
+    min_overlap: float,
+) -> np.ndarray:
     """uint8 [bins, features] of one chromosome's bins."""
     edges = BinEdges(bin_starts, bin_ends)
     widths = np.maximum(bin_ends - bin_starts, 1)

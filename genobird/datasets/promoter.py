@@ -167,9 +167,12 @@ def build_promoter_dataset(
 
 
 def build_promoter_sequence_dataset(
-    path, out_path, spec: PromoterSpec = PromoterSpec(), valid_fraction: float = 0.1,
+    path,
+    out_path,
+    spec: PromoterSpec = PromoterSpec(),
+    valid_fraction: float = 0.1,
     test_fraction: float = 0.1,
-) -> tuple[WindowSet, list[BadRecord]]:  # fmt: skip
+) -> tuple[WindowSet, list[BadRecord]]:
     """Promoter sequences without coordinates (one per line, or FASTA), as DeePromoter
     publishes EPDnew's: each positive with its DeePromoter negatives, all kept in the
     positive's seeded split so no negative shares DNA with another split."""

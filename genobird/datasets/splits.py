@@ -70,8 +70,10 @@ class GenomeSplit:
     @classmethod
     def parse(cls, valid: Iterable[str], test: Iterable[str], contigs: Iterable[str] = ()):
         contigs = list(contigs)
-        return cls(tuple(parse_held_out(t, contigs) for t in valid),
-                   tuple(parse_held_out(t, contigs) for t in test))  # fmt: skip
+        return cls(
+            tuple(parse_held_out(t, contigs) for t in valid),
+            tuple(parse_held_out(t, contigs) for t in test),
+        )
 
     def _hits(self, split: str, chrom: str, start: int, end: int) -> bool:
         names = _names(chrom)
@@ -85,8 +87,9 @@ class GenomeSplit:
                 return split
         return "train"
 
-    def window_split(self, chrom: str, bin_start: int, bin_end: int, window_start: int,
-                     window_end: int) -> str | None:  # fmt: skip
+    def window_split(
+        self, chrom: str, bin_start: int, bin_end: int, window_start: int, window_end: int
+    ) -> str | None:
         """The bin's split, or None when the window's context reaches into a split that
         ranks above it (the window is then left out)."""
         split = self.split_of(chrom, bin_start, bin_end)

@@ -92,8 +92,12 @@ class WindowSet:
 
     def __post_init__(self):
         # One model output per name: scores, metrics and tables are keyed by it.
-        require_unique_names(self.feature_names, "feature names", f"the {self.task} data set",
-                             "each feature needs its own name")  # fmt: skip
+        require_unique_names(
+            self.feature_names,
+            "feature names",
+            f"the {self.task} data set",
+            "each feature needs its own name",
+        )
 
     def add(self, sequence, labels, chrom, start, end, strand, split, profile=None) -> None:
         labels = np.asarray(labels, dtype=np.uint8).reshape(-1)
@@ -105,9 +109,11 @@ class WindowSet:
         if self.profile_bins:
             profile = np.asarray(profile, dtype=np.uint8)
             if profile.shape != (self.profile_bins, len(self.feature_names)):
-                raise InputError(f"{chrom}:{start}-{end}: profile labels of shape "
-                                 f"{profile.shape}, expected ({self.profile_bins}, "
-                                 f"{len(self.feature_names)})")  # fmt: skip
+                raise InputError(
+                    f"{chrom}:{start}-{end}: profile labels of shape "
+                    f"{profile.shape}, expected ({self.profile_bins}, "
+                    f"{len(self.feature_names)})"
+                )
             self.profiles.append(profile)
         self.sequences.append(sequence)
         self.labels.append(labels)
@@ -125,15 +131,32 @@ class WindowSet:
             raise InputError(f"no windows to write to {path}")
         width = max(len(s) for s in self.sequences)
         name_width = max(len(c) for c in self.chroms)
-        with window_writer(path, self.task, self.feature_names, self.categories,
-                           len(self), width, name_width, self.scales) as writer:  # fmt: skip
-            writer.write(self.sequences, np.stack(self.labels), self.chroms, self.starts,
-                         self.ends, self.strands, self.splits)  # fmt: skip
+        with window_writer(
+            path,
+            self.task,
+            self.feature_names,
+            self.categories,
+            len(self),
+            width,
+            name_width,
+            self.scales,
+        ) as writer:
+            writer.write(
+                self.sequences,
+                np.stack(self.labels),
+                self.chroms,
+                self.starts,
+                self.ends,
+                self.strands,
+                self.splits,
+            )
             if self.profile_bins:
-                writer.handle.create_dataset("profile_labels", data=np.stack(self.profiles),
-                                             compression="lzf")  # fmt: skip
-                writer.handle.attrs.update(profile_bins=self.profile_bins,
-                                           profile_bin_bp=self.profile_bin_bp)  # fmt: skip
+                writer.handle.create_dataset(
+                    "profile_labels", data=np.stack(self.profiles), compression="lzf"
+                )
+                writer.handle.attrs.update(
+                    profile_bins=self.profile_bins, profile_bin_bp=self.profile_bin_bp
+                )
         return Path(path)
 
 
@@ -147,8 +170,15 @@ class _SliceWriter:
         end = self.rows + len(sequences)
         if end > self.count:
             raise InputError(f"{end} windows for a data set declared with {self.count}")
-        columns = {"sequences": sequences, "labels": labels, "chrom": chroms, "start": starts,
-                   "end": ends, "strand": strands, "split": splits}  # fmt: skip
+        columns = {
+            "sequences": sequences,
+            "labels": labels,
+            "chrom": chroms,
+            "start": starts,
+            "end": ends,
+            "strand": strands,
+            "split": splits,
+        }
         for name, values in columns.items():
             dataset = self.handle[name]
             dataset[self.rows : end] = np.asarray(values, dtype=dataset.dtype)
@@ -156,16 +186,24 @@ class _SliceWriter:
 
 
 @contextlib.contextmanager
-def window_writer(path, task: str, feature_names: list[str], categories: list[str],
-                  count: int, width: int, name_width: int,
-                  scales: list[str] | None = None) -> Iterator[_SliceWriter]:  # fmt: skip
+def window_writer(
+    path,
+    task: str,
+    feature_names: list[str],
+    categories: list[str],
+    count: int,
+    width: int,
+    name_width: int,
+    scales: list[str] | None = None,
+) -> Iterator[_SliceWriter]:
     """A data set of `count` windows (sequences of at most `width` bp, names of at most
     `name_width` characters) written slice by slice, so millions of 8 kb windows need not
     be held in memory; the file appears only when all `count` rows were written."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as handle:
         handle.create_dataset("sequences", (count,), dtype=f"S{width}", compression="lzf")
-        handle.create_dataset("labels", (count, len(feature_names)), dtype=np.uint8,
-                              compression="lzf")  # fmt: skip
+        handle.create_dataset(
+            "labels", (count, len(feature_names)), dtype=np.uint8, compression="lzf"
+        )
         handle.create_dataset("chrom", (count,), dtype=f"S{max(name_width, 1)}")
         for name in ("start", "end"):
             handle.create_dataset(name, (count,), dtype=np.int64)
@@ -192,8 +230,9 @@ def read_metadata(path: str | Path) -> dict:
             raise InputError(f"{path}: not a genobird sequence data set")
         splits = handle["split"][:].astype(str)
         names = json.loads(handle.attrs["feature_names"])
-        require_unique_names(names, "feature names", path,
-                             "rebuild the data set: genobird names each feature once")  # fmt: skip
+        require_unique_names(
+            names, "feature names", path, "rebuild the data set: genobird names each feature once"
+        )
         labels = handle["labels"][:]
         return {
             "task": str(handle.attrs["task"]),
@@ -225,8 +264,12 @@ def split_sources(path: str | Path) -> dict[str, dict[str, int]]:
     record file's name for sequences given without coordinates), most first."""
     with h5py.File(path, "r") as handle:
         splits = handle["split"][:].astype(str)
-        sources = np.array([name.decode().rsplit(":", 1)[0] if b":" in name else name.decode()
-                            for name in handle["chrom"][:]])  # fmt: skip
+        sources = np.array(
+            [
+                name.decode().rsplit(":", 1)[0] if b":" in name else name.decode()
+                for name in handle["chrom"][:]
+            ]
+        )
     found = {}
     for split in SPLITS:
         names, counts = np.unique(sources[splits == split], return_counts=True)
@@ -270,8 +313,14 @@ def split_fingerprint(path: str | Path, split: str, rows_per_read: int = 65_536)
 MAX_TOKENS_SCAN_BP = 300_000_000
 
 
-def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int | None,
-                       window_bp: int | None = None, threads: int = 2) -> int:  # fmt: skip
+def default_max_tokens(
+    path,
+    tokenizer: Tokenizer,
+    block_size: int,
+    limit: int | None,
+    window_bp: int | None = None,
+    threads: int = 2,
+) -> int:
     """The input length a data set needs: its longest tokenised window (its central
     `window_bp` bases, where given) in every split, plus [CLS] and [SEP], in whole blocks,
     at most `limit` (None: no limit). Every window is read whole, so the base readers of
@@ -284,8 +333,11 @@ def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int |
         per_split = max(1, MAX_TOKENS_SCAN_BP // max(1, width) // len(SPLITS))
         rows = np.concatenate([np.nonzero(splits == split)[0][:per_split] for split in SPLITS])
         if len(rows) < len(splits):
-            log.info("max_tokens sized from %d of %d windows (the first of each split)",
-                     len(rows), len(splits))  # fmt: skip
+            log.info(
+                "max_tokens sized from %d of %d windows (the first of each split)",
+                len(rows),
+                len(splits),
+            )
         longest, chunk = 0, 20_000
         rows = np.sort(rows)
         for first in range(0, len(rows), chunk):
@@ -295,9 +347,13 @@ def default_max_tokens(path, tokenizer: Tokenizer, block_size: int, limit: int |
             longest = max(longest, max(map(len, pieces), default=0))
     needed = padded_length(longest + 2, block_size)
     if limit is not None and needed > limit:
-        log.warning("the longest window needs %d tokens, the model reads at most %d: longer "
-                    "windows are read as their central tokens (and base readers see those "
-                    "tokens' bases only)", needed, limit)  # fmt: skip
+        log.warning(
+            "the longest window needs %d tokens, the model reads at most %d: longer "
+            "windows are read as their central tokens (and base readers see those "
+            "tokens' bases only)",
+            needed,
+            limit,
+        )
         return limit
     return needed
 
@@ -316,11 +372,20 @@ class WindowDataset(torch.utils.data.Dataset):
     [k, F] (in reverse bin order where the window is read on the other strand), not its
     own bin's [F]."""
 
-    def __init__(self, path, split: str, tokenizer: Tokenizer, max_tokens: int,
-                 reverse_complement: bool = False, rc_augment_seed: int | None = None,
-                 bpe_dropout: float = 0.0, bpe_seed: int = 0,
-                 cut: int | None = None, window_bp: int | None = None,
-                 profile_bins: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        path,
+        split: str,
+        tokenizer: Tokenizer,
+        max_tokens: int,
+        reverse_complement: bool = False,
+        rc_augment_seed: int | None = None,
+        bpe_dropout: float = 0.0,
+        bpe_seed: int = 0,
+        cut: int | None = None,
+        window_bp: int | None = None,
+        profile_bins: int = 0,
+    ):
         if split not in SPLITS:
             raise InputError(f"split must be one of {SPLITS}, got {split!r}")
         self.path, self.tokenizer, self.max_tokens = Path(path), tokenizer, max_tokens
@@ -333,13 +398,17 @@ class WindowDataset(torch.utils.data.Dataset):
             if handle.attrs.get("format") != FORMAT:
                 raise InputError(f"{path}: not a genobird sequence data set")
             if self.labels not in handle:
-                raise InputError(f"{path}: no profile labels; rebuild it with `genobird "
-                                 "dataset chromatin --profile-bins K`")  # fmt: skip
+                raise InputError(
+                    f"{path}: no profile labels; rebuild it with `genobird "
+                    "dataset chromatin --profile-bins K`"
+                )
             stored = int(handle.attrs.get("profile_bins", 0))
             if profile_bins and (profile_bins % 2 == 0 or profile_bins > stored):
-                raise InputError(f"{path}: {profile_bins} central profile bins asked for, "
-                                 f"the data set has {stored}; give an odd number up to "
-                                 f"{stored}")  # fmt: skip
+                raise InputError(
+                    f"{path}: {profile_bins} central profile bins asked for, "
+                    f"the data set has {stored}; give an odd number up to "
+                    f"{stored}"
+                )
             # the central profile_bins of the stored ones: the window's bin stays the middle
             first = (stored - profile_bins) // 2
             self.profile_rows = slice(first, first + profile_bins) if profile_bins else None

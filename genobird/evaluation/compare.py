@@ -85,16 +85,21 @@ def read_predictions(location: str | Path) -> Predictions:
             "(promoter, classify)"
         )
     threshold = DEFAULT_THRESHOLD if not np.isfinite(threshold) else threshold
-    return Predictions(labels[:, 0].astype(int), probabilities[:, 0].astype(float), fingerprint,
-                       path, threshold)  # fmt: skip
+    return Predictions(
+        labels[:, 0].astype(int), probabilities[:, 0].astype(float), fingerprint, path, threshold
+    )
 
 
 def weighted_confusion(counts: np.ndarray, labels: np.ndarray, predicted: np.ndarray):
     """(tp, fp, fn, tn), each [R], of R resamples given as counts per example [R, N]."""
     positive, negative = labels == 1, labels == 0
     counts = counts.astype(np.float64)
-    return (counts @ (positive & predicted), counts @ (negative & predicted),
-            counts @ (positive & ~predicted), counts @ (negative & ~predicted))  # fmt: skip
+    return (
+        counts @ (positive & predicted),
+        counts @ (negative & predicted),
+        counts @ (positive & ~predicted),
+        counts @ (negative & ~predicted),
+    )
 
 
 def resampled_mcc(counts, labels, probabilities, threshold: float) -> np.ndarray:
@@ -172,9 +177,13 @@ def resample_counts(rng: np.random.Generator, examples: int, resamples: int):
         yield np.bincount(drawn.ravel(), minlength=size * examples).reshape(size, examples)
 
 
-def paired_bootstrap(a: Predictions | Sequence[Predictions],
-                     b: Predictions | Sequence[Predictions], resamples: int = 2000,
-                     seed: int = 0, metrics=METRICS) -> dict:  # fmt: skip
+def paired_bootstrap(
+    a: Predictions | Sequence[Predictions],
+    b: Predictions | Sequence[Predictions],
+    resamples: int = 2000,
+    seed: int = 0,
+    metrics=METRICS,
+) -> dict:
     """Each metric for a and b on the whole split with its own 95% interval, a - b with
     the 95% percentile interval of a - b over `resamples` paired resamples, and the share
     of resamples where a wins. A side given as several runs counts as their mean, and
@@ -191,8 +200,7 @@ def paired_bootstrap(a: Predictions | Sequence[Predictions],
             for side, runs in sides.items():
                 drawn[name, side].append(mean_over_runs(name, counts, runs))
     whole = np.ones((1, len(first.labels)), dtype=np.int32)
-    result = {"examples": len(first.labels), "resamples": resamples, "seed": seed,
-              "metrics": {}}  # fmt: skip
+    result = {"examples": len(first.labels), "resamples": resamples, "seed": seed, "metrics": {}}
     for name in metrics:
         row = {}
         if name in ("mcc", "f1"):  # each run's own threshold, chosen on its validation
@@ -218,16 +226,6 @@ def interval(values: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def describe_difference(row: dict) -> str:
-    """'+0.012 [-0.020, +0.045]', the difference with its interval."""
-    return f"{row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
-
-
-def describe_value(row: dict, side: str) -> str:
-    """'0.951 [0.930, 0.970]', one predictor's figure with its interval."""
-    return f"{row[side]:.3f} [{row[side + '_low']:.3f}, {row[side + '_high']:.3f}]"
-
-
 # =========================================================================== many features
 @dataclass(frozen=True)
 class FeaturePredictions:
@@ -247,9 +245,14 @@ def read_feature_predictions(location: str | Path) -> FeaturePredictions:
         with np.load(path, allow_pickle=False) as saved:
             categories = saved["categories"].tolist() if "categories" in saved else []
             names = saved["feature_names"].tolist()
-            return FeaturePredictions(saved["labels"], saved["probabilities"].astype(float),
-                                      names, categories or ["all"] * len(names),
-                                      str(saved["fingerprint"]), path)  # fmt: skip
+            return FeaturePredictions(
+                saved["labels"],
+                saved["probabilities"].astype(float),
+                names,
+                categories or ["all"] * len(names),
+                str(saved["fingerprint"]),
+                path,
+            )
     except (OSError, ValueError, KeyError) as error:
         raise InputError(f"{path}: not a genobird predictions file ({error})") from None
 
@@ -270,13 +273,23 @@ def resampled_feature_aurocs(counts: np.ndarray, run: FeaturePredictions, column
     rows = []
     for column in columns:
         known = run.labels[:, column] != MISSING_LABEL
-        rows.append(resampled_auroc(counts[:, known], run.labels[known, column].astype(int),
-                                    run.probabilities[known, column]))  # fmt: skip
+        rows.append(
+            resampled_auroc(
+                counts[:, known],
+                run.labels[known, column].astype(int),
+                run.probabilities[known, column],
+            )
+        )
     return np.asarray(rows)
 
 
-def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples: int = 1000,
-                        seed: int = 0, min_positives: int = 1) -> dict:  # fmt: skip
+def paired_median_auroc(
+    a: FeaturePredictions,
+    b: FeaturePredictions,
+    resamples: int = 1000,
+    seed: int = 0,
+    min_positives: int = 1,
+) -> dict:
     """Per category, the median AUROC over its features (those with `min_positives` test
     positives) of a and b, and a - b with its 95% percentile interval over paired
     resamples of the test examples (every feature's AUROC computed on the same resample,
@@ -290,8 +303,13 @@ def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples:
         raise InputError(f"resamples must be at least 100 for a 95% interval, got {resamples}")
     groups = feature_groups(a, min_positives)
     columns = sorted(c for members in groups.values() for c in members)
-    result = {"examples": len(a.labels), "resamples": resamples, "seed": seed,
-              "min_positives": min_positives, "categories": {}}  # fmt: skip
+    result = {
+        "examples": len(a.labels),
+        "resamples": resamples,
+        "seed": seed,
+        "min_positives": min_positives,
+        "categories": {},
+    }
     if not columns:  # no feature has enough test positives to be compared
         return result
     position = {column: index for index, column in enumerate(columns)}
@@ -300,8 +318,10 @@ def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples:
         drawn["a"].append(resampled_feature_aurocs(counts, a, columns))
         drawn["b"].append(resampled_feature_aurocs(counts, b, columns))
     whole = np.ones((1, len(a.labels)), dtype=np.int32)
-    full = {side: resampled_feature_aurocs(whole, run, columns)[:, 0]
-            for side, run in (("a", a), ("b", b))}  # fmt: skip
+    full = {
+        side: resampled_feature_aurocs(whole, run, columns)[:, 0]
+        for side, run in (("a", a), ("b", b))
+    }
     for category, members in {**groups, "all": columns}.items():
         if not members:
             continue
@@ -309,8 +329,11 @@ def paired_median_auroc(a: FeaturePredictions, b: FeaturePredictions, resamples:
         a_medians = np.nanmedian(np.concatenate(drawn["a"], axis=1)[index], axis=0)
         b_medians = np.nanmedian(np.concatenate(drawn["b"], axis=1)[index], axis=0)
         spread = a_medians - b_medians
-        row = {"features": len(members), "a": float(np.median(full["a"][index])),
-               "b": float(np.median(full["b"][index]))}  # fmt: skip
+        row = {
+            "features": len(members),
+            "a": float(np.median(full["a"][index])),
+            "b": float(np.median(full["b"][index])),
+        }
         row["difference"] = row["a"] - row["b"]
         row["low"], row["high"] = interval(spread)
         row["a_better_share"] = float((spread[np.isfinite(spread)] > 0).mean())
@@ -332,8 +355,9 @@ FEATURE_CELLS_BUDGET = 200_000_000
 MIN_RESAMPLES = 100
 
 
-def compare_run(run: str | Path, others: dict[str, Path], resamples: int = 2000,
-                seed: int = 0) -> Path | None:  # fmt: skip
+def compare_run(
+    run: str | Path, others: dict[str, Path], resamples: int = 2000, seed: int = 0
+) -> Path | None:
     """Pair a run's test predictions with each of `others` ({name: a run folder or
     predictions file on the same test split}): AUROC, AUPRC, MCC and F1 for one feature
     (`paired_bootstrap`), each category's median AUROC for several
@@ -349,19 +373,24 @@ def compare_run(run: str | Path, others: dict[str, Path], resamples: int = 2000,
         cells = ours.labels.shape[0] * ours.labels.shape[1]
         resamples = min(resamples, FEATURE_CELLS_BUDGET // max(cells, 1))
         if resamples < MIN_RESAMPLES:
-            log.info("%s: %s test windows x %s features are too many to pair with its "
-                     "baselines as the run ends; `genobird baseline compare %s BASELINE` "
-                     "pairs them", run, f"{ours.labels.shape[0]:,}",
-                     f"{ours.labels.shape[1]:,}", run)  # fmt: skip
+            log.info(
+                "%s: %s test windows x %s features are too many to pair with its "
+                "baselines as the run ends; `genobird baseline compare %s BASELINE` "
+                "pairs them",
+                run,
+                f"{ours.labels.shape[0]:,}",
+                f"{ours.labels.shape[1]:,}",
+                run,
+            )
             return None
     results = {}
     for name, other in others.items():
         if several:
-            result = paired_median_auroc(ours, read_feature_predictions(other), resamples,
-                                         seed)  # fmt: skip
+            result = paired_median_auroc(ours, read_feature_predictions(other), resamples, seed)
         else:
-            result = paired_bootstrap(read_predictions(run), read_predictions(other), resamples,
-                                      seed)  # fmt: skip
+            result = paired_bootstrap(
+                read_predictions(run), read_predictions(other), resamples, seed
+            )
         results[name] = {**result, "b": str(predictions_file(other))}
     path = run / "report" / RUN_COMPARISONS
     with atomic_write(path) as handle:

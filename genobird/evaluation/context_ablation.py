@@ -26,20 +26,24 @@ from pathlib import Path
 
 import numpy as np
 
+from genobird.artifacts import describe_difference
 from genobird.baselines.saved import SAVED_FOLDER
 from genobird.datasets.metrics import PREDICTIONS, multilabel_metrics
 from genobird.errors import InputError
 from genobird.evaluation.compare import (
     FeaturePredictions,
-    describe_difference,
     feature_groups,
     paired_median_auroc,
     read_feature_predictions,
 )
 
 GENOBIRD = "genobird"
-ARM_NAMES = {GENOBIRD: "genobird", "deepsea-cnn": "DeepSEA CNN", "kmer-lr": "k-mer LR",
-             "cnn": "3-layer CNN"}  # fmt: skip
+ARM_NAMES = {
+    GENOBIRD: "genobird",
+    "deepsea-cnn": "DeepSEA CNN",
+    "kmer-lr": "k-mer LR",
+    "cnn": "3-layer CNN",
+}
 GROUPINGS = ("category", "scale")
 # the scale group of features whose table has no scale column
 UNSCALED = "unscaled"
@@ -126,9 +130,13 @@ def how_it_stopped(run: Path) -> dict | None:
         epochs, best = baseline["epochs"], baseline["best_epoch"]
         if best < epochs:
             return stop(False, f"validation best at epoch {best} of {epochs}")
-        budget = (f"its {baseline['max_minutes']:g}-minute budget"
-                  if baseline.get("max_epochs") and epochs < baseline["max_epochs"]
-                  and baseline.get("max_minutes") else f"its {epochs} epochs")  # fmt: skip
+        budget = (
+            f"its {baseline['max_minutes']:g}-minute budget"
+            if baseline.get("max_epochs")
+            and epochs < baseline["max_epochs"]
+            and baseline.get("max_minutes")
+            else f"its {epochs} epochs"
+        )
         return stop(True, f"cut by {budget}: still improving at epoch {epochs}")
     return None
 
@@ -145,8 +153,11 @@ def started_from(run: Path) -> list[str]:
     record = json.loads(path.read_text())
     sources = (record.get(reader, {}).get("read_from") for reader in ("base_cnn", "base_kmer_lr"))
     # RUN/fitted/STEM.safetensors (a fine-tuning run's own cache is not a run)
-    runs = [Path(source).parents[1] for source in sources
-            if source and Path(source).parent.name == SAVED_FOLDER]  # fmt: skip
+    runs = [
+        Path(source).parents[1]
+        for source in sources
+        if source and Path(source).parent.name == SAVED_FOLDER
+    ]
     return [run.name for run in runs if _RUN.match(run.name)]
 
 
@@ -181,18 +192,28 @@ def medians(run: FeaturePredictions, min_positives: int) -> dict:
     test positives."""
     out = {}
     for group, columns in feature_groups(run, min_positives).items():
-        metrics = multilabel_metrics(run.labels[:, columns], run.probabilities[:, columns],
-                                     [run.feature_names[c] for c in columns],
-                                     [group] * len(columns))["per_feature"]  # fmt: skip
+        metrics = multilabel_metrics(
+            run.labels[:, columns],
+            run.probabilities[:, columns],
+            [run.feature_names[c] for c in columns],
+            [group] * len(columns),
+        )["per_feature"]
         if metrics:
-            out[group] = (float(np.median([m["auroc"] for m in metrics.values()])),
-                          float(np.median([m["auprc"] for m in metrics.values()])),
-                          len(metrics))  # fmt: skip
+            out[group] = (
+                float(np.median([m["auroc"] for m in metrics.values()])),
+                float(np.median([m["auprc"] for m in metrics.values()])),
+                len(metrics),
+            )
     return out
 
 
-def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
-              seed: int = 0, by: str = "category") -> dict:  # fmt: skip
+def summarise(
+    task: str | Path,
+    min_positives: int = 20,
+    resamples: int = 1000,
+    seed: int = 0,
+    by: str = "category",
+) -> dict:
     """The context ablation of one chromatin task folder, as a dict (the report's tables
     and `benchmarks/chromatin_context.py`'s targets read it):
     arms            {arm: {name, best_context, contexts: {bp: {medians, validation_auroc,
@@ -210,16 +231,26 @@ def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
     scales = feature_scales(task) if by == "scale" else {}
     if by == "scale" and not any(scales.values()):
         raise InputError(f"{task}: its feature tables give no scale column to group by")
-    predictions = {arm: {bp: grouped(read_feature_predictions(folder), by, scales)
-                         for bp, folder in runs.items()}
-                   for arm, runs in arms.items()}  # fmt: skip
+    predictions = {
+        arm: {
+            bp: grouped(read_feature_predictions(folder), by, scales) for bp, folder in runs.items()
+        }
+        for arm, runs in arms.items()
+    }
 
     def paired(a, b) -> dict:
         return paired_median_auroc(a, b, resamples, seed, min_positives)["categories"]
 
-    summary = {"task": task.name, "by": by, "min_positives": min_positives,
-               "resamples": resamples, "arms": {}, "gain_over_narrowest": {},
-               "same_context": [], "best_against_best": []}  # fmt: skip
+    summary = {
+        "task": task.name,
+        "by": by,
+        "min_positives": min_positives,
+        "resamples": resamples,
+        "arms": {},
+        "gain_over_narrowest": {},
+        "same_context": [],
+        "best_against_best": [],
+    }
     for arm, runs in arms.items():
         summary["arms"][arm] = {
             "name": ARM_NAMES.get(arm, arm),
@@ -238,8 +269,9 @@ def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
         narrowest = min(runs)
         summary["gain_over_narrowest"][arm] = {
             bp: paired(predictions[arm][bp], predictions[arm][narrowest])
-            for bp in runs if bp != narrowest
-        }  # fmt: skip
+            for bp in runs
+            if bp != narrowest
+        }
     ours = predictions[GENOBIRD]
     best = summary["arms"][GENOBIRD]["best_context"]
     for arm, runs in arms.items():
@@ -249,13 +281,19 @@ def summarise(task: str | Path, min_positives: int = 20, resamples: int = 1000,
         for bp in runs:
             if bp in ours:
                 difference = paired(ours[bp], predictions[arm][bp])
-                summary["same_context"].append({"name": name, "kind": arm, "context": bp,
-                                                "categories": difference})  # fmt: skip
+                summary["same_context"].append(
+                    {"name": name, "kind": arm, "context": bp, "categories": difference}
+                )
         theirs = summary["arms"][arm]["best_context"]
-        summary["best_against_best"].append({
-            "name": name, "kind": arm, "context": theirs, "genobird_context": best,
-            "categories": paired(ours[best], predictions[arm][theirs]),
-        })  # fmt: skip
+        summary["best_against_best"].append(
+            {
+                "name": name,
+                "kind": arm,
+                "context": theirs,
+                "genobird_context": best,
+                "categories": paired(ours[best], predictions[arm][theirs]),
+            }
+        )
     summary["chosen_context"] = best
     contexts = summary["arms"][GENOBIRD]["contexts"]
     summary["genobird"] = {bp: row["medians"] for bp, row in contexts.items()}
@@ -309,13 +347,18 @@ def targets(task: str | Path, summary: dict) -> list[Target]:
 
 
 def cost_target(summary: dict) -> Target | None:
-    seconds = [row["seconds"] for arm in summary["arms"].values()
-               for row in arm["contexts"].values()]  # fmt: skip
+    seconds = [
+        row["seconds"] for arm in summary["arms"].values() for row in arm["contexts"].values()
+    ]
     known = [s for s in seconds if s is not None]
     if not known:
         return None
-    timed = [(arm["name"], bp, row["seconds"]) for arm in summary["arms"].values()
-             for bp, row in arm["contexts"].items() if row["seconds"] is not None]  # fmt: skip
+    timed = [
+        (arm["name"], bp, row["seconds"])
+        for arm in summary["arms"].values()
+        for bp, row in arm["contexts"].items()
+        if row["seconds"] is not None
+    ]
     cells = ", ".join(f"{name} {bp:,} bp {seconds / 60:.1f}" for name, bp, seconds in timed)
     missing = len(seconds) - len(known)
     detail = f"{sum(known) / 60:.1f} minutes of runs: {cells}"
@@ -328,9 +371,12 @@ def cost_target(summary: dict) -> Target | None:
 def cut_short(summary: dict) -> list[str]:
     """The runs their budget ended while validation was still rising ("genobird 4,000
     bp"), arm by arm: where the ablation's figures are a budget's, not an arm's best."""
-    return [f"{arm['name']} {bp:,} bp" for arm in summary["arms"].values()
-            for bp, row in arm["contexts"].items()
-            if row["stop"] and row["stop"]["cut"]]  # fmt: skip
+    return [
+        f"{arm['name']} {bp:,} bp"
+        for arm in summary["arms"].values()
+        for bp, row in arm["contexts"].items()
+        if row["stop"] and row["stop"]["cut"]
+    ]
 
 
 def broad_groups(meta: dict) -> list[str]:
@@ -353,22 +399,27 @@ def state_targets(summary: dict, broad: list[str]) -> list[Target]:
         best_long = max(long, key=lambda bp: (long[bp]["validation_auroc"] or float("-inf"), bp))
         gains = summary["gain_over_narrowest"][GENOBIRD].get(best_long, {})
         rows = {group: gains[group] for group in broad if group in gains}
-        found.append(Target(
-            f"genobird {best_long:,} bp (its best of 4 kb or more) above 1,000 bp on every "
-            "broad group", bool(rows) and all(r["low"] > 0 for r in rows.values()),
-            ", ".join(f"{g} {describe_difference(r)}" for g, r in rows.items())
-            or "no broad group counted",
-        ))  # fmt: skip
+        found.append(
+            Target(
+                f"genobird {best_long:,} bp (its best of 4 kb or more) above 1,000 bp on every "
+                "broad group",
+                bool(rows) and all(r["low"] > 0 for r in rows.values()),
+                ", ".join(f"{g} {describe_difference(r)}" for g, r in rows.items())
+                or "no broad group counted",
+            )
+        )
     row = best_baseline(summary)
     if row is not None:
         groups = {g: d for g, d in row["categories"].items() if g != "all"}
-        found.append(Target(
-            f"genobird {row['genobird_context']:,} bp at least the best baseline "
-            f"({row['name']} {row['context']:,} bp, chosen on validation) in every group, "
-            f"above it on {' and '.join(MUST_LEAD)}",
-            all(d["low"] > (0.0 if g in MUST_LEAD else LEAD_MARGIN) for g, d in groups.items()),
-            ", ".join(f"{g} {describe_difference(d)}" for g, d in groups.items()),
-        ))  # fmt: skip
+        found.append(
+            Target(
+                f"genobird {row['genobird_context']:,} bp at least the best baseline "
+                f"({row['name']} {row['context']:,} bp, chosen on validation) in every group, "
+                f"above it on {' and '.join(MUST_LEAD)}",
+                all(d["low"] > (0.0 if g in MUST_LEAD else LEAD_MARGIN) for g, d in groups.items()),
+                ", ".join(f"{g} {describe_difference(d)}" for g, d in groups.items()),
+            )
+        )
     return found
 
 
@@ -378,46 +429,27 @@ def peak_targets(summary: dict) -> list[Target]:
     found = []
     contexts = summary["arms"][GENOBIRD]["contexts"]
     narrowest, widest = min(contexts), max(contexts)
-    cnn = [row for row in summary["same_context"]
-           if row["kind"] == "deepsea-cnn" and row["context"] == narrowest]  # fmt: skip
+    cnn = [
+        row
+        for row in summary["same_context"]
+        if row["kind"] == "deepsea-cnn" and row["context"] == narrowest
+    ]
     if cnn and "TF" in cnn[0]["categories"]:
         row = cnn[0]["categories"]["TF"]
-        found.append(Target(
-            f"TF median AUROC >= the {narrowest:,} bp DeepSEA CNN's", row["difference"] >= 0,
-            f"genobird {row['a']:.3f}, CNN {row['b']:.3f}, {describe_difference(row)}",
-        ))  # fmt: skip
+        found.append(
+            Target(
+                f"TF median AUROC >= the {narrowest:,} bp DeepSEA CNN's",
+                row["difference"] >= 0,
+                f"genobird {row['a']:.3f}, CNN {row['b']:.3f}, {describe_difference(row)}",
+            )
+        )
     gains = summary["gain_over_narrowest"][GENOBIRD].get(widest, {})
     helped = [c for c, row in gains.items() if c != "all" and row["low"] > 0]
-    found.append(Target(
-        f"{widest:,} bp above {narrowest:,} bp with the interval above zero in a category",
-        bool(helped), ", ".join(helped) or "none",
-    ))  # fmt: skip
+    found.append(
+        Target(
+            f"{widest:,} bp above {narrowest:,} bp with the interval above zero in a category",
+            bool(helped),
+            ", ".join(helped) or "none",
+        )
+    )
     return found
-
-
-def plot_context_ablation(summary: dict, path: Path | None = None):
-    """Median AUROC by context per group, one line per arm; returns the figure (saved to
-    `path` where given)."""
-    from genobird.datasets.metrics import _figure
-
-    plt = _figure()
-    groups = sorted({g for arm in summary["arms"].values()
-                     for row in arm["contexts"].values() for g in row["medians"]})  # fmt: skip
-    columns = max(min(len(groups), 4), 1)
-    rows = max(-(-len(groups) // columns), 1)
-    figure, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows),
-                                squeeze=False)  # fmt: skip
-    for axis, group in zip(axes.flat, groups, strict=False):
-        for arm in summary["arms"].values():
-            contexts = sorted(arm["contexts"])
-            values = [arm["contexts"][bp]["medians"].get(group, (np.nan,))[0] for bp in contexts]
-            axis.plot(contexts, values, marker="o", label=arm["name"])
-        axis.set_xscale("log")
-        axis.set(title=group, xlabel="context (bp)", ylabel="median AUROC")
-        axis.legend(fontsize=7)
-    for axis in list(axes.flat)[len(groups) :]:
-        axis.axis("off")
-    figure.tight_layout()
-    if path is not None:
-        figure.savefig(path, dpi=110)
-    return figure

@@ -60,8 +60,15 @@ def _markov_bits(run: str, markov) -> np.ndarray | None:
     return base_bits(*base_counts(counts, dna_codes(run), order), alpha)
 
 
-def scored_stretches(sequence: str, mask: np.ndarray, tokenizer, scored: int, longest: int,
-                     max_windows: int, markov=None) -> list[_Stretch]:  # fmt: skip
+def scored_stretches(
+    sequence: str,
+    mask: np.ndarray,
+    tokenizer,
+    scored: int,
+    longest: int,
+    max_windows: int,
+    markov=None,
+) -> list[_Stretch]:
     """Stretches of `scored` pieces, `scored` apart, wherever a window of `longest`
     pieces fits around them inside one A/C/G/T run; at most `max_windows`, evenly spaced."""
     half = longest // 2
@@ -92,15 +99,30 @@ def scored_stretches(sequence: str, mask: np.ndarray, tokenizer, scored: int, lo
                 piece_bits = bits[begin - run_start : begin - run_start + size]
                 markov_copy.append(float(piece_bits[inside].sum()))
                 markov_all.append(float(piece_bits.sum()))
-        stretches.append(_Stretch(ids, first, np.array(copy_bp), np.array(bp),
-                                  np.array(markov_copy), np.array(markov_all)))  # fmt: skip
+        stretches.append(
+            _Stretch(
+                ids,
+                first,
+                np.array(copy_bp),
+                np.array(bp),
+                np.array(markov_copy),
+                np.array(markov_all),
+            )
+        )
     return stretches
 
 
 @torch.no_grad()
-def stretch_bits(model, tokenizer, stretches: list[_Stretch], length: int, scored: int,
-                 stride: int = DEFAULT_STRIDE, batch_size: int = 16,
-                 device="cpu") -> np.ndarray:  # fmt: skip
+def stretch_bits(
+    model,
+    tokenizer,
+    stretches: list[_Stretch],
+    length: int,
+    scored: int,
+    stride: int = DEFAULT_STRIDE,
+    batch_size: int = 16,
+    device="cpu",
+) -> np.ndarray:
     """Bits of every scored piece [stretches, scored], seen through a window of `length`
     tokens ([CLS] + length - 2 pieces + [SEP]) centred on the stretch."""
     model.eval()
@@ -142,9 +164,17 @@ def _ratio_interval(saved: np.ndarray, bp: np.ndarray, rng, resamples: int = 100
     return value, float(np.quantile(ratios, 0.025)), float(np.quantile(ratios, 0.975))
 
 
-def bits_by_copy_context(model_dir, fasta, copies_bed, chromosomes: list[str],
-                         lengths: list[int], markov=None, max_windows: int = 300,
-                         device="cpu", seed: int = 0) -> list[dict]:  # fmt: skip
+def bits_by_copy_context(
+    model_dir,
+    fasta,
+    copies_bed,
+    chromosomes: list[str],
+    lengths: list[int],
+    markov=None,
+    max_windows: int = 300,
+    device="cpu",
+    seed: int = 0,
+) -> list[dict]:
     """One row per context length: bits per bp on bases in copies and on the others
     (genobird; and the Markov model `markov` = (MarkovCounts, order, alpha) when given),
     and from the second length on the bits per bp saved over the previous length with a
@@ -164,8 +194,9 @@ def bits_by_copy_context(model_dir, fasta, copies_bed, chromosomes: list[str],
     for chrom in chromosomes:
         sequence = reference.fetch_contig(chrom)
         mask = copy_mask(copies_bed, chrom, len(sequence))
-        stretches += scored_stretches(sequence, mask, tokenizer, scored, lengths[-1] - 2,
-                                      max_windows, markov)  # fmt: skip
+        stretches += scored_stretches(
+            sequence, mask, tokenizer, scored, lengths[-1] - 2, max_windows, markov
+        )
     rng = np.random.default_rng(seed)
     rows, previous = [], None
     for length in lengths:

@@ -10,50 +10,35 @@
   bases in copies and elsewhere by context length, beside the pipeline's Markov model.
 
 The settings it ran with are recorded, so that `genobird report` can tell an artifact
-of other settings (and run the evaluation again) from one it can draw.
+of other settings (and refuse it, naming the command) from one it can draw.
 """
 
 from __future__ import annotations
 
 import json
 
-from genobird.errors import ConfigError
-from genobird.evaluation.results import ResultsFolder, newer_than_inputs
-from genobird.fileio import atomic_write
+from genobird.artifacts import PretrainedEvaluation, ResultsFolder, newer_than_inputs
 
 # what the held-out figures are: the summary's own, scored again, or withheld (no
 # instances to score again)
 HELD_OUT_SOURCES = ("summary", "rescored", "withheld")
 
 
-def evaluation_settings(context_tokens, context_windows: int, copy_context_tokens,
-                        copy_windows: int) -> dict:  # fmt: skip
-    """The settings an evaluation runs with, as its artifact records them."""
-    if context_windows < 1:
-        raise ConfigError(f"context windows must be at least 1, got {context_windows}")
-    return {"context_tokens": list(context_tokens), "context_windows": context_windows,
-            "copy_context_tokens": list(copy_context_tokens),
-            "copy_windows": copy_windows}  # fmt: skip
-
-
-def evaluate_pretrained(results, settings: dict) -> dict | None:
+def evaluate_pretrained(results, settings: dict) -> PretrainedEvaluation | None:
     """Every evaluation of the results folder's pretrained model that its files allow,
     written to results/pretrain/evaluation.json; returns the record (None, and nothing
     written, where the folder has no pretraining)."""
     folder = ResultsFolder(results)
     if not folder.pretrain.is_dir():
         return None
-    record = {"settings": settings, "held_out": held_out_figures(folder),
-              "context": context_rows(folder, settings),
-              "copy_context": copy_context_rows(folder, settings)}  # fmt: skip
-    with atomic_write(folder.pretrained_evaluation) as handle:
-        json.dump(record, handle, indent=1)
+    record = PretrainedEvaluation(
+        settings=settings,
+        held_out=held_out_figures(folder),
+        context=context_rows(folder, settings),
+        copy_context=copy_context_rows(folder, settings),
+    )
+    record.write(folder.root)
     return record
-
-
-def read_pretrained_evaluation(results) -> dict | None:
-    path = ResultsFolder(results).pretrained_evaluation
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def held_out_figures(folder: ResultsFolder) -> dict | None:
@@ -85,8 +70,12 @@ def context_rows(folder: ResultsFolder, settings: dict) -> list[dict] | None:
     lengths = settings["context_tokens"]
     if not (lengths and folder.pretrained_model.is_dir() and folder.heldout_instances.is_dir()):
         return None
-    return mlm_accuracy_by_context(folder.pretrained_model, folder.heldout_instances, lengths,
-                                   max_windows=settings["context_windows"])  # fmt: skip
+    return mlm_accuracy_by_context(
+        folder.pretrained_model,
+        folder.heldout_instances,
+        lengths,
+        max_windows=settings["context_windows"],
+    )
 
 
 def copy_context_rows(folder: ResultsFolder, settings: dict) -> dict | None:
@@ -96,27 +85,40 @@ def copy_context_rows(folder: ResultsFolder, settings: dict) -> dict | None:
     from genobird.evaluation.copy_context import bits_by_copy_context
 
     lengths, index = settings["copy_context_tokens"], folder.corpus_index("heldout")
-    if not (folder.copies.is_file() and folder.pretrained_model.is_dir() and index.is_file()
-            and lengths):  # fmt: skip
+    if not (
+        folder.copies.is_file() and folder.pretrained_model.is_dir() and index.is_file() and lengths
+    ):
         return None
     chromosomes = json.loads(index.read_text())["chromosomes"]
     markov = None
     if folder.markov.is_file() and folder.train_documents.is_file():
         fitted = json.loads(folder.markov.read_text())
-        counts = fit_counts(read_dna(folder.train_documents), fitted["order"],
-                            fitted.get("both_strands", True))  # fmt: skip
+        counts = fit_counts(
+            read_dna(folder.train_documents), fitted["order"], fitted.get("both_strands", True)
+        )
         markov = (counts, fitted["order"], fitted["alpha"])
-    rows = bits_by_copy_context(folder.pretrained_model, folder.genome, folder.copies,
-                                chromosomes, list(lengths), markov,
-                                max_windows=settings["copy_windows"])  # fmt: skip
+    rows = bits_by_copy_context(
+        folder.pretrained_model,
+        folder.genome,
+        folder.copies,
+        chromosomes,
+        list(lengths),
+        markov,
+        max_windows=settings["copy_windows"],
+    )
     return {"chromosomes": chromosomes, "markov": markov is not None, "rows": rows}
 
 
 def evaluation_inputs(folder: ResultsFolder) -> list:
     """The files an evaluation of the pretrained model reads."""
     model = folder.pretrained_model
-    return [model / "config.json", model / "training_summary.json", folder.markov,
-            folder.heldout_instances / "manifest.json", folder.copies]  # fmt: skip
+    return [
+        model / "config.json",
+        model / "training_summary.json",
+        folder.markov,
+        folder.heldout_instances / "manifest.json",
+        folder.copies,
+    ]
 
 
 def ensure_pretrained_evaluation(results, settings: dict) -> bool:
@@ -124,8 +126,7 @@ def ensure_pretrained_evaluation(results, settings: dict) -> bool:
     evaluation of these settings written after the files it reads (a pipeline's
     evaluation rule wrote it); True when it ran."""
     folder = ResultsFolder(results)
-    found = read_pretrained_evaluation(results)
     current = newer_than_inputs(folder.pretrained_evaluation, evaluation_inputs(folder))
-    if found is not None and found.get("settings") == settings and current:
+    if current and json.loads(folder.pretrained_evaluation.read_text()).get("settings") == settings:
         return False
     return evaluate_pretrained(results, settings) is not None

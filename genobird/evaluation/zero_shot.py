@@ -72,8 +72,9 @@ def language_model_bits(model_dir, sequences: dict, device="auto", stride=None) 
     from genobird.scoring.likelihood import LikelihoodScorer
 
     scorer = LikelihoodScorer(model_dir, device=device, stride=stride)
-    return {split: scorer.score(texts)["bits_per_bp"].to_numpy()
-            for split, texts in sequences.items()}  # fmt: skip
+    return {
+        split: scorer.score(texts)["bits_per_bp"].to_numpy() for split, texts in sequences.items()
+    }
 
 
 def markov_bits(train_dna: list[np.ndarray], sequences: dict, orders) -> dict[int, dict]:
@@ -92,9 +93,11 @@ def markov_bits(train_dna: list[np.ndarray], sequences: dict, orders) -> dict[in
         reverse = [reverse_complement_codes(c) for c in forward]
         bases = np.array([int((c < 4).sum()) for c in forward])  # read_splits: never 0
         for order in orders:
-            total = [sequence_bits(counts, f, order, MARKOV_ALPHA)
-                     + sequence_bits(counts, r, order, MARKOV_ALPHA)
-                     for f, r in zip(forward, reverse, strict=True)]  # fmt: skip
+            total = [
+                sequence_bits(counts, f, order, MARKOV_ALPHA)
+                + sequence_bits(counts, r, order, MARKOV_ALPHA)
+                for f, r in zip(forward, reverse, strict=True)
+            ]
             bits[order][split] = np.array(total) / 2 / bases
     return bits
 
@@ -110,8 +113,15 @@ def choose_order(bits_by_order: dict[int, dict], labels: dict) -> tuple[int, dic
     return max(aurocs, key=aurocs.get), {"split": split, "auroc_by_order": aurocs}
 
 
-def zero_shot(data_path, output, model_dir=None, markov_dna=None, orders=range(0, 11),
-              device="auto", stride=None) -> dict:  # fmt: skip
+def zero_shot(
+    data_path,
+    output,
+    model_dir=None,
+    markov_dna=None,
+    orders=range(0, 11),
+    device="auto",
+    stride=None,
+) -> dict:
     """Score the data set with a pretraining model (`model_dir`; pieces `stride` apart
     masked together, genobird.scoring.likelihood) or with Markov models of `markov_dna` (FASTA or
     genobird documents), and write OUT/report as `finetune` does."""
@@ -130,8 +140,12 @@ def zero_shot(data_path, output, model_dir=None, markov_dna=None, orders=range(0
         by_order = markov_bits(read_dna(markov_dna), sequences, list(orders))
         order, selection = choose_order(by_order, labels)
         bits = by_order[order]
-        extra = {"model": "markov zero-shot", "order": order, "order_selection": selection,
-                 "train_dna": str(markov_dna)}  # fmt: skip
+        extra = {
+            "model": "markov zero-shot",
+            "order": order,
+            "order_selection": selection,
+            "train_dna": str(markov_dna),
+        }
         log.info("Markov order %d chosen on the %s split", order, selection["split"])
     probabilities = calibrated(bits, labels)
     column = {split: (labels[split][:, None], probabilities[split][:, None]) for split in SPLITS}

@@ -28,19 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import safetensors.torch
 import torch
 
 from genobird.baselines.saved import (
     SAVED_FOLDER,
-    cnn_identity,
-    cnn_stem,
-    kmer_identity,
-    kmer_stem,
-    mismatches,
-    read_saved,
-    write_saved,
-)  # fmt: skip
+)
 from genobird.datasets.metrics import (
     best_mcc_threshold,
     is_multilabel,
@@ -48,12 +40,9 @@ from genobird.datasets.metrics import (
     write_test_predictions,
 )
 from genobird.datasets.windows import split_fingerprint
-from genobird.device import default_device
-from genobird.errors import ConfigError
 from genobird.fileio import atomic_write
+from genobird.finetuning.reader_baselines import base_cnn, base_kmer_lr, cnn_logits, kmer_logits
 from genobird.finetuning.recipe import BaseReaderRecipe, Recipe
-from genobird.genome.alphabet import reverse_complement
-from genobird.inputs import central
 
 log = logging.getLogger(__name__)
 
@@ -92,36 +81,51 @@ class BaseReaders:
         strand, or both read inside each input); 0 where there is no such reader."""
         cnn_part, kmer_part = 0.0, 0.0
         if self.cnn is not None:
-            cnn_part = cnn_logits(self.cnn, sequences, self.window_bp,
-                                  self.rc_average or self.both_strands)  # fmt: skip
+            cnn_part = cnn_logits(
+                self.cnn, sequences, self.window_bp, self.rc_average or self.both_strands
+            )
             if self.both_strands:  # the features of both strands averaged: so the logits
                 cnn_part = cnn_part.mean(axis=0, keepdims=True)
         if self.kmer_lr is not None:
-            kmer_part = kmer_logits(self.kmer_lr, sequences, self.base.kmers, self.window_bp,
-                                    self.rc_average and not self.both_strands,
-                                    self.both_strands)  # fmt: skip
+            kmer_part = kmer_logits(
+                self.kmer_lr,
+                sequences,
+                self.base.kmers,
+                self.window_bp,
+                self.rc_average and not self.both_strands,
+                self.both_strands,
+            )
         return cnn_part, kmer_part
 
 
-def fit_base_readers(data, base: BaseReaderRecipe, window_bp: int | None, seed: int,
-                     cache: Path, rc_average: bool, both_strands: bool,
-                     sources=()) -> BaseReaders:  # fmt: skip
+def fit_base_readers(
+    data,
+    base: BaseReaderRecipe,
+    window_bp: int | None,
+    seed: int,
+    cache: Path,
+    rc_average: bool,
+    both_strands: bool,
+    sources=(),
+) -> BaseReaders:
     """Train or fit the base readers `base` asks for on the windows' central `window_bp`
     bases (or read them: from `cache`, or from the baseline runs in `sources` that fitted
     them so), as a run reading `rc_average` strands with base readers on `both_strands`
     reads them."""
     readers = BaseReaders(base, window_bp, rc_average, both_strands)
     if base.cnn_channels:
-        readers.cnn, readers.record["base_cnn"] = base_cnn(data, base, window_bp, seed, cache,
-                                                           rc_average, sources)  # fmt: skip
+        readers.cnn, readers.record["base_cnn"] = base_cnn(
+            data, base, window_bp, seed, cache, rc_average, sources
+        )
     if base.kmers:
         fitted = base_kmer_lr(data, base.kmers, window_bp, seed, cache, sources, both_strands)
         readers.kmer_lr, readers.record["base_kmer_lr"] = fitted
     return readers
 
 
-def readers_start(readers: BaseReaders, labels: np.ndarray, logits: tuple, shift: float = 0.0,
-                  categories=None) -> tuple:  # fmt: skip
+def readers_start(
+    readers: BaseReaders, labels: np.ndarray, logits: tuple, shift: float = 0.0, categories=None
+) -> tuple:
     """(the CNN's weight in the start, one or one per output; what base-start.json records
     of the blend, or {} with one reader; the start's validation AUROC) of base readers
     whose validation `logits` are given: their blend chosen on validation when both."""
@@ -132,8 +136,9 @@ def readers_start(readers: BaseReaders, labels: np.ndarray, logits: tuple, shift
     return weight, {}, round(mean_auroc(labels, blend_probabilities(*logits, weight, shift)), 5)
 
 
-def start_from_baselines(model, spec: Recipe, data_path: Path, output: Path, cache: Path,
-                         rc_average: bool, sources=()) -> dict:  # fmt: skip
+def start_from_baselines(
+    model, spec: Recipe, data_path: Path, output: Path, cache: Path, rc_average: bool, sources=()
+) -> dict:
     """Train or fit the base readers `spec` asks for (or read them: from `cache`, or
     from the baseline runs in `sources` that fitted them as `spec` asks), start `model`
     from them (blended on validation when both), write OUTPUT/base-start.json; returns
@@ -142,46 +147,61 @@ def start_from_baselines(model, spec: Recipe, data_path: Path, output: Path, cac
 
     base, window_bp, seed = spec.head.base, spec.data.window_bp, spec.optim.seed
     data = load_baseline_data(data_path, seed)
-    readers = fit_base_readers(data, base, window_bp, seed, cache, rc_average,
-                               model.base_strands == "both",
-                               sources)  # fmt: skip
+    readers = fit_base_readers(
+        data, base, window_bp, seed, cache, rc_average, model.base_strands == "both", sources
+    )
     record, cnn, kmer_lr = readers.record, readers.cnn, readers.kmer_lr
     if base.blend != "one" and (cnn is None or kmer_lr is None):
-        log.warning("base_blend %s: there is no blend to choose, the start has one base "
-                    "reader", base.blend)  # fmt: skip
+        log.warning(
+            "base_blend %s: there is no blend to choose, the start has one base reader", base.blend
+        )
     validation = readers.logits(data.valid.sequences)
     shift = model.start_logit_shift()
     categories = data.meta.get("categories") if base.blend == "by-category" else None
-    cnn_weight, blend, _ = readers_start(readers, data.valid.labels, validation, shift,
-                                         categories)  # fmt: skip
+    cnn_weight, blend, _ = readers_start(readers, data.valid.labels, validation, shift, categories)
     if blend:
         record["base_blend"] = blend
-        log.info("start: the base CNN and the k-mer LR blended, CNN weight %s (validation "
-                 "AUROC %.4f)", blend.get("cnn_weight_by_category", blend["cnn_weight"]),
-                 blend["validation_auroc"])  # fmt: skip
+        log.info(
+            "start: the base CNN and the k-mer LR blended, CNN weight %s (validation AUROC %.4f)",
+            blend.get("cnn_weight_by_category", blend["cnn_weight"]),
+            blend["validation_auroc"],
+        )
     # the start's own figures: the run checks its step-0 validation check against the
     # first, and its report sets the fine-tuned test figure beside the second
-    for split, logits, name in ((data.valid, validation, "start_validation_auroc"),
-                                (data.test, None, "start_test_auroc")):  # fmt: skip
+    for split, logits, name in (
+        (data.valid, validation, "start_validation_auroc"),
+        (data.test, None, "start_test_auroc"),
+    ):
         if len(split.labels):
             logits = logits or readers.logits(split.sequences)
             start = blend_probabilities(*logits, cnn_weight, shift)
             record[name] = round(mean_auroc(split.labels, start), 5)
             if split is data.test:
-                write_reader_predictions(output / READERS_FOLDER, data, readers, validation,
-                                         logits, cnn_weight, shift)  # fmt: skip
+                write_reader_predictions(
+                    output / READERS_FOLDER, data, readers, validation, logits, cnn_weight, shift
+                )
     record["base_strands"] = model.base_strands
     model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
-    read = [part.get("read_from", "") for part in (record.get("base_cnn", {}),
-                                                    record.get("base_kmer_lr", {}))]  # fmt: skip
+    read = [
+        part.get("read_from", "")
+        for part in (record.get("base_cnn", {}), record.get("base_kmer_lr", {}))
+    ]
     for run in sources:
         if not any(path.startswith(str(Path(run) / SAVED_FOLDER)) for path in read):
-            log.warning("--base-start-from %s: no base reader of this run was read from it "
-                        "(it fitted none this run has, or fitted it otherwise)", run)  # fmt: skip
+            log.warning(
+                "--base-start-from %s: no base reader of this run was read from it "
+                "(it fitted none this run has, or fitted it otherwise)",
+                run,
+            )
     if base.kmer_pull and kmer_lr is not None:
         kmer_share = 1 - np.asarray(cnn_weight) if cnn is not None else np.asarray(1.0)
-        strength = pull_strength(base.kmer_pull, record["base_kmer_lr"]["C"],
-                                 len(data.train.labels), data.num_outputs, kmer_share)  # fmt: skip
+        strength = pull_strength(
+            base.kmer_pull,
+            record["base_kmer_lr"]["C"],
+            len(data.train.labels),
+            data.num_outputs,
+            kmer_share,
+        )
         record["base_kmer_pull_strength"] = strength.tolist()
     output.mkdir(parents=True, exist_ok=True)
     with atomic_write(output / BASE_START_FILE) as handle:
@@ -189,8 +209,15 @@ def start_from_baselines(model, spec: Recipe, data_path: Path, output: Path, cac
     return record
 
 
-def write_reader_predictions(folder: Path, data, readers: BaseReaders, validation: tuple,
-                             test: tuple, cnn_weight, shift: float) -> None:  # fmt: skip
+def write_reader_predictions(
+    folder: Path,
+    data,
+    readers: BaseReaders,
+    validation: tuple,
+    test: tuple,
+    cnn_weight,
+    shift: float,
+) -> None:
     """Each base reader's test probabilities as its baseline run gives them (its logits
     alone, no shift), and the start's (the blend the classifier starts as), each with the
     threshold its validation probabilities choose, in a baseline run's predictions file."""
@@ -208,9 +235,13 @@ def write_reader_predictions(folder: Path, data, readers: BaseReaders, validatio
             valid = blend_probabilities(*validation, weight, reading_shift)
             threshold = best_mcc_threshold(data.valid.labels[:, 0], valid[:, 0])
         probabilities = blend_probabilities(*test, weight, reading_shift)
-        write_test_predictions(folder / name / "report", data.meta,
-                               (data.test.labels, probabilities), fingerprint,
-                               threshold)  # fmt: skip
+        write_test_predictions(
+            folder / name / "report",
+            data.meta,
+            (data.test.labels, probabilities),
+            fingerprint,
+            threshold,
+        )
 
 
 # The strand readings a classify run whose strands are open chooses among with its start:
@@ -234,20 +265,25 @@ def choose_strands(spec: Recipe, data_path: Path, cache: Path, sources=()) -> di
     data = load_baseline_data(data_path, seed)
     scores, settings = {}, {}
     for name, both_read, both_inside in STRAND_READINGS:
-        readers = fit_base_readers(data, base, window_bp, seed, cache, both_read, both_inside,
-                                   sources)  # fmt: skip
+        readers = fit_base_readers(
+            data, base, window_bp, seed, cache, both_read, both_inside, sources
+        )
         validation = readers.logits(data.valid.sequences)
         scores[name] = readers_start(readers, data.valid.labels, validation)[2]
-        settings[name] = {"rc_augment": both_read, "rc_average": both_read,
-                          "base_strands": "both" if both_inside else "one"}  # fmt: skip
+        settings[name] = {
+            "rc_augment": both_read,
+            "rc_average": both_read,
+            "base_strands": "both" if both_inside else "one",
+        }
         log.info("start read on %s: validation AUROC %.4f", name, scores[name])
     scored = {name: score for name, score in scores.items() if np.isfinite(score)}
     chosen = max(scored, key=scored.get) if scored else STRAND_READINGS[0][0]
     return {"chosen": chosen, "settings": settings[chosen], "validation_auroc": scores}
 
 
-def pull_strength(multiple: float, c: float, train_windows: int, outputs: int,
-                  share=1.0) -> np.ndarray:  # fmt: skip
+def pull_strength(
+    multiple: float, c: float, train_windows: int, outputs: int, share=1.0
+) -> np.ndarray:
     """The strength s of fine-tuning's pull s/2 x ||W - W0||^2 on the base k-mers' head
     weights W (W0: the fitted k-mer LR's weights w times their `share` of a blended
     start; one share, or one per output, which gives one strength per output). The LR
@@ -295,8 +331,7 @@ def blend_probabilities(cnn, kmer_lr, cnn_weight, shift: float = 0.0) -> np.ndar
     return (1 / (1 + np.exp(-logits))).mean(axis=0)
 
 
-def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray,
-                      shift: float = 0.0):  # fmt: skip
+def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray, shift: float = 0.0):
     """The CNN's weight w in w x cnn + (1 - w) x kmer_lr (validation logits [S, N, F] of
     each strand) with the best mean validation AUROC, and every weight's AUROC (None
     where no output has both classes)."""
@@ -309,8 +344,9 @@ def choose_cnn_weight(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray,
     return best, scores  # the first listed among ties
 
 
-def choose_blend(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray, shift: float = 0.0,
-                 categories=None):  # fmt: skip
+def choose_blend(
+    cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray, shift: float = 0.0, categories=None
+):
     """The blend's CNN weight chosen on validation (`choose_cnn_weight`): one for every
     output, or, given each output's category, one per category, chosen on its outputs
     alone (a category none of whose outputs has both classes in validation takes the
@@ -324,135 +360,15 @@ def choose_blend(cnn: np.ndarray, kmer_lr: np.ndarray, labels: np.ndarray, shift
         record["cnn_weight_by_category"], record["validation_auroc_by_category"] = {}, {}
         for category in dict.fromkeys(categories):
             columns = categories == category
-            chosen, by_weight = choose_cnn_weight(cnn[..., columns], kmer_lr[..., columns],
-                                                  labels[:, columns], shift)  # fmt: skip
+            chosen, by_weight = choose_cnn_weight(
+                cnn[..., columns], kmer_lr[..., columns], labels[:, columns], shift
+            )
             if any(score is not None for score in by_weight.values()):
                 weights[columns] = chosen
             record["cnn_weight_by_category"][str(category)] = float(weights[columns][0])
             record["validation_auroc_by_category"][str(category)] = by_weight
         weight = weights
     record["validation_auroc"] = round(
-        mean_auroc(labels, blend_probabilities(cnn, kmer_lr, weight, shift)), 5)  # fmt: skip
+        mean_auroc(labels, blend_probabilities(cnn, kmer_lr, weight, shift)), 5
+    )
     return weight, record
-
-
-def base_cnn(data, base: BaseReaderRecipe, window_bp: int | None, seed: int, cache: Path,
-             rc_average: bool, sources=()):  # fmt: skip
-    """The base CNN trained alone as genobird's CNN baseline (`baselines.cnn.train_cnn`:
-    the same architecture, tower, data, strands, budget and validation choice of epoch),
-    or read where it was saved: `cache`, or a baseline run in `sources`."""
-    from genobird.baselines.cnn import ARCHITECTURES, CNNSpec, train_cnn
-
-    cnn_spec = CNNSpec(
-        architecture=base.cnn_architecture, channels=base.cnn_channels, rc_average=rc_average,
-        window_bp=window_bp, seed=seed, max_epochs=base.cnn_epochs, max_minutes=base.cnn_minutes,
-    )  # fmt: skip
-    if cnn_spec.architecture == "deepsea-cnn":
-        check_one_length(data, window_bp)
-    stem, identity = cnn_stem(rc_average), cnn_identity(cnn_spec, data)
-    if found := saved_baseline("base CNN", stem, identity, cache, sources):
-        record, path = found
-        cnn = ARCHITECTURES[cnn_spec.architecture](data.num_outputs, cnn_spec.channels,
-                                                   cnn_spec.dropout)  # fmt: skip
-        if cnn_spec.architecture == "deepsea-cnn":
-            cnn.tower.materialize()
-        safetensors.torch.load_model(cnn, str(path))
-        return cnn.eval(), record
-    # trained on the device fine-tuning will use, its random draws (the GPU's too: its
-    # dropout) forked, so that fine-tuning draws the same as when the CNN is read
-    device = default_device()
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        cnn, details = train_cnn(data, cnn_spec, device)
-    log.info("base CNN trained alone: validation AUROC %.4f after %d epochs (%.0f s)",
-             max(details["validation_auroc_by_epoch"]), details["epochs"],
-             details["seconds"])  # fmt: skip
-    write_saved(cache, stem, identity, details, cnn.state_dict())
-    return cnn.eval(), details
-
-
-def check_one_length(data, window_bp: int | None) -> None:
-    """DeepSEA's fully connected layer reads positions, so its windows must share one
-    length (padding a shorter one would move what it reads with its batch)."""
-    lengths = {len(central(s, window_bp)) for split in (data.train, data.valid, data.test)
-               for s in split.sequences}  # fmt: skip
-    if len(lengths) > 1:
-        raise ConfigError(
-            f"{data.path}: its windows are {min(lengths)}-{max(lengths)} bp, but "
-            "base_cnn_architecture deepsea-cnn reads positions and needs one length: give "
-            "--window-bp (at most the shortest) or --base-cnn-architecture cnn"
-        )
-
-
-def base_kmer_lr(data, kmers: int, window_bp: int | None, seed: int, cache: Path, sources=(),
-                 both_strands: bool = False):  # fmt: skip
-    """The k-mer LR of the base k-mers fitted as genobird's k-mer LR baseline
-    (`baselines.kmer.fit_kmer_lr`: counts of 3- to `kmers`-mers, on both strands with
-    `both_strands`, C chosen on validation), as (weights, biases, scale), or read where
-    it was saved: `cache`, or a baseline run in `sources`."""
-    from genobird.baselines.kmer import fit_kmer_lr
-    from genobird.model.base_readers import base_kmer_lengths
-
-    ks = base_kmer_lengths(kmers)
-    identity = kmer_identity(ks, window_bp, seed, data, both_strands)
-    stem = kmer_stem(both_strands)
-    if found := saved_baseline("base k-mer LR", stem, identity, cache, sources):
-        record, path = found
-        tensors = safetensors.torch.load_file(str(path))
-        return tuple(tensors[k].numpy() for k in ("weights", "biases", "scale")), record
-    fitted = fit_kmer_lr(data, ks, seed=seed, window_bp=window_bp, both_strands=both_strands)
-    linear = fitted.linear()
-    details = fitted.details
-    log.info("base k-mer LR fitted: C %g, validation AUROC %.4f (%.0f s)", details["C"],
-             max(details["validation_auroc_by_C"].values()), details["seconds"])  # fmt: skip
-    tensors = dict(zip(("weights", "biases", "scale"), map(torch.from_numpy, linear), strict=True))
-    write_saved(cache, stem, identity, details, tensors)
-    return linear, details
-
-
-def saved_baseline(name: str, stem: str, identity: dict, cache: Path, sources):
-    """(details, tensors' path) of the baseline saved in `cache` or in a baseline run of
-    `sources` (RUN/fitted) with exactly `identity`, else None. A run given whose baseline
-    was fitted otherwise is named with its differences: this run then fits its own."""
-    folders = [cache, *(Path(run) / SAVED_FOLDER for run in sources)]
-    if found := read_saved(folders, stem, identity):
-        record, path = found
-        log.info("%s read from %s", name, path)
-        return {**record["details"], "read_from": str(path)}, path
-    for other in mismatches(folders[1:], stem, identity):
-        log.warning("%s: %s was fitted otherwise, so this run fits its own", name, other)
-    return None
-
-
-def strand_windows(sequences: list[str], window_bp: int | None, both: bool) -> list[list[str]]:
-    """The windows (their central `window_bp` bases) on each strand the classifier reads."""
-    windows = [central(s, window_bp) for s in sequences]
-    return [windows, [reverse_complement(s) for s in windows]] if both else [windows]
-
-
-def cnn_logits(cnn, sequences: list[str], window_bp: int | None, rc_average: bool) -> np.ndarray:
-    """The CNN's logits [S, N, F] on each strand the classifier reads (S = 2 with
-    `rc_average`, the reverse-complemented windows second)."""
-    from genobird.baselines.cnn import encode
-
-    cnn.eval()
-    logits = []
-    with torch.no_grad():
-        for strand in strand_windows(sequences, window_bp, rc_average):
-            logits.append(torch.cat([cnn.strand_logits(encode(strand[i : i + 256]))
-                                     for i in range(0, len(strand), 256)]).numpy())  # fmt: skip
-    return np.stack(logits)
-
-
-def kmer_logits(linear, sequences: list[str], kmers: int, window_bp: int | None,
-                rc_average: bool, both_strands: bool = False) -> np.ndarray:  # fmt: skip
-    """The k-mer LR's logits [S, N, F] from (weights, biases, scale) of 3- to `kmers`-mers
-    on each strand the classifier reads (S = 2 with `rc_average`) of the windows' central
-    `window_bp` bases, of the counts of both strands with `both_strands`."""
-    from genobird.baselines.kmer import kmer_matrix
-    from genobird.model.base_readers import base_kmer_lengths
-
-    weights, biases, scale = linear
-    ks = base_kmer_lengths(kmers)
-    strands = strand_windows(sequences, window_bp, rc_average)
-    return np.stack([np.asarray(kmer_matrix(strand, ks, both_strands).multiply(scale[None])
-                                @ weights.T) + biases for strand in strands])  # fmt: skip

@@ -64,15 +64,23 @@ def build_model(task_meta: dict, pretrained: Path | None, spec: Recipe, tokenize
     if head.base.any:
         shape["base_strands"] = base_strands(head.base, evaluation_strands(spec.evaluation, task))
     pos_weight = task_pos_weight(spec.optim, task)
-    config = task_config(pretrained, spec.fresh_shape, spec.data.max_tokens, len(pieces),
-                         tokenizer.pad_id)  # fmt: skip
+    config = task_config(
+        pretrained, spec.fresh_shape, spec.data.max_tokens, len(pieces), tokenizer.pad_id
+    )
     if head.dropout is not None:
         config = replace(config, hidden_dropout=head.dropout)
     return build_task_model(
-        BigBirdForSequenceClassification, config, pretrained, spec.optim.seed, pieces,
-        num_labels=len(task_meta["feature_names"]), problem="multi_label",
-        pos_weight=pos_weight, pooling=head.pooling, **shape,
-    )  # fmt: skip
+        BigBirdForSequenceClassification,
+        config,
+        pretrained,
+        spec.optim.seed,
+        pieces,
+        num_labels=len(task_meta["feature_names"]),
+        problem="multi_label",
+        pos_weight=pos_weight,
+        pooling=head.pooling,
+        **shape,
+    )
 
 
 def fitted_spec(spec: Recipe, data_path, tokenizer, pretrained) -> Recipe:
@@ -87,7 +95,8 @@ def fitted_spec(spec: Recipe, data_path, tokenizer, pretrained) -> Recipe:
         limit = None if config.get("position_encoding") == "rotary" else config["max_position"]
     else:
         block, limit = spec.fresh_shape.get("block_size", 64), None
-    max_tokens = default_max_tokens(data_path, tokenizer, block, limit,
-                                    window_bp=spec.data.window_bp)  # fmt: skip
+    max_tokens = default_max_tokens(
+        data_path, tokenizer, block, limit, window_bp=spec.data.window_bp
+    )
     log.info("max_tokens %d (the data set's longest window)", max_tokens)
     return spec.with_values(max_tokens=max_tokens)

@@ -17,18 +17,29 @@ LISTED_SOURCES = 12
 LISTED_FEATURES = 20
 
 
-def model_card(meta: dict, recipe: dict, report: dict, sources: dict, baselines: dict,
-               pos_weight: float = 1.0) -> str:  # fmt: skip
+def model_card(
+    meta: dict, recipe: dict, report: dict, sources: dict, baselines: dict, pos_weight: float = 1.0
+) -> str:
     """The card's Markdown. `recipe`: the recipe's settings by name; `report`: metrics.json;
     `sources`: each split's windows by contig or file (`windows.split_sources`);
     `baselines`: {name: metrics.json} of the baseline runs the start was read from;
     `pos_weight`: the weight of a positive in the loss."""
     task = meta["task"]
     provenance = meta.get("provenance") or {}
-    front = ["---", "library_name: genobird", "tags:", "- genomics", "- dna", "- bigbird",
-             f"- {task}", "---", ""]  # fmt: skip
+    front = [
+        "---",
+        "library_name: genobird",
+        "tags:",
+        "- genomics",
+        "- dna",
+        "- bigbird",
+        f"- {task}",
+        "---",
+        "",
+    ]
     title = f"# genobird {task} model: {len(meta['feature_names']):,} output" + (
-        "s" if len(meta["feature_names"]) != 1 else "")  # fmt: skip
+        "s" if len(meta["feature_names"]) != 1 else ""
+    )
     parts = [
         title,
         what_it_scores(meta, report),
@@ -49,8 +60,11 @@ def what_it_scores(meta: dict, report: dict) -> str:
         for category in meta["categories"]:
             by_category[category] = by_category.get(category, 0) + 1
         listed += f", ... ({', '.join(f'{c} {n:,}' for c, n in by_category.items())})"
-    strands = ("the mean of both strands' probabilities" if report.get("rc_average")
-               else "the strand given (its reverse complement is another input)")  # fmt: skip
+    strands = (
+        "the mean of both strands' probabilities"
+        if report.get("rc_average")
+        else "the strand given (its reverse complement is another input)"
+    )
     return (
         "## What it scores\n\n"
         f"- Probabilities of: {listed}.\n"
@@ -65,14 +79,20 @@ def trained_on(meta: dict, sources: dict, provenance: dict, report: dict) -> str
     lines = ["## Trained on", ""]
     if provenance:
         options = provenance.get("options", {})
-        shown = " ".join(f"--{key.replace('_', '-')} {_option(value)}"
-                         for key, value in options.items()
-                         if value not in (None, False, [], ""))  # fmt: skip
-        lines.append(f"- Data set built by `{provenance['command']} {shown}` "
-                     f"(genobird {provenance.get('genobird', '?')}).")  # fmt: skip
+        shown = " ".join(
+            f"--{key.replace('_', '-')} {_option(value)}"
+            for key, value in options.items()
+            if value not in (None, False, [], "")
+        )
+        lines.append(
+            f"- Data set built by `{provenance['command']} {shown}` "
+            f"(genobird {provenance.get('genobird', '?')})."
+        )
     else:
-        lines.append("- Data set: how it was built is not recorded in it (built before "
-                     "genobird recorded it, or by hand).")  # fmt: skip
+        lines.append(
+            "- Data set: how it was built is not recorded in it (built before "
+            "genobird recorded it, or by hand)."
+        )
     positives = meta.get("positives_by_split", {})
     for split in ("train", "valid", "test"):
         count = meta["counts"].get(split, 0)
@@ -82,8 +102,7 @@ def trained_on(meta: dict, sources: dict, provenance: dict, report: dict) -> str
         else:
             where = ", ".join(f"{name} ({n:,})" for name, n in found.items()) or "none"
         positive = positives.get(split)
-        share = (f"; positives {positive[0]:,}" if positive and len(positive) == 1
-                 else "")  # fmt: skip
+        share = f"; positives {positive[0]:,}" if positive and len(positive) == 1 else ""
         lines.append(f"- {split}: {count:,} windows{share}; from {where}.")
     pretrained = (report.get("training") or {}).get("pretrained")
     lines.append(
@@ -106,23 +125,33 @@ def how_it_was_chosen(recipe: dict, report: dict) -> str:
     if strands := report.get("strands", {}).get("chosen"):
         lines.append(f"- Strands: {strands}, chosen by {report['strands'].get('chosen_by')}.")
     if blend := training.get("base_blend"):
-        lines.append(f"- Started from its baselines: the CNN weighted {blend['cnn_weight']} "
-                     f"against the k-mer LR, chosen on validation (AUROC "
-                     f"{blend['validation_auroc']:.4f}).")  # fmt: skip
+        lines.append(
+            f"- Started from its baselines: the CNN weighted {blend['cnn_weight']} "
+            f"against the k-mer LR, chosen on validation (AUROC "
+            f"{blend['validation_auroc']:.4f})."
+        )
     if check := training.get("start_check"):
-        lines.append(f"- Start check: validation AUROC {check['step_0']} before the first "
-                     f"step, its baselines {check['baselines']} "
-                     f"({'agree' if check['agree'] else 'DISAGREE'}).")  # fmt: skip
+        lines.append(
+            f"- Start check: validation AUROC {check['step_0']} before the first "
+            f"step, its baselines {check['baselines']} "
+            f"({'agree' if check['agree'] else 'DISAGREE'})."
+        )
     if "steps" in training:
-        kept = (f"the weights of step {training.get('best_step')} kept (best validation "
-                f"AUROC {_number(training['best_validation_auroc'])})"
-                if training.get("best_validation_auroc") is not None
-                else "the last step's weights kept (no validation checks)")  # fmt: skip
-        lines.append(f"- Training: {training['steps']:,} steps, {kept}; stopped by "
-                     f"{training.get('stopped_by', '?')}.")  # fmt: skip
+        kept = (
+            f"the weights of step {training.get('best_step')} kept (best validation "
+            f"AUROC {_number(training['best_validation_auroc'])})"
+            if training.get("best_validation_auroc") is not None
+            else "the last step's weights kept (no validation checks)"
+        )
+        lines.append(
+            f"- Training: {training['steps']:,} steps, {kept}; stopped by "
+            f"{training.get('stopped_by', '?')}."
+        )
     if "threshold" in report:
-        lines.append(f"- Threshold: {report['threshold']:.4g}, chosen by "
-                     f"{report.get('threshold_chosen_by')}.")  # fmt: skip
+        lines.append(
+            f"- Threshold: {report['threshold']:.4g}, chosen by "
+            f"{report.get('threshold_chosen_by')}."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -136,24 +165,39 @@ def figures(report: dict, baselines: dict) -> str:
     if "median_auroc" in report:
         header = ("model", "median AUROC", "median AUPRC")
         rows = [("this model", report.get("median_auroc"), report.get("median_auprc"))]
-        rows += [(name, other.get("median_auroc"), other.get("median_auprc"))
-                 for name, other in baselines.items()]  # fmt: skip
+        rows += [
+            (name, other.get("median_auroc"), other.get("median_auprc"))
+            for name, other in baselines.items()
+        ]
     else:
         header = ("model", "AUROC", "AUPRC", "MCC", "F1", "MCC at 0.5")
-        rows = [("this model", *(report.get(key) for key in ("auroc", "auprc", "mcc", "f1")),
-                 (report.get("at_0.5") or {}).get("mcc"))]  # fmt: skip
+        rows = [
+            (
+                "this model",
+                *(report.get(key) for key in ("auroc", "auprc", "mcc", "f1")),
+                (report.get("at_0.5") or {}).get("mcc"),
+            )
+        ]
         start = (report.get("training") or {}).get("start_test_auroc")
         if start is not None:
             rows.append(("its start (the blend of its baselines)", start, None, None, None, None))
-        rows += [(name, *(other.get(key) for key in ("auroc", "auprc", "mcc", "f1")),
-                  (other.get("at_0.5") or {}).get("mcc"))
-                 for name, other in baselines.items()]  # fmt: skip
+        rows += [
+            (
+                name,
+                *(other.get(key) for key in ("auroc", "auprc", "mcc", "f1")),
+                (other.get("at_0.5") or {}).get("mcc"),
+            )
+            for name, other in baselines.items()
+        ]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + " --- |" * len(header))
     lines += ["| " + " | ".join([row[0], *(_number(v) for v in row[1:])]) + " |" for row in rows]
-    lines += ["", "Thresholded figures are at the threshold chosen on validation; a figure "
-              "means something only beside a baseline of the same split (`genobird baseline "
-              "compare` pairs two runs' predictions with bootstrap intervals)."]  # fmt: skip
+    lines += [
+        "",
+        "Thresholded figures are at the threshold chosen on validation; a figure "
+        "means something only beside a baseline of the same split (`genobird baseline "
+        "compare` pairs two runs' predictions with bootstrap intervals).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -163,34 +207,55 @@ def limits(meta: dict, provenance: dict, pos_weight: float) -> str:
     options = provenance.get("options", {})
     lines = ["## Scope and limits", ""]
     if meta["task"] == "promoter" and command.endswith("promoter-sequences"):
-        lines.append("- Its negatives are scrambled copies of promoters (DeePromoter's): it "
-                     "tells a promoter from a scrambled one. It has not seen random genomic "
-                     "DNA, so on genome-wide windows its probabilities are not calibrated and "
-                     "false positives are likely.")  # fmt: skip
+        lines.append(
+            "- Its negatives are scrambled copies of promoters (DeePromoter's): it "
+            "tells a promoter from a scrambled one. It has not seen random genomic "
+            "DNA, so on genome-wide windows its probabilities are not calibrated and "
+            "false positives are likely."
+        )
     elif meta["task"] == "promoter":
         hard = options.get("hard_negatives") or 0
-        lines.append("- Its negatives are scrambled copies of promoters (DeePromoter's)"
-                     + (f" and {hard} genomic window(s) per promoter far from any TSS."
-                        if hard else ": it has not seen random genomic DNA, so on "
-                        "genome-wide windows its probabilities are not calibrated."))  # fmt: skip
-        lines.append("- Promoter windows are read on the TSS's strand: give sequences "
-                     "5'->3' on the strand of the transcript.")  # fmt: skip
+        lines.append(
+            "- Its negatives are scrambled copies of promoters (DeePromoter's)"
+            + (
+                f" and {hard} genomic window(s) per promoter far from any TSS."
+                if hard
+                else ": it has not seen random genomic DNA, so on "
+                "genome-wide windows its probabilities are not calibrated."
+            )
+        )
+        lines.append(
+            "- Promoter windows are read on the TSS's strand: give sequences "
+            "5'->3' on the strand of the transcript."
+        )
     elif meta["task"] == "chromatin":
         ratio = options.get("negative_ratio")
-        lines.append("- Its windows are genome bins with a peak of some feature, plus "
-                     + (f"{ratio} times as many bins without any" if ratio is not None
-                        else "bins without any") + ": its base rate is not the genome's, so "
-                     "rank by its probabilities rather than read them as chances.")  # fmt: skip
+        lines.append(
+            "- Its windows are genome bins with a peak of some feature, plus "
+            + (
+                f"{ratio} times as many bins without any"
+                if ratio is not None
+                else "bins without any"
+            )
+            + ": its base rate is not the genome's, so "
+            "rank by its probabilities rather than read them as chances."
+        )
     else:
-        lines.append("- Its labels are the data set's own: what its negatives are, and what "
-                     "it has not seen, is whatever that data set says.")  # fmt: skip
+        lines.append(
+            "- Its labels are the data set's own: what its negatives are, and what "
+            "it has not seen, is whatever that data set says."
+        )
     if pos_weight != 1:
-        lines.append(f"- Positives weighed {pos_weight:g} times a negative in the loss, so its "
-                     "probabilities overstate the chance of a positive.")  # fmt: skip
+        lines.append(
+            f"- Positives weighed {pos_weight:g} times a negative in the loss, so its "
+            "probabilities overstate the chance of a positive."
+        )
     reference = options.get("reference")
     if reference:
-        lines.append(f"- DNA from {_option(reference)}: another species or assembly is "
-                     "outside what it was trained and tested on.")  # fmt: skip
+        lines.append(
+            f"- DNA from {_option(reference)}: another species or assembly is "
+            "outside what it was trained and tested on."
+        )
     lines.append(
         "- Test figures hold for windows like its test split's, which no choice of the "
         "run saw; validation figures chose its steps, start and threshold, so they are no "
@@ -233,8 +298,9 @@ def reader_reports(folder: Path) -> dict:
             threshold = float(saved["threshold"])
         if labels.shape[1] != 1 or not np.isfinite(threshold):
             continue
-        found[f"base {name}"] = thresholded_metrics((labels, probabilities), threshold,
-                                                    "the best MCC on validation")  # fmt: skip
+        found[f"base {name}"] = thresholded_metrics(
+            (labels, probabilities), threshold, "the best MCC on validation"
+        )
     return found
 
 

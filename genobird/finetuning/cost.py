@@ -51,19 +51,25 @@ def likely_steps(max_steps: int, interval: int, patience: int) -> int:
     return min(max_steps, (LIKELY_BEST_CHECK + patience) * interval)
 
 
-def estimate(units: UnitTimes, cnns: int, kmer_fits: int, runs: list[tuple[int, int, int]],
-             cnn_epochs: int) -> dict:  # fmt: skip
+def estimate(
+    units: UnitTimes, cnns: int, kmer_fits: int, runs: list[tuple[int, int, int]], cnn_epochs: int
+) -> dict:
     """{"likely_minutes", "at_most_minutes", "parts": {...}} of a run that trains `cnns`
     base CNNs of at most `cnn_epochs` epochs, fits `kmer_fits` k-mer LRs and fine-tunes
     `runs` (each (at most steps, steps between checks, patience): the probes, then the
     run), from the unit times."""
     likely_epochs = min(cnn_epochs, LIKELY_CNN_EPOCHS)
-    parts_likely = {"base CNN": cnns * likely_epochs * units.cnn_epoch,
-                    "k-mer LR": kmer_fits * units.kmer_fit, "fine-tuning": 0.0}  # fmt: skip
+    parts_likely = {
+        "base CNN": cnns * likely_epochs * units.cnn_epoch,
+        "k-mer LR": kmer_fits * units.kmer_fit,
+        "fine-tuning": 0.0,
+    }
     parts_most = {**parts_likely, "base CNN": cnns * cnn_epochs * units.cnn_epoch}
     for max_steps, interval, patience in runs:
-        for parts, steps in ((parts_likely, likely_steps(max_steps, interval, patience)),
-                             (parts_most, max_steps)):  # fmt: skip
+        for parts, steps in (
+            (parts_likely, likely_steps(max_steps, interval, patience)),
+            (parts_most, max_steps),
+        ):
             checks = math.ceil(steps / interval) + 1  # and one before the first step
             parts["fine-tuning"] += steps * units.step + checks * units.check
     return {
@@ -76,8 +82,10 @@ def estimate(units: UnitTimes, cnns: int, kmer_fits: int, runs: list[tuple[int, 
 
 def describe(cost: dict) -> str:
     """The plan's words for an estimate."""
-    return (f"about {cost['likely_minutes']:.1f} min on this machine (at most "
-            f"{cost['at_most_minutes']:.1f} if validation stops nothing early)")  # fmt: skip
+    return (
+        f"about {cost['likely_minutes']:.1f} min on this machine (at most "
+        f"{cost['at_most_minutes']:.1f} if validation stops nothing early)"
+    )
 
 
 def _seconds(work, repeats: int) -> float:
@@ -134,8 +142,9 @@ def time_kmer_fit(sequences: list[str], windows: int, ks, window_bp, both_strand
     return per_window * windows * KMER_FIT_PER_COUNT
 
 
-def time_classifier(model, train, valid_windows: int, strands: int, collate, batch_size: int,
-                    learning_rate: float) -> tuple[float, float]:  # fmt: skip
+def time_classifier(
+    model, train, valid_windows: int, strands: int, collate, batch_size: int, learning_rate: float
+) -> tuple[float, float]:
     """(seconds per optimiser step on `batch_size` training windows of `train`, seconds
     per validation check of `valid_windows` windows read on `strands` strands) of a
     classifier, on a copy of its weights' optimiser (its own weights are left as they
@@ -146,8 +155,9 @@ def time_classifier(model, train, valid_windows: int, strands: int, collate, bat
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
 
     def step():
-        out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
-                    batch["labels"])  # fmt: skip
+        out = model(
+            batch["input_ids"], batch["segment_ids"], batch["attention_mask"], batch["labels"]
+        )
         optimizer.zero_grad()
         out.loss.backward()
         optimizer.step()

@@ -66,9 +66,16 @@ def evaluation_views(data_path, split, tokenizer, spec, model, rc_average: bool)
     windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=spec.data.window_bp)
     if not spec.evaluation.segmentations:
         return [windows(spec.data.max_tokens, reverse_complement=r) for r in strands]
-    return [windows(training_max_tokens(spec.data, model), reverse_complement=r,
-                    bpe_dropout=spec.data.bpe_dropout, cut=cut)
-            for r in strands for cut in range(spec.evaluation.segmentations)]  # fmt: skip
+    return [
+        windows(
+            training_max_tokens(spec.data, model),
+            reverse_complement=r,
+            bpe_dropout=spec.data.bpe_dropout,
+            cut=cut,
+        )
+        for r in strands
+        for cut in range(spec.evaluation.segmentations)
+    ]
 
 
 def split_probabilities(model, data_path, split, tokenizer, spec, device, rc_average: bool):
@@ -88,14 +95,19 @@ def start_check(history: list[dict], base_start: dict) -> dict | None:
     baselines it started from (base-start.json): equal, up to rounding, when the
     classifier started as them. A start that is not them is logged as a warning."""
     expected = base_start.get("start_validation_auroc")
-    at_start = next((row["eval_auroc"] for row in history
-                     if row.get("step") == 0 and "eval_auroc" in row), None)  # fmt: skip
+    at_start = next(
+        (row["eval_auroc"] for row in history if row.get("step") == 0 and "eval_auroc" in row), None
+    )
     if expected is None or at_start is None:
         return None
     agree = abs(at_start - expected) <= START_TOLERANCE
     if not agree:
-        log.warning("the classifier's start scores validation AUROC %.4f, its baselines %.4f: "
-                    "it did not start as its baselines", at_start, expected)  # fmt: skip
+        log.warning(
+            "the classifier's start scores validation AUROC %.4f, its baselines %.4f: "
+            "it did not start as its baselines",
+            at_start,
+            expected,
+        )
     return {"baselines": expected, "step_0": round(at_start, 5), "agree": agree}
 
 
@@ -123,9 +135,18 @@ def training_summary(state) -> dict:
     }
 
 
-def evaluate(model, data_path, tokenizer, spec, meta, device, output: Path,
-             training: dict | None = None, strands: dict | None = None,
-             choice: dict | None = None) -> dict:  # fmt: skip
+def evaluate(
+    model,
+    data_path,
+    tokenizer,
+    spec,
+    meta,
+    device,
+    output: Path,
+    training: dict | None = None,
+    strands: dict | None = None,
+    choice: dict | None = None,
+) -> dict:
     rc_average = evaluation_strands(spec.evaluation, meta["task"])
     test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
     valid = None

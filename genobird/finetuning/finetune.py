@@ -76,13 +76,20 @@ def classification_step(model, batch, pull: StartPull | None = None):
     return out.loss + penalty, {"kmer_pull": penalty.detach()}
 
 
-def finetune(data_path, output, spec: Recipe, pretrained=None, tokenizer_path=None,
-             restart_changed: bool = False, baseline_runs=()) -> dict:  # fmt: skip
+def finetune(
+    data_path,
+    output,
+    spec: Recipe,
+    pretrained=None,
+    tokenizer_path=None,
+    restart_changed: bool = False,
+    baseline_runs=(),
+) -> dict:
     """Fine-tune, evaluate on the test split, write the model directory and the report.
     A run resumes from its own checkpoints in `output`; checkpoints there of a run with
     other settings are refused, or with `restart_changed` deleted (`discard_other_run`).
     Base readers fitted exactly as `spec` asks by a baseline run in `baseline_runs` are
-    read from it (base_start.saved_baseline)."""
+    read from it (reader_baselines.saved_baseline)."""
     data_path, output = Path(data_path), Path(output)
     pretrained = Path(pretrained) if pretrained else None
     if pretrained is None and tokenizer_path is None:
@@ -93,15 +100,24 @@ def finetune(data_path, output, spec: Recipe, pretrained=None, tokenizer_path=No
     check_window(spec, meta, data_path)
     tokenizer = load_tokenizer(pretrained if pretrained else tokenizer_path)
     if spec.head.base.any and tokenizer.unk_id in tokenizer.encode("N"):
-        log.warning("the vocabulary has no piece for N: a run of N is one [UNK] token, "
-                    "whose bases the base readers cannot read, so windows with N do not "
-                    "start as the baselines (`genobird vocab train` gives N a piece)")  # fmt: skip
+        log.warning(
+            "the vocabulary has no piece for N: a run of N is one [UNK] token, "
+            "whose bases the base readers cannot read, so windows with N do not "
+            "start as the baselines (`genobird vocab train` gives N a piece)"
+        )
     spec = fitted_spec(spec, data_path, tokenizer, pretrained)
     if spec.data.bpe_dropout:  # a tokenizer that cannot sample is refused before any training
         tokenizer.encode_sampled("ACGT", spec.data.bpe_dropout, seed=0)
-    run = partial(train_run, data_path=data_path, meta=meta, pretrained=pretrained,
-                  tokenizer=tokenizer, cnn_cache=output / "base-cnn",
-                  baseline_runs=tuple(baseline_runs), restart_changed=restart_changed)  # fmt: skip
+    run = partial(
+        train_run,
+        data_path=data_path,
+        meta=meta,
+        pretrained=pretrained,
+        tokenizer=tokenizer,
+        cnn_cache=output / "base-cnn",
+        baseline_runs=tuple(baseline_runs),
+        restart_changed=restart_changed,
+    )
     cost = planned_cost(spec, meta, data_path, pretrained, tokenizer)
     planned = plan(spec, meta, baseline_runs)
     log.info("plan: %s; %s", planned, describe(cost))
@@ -114,23 +130,53 @@ def finetune(data_path, output, spec: Recipe, pretrained=None, tokenizer_path=No
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice, start_choice)
     trainer = run(spec, output)
-    summary = {**training_summary(trainer.state), "pretrained": str(pretrained) if pretrained
-               else None, "plan": planned, "estimated_cost": cost,
-               "attention_kernel_check": trainer.kernel_check}  # fmt: skip
+    summary = {
+        **training_summary(trainer.state),
+        "pretrained": str(pretrained) if pretrained else None,
+        "plan": planned,
+        "estimated_cost": cost,
+        "attention_kernel_check": trainer.kernel_check,
+    }
     if (base_start := output / BASE_START_FILE).is_file():
         summary.update(json.loads(base_start.read_text()))
         summary["start_check"] = start_check(trainer.state.history, summary)
-    report = evaluate(trainer.module, data_path, tokenizer, spec, meta, trainer.device, output,
-                      summary, strands, choice)  # fmt: skip
+    report = evaluate(
+        trainer.module,
+        data_path,
+        tokenizer,
+        spec,
+        meta,
+        trainer.device,
+        output,
+        summary,
+        strands,
+        choice,
+    )
     if trainer.is_main:
-        save_model(trainer.module, tokenizer, meta, spec, output / "model", report, data_path,
-                   baseline_runs)  # fmt: skip
+        save_model(
+            trainer.module,
+            tokenizer,
+            meta,
+            spec,
+            output / "model",
+            report,
+            data_path,
+            baseline_runs,
+        )
     return report
 
 
-def train_run(spec: Recipe, output: Path, data_path: Path, meta: dict, pretrained,
-              tokenizer, cnn_cache: Path, baseline_runs=(),
-              restart_changed: bool = False) -> Trainer:  # fmt: skip
+def train_run(
+    spec: Recipe,
+    output: Path,
+    data_path: Path,
+    meta: dict,
+    pretrained,
+    tokenizer,
+    cnn_cache: Path,
+    baseline_runs=(),
+    restart_changed: bool = False,
+) -> Trainer:
     """One fine-tuning run of `spec` from the starting weights into `output` (resumed
     from its checkpoint there, if any); returns the trainer, its best weights loaded."""
     model = build_model(meta, pretrained, spec, tokenizer)
@@ -138,19 +184,27 @@ def train_run(spec: Recipe, output: Path, data_path: Path, meta: dict, pretraine
     model.set_output_bias(base_rate_logits(data_path, task_pos_weight(optim, task)))
     rc_augment, seed = training_strands(data, task), optim.seed
     windows = partial(WindowDataset, data_path, tokenizer=tokenizer, window_bp=data.window_bp)
-    train = windows("train", max_tokens=training_max_tokens(data, model),
-                    rc_augment_seed=seed if rc_augment else None,
-                    bpe_dropout=data.bpe_dropout, bpe_seed=seed,
-                    profile_bins=profile_bins_read(meta, data.window_bp or meta["window_bp"])
-                    if spec.head.pooling == "profile" else 0)  # fmt: skip
+    train = windows(
+        "train",
+        max_tokens=training_max_tokens(data, model),
+        rc_augment_seed=seed if rc_augment else None,
+        bpe_dropout=data.bpe_dropout,
+        bpe_seed=seed,
+        profile_bins=profile_bins_read(meta, data.window_bp or meta["window_bp"])
+        if spec.head.pooling == "profile"
+        else 0,
+    )
     valid = windows("valid", max_tokens=data.max_tokens)
     warm_start = spec.head.base.any
     training = training_config(spec)
     selection, reverse = {}, None
     if checks.eval_every and len(valid):
-        selection = {"eval_every": evaluation_interval(checks.eval_every, len(train), training),
-                     "best_metric": "auroc", "patience": checks.patience,
-                     "eval_at_start": warm_start}  # fmt: skip
+        selection = {
+            "eval_every": evaluation_interval(checks.eval_every, len(train), training),
+            "best_metric": "auroc",
+            "patience": checks.patience,
+            "eval_at_start": warm_start,
+        }
         if evaluation_strands(checks, task):
             reverse = windows("valid", max_tokens=data.max_tokens, reverse_complement=True)
     training = replace(training, **selection)
@@ -170,19 +224,31 @@ def train_run(spec: Recipe, output: Path, data_path: Path, meta: dict, pretraine
     # a resumed run is started again too when it pulls towards its start (the baselines
     # are read from their cache), so that the pull knows the start; resume() then loads
     # the checkpoint's weights over it
-    if warm_start and (spec.head.base.kmer_pull
-                       or latest_checkpoint(output / "checkpoints") is None):  # fmt: skip
-        record = start_from_baselines(model, spec, data_path, output, cnn_cache,
-                                      evaluation_strands(checks, task), baseline_runs)  # fmt: skip
+    if warm_start and (
+        spec.head.base.kmer_pull or latest_checkpoint(output / "checkpoints") is None
+    ):
+        record = start_from_baselines(
+            model,
+            spec,
+            data_path,
+            output,
+            cnn_cache,
+            evaluation_strands(checks, task),
+            baseline_runs,
+        )
         if "base_kmer_pull_strength" in record:
             pull = StartPull(model, record["base_kmer_pull_strength"])
     trainer = Trainer(
-        model, train, training, output, partial(classification_step, pull=pull),
+        model,
+        train,
+        training,
+        output,
+        partial(classification_step, pull=pull),
         eval_dataset=valid if selection else None,
         eval_fn=partial(validation_auroc, reverse=reverse) if selection else None,
         collate_fn=window_collate(model, tokenizer.pad_id),
         run_identity=identity,
-    )  # fmt: skip
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
         trainer.resume()
@@ -197,15 +263,24 @@ def run_identity(spec: Recipe, pretrained: Path | None, meta: dict) -> dict:
     # the Trainer's settings are compared on their own; segmentations only changes how
     # the trained model is evaluated
     values = spec.values()
-    recipe = {s.name: values[s.name] for s in SETTINGS
-              if not s.trainer and s.name != "segmentations"}  # fmt: skip
+    recipe = {
+        s.name: values[s.name] for s in SETTINGS if not s.trainer and s.name != "segmentations"
+    }
     recipe.update(choose_on_validation=spec.choose_on_validation, model=spec.fresh_shape)
     weights = file_digest(pretrained / WEIGHTS_FILE) if pretrained else None
     return {"task": recipe, "pretrained_weights": weights, "examples": meta["counts"]}
 
 
-def save_model(model, tokenizer, meta, spec: Recipe, directory: Path, report: dict,
-               data_path: Path, baseline_runs=()) -> None:  # fmt: skip
+def save_model(
+    model,
+    tokenizer,
+    meta,
+    spec: Recipe,
+    directory: Path,
+    report: dict,
+    data_path: Path,
+    baseline_runs=(),
+) -> None:
     """The model directory: weights, tokenizer, the task, the evaluation, the recipe as
     run and the model card (finetuning.card)."""
     task = {
@@ -225,9 +300,17 @@ def save_model(model, tokenizer, meta, spec: Recipe, directory: Path, report: di
     # the recipe as run (what validation chose included), which `finetune --config` reads
     with atomic_write(directory / RECIPE_FILE) as handle:
         json.dump(tree(spec.values()), handle, indent=2)
-    baselines = {**reader_reports(directory.parent / READERS_FOLDER),
-                 **baseline_reports(baseline_runs)}  # fmt: skip
-    card = model_card(meta, spec.values(), report, split_sources(data_path), baselines,
-                      task_pos_weight(spec.optim, meta["task"]))  # fmt: skip
+    baselines = {
+        **reader_reports(directory.parent / READERS_FOLDER),
+        **baseline_reports(baseline_runs),
+    }
+    card = model_card(
+        meta,
+        spec.values(),
+        report,
+        split_sources(data_path),
+        baselines,
+        task_pos_weight(spec.optim, meta["task"]),
+    )
     with atomic_write(directory / CARD_FILE) as handle:
         handle.write(card)

@@ -33,26 +33,33 @@ def plan(spec: Recipe, meta: dict, baseline_runs=()) -> str:
     if base.cnn_channels:
         kind = "DeepSEA " if base.cnn_architecture == "deepsea-cnn" else ""
         cap = f", capped at {base.cnn_minutes:g} min" if base.cnn_minutes else ""
-        parts.append(f"train a {base.cnn_channels}-filter {kind}base CNN alone first"
-                     f"{per_reading} (the CNN baseline: at most {base.cnn_epochs} "
-                     f"epochs, stopped by validation{cap})")  # fmt: skip
+        parts.append(
+            f"train a {base.cnn_channels}-filter {kind}base CNN alone first"
+            f"{per_reading} (the CNN baseline: at most {base.cnn_epochs} "
+            f"epochs, stopped by validation{cap})"
+        )
     if base.kmers:
         parts.append(f"fit the k-mer LR on 3- to {base.kmers}-mers{per_reading}")
     if baseline_runs and (base.cnn_channels or base.kmers):
-        parts.append(f"or read each from {', '.join(map(str, baseline_runs))} where it was "
-                     "fitted as this run asks")  # fmt: skip
+        parts.append(
+            f"or read each from {', '.join(map(str, baseline_runs))} where it was "
+            "fitted as this run asks"
+        )
     if base.cnn_channels and base.kmers:
         per = " per feature category" if base.blend == "by-category" else ""
         parts.append(f"start from their blend, chosen on validation{per}")
     if per_reading:
         parts.append("read both strands or one, as the better start on validation")
     if base.kmers and base.kmer_pull:
-        parts.append(f"hold the k-mer weights near their start ({base.kmer_pull:g} x "
-                     "the LR's own penalty)")  # fmt: skip
+        parts.append(
+            f"hold the k-mer weights near their start ({base.kmer_pull:g} x the LR's own penalty)"
+        )
     if questions := probed_questions(spec, meta):
         probes, steps = probe_budget(spec, questions)
-        parts.append(f"choose {', '.join(questions)} on validation with at most {probes} "
-                     f"probes of at most {steps:,} steps")  # fmt: skip
+        parts.append(
+            f"choose {', '.join(questions)} on validation with at most {probes} "
+            f"probes of at most {steps:,} steps"
+        )
     steps, batch = spec.optim.max_steps, spec.optim.batch_size
     run = f"fine-tune at most {steps:,} steps of {batch} windows"
     if checks.eval_every:
@@ -78,27 +85,53 @@ def planned_cost(spec: Recipe, meta: dict, data_path: Path, pretrained, tokenize
     sequences = [train.sequence(i) for i in range(min(len(train), cost.TIMED_WINDOWS))]
     units = {}
     if base.cnn_channels:
-        cnn = CNNSpec(architecture=base.cnn_architecture, channels=base.cnn_channels,
-                      rc_average=rc_average, window_bp=data.window_bp)  # fmt: skip
+        cnn = CNNSpec(
+            architecture=base.cnn_architecture,
+            channels=base.cnn_channels,
+            rc_average=rc_average,
+            window_bp=data.window_bp,
+        )
         sample = sequences * math.ceil(windows / len(sequences))
-        units["cnn_epoch"] = cost.untouched(lambda: cost.time_cnn_epoch(
-            sample[:windows], counts["valid"], cnn, len(meta["feature_names"])))  # fmt: skip
+        units["cnn_epoch"] = cost.untouched(
+            lambda: cost.time_cnn_epoch(
+                sample[:windows], counts["valid"], cnn, len(meta["feature_names"])
+            )
+        )
     if base.kmers:
-        units["kmer_fit"] = cost.time_kmer_fit(sequences, windows + counts["valid"],
-                                               base_kmer_lengths(base.kmers),
-                                               data.window_bp, rc_average)  # fmt: skip
+        units["kmer_fit"] = cost.time_kmer_fit(
+            sequences,
+            windows + counts["valid"],
+            base_kmer_lengths(base.kmers),
+            data.window_bp,
+            rc_average,
+        )
     model = cost.untouched(lambda: build_model(meta, pretrained, spec, tokenizer))
     training = training_config(spec)
-    units["step"], units["check"] = cost.untouched(lambda: cost.time_classifier(
-        model, train, counts["valid"], 2 if rc_average else 1,
-        window_collate(model, tokenizer.pad_id), training.batch_size,
-        training.learning_rate))  # fmt: skip
-    interval = (evaluation_interval(checks.eval_every, windows, training)
-                if checks.eval_every and counts["valid"] else training.max_steps)  # fmt: skip
+    units["step"], units["check"] = cost.untouched(
+        lambda: cost.time_classifier(
+            model,
+            train,
+            counts["valid"],
+            2 if rc_average else 1,
+            window_collate(model, tokenizer.pad_id),
+            training.batch_size,
+            training.learning_rate,
+        )
+    )
+    interval = (
+        evaluation_interval(checks.eval_every, windows, training)
+        if checks.eval_every and counts["valid"]
+        else training.max_steps
+    )
     patience = checks.patience if checks.eval_every and counts["valid"] else 0
     runs = [(training.max_steps, interval, patience)]
     if questions := probed_questions(spec, meta):
         probes, steps = probe_budget(spec, questions)
         runs = [(steps, min(interval, steps), patience)] * probes + runs
-    return cost.estimate(cost.UnitTimes(**units), readings * bool(base.cnn_channels),
-                         readings * bool(base.kmers), runs, base.cnn_epochs)  # fmt: skip
+    return cost.estimate(
+        cost.UnitTimes(**units),
+        readings * bool(base.cnn_channels),
+        readings * bool(base.kmers),
+        runs,
+        base.cnn_epochs,
+    )

@@ -48,8 +48,10 @@ log = logging.getLogger(__name__)
 
 RECIPE_CHOICE_FILE = "recipe-choice.json"
 # why a question was not probed, as metrics.json and the report give it
-START_KEPT = ("not probed: the best probe so far was best at its start (the encoder added "
-              "nothing on validation within {steps} steps)")  # fmt: skip
+START_KEPT = (
+    "not probed: the best probe so far was best at its start (the encoder added "
+    "nothing on validation within {steps} steps)"
+)
 # The other learning rate the probe tries: this many times lower than the default (3e-4)
 LEARNING_RATE_FACTOR = 3.0
 
@@ -61,25 +63,34 @@ class Candidate:
 
 
 def strand_candidates(spec) -> list[Candidate]:
-    return [Candidate("both strands", {"rc_augment": True, "rc_average": True}),
-            Candidate("one strand", {"rc_augment": False, "rc_average": False})]  # fmt: skip
+    return [
+        Candidate("both strands", {"rc_augment": True, "rc_average": True}),
+        Candidate("one strand", {"rc_augment": False, "rc_average": False}),
+    ]
 
 
 def learning_rate_candidates(spec) -> list[Candidate]:
     rate = spec.optim.learning_rate
     lower = float(f"{rate / LEARNING_RATE_FACTOR:.3g}")  # 1e-4, not 9.999999999999999e-05
-    return [Candidate(f"{rate:g}", {"learning_rate": rate}),
-            Candidate(f"{lower:g}", {"learning_rate": lower})]  # fmt: skip
+    return [
+        Candidate(f"{rate:g}", {"learning_rate": rate}),
+        Candidate(f"{lower:g}", {"learning_rate": lower}),
+    ]
 
 
 def pooling_candidates(spec) -> list[Candidate]:
     other = "cls" if spec.head.pooling == "mean" else "mean"
-    return [Candidate(spec.head.pooling, {"pooling": spec.head.pooling}),
-            Candidate(other, {"pooling": other})]  # fmt: skip
+    return [
+        Candidate(spec.head.pooling, {"pooling": spec.head.pooling}),
+        Candidate(other, {"pooling": other}),
+    ]
 
 
-CANDIDATES = {"strands": strand_candidates, "learning_rate": learning_rate_candidates,
-              "pooling": pooling_candidates}  # fmt: skip
+CANDIDATES = {
+    "strands": strand_candidates,
+    "learning_rate": learning_rate_candidates,
+    "pooling": pooling_candidates,
+}
 
 
 def apply(spec, settings: dict):
@@ -89,8 +100,12 @@ def apply(spec, settings: dict):
 
 def open_questions(spec, meta: dict) -> list[str]:
     """The questions this run asks on validation, in order."""
-    if (meta["task"] != "classify" or not spec.evaluation.probe_steps or is_multilabel(meta)
-            or not meta["counts"].get("valid")):  # fmt: skip
+    if (
+        meta["task"] != "classify"
+        or not spec.evaluation.probe_steps
+        or is_multilabel(meta)
+        or not meta["counts"].get("valid")
+    ):
         return []
     strands_given = spec.data.rc_augment is not None or spec.evaluation.rc_average is not None
     asked = [] if strands_given else ["strands"]
@@ -125,8 +140,11 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
     for question in questions:
         candidates = CANDIDATES[question](spec)
         if best is not None and best[1] == 0:  # the best probe so far was best at its start
-            record[question] = {"chosen": candidates[0].name, "settings": candidates[0].settings,
-                                "not_probed": START_KEPT.format(steps=steps)}  # fmt: skip
+            record[question] = {
+                "chosen": candidates[0].name,
+                "settings": candidates[0].settings,
+                "not_probed": START_KEPT.format(steps=steps),
+            }
             continue
         scores, best_steps = {}, {}
         for index, candidate in enumerate(candidates):
@@ -138,18 +156,27 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
             trainer = run(probe, folder)
             scores[candidate.name] = trainer.state.best_score
             best_steps[candidate.name] = trainer.state.best_step
-            log.info("probe %s = %s: validation AUROC %.4f (best at step %d of %d at most)",
-                     question, candidate.name, scores[candidate.name],
-                     best_steps[candidate.name], steps)  # fmt: skip
+            log.info(
+                "probe %s = %s: validation AUROC %.4f (best at step %d of %d at most)",
+                question,
+                candidate.name,
+                scores[candidate.name],
+                best_steps[candidate.name],
+                steps,
+            )
         default = next(iter(scores))
         margin = auroc_standard_error(scores[default], *validation_classes(meta))
         leader = max(scores, key=scores.get)
         chosen = leader if scores[leader] - scores[default] > margin else default
         best = scores[chosen], best_steps[chosen]
         settings = next(c.settings for c in candidates if c.name == chosen)
-        record[question] = {"validation_auroc": scores, "best_step": best_steps,
-                            "margin": round(margin, 4), "chosen": chosen,
-                            "settings": settings}  # fmt: skip
+        record[question] = {
+            "validation_auroc": scores,
+            "best_step": best_steps,
+            "margin": round(margin, 4),
+            "chosen": chosen,
+            "settings": settings,
+        }
         spec = apply(spec, settings)
     if trainer is None or trainer.is_main:
         shutil.rmtree(output / "probes", ignore_errors=True)
@@ -171,8 +198,9 @@ def auroc_standard_error(auroc: float, positives: int, negatives: int) -> float:
     if positives < 1 or negatives < 1:
         return math.inf
     q1, q2 = auroc / (2 - auroc), 2 * auroc**2 / (1 + auroc)
-    variance = (auroc * (1 - auroc) + (positives - 1) * (q1 - auroc**2)
-                + (negatives - 1) * (q2 - auroc**2)) / (positives * negatives)  # fmt: skip
+    variance = (
+        auroc * (1 - auroc) + (positives - 1) * (q1 - auroc**2) + (negatives - 1) * (q2 - auroc**2)
+    ) / (positives * negatives)
     return math.sqrt(max(variance, 0.0))
 
 

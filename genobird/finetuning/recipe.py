@@ -14,8 +14,6 @@ shows how).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,8 +57,9 @@ def by_task(classify, other) -> dict:
 def fresh_model_shape() -> dict:
     """Without pretrained weights: the BigBirdConfig fields of the fresh model (the demo's
     tiny shape; max_position grows to max_tokens when needed)."""
-    return dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512,
-                max_position=1024)  # fmt: skip
+    return dict(
+        hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512, max_position=1024
+    )
 
 
 @dataclass(frozen=True)
@@ -68,22 +67,36 @@ class DataRecipe:
     """How the data set's windows are read."""
 
     window_bp: int | None = setting(
-        int, low=1, pipeline=False, metavar="BP",
+        int,
+        low=1,
+        pipeline=False,
+        metavar="BP",
         help="read each window as its central BP bases (default: whole): one data set "
-        "fine-tuned at several contexts around the same bins")  # fmt: skip
+        "fine-tuned at several contexts around the same bins",
+    )
     max_tokens: int | None = setting(
-        int, low=8, pipeline=False,
+        int,
+        low=8,
+        pipeline=False,
         help="longest input (default: what the data set's windows need); each batch is "
-        "padded only to its own longest window")  # fmt: skip
+        "padded only to its own longest window",
+    )
     rc_augment: bool | None = setting(
-        bool, toggle=True,
+        bool,
+        toggle=True,
         help="train on a random strand per window (default: chromatin yes, promoter no, "
-        "classify chosen on validation: --probe-steps)")  # fmt: skip
+        "classify chosen on validation: --probe-steps)",
+    )
     bpe_dropout: float = setting(
-        float, default=0.0, low=0, high=1, open_high=True,
+        float,
+        default=0.0,
+        low=0,
+        high=1,
+        open_high=True,
         help="cut each training window into pieces with BPE-dropout, each merge skipped with "
         "this probability, e.g. 0.1 (0: the tokenizer's own pieces); validation checks read "
-        "the tokenizer's own")  # fmt: skip
+        "the tokenizer's own",
+    )
 
 
 @dataclass(frozen=True)
@@ -92,49 +105,78 @@ class BaseReaderRecipe:
     starts from: a head transformers has no counterpart of. Named with `base_`."""
 
     cnn_channels: int = setting(
-        int, default=0, defaults=by_task(128, 0), low=0, metavar="C",
+        int,
+        default=0,
+        defaults=by_task(128, 0),
+        low=0,
+        metavar="C",
         help="a CNN of C filters on the window's bases beside the encoder (genobird's CNN "
         "baseline's tower), trained alone first, then pooled and read by the head with the "
-        "encoder's vector (0: none)")  # fmt: skip
+        "encoder's vector (0: none)",
+    )
     cnn_architecture: str = setting(
-        str, default="cnn", choices=CNN_ARCHITECTURES,
+        str,
+        default="cnn",
+        choices=CNN_ARCHITECTURES,
         help="the base CNN's architecture, a CNN baseline's: cnn (global pooling of three "
         "convolutions) or deepsea-cnn (DeepSEA's, whose fully connected layer reads where "
-        "in the window each motif lies)")  # fmt: skip
+        "in the window each motif lies)",
+    )
     cnn_epochs: int = setting(
-        int, default=CNN_MAX_EPOCHS, low=1,
+        int,
+        default=CNN_MAX_EPOCHS,
+        low=1,
         help="the base CNN's budget in epochs when trained alone first, as the CNN "
         "baseline's --max-epochs (it stops sooner after 3 epochs without a better "
         "validation AUROC): a baseline run of the same budget (--base-start-from) is read "
-        "instead of trained again")  # fmt: skip
+        "instead of trained again",
+    )
     cnn_minutes: float | None = setting(
-        float, low=0, open_low=True,
+        float,
+        low=0,
+        open_low=True,
         help="a wall-clock cap on the base CNN's training, as the CNN baseline's "
         "--max-minutes (default: none; with one, the start depends on the machine's "
-        "speed)")  # fmt: skip
+        "speed)",
+    )
     kmers: int = setting(
-        int, default=0, defaults=by_task(6, 0), low=0, high=8, metavar="K",
+        int,
+        default=0,
+        defaults=by_task(6, 0),
+        low=0,
+        high=8,
+        metavar="K",
         help="the counts of the window's 3- to K-mers beside the encoder (the k-mer LR "
         "baseline's features), its LR fitted first; the head starts from it, blended with "
-        "the base CNN on validation (0: none; else 3 to 8)")  # fmt: skip
+        "the base CNN on validation (0: none; else 3 to 8)",
+    )
     strands: str | None = setting(
-        str, choices=BASE_STRANDS,
+        str,
+        choices=BASE_STRANDS,
         help="how the base readers read a window: both (its reverse complement too, "
         "averaged: the CNN trained on both strands, the k-mer LR fitted on both strands' "
         "counts) or one (the strand the encoder reads, the k-mer LR fitted on the strand "
-        "given) (default: both where the run reads both strands, else one)")  # fmt: skip
+        "given) (default: both where the run reads both strands, else one)",
+    )
     blend: str = setting(
-        str, default="one", choices=BASE_BLENDS,
+        str,
+        default="one",
+        choices=BASE_BLENDS,
         help="with a base CNN and base k-mers, how validation chooses their blend in the "
         "start: one CNN weight for every output, or one per feature category (the data "
         "set's: a features table's category column, DeepSEA's DNase / TF / histone), each "
-        "category's weight chosen on its own features")  # fmt: skip
+        "category's weight chosen on its own features",
+    )
     kmer_pull: float = setting(
-        float, default=0.0, low=0, needs="base_kmers",
+        float,
+        default=0.0,
+        low=0,
+        needs="base_kmers",
         help="hold the head's weights on the base k-mers near the k-mer LR they start from: "
         "an L2 penalty on their distance from that start, this many times the LR's own "
         "penalty (1/C per output over its training windows), e.g. 1 (0: none, they refit "
-        "freely at the head's rate)")  # fmt: skip
+        "freely at the head's rate)",
+    )
 
     @property
     def any(self) -> bool:
@@ -147,20 +189,29 @@ class HeadRecipe:
     """What reads the encoder's states: the pooling, its dropout and the base readers."""
 
     pooling: str = setting(
-        str, default="cls", defaults=by_task("mean", "cls"), choices=POOLINGS,
+        str,
+        default="cls",
+        defaults=by_task("mean", "cls"),
+        choices=POOLINGS,
         help="[CLS] pooler (the paper's), the mean of the token states, HuggingFace "
         "BigBird's head on [CLS] (exportable with `convert to-hf`), the mean of the states "
         "over the window's central --centre-bp (a chromatin bin), or one such mean for each "
         "bin of a data set built with --profile-bins (the central ones that fit in the "
         "window), every bin learnt from one pass (the window's own is scored); classify: "
-        "mean or cls, chosen on validation")  # fmt: skip
+        "mean or cls, chosen on validation",
+    )
     centre_bp: int = setting(
         int, default=200, low=1, help="with --pooling centre: the bases pooled, centred"
     )
     dropout: float | None = setting(
-        float, defaults=by_task(0.3, None), low=0, high=1, open_high=True,
+        float,
+        defaults=by_task(0.3, None),
+        low=0,
+        high=1,
+        open_high=True,
         help="dropout on hidden states while fine-tuning (default: 0.3 for classify, else "
-        "the model's own)")  # fmt: skip
+        "the model's own)",
+    )
     base: BaseReaderRecipe = branch(BaseReaderRecipe, "base_")
 
 
@@ -169,15 +220,26 @@ class OptimRecipe:
     """How the weights are trained: steps, batches, rates, the loss's weight and the seed."""
 
     max_steps: int = setting(
-        int, default=300, defaults=by_task(3000, 300), low=1, trainer=True, required=True,
+        int,
+        default=300,
+        defaults=by_task(3000, 300),
+        low=1,
+        trainer=True,
+        required=True,
         help="optimiser steps of the run, at most, and of each recipe probe (classify: "
         "stopped by validation); the base CNN trains first on its own budget "
         "(--base-cnn-epochs); the plan, with an estimate of the run's minutes, is logged at "
-        "the start")  # fmt: skip
+        "the start",
+    )
     batch_size: int = setting(
-        int, default=8, defaults=by_task(32, 8), low=1, trainer=True, required=True,
-        help="windows per step (a default batch is at most the training windows there "
-        "are)")  # fmt: skip
+        int,
+        default=8,
+        defaults=by_task(32, 8),
+        low=1,
+        trainer=True,
+        required=True,
+        help="windows per step (a default batch is at most the training windows there are)",
+    )
     effective_batch_size: int | None = setting(
         int,
         low=1,
@@ -186,32 +248,61 @@ class OptimRecipe:
         help="windows per optimiser step, by accumulation (default: --batch-size)",
     )
     learning_rate: float = setting(
-        float, default=3e-4, defaults=by_task(3e-4, 3e-4), low=0, high=1, open_low=True,
-        trainer=True, required=True,
-        help="the encoder's peak learning rate (classify: 3e-4 or 1e-4, chosen on "
-        "validation)")  # fmt: skip
-    warmup_steps: int = setting(int, default=20, low=0, trainer=True, pipeline=False,
-                                help="steps of linear warm-up")  # fmt: skip
+        float,
+        default=3e-4,
+        defaults=by_task(3e-4, 3e-4),
+        low=0,
+        high=1,
+        open_low=True,
+        trainer=True,
+        required=True,
+        help="the encoder's peak learning rate (classify: 3e-4 or 1e-4, chosen on validation)",
+    )
+    warmup_steps: int = setting(
+        int, default=20, low=0, trainer=True, pipeline=False, help="steps of linear warm-up"
+    )
     ema_decay: float = setting(
-        float, default=0.0, low=0, high=1, open_high=True, trainer=True, pipeline=False,
+        float,
+        default=0.0,
+        low=0,
+        high=1,
+        open_high=True,
+        trainer=True,
+        pipeline=False,
         help="evaluate, select and keep an exponential moving average of the weights with "
-        "this decay per step, e.g. 0.999 (0: the weights as trained)")  # fmt: skip
+        "this decay per step, e.g. 0.999 (0: the weights as trained)",
+    )
     layer_decay: float = setting(
-        float, default=1.0, low=0, high=1, open_low=True,
+        float,
+        default=1.0,
+        low=0,
+        high=1,
+        open_low=True,
         help="layer-wise learning-rate decay: each encoder layer learns this times as fast "
-        "as the one above it, the embeddings slowest (1: one rate)")  # fmt: skip
+        "as the one above it, the embeddings slowest (1: one rate)",
+    )
     head_lr_scale: float | None = setting(
-        float, low=0, open_low=True,
+        float,
+        low=0,
+        open_low=True,
         help="the fresh head's learning rate as a multiple of --learning-rate (default: 10 "
         "for chromatin, whose 100+ sparse outputs otherwise learn for hundreds of steps "
-        "before the encoder's features count; 1 otherwise)")  # fmt: skip
+        "before the encoder's features count; 1 otherwise)",
+    )
     pos_weight: float | None = setting(
-        float, low=0, open_low=True,
+        float,
+        low=0,
+        open_low=True,
         help="weight of a positive in the loss (default: 8 for chromatin, the paper's; 1 "
-        "otherwise)")  # fmt: skip
-    seed: int = setting(int, default=0, low=0, pipeline=False,
-                        help="the seed of the head's initialisation, the data order and "
-                        "dropout")  # fmt: skip
+        "otherwise)",
+    )
+    seed: int = setting(
+        int,
+        default=0,
+        low=0,
+        pipeline=False,
+        help="the seed of the head's initialisation, the data order and dropout",
+    )
 
 
 @dataclass(frozen=True)
@@ -219,36 +310,56 @@ class EvaluationRecipe:
     """How validation selects and stops, what it chooses, and how the model is scored."""
 
     eval_every: int = setting(
-        int, default=0, defaults=by_task(500, 0), low=0,
+        int,
+        default=0,
+        defaults=by_task(500, 0),
+        low=0,
         help="steps between validation AUROC checks, at most one pass over the training "
-        "windows; the best weights are kept (0: none)")  # fmt: skip
-    patience: int = setting(int, default=0, defaults=by_task(3, 0), low=0,
-                            help="stop after this many checks without improvement (0: "
-                            "never)")  # fmt: skip
+        "windows; the best weights are kept (0: none)",
+    )
+    patience: int = setting(
+        int,
+        default=0,
+        defaults=by_task(3, 0),
+        low=0,
+        help="stop after this many checks without improvement (0: never)",
+    )
     probe_steps: int = setting(
-        int, default=PROBE_STEPS, low=0, metavar="N",
+        int,
+        default=PROBE_STEPS,
+        low=0,
+        metavar="N",
         help="classify: choose what is not given of --learning-rate and --pooling (and the "
         "strands, in a run without base readers) on validation, each candidate fine-tuned "
         "at most N steps, e.g. 500 (0: none, the defaults kept; a run with base readers "
-        "chooses its strands with its start)")  # fmt: skip
+        "chooses its strands with its start)",
+    )
     rc_average: bool | None = setting(
-        bool, toggle=True, pipeline=False,
+        bool,
+        toggle=True,
+        pipeline=False,
         help="evaluate on both strands, and score so with the saved model (default: "
         "chromatin yes, promoter no, classify as chosen on validation with "
-        "--rc-augment)")  # fmt: skip
+        "--rc-augment)",
+    )
     segmentations: int = setting(
-        int, default=0, low=0, needs="bpe_dropout",
+        int,
+        default=0,
+        low=0,
+        needs="bpe_dropout",
         help="average the test and validation predictions (and the saved model's scores) "
         "over this many BPE-dropout cuts of each window per strand, e.g. 16; needs "
-        "--bpe-dropout (0: the tokenizer's own cut)")  # fmt: skip
+        "--bpe-dropout (0: the tokenizer's own cut)",
+    )
 
 
 @dataclass(frozen=True)
 class OutputRecipe:
     """What the run writes as it goes."""
 
-    checkpoint_every: int = setting(int, default=1000, low=1, trainer=True, pipeline=False,
-                                    help="steps between checkpoints")  # fmt: skip
+    checkpoint_every: int = setting(
+        int, default=1000, low=1, trainer=True, pipeline=False, help="steps between checkpoints"
+    )
 
 
 @dataclass(frozen=True)
@@ -270,8 +381,10 @@ class Recipe(tree_of.Tree):
     def __post_init__(self):
         super().__post_init__()
         if unknown := set(self.choose_on_validation) - set(QUESTIONS):
-            raise ConfigError(f"choose_on_validation: no question {sorted(unknown)}; "
-                              f"asked can be {', '.join(QUESTIONS)}")  # fmt: skip
+            raise ConfigError(
+                f"choose_on_validation: no question {sorted(unknown)}; "
+                f"asked can be {', '.join(QUESTIONS)}"
+            )
         if self.head.base.kmers:
             from genobird.model.base_readers import base_kmer_lengths
 
@@ -287,18 +400,39 @@ REQUIRED_RECIPE = tuple(s.name for s in SETTINGS if s.required)
 # the optional settings a pipeline section gives as options (rc_augment aside: it sets
 # both strands, in training and in scoring), in the order the pipelines' rules have always
 # written them: Snakemake reruns a rule whose options change, order included
-RECIPE_OPTIONS = ("eval_every", "patience", "pooling", "centre_bp", "base_cnn_channels",
-                  "base_cnn_architecture", "base_cnn_epochs", "base_cnn_minutes",
-                  "base_kmers", "base_strands", "base_blend", "base_kmer_pull", "dropout",
-                  "layer_decay", "head_lr_scale", "bpe_dropout", "segmentations",
-                  "pos_weight", "probe_steps")  # fmt: skip
-TASK_DEFAULTS = {task: {s.name: s.default_for(task) for s in SETTINGS if s.defaults}
-                 for task in TASKS}  # fmt: skip
+RECIPE_OPTIONS = (
+    "eval_every",
+    "patience",
+    "pooling",
+    "centre_bp",
+    "base_cnn_channels",
+    "base_cnn_architecture",
+    "base_cnn_epochs",
+    "base_cnn_minutes",
+    "base_kmers",
+    "base_strands",
+    "base_blend",
+    "base_kmer_pull",
+    "dropout",
+    "layer_decay",
+    "head_lr_scale",
+    "bpe_dropout",
+    "segmentations",
+    "pos_weight",
+    "probe_steps",
+)
+TASK_DEFAULTS = {
+    task: {s.name: s.default_for(task) for s in SETTINGS if s.defaults} for task in TASKS
+}
 
 
 # --------------------------------------------------------------------------- a run's values
-def resolve(given: dict, task: str, train_windows: int | None = None,
-            settings: tuple[Setting, ...] = SETTINGS) -> dict:  # fmt: skip
+def resolve(
+    given: dict,
+    task: str,
+    train_windows: int | None = None,
+    settings: tuple[Setting, ...] = SETTINGS,
+) -> dict:
     """Every setting's value for a run of `task`: the given ones (checked), the rest at
     their task kind's default. The base readers have no transformers counterpart, so a
     head for export (pooling hf) gets none unless one is given (which is then refused
@@ -329,109 +463,3 @@ def read_config(path: str | Path, settings: tuple[Setting, ...] = SETTINGS) -> d
 def add_options(groups: dict, settings: tuple[Setting, ...] = SETTINGS) -> None:
     """Each setting as an option of its branch's argparse group (`GROUPS`)."""
     tree_of.add_options(groups, settings, TASKS)
-
-
-def finetune_options(section: dict) -> str:
-    """The optional fine-tuning settings of a pipeline config section, as `genobird
-    finetune` options. rc_augment sets both strands in training and in scoring."""
-    options = [f"--{key.replace('_', '-')} {section[key]}" for key in RECIPE_OPTIONS
-               if key in section]  # fmt: skip
-    if "rc_augment" in section:  # scored on the strands it was trained on
-        strands = "" if section["rc_augment"] else "no-"
-        options += [f"--{strands}rc-augment --{strands}rc-average"]
-    return " ".join(options)
-
-
-def reads_deepsea_arm(section: Mapping) -> bool:
-    """Whether a chromatin task's genobird arms read their base CNN from DeepSEA's CNN arm
-    (at the contexts it runs): a base CNN of DeepSEA's architecture."""
-    return (bool(section.get("base_cnn_channels"))
-            and section.get("base_cnn_architecture") == "deepsea-cnn")  # fmt: skip
-
-
-# DeepSEA's CNN arm's settings, each with the base CNN setting it is when genobird's arms
-# read their base CNN from that arm
-ARM_SETTINGS = (("cnn_channels", "base_cnn_channels"), ("cnn_max_epochs", "base_cnn_epochs"),
-                ("cnn_max_minutes", "base_cnn_minutes"))  # fmt: skip
-
-
-def deepsea_arm_settings(name: str, section: Mapping, baselines: Mapping) -> dict:
-    """DeepSEA's CNN arm's width and budget: the task section's cnn_channels,
-    cnn_max_epochs and cnn_max_minutes (the budgets else those of the pipeline's
-    `baselines` section). When genobird's arms read their base CNN from that arm,
-    base_cnn_channels, base_cnn_epochs and base_cnn_minutes are the same settings, given
-    under either name: a base CNN fitted otherwise could not be read from the arm, and
-    each genobird arm would train its own. Raises ValueError naming both keys where they
-    differ. A setting given nowhere is left to the command."""
-    settings = {arm: section.get(arm, baselines.get(arm) if arm != "cnn_channels" else None)
-                for arm, _ in ARM_SETTINGS}  # fmt: skip
-    if not reads_deepsea_arm(section):
-        return settings
-    for arm_key, base_key in ARM_SETTINGS:
-        arm, base = settings[arm_key], section.get(base_key)
-        if arm is not None and base is not None and float(arm) != float(base):
-            raise ValueError(
-                f"chromatin_tasks.{name}: {base_key} {base} differs from DeepSEA's CNN arm's "
-                f"{arm_key} {arm}; genobird's arms read their base CNN from that arm, so give "
-                f"one value (or only {arm_key})"
-            )
-        settings[arm_key] = base if arm is None else arm
-    return settings
-
-
-def arm_finetune_options(name: str, section: Mapping, baselines: Mapping) -> str:
-    """A chromatin task's genobird arm's recipe options: its section's, with the budget of
-    DeepSEA's CNN arm where the arm reads its base CNN from it (`deepsea_arm_settings`)."""
-    if reads_deepsea_arm(section):
-        arm = deepsea_arm_settings(name, section, baselines)
-        section = {**section, **{base: arm[key] for key, base in ARM_SETTINGS
-                                 if arm[key] is not None}}  # fmt: skip
-    return finetune_options(section)
-
-
-# --------------------------------------------------------------------------- pipeline schema
-def schema(settings: tuple[Setting, ...] = SETTINGS) -> dict:
-    """The pipeline schema's recipe section ($defs/recipe of workflows/schemas/
-    config.schema.yaml) for the settings a pipeline section takes."""
-    types = {bool: "boolean", int: "integer", float: "number", str: "string"}
-    properties, needs = {}, {}
-    for one in settings:
-        if not one.pipeline:
-            continue
-        entry = {"enum": list(one.choices)} if one.choices else {
-            "type": types[one.type]}  # fmt: skip
-        for bound, value, is_open in (("Minimum", one.low, one.open_low),
-                                      ("Maximum", one.high, one.open_high)):  # fmt: skip
-            if value is not None:
-                key = ("exclusive" + bound) if is_open else bound.lower()
-                entry[key] = value
-        default = one.default_text(TASKS)
-        entry["description"] = one.help + (f" ({default})" if default else "")
-        properties[one.name] = entry
-        if one.needs:
-            needs[one.name] = [one.needs]
-    section = {"description": "the fine-tuning settings every fine-tuning section takes "
-               "(genobird.finetuning.recipe; as genobird finetune options)",
-               "type": "object"}  # fmt: skip
-    if needs:
-        section["dependentRequired"] = needs
-    section["properties"] = properties
-    return section
-
-
-def schema_yaml(settings: tuple[Setting, ...] = SETTINGS) -> str:
-    """`schema` as the lines of config.schema.yaml's `$defs: recipe:` block (one flow
-    mapping per setting, as the file writes them)."""
-    section = schema(settings)
-    lines = ["  recipe:", f"    description: {section['description']}", "    type: object"]
-    if "dependentRequired" in section:
-        lines.append("    dependentRequired:")
-        lines += [f"      {name}: {json.dumps(needs)}"
-                  for name, needs in section["dependentRequired"].items()]  # fmt: skip
-    lines.append("    properties:")
-    lines += [f"      {name}: {json.dumps(entry)}" for name, entry in section["properties"].items()]
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":  # python -m genobird.finetuning.recipe: the schema's block
-    print(schema_yaml(), end="")

@@ -22,12 +22,18 @@ def training_config(recipe: Recipe) -> TrainingConfig:
     row every 20 steps; validation checks are the run's to add (`evaluation_interval`)."""
     optim = recipe.optim
     return TrainingConfig(
-        seed=optim.seed, max_steps=optim.max_steps, batch_size=optim.batch_size,
+        seed=optim.seed,
+        max_steps=optim.max_steps,
+        batch_size=optim.batch_size,
         effective_batch_size=optim.effective_batch_size or optim.batch_size,
-        learning_rate=optim.learning_rate, warmup_steps=optim.warmup_steps,
-        ema_decay=optim.ema_decay, checkpoint_every=recipe.output.checkpoint_every,
-        log_every=20, eval_every=0, progress=recipe.progress,
-    )  # fmt: skip
+        learning_rate=optim.learning_rate,
+        warmup_steps=optim.warmup_steps,
+        ema_decay=optim.ema_decay,
+        checkpoint_every=recipe.output.checkpoint_every,
+        log_every=20,
+        eval_every=0,
+        progress=recipe.progress,
+    )
 
 
 def strand_symmetric(task: str) -> bool:
@@ -79,10 +85,14 @@ def strands_chosen_with_start(spec: Recipe, meta: dict) -> bool:
     """Whether a run's strands are chosen on validation with its start from base readers
     (base_start.choose_strands): a classify run with base readers and a validation split,
     whose options settle neither the strands nor how the base readers read them."""
-    return (meta["task"] == "classify" and bool(meta["counts"].get("valid"))
-            and spec.head.base.any
-            and spec.data.rc_augment is None and spec.evaluation.rc_average is None
-            and spec.head.base.strands is None)  # fmt: skip
+    return (
+        meta["task"] == "classify"
+        and bool(meta["counts"].get("valid"))
+        and spec.head.base.any
+        and spec.data.rc_augment is None
+        and spec.evaluation.rc_average is None
+        and spec.head.base.strands is None
+    )
 
 
 def probed_questions(spec: Recipe, meta: dict) -> list[str]:
@@ -93,8 +103,9 @@ def probed_questions(spec: Recipe, meta: dict) -> list[str]:
     return open_questions(spec, meta)
 
 
-def settle_strands(spec: Recipe, meta: dict, choice: dict,
-                   start_choice: dict | None = None) -> tuple[Recipe, dict]:  # fmt: skip
+def settle_strands(
+    spec: Recipe, meta: dict, choice: dict, start_choice: dict | None = None
+) -> tuple[Recipe, dict]:
     """`spec` with rc_augment and rc_average settled, and how: with the start from base
     readers (`start_choice`, from base_start.choose_strands), by probes on validation
     (`choice`, from finetuning.probes), by the user's options (the one not given follows
@@ -102,10 +113,12 @@ def settle_strands(spec: Recipe, meta: dict, choice: dict,
     nothing was asked)."""
     if start_choice:
         settings = start_choice["settings"]
-        strands = {"chosen_by": "the start's validation AUROC",
-                   "chosen": start_choice["chosen"],
-                   "start_validation_auroc": start_choice["validation_auroc"],
-                   **settings}  # fmt: skip
+        strands = {
+            "chosen_by": "the start's validation AUROC",
+            "chosen": start_choice["chosen"],
+            "start_validation_auroc": start_choice["validation_auroc"],
+            **settings,
+        }
         return spec.with_values(**settings), strands
     if "strands" in choice:
         chosen_by = "validation"
@@ -138,14 +151,18 @@ def check_window(spec: Recipe, meta: dict, data_path) -> None:
     if spec.head.pooling != "profile":
         return
     if not meta["profile_bins"]:
-        raise ConfigError(f"--pooling profile needs profile labels, which {data_path} has "
-                          "not; rebuild it with `genobird dataset chromatin --profile-bins "
-                          "K`")  # fmt: skip
+        raise ConfigError(
+            f"--pooling profile needs profile labels, which {data_path} has "
+            "not; rebuild it with `genobird dataset chromatin --profile-bins "
+            "K`"
+        )
     read = spec.data.window_bp or meta["window_bp"]
     if meta["profile_bin_bp"] > read:
-        raise ConfigError(f"--pooling profile: the data set's profile bins are "
-                          f"{meta['profile_bin_bp']} bp, wider than the {read} bp read; give "
-                          f"--window-bp {meta['profile_bin_bp']} or more")  # fmt: skip
+        raise ConfigError(
+            f"--pooling profile: the data set's profile bins are "
+            f"{meta['profile_bin_bp']} bp, wider than the {read} bp read; give "
+            f"--window-bp {meta['profile_bin_bp']} or more"
+        )
 
 
 def profile_bins_read(meta: dict, window_bp: int) -> int:

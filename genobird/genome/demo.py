@@ -191,9 +191,11 @@ def _write_annotations(outdir: Path, plans: list[ChromosomePlan]) -> None:
             for number, copy in enumerate(plan.copies, 1):
                 name = f"{copy.kind}_{plan.name}_{number}"
                 strand = "-" if copy.kind == "inverted" else "+"
-                handle.write(f"{plan.name}\t{copy.source[0]}\t{copy.source[1]}\t{name}_source"
-                             f"\t0\t+\n{plan.name}\t{copy.copy[0]}\t{copy.copy[1]}\t{name}_copy"
-                             f"\t{round(1000 * copy.divergence)}\t{strand}\n")  # fmt: skip
+                handle.write(
+                    f"{plan.name}\t{copy.source[0]}\t{copy.source[1]}\t{name}_source"
+                    f"\t0\t+\n{plan.name}\t{copy.copy[0]}\t{copy.copy[1]}\t{name}_copy"
+                    f"\t{round(1000 * copy.divergence)}\t{strand}\n"
+                )
 
 
 def _write_peaks(outdir: Path, spec: DemoSpec, plans, sequences) -> dict[str, int]:

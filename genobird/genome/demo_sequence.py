@@ -238,8 +238,11 @@ def _busy(plan: ChromosomePlan, start: int, end: int, margin: int) -> bool:
     blocked += [(s, e) for s, e, _ in plan.enhancers]
     blocked += [(d.start, d.end) for d in plan.distal]
     site = len(MOTIFS["CTCF"])
-    blocked += [span for b in plan.boundaries for span in ((b.left, b.left + site),
-                                                           (b.right - site, b.right))]  # fmt: skip
+    blocked += [
+        span
+        for b in plan.boundaries
+        for span in ((b.left, b.left + site), (b.right - site, b.right))
+    ]
     blocked += [span for c in plan.copies for span in (c.source, c.copy)]
     return any(start < b_end + margin and b_start - margin < end for b_start, b_end in blocked)
 
@@ -277,13 +280,18 @@ def _plan_long_range(rng, plan: ChromosomePlan, spec: DemoSpec) -> None:
         rng, plan.promoters, lambda s, e: not _busy(plan, s, e, margin=200)
     )
     plan.boundaries = longrange.plan_boundaries(
-        rng, plan.length, plan.length // spec.boundary_spacing, len(MOTIFS["CTCF"]),
+        rng,
+        plan.length,
+        plan.length // spec.boundary_spacing,
+        len(MOTIFS["CTCF"]),
         lambda s, e: not _busy(plan, s, e, margin=200),
-    )  # fmt: skip
+    )
     plan.copies = longrange.plan_copies(
-        rng, plan.length, int(spec.copy_fraction * plan.length),
+        rng,
+        plan.length,
+        int(spec.copy_fraction * plan.length),
         lambda s, e: not _busy(plan, s, e, margin=100),
-    )  # fmt: skip
+    )
 
 
 def _write_promoter(rng, canvas: _Canvas, promoter: Promoter) -> None:

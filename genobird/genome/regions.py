@@ -310,8 +310,10 @@ def read_vcf(
 
 _SYMBOLIC = re.compile(r"[<>\[\]*.]")
 # why an allele holding N (an assembly gap's base, or an IUPAC code read as N) is refused
-_UNKNOWN_BASE = ("is not a known base (N, or an ambiguity code read as N): no effect of "
-                 "changing it can be scored; nothing is scored")  # fmt: skip
+_UNKNOWN_BASE = (
+    "is not a known base (N, or an ambiguity code read as N): no effect of "
+    "changing it can be scored; nothing is scored"
+)
 
 
 def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Variant | str]:
@@ -338,8 +340,10 @@ def _parse_vcf_line(text: str, max_allele_length: int, line: int = 0) -> list[Va
             alleles.append(f"ALT {alt_raw} of {chrom}:{pos_text} {_UNKNOWN_BASE}")
             continue
         if alt == ref:
-            alleles.append(f"{chrom}:{pos_text}: ALT {alt_raw} is REF {ref_text}: nothing "
-                           "changes, nothing is scored")  # fmt: skip
+            alleles.append(
+                f"{chrom}:{pos_text}: ALT {alt_raw} is REF {ref_text}: nothing "
+                "changes, nothing is scored"
+            )
             continue
         alleles.append(Variant(chrom, int(pos_text), variant_id, ref, alt, line))
     return alleles

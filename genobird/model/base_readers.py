@@ -77,8 +77,9 @@ class BaseSpeller(nn.Module):
                 "its tokenizer (set_vocabulary) or load its saved weights"
             )
 
-    def spelled_bases(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                      markers: bool = True):  # fmt: skip
+    def spelled_bases(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, markers: bool = True
+    ):
         """The batch written out base by base: codes [B, L] and, for each position, the
         index of the token it belongs to [B, L] (N, one past the last token, for the
         positions after a sequence's end). With `markers`, each token without bases takes
@@ -158,8 +159,9 @@ class BaseCNN(nn.Module):
         return cnn_tower(self.blocks, self.dropout, x, inside)
 
 
-def cnn_tower(blocks: nn.ModuleList, dropout: nn.Module, x: torch.Tensor,
-              inside: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def cnn_tower(
+    blocks: nn.ModuleList, dropout: nn.Module, x: torch.Tensor, inside: torch.Tensor
+) -> torch.Tensor:
     """The CNN tower's pooled features [B, 2C] of one-hot bases x [B, 4, L], `inside`
     [B, 1, L] 1 on each input's own positions and 0 past its end: the same for an input
     alone and padded in any batch. The one computation of genobird's CNN baseline
@@ -310,8 +312,10 @@ SHORTEST_BASE_KMER = 3
 def base_kmer_lengths(longest: int) -> tuple[int, ...]:
     """The k-mer lengths of `base_kmers` = longest: 3 to longest."""
     if not SHORTEST_BASE_KMER <= longest <= 8:
-        raise ConfigError(f"base_kmers (the longest k-mer counted) must be 0 (none) or "
-                          f"{SHORTEST_BASE_KMER}-8, got {longest}")  # fmt: skip
+        raise ConfigError(
+            f"base_kmers (the longest k-mer counted) must be 0 (none) or "
+            f"{SHORTEST_BASE_KMER}-8, got {longest}"
+        )
     return tuple(range(SHORTEST_BASE_KMER, longest + 1))
 
 
@@ -320,5 +324,7 @@ def check_base_reader(pooling: str, name: str, value: int) -> None:
     if value < 0:
         raise ConfigError(f"{name} must be 0 (none) or more, got {value}")
     if pooling == "hf":
-        raise ConfigError(f"{name} has no transformers counterpart: use pooling "
-                          f"cls, mean or centre, or leave {name} at 0")  # fmt: skip
+        raise ConfigError(
+            f"{name} has no transformers counterpart: use pooling "
+            f"cls, mean or centre, or leave {name} at 0"
+        )

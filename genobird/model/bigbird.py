@@ -81,9 +81,13 @@ class SelfAttention(nn.Module):
             return None
         if c.attention_type == "hf":
             return hf_bigbird_layout(
-                length, c.block_size, c.num_random_blocks, c.num_heads, self.layer_index,
+                length,
+                c.block_size,
+                c.num_random_blocks,
+                c.num_heads,
+                self.layer_index,
                 c.max_position,
-            ).to(device)  # fmt: skip
+            ).to(device)
         global_blocks = None
         if c.attention_type == "etc":  # the prepended global segment fills whole blocks
             global_blocks = list(

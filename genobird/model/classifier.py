@@ -109,11 +109,14 @@ class BigBirdForSequenceClassification(nn.Module):
             raise ConfigError(f"pooling must be one of {self.POOLINGS}, got {pooling!r}")
         if not 0 < centre_fraction <= 1:
             raise ConfigError(f"centre_fraction must be in (0, 1], got {centre_fraction}")
-        if pooling == "profile" and (profile_bins < 1 or profile_bins % 2 == 0
-                                     or profile_bins * centre_fraction > 1 + 1e-9):  # fmt: skip
-            raise ConfigError(f"pooling profile needs an odd number of bins that fit in the "
-                              f"window, got {profile_bins} of {centre_fraction:g} of "
-                              "it")  # fmt: skip
+        if pooling == "profile" and (
+            profile_bins < 1 or profile_bins % 2 == 0 or profile_bins * centre_fraction > 1 + 1e-9
+        ):
+            raise ConfigError(
+                f"pooling profile needs an odd number of bins that fit in the "
+                f"window, got {profile_bins} of {centre_fraction:g} of "
+                "it"
+            )
         self.profile_bins = profile_bins if pooling == "profile" else 0
         # "centre": the mean of the central `centre_fraction` of each input's real tokens
         # (a chromatin bin's 200 bp of an 8 kb window: 0.025), whose states attention has
@@ -125,8 +128,9 @@ class BigBirdForSequenceClassification(nn.Module):
         self.num_labels, self.problem, self.pos_weight = num_labels, problem, pos_weight
         # on the model's device from the start: a tensor made per step from the float
         # would be a host-to-device copy that waits for the GPU (not saved: the config is)
-        self.register_buffer("pos_weight_on_device", torch.tensor(float(pos_weight)),
-                             persistent=False)  # fmt: skip
+        self.register_buffer(
+            "pos_weight_on_device", torch.tensor(float(pos_weight)), persistent=False
+        )
         self.pooling = pooling
         self.encoder = BigBirdEncoder(config)
         # base readers: a CNN and k-mer counts on the bases the tokens spell, read by the
@@ -143,18 +147,22 @@ class BigBirdForSequenceClassification(nn.Module):
         # every logit is the same on either strand: a CNN baseline that averages its
         # logits over strands, and a k-mer LR fitted on both strands' counts, exactly
         if base_strands not in self.BASE_STRANDS:
-            raise ConfigError(f"base_strands must be one of {self.BASE_STRANDS}, "
-                              f"got {base_strands!r}")  # fmt: skip
+            raise ConfigError(
+                f"base_strands must be one of {self.BASE_STRANDS}, got {base_strands!r}"
+            )
         self.base_strands = base_strands
         self.base_cnn = self.base_kmer_counts = self.base_speller = None
         self.base_cnn_architecture = base_cnn_architecture
         if base_cnn_architecture not in BASE_CNNS:
-            raise ConfigError(f"base_cnn_architecture must be one of {list(BASE_CNNS)}, "
-                              f"got {base_cnn_architecture!r}")  # fmt: skip
+            raise ConfigError(
+                f"base_cnn_architecture must be one of {list(BASE_CNNS)}, "
+                f"got {base_cnn_architecture!r}"
+            )
         if base_cnn_channels:
             check_base_reader(pooling, "base_cnn_channels", base_cnn_channels)
-            self.base_cnn = BASE_CNNS[base_cnn_architecture](base_cnn_channels,
-                                                             config.hidden_dropout)  # fmt: skip
+            self.base_cnn = BASE_CNNS[base_cnn_architecture](
+                base_cnn_channels, config.hidden_dropout
+            )
         if base_kmers:
             check_base_reader(pooling, "base_kmers", base_kmers)
             self.base_kmer_counts = BaseKmers(base_kmer_lengths(base_kmers))
@@ -225,8 +233,9 @@ class BigBirdForSequenceClassification(nn.Module):
         with torch.no_grad():
             self.head.linear.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
 
-    def start_from_baselines(self, cnn: nn.Module | None = None, kmer_lr=None,
-                             cnn_weight=1.0) -> None:  # fmt: skip
+    def start_from_baselines(
+        self, cnn: nn.Module | None = None, kmer_lr=None, cnn_weight=1.0
+    ) -> None:
         """Start from trained baselines: a one-hot CNN (baselines.cnn.SmallCNN of the base
         CNN's width), whose tower becomes the base CNN, and/or a k-mer LR (`kmer_lr`: its
         weights [F, K] on the scaled counts, biases [F] and the scale [K], as
@@ -235,16 +244,20 @@ class BigBirdForSequenceClassification(nn.Module):
         k-mer LR's (`cnn_weight`: one w for every output, or one per output). The
         classifier then gives the baselines' logits (up to dropout) plus
         `start_logit_shift`, and fine-tuning adds what the encoder sees to what they know."""
-        for name, given, reader in (("a CNN", cnn, self.base_cnn),
-                                    ("a k-mer LR", kmer_lr, self.base_kmer_counts)):  # fmt: skip
+        for name, given, reader in (
+            ("a CNN", cnn, self.base_cnn),
+            ("a k-mer LR", kmer_lr, self.base_kmer_counts),
+        ):
             if given is not None and reader is None:
                 raise ConfigError(f"this classifier has no base reader to start from {name}")
         if cnn is None and kmer_lr is None:
             raise ConfigError("start_from_baselines needs a CNN, a k-mer LR or both")
         weight = torch.as_tensor(cnn_weight, dtype=torch.float32)
         if weight.dim() > 1 or (weight.dim() == 1 and len(weight) != self.num_labels):
-            raise ConfigError(f"cnn_weight must be one number or one per output "
-                              f"({self.num_labels}), got shape {tuple(weight.shape)}")  # fmt: skip
+            raise ConfigError(
+                f"cnn_weight must be one number or one per output "
+                f"({self.num_labels}), got shape {tuple(weight.shape)}"
+            )
         if not ((weight >= 0) & (weight <= 1)).all():
             raise ConfigError(f"cnn_weight must be in [0, 1], got {cnn_weight}")
         # each baseline's share of each output's start (a column): the blend's when both
@@ -258,8 +271,9 @@ class BigBirdForSequenceClassification(nn.Module):
                 f"{self.base_cnn_channels} filters and {self.num_labels} outputs"
             )
         if kmer_lr is not None:
-            coefficients, intercepts, scale = (torch.as_tensor(part, dtype=torch.float32)
-                                               for part in kmer_lr)  # fmt: skip
+            coefficients, intercepts, scale = (
+                torch.as_tensor(part, dtype=torch.float32) for part in kmer_lr
+            )
             if coefficients.shape != (self.num_labels, self.base_kmer_counts.output_size):
                 raise ConfigError(
                     f"a k-mer LR of {coefficients.shape[1]} features and {coefficients.shape[0]} "
@@ -325,13 +339,15 @@ class BigBirdForSequenceClassification(nn.Module):
         encoded = self.encoder(input_ids, segment_ids, attention_mask)
         pooled = self.pool(encoded, attention_mask)
         if readers := self.base_readers():
-            spelled, _ = self.speller().spelled_bases(input_ids, attention_mask,
-                                                      markers=self.base_markers)  # fmt: skip
+            spelled, _ = self.speller().spelled_bases(
+                input_ids, attention_mask, markers=self.base_markers
+            )
             features = [reader(spelled) for reader in readers]
             if self.base_strands == "both":
                 other = reverse_complement_bases(spelled, BaseSpeller.NOTHING)
-                features = [(f + reader(other)) / 2 for f, reader in zip(features, readers,
-                                                                          strict=True)]  # fmt: skip
+                features = [
+                    (f + reader(other)) / 2 for f, reader in zip(features, readers, strict=True)
+                ]
             features = [f.to(pooled.dtype) for f in features]
             if self.profile_bins:  # the window's base features, beside each bin's vector
                 features = [f[:, None].expand(-1, self.profile_bins, -1) for f in features]

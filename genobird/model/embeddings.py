@@ -152,8 +152,9 @@ class BaseConvolution(BaseSpeller):
 
     CHANNELS_IN = 6
 
-    def __init__(self, vocab_size: int, hidden_size: int, channels: int, width: int,
-                 max_piece_length: int):  # fmt: skip
+    def __init__(
+        self, vocab_size: int, hidden_size: int, channels: int, width: int, max_piece_length: int
+    ):
         super().__init__(vocab_size, max_piece_length)
         self.conv = nn.Conv1d(self.CHANNELS_IN, channels, width, padding=width // 2)
         self.project = nn.Linear(channels, hidden_size)
@@ -223,17 +224,22 @@ class Embeddings(nn.Module):
         super().__init__()
         if config.composed_token_embeddings:
             self.tokens = ComposedTokenEmbedding(
-                config.vocab_size, config.hidden_size, config.composed_piece_length,
+                config.vocab_size,
+                config.hidden_size,
+                config.composed_piece_length,
                 config.initializer_range,
-            )  # fmt: skip
+            )
         else:
             self.tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
         self.base_conv = None
         if config.base_conv_channels:
             self.base_conv = BaseConvolution(
-                config.vocab_size, config.hidden_size, config.base_conv_channels,
-                config.base_conv_width, config.base_conv_max_piece_length,
-            )  # fmt: skip
+                config.vocab_size,
+                config.hidden_size,
+                config.base_conv_channels,
+                config.base_conv_width,
+                config.base_conv_max_piece_length,
+            )
         self.positions = None  # rotary positions enter in every layer's attention instead
         if config.position_encoding == "absolute":
             self.positions = nn.Embedding(config.max_position, config.hidden_size)
@@ -258,8 +264,12 @@ class Embeddings(nn.Module):
             with torch.no_grad():
                 self.positions.weight.copy_(code * std)
 
-    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        segment_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         length = input_ids.shape[1]
         if length > self.max_position:
             raise ConfigError(

@@ -76,8 +76,9 @@ def config_from_hf(hf: dict, source: str = "config.json") -> BigBirdConfig:
         # and lets CUDA take the fused FlexAttention kernel, which has no dropout
         values["attention_dropout"] = 0.0
     # HF BigBird: 2 global blocks (first, last) and a window of 3 blocks, fixed
-    values.update(attention_type=ATTENTION_TYPES[attention], num_global_blocks=2,
-                  num_window_blocks=3)  # fmt: skip
+    values.update(
+        attention_type=ATTENTION_TYPES[attention], num_global_blocks=2, num_window_blocks=3
+    )
     try:
         return BigBirdConfig(**values)
     except (TypeError, ValueError) as exc:
@@ -196,8 +197,9 @@ def state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[st
     return {name: tensor.contiguous() for name, tensor in out.items()}
 
 
-def state_dict_from_hf(hf: dict[str, torch.Tensor], num_layers: int,
-                       source: str = "weights") -> dict[str, torch.Tensor]:  # fmt: skip
+def state_dict_from_hf(
+    hf: dict[str, torch.Tensor], num_layers: int, source: str = "weights"
+) -> dict[str, torch.Tensor]:
     """genobird tensors from HF BigBird ones (ForPreTraining or ForMaskedLM names; a bare
     BigBirdModel's lack the `bert.` prefix). Heads absent from the file are left out, so
     the caller keeps its fresh initialisation for them."""

@@ -41,8 +41,9 @@ def load_encoder(model, pretrained_dir: Path) -> None:
     model.encoder.load_state_dict(encoder)
 
 
-def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
-                vocab_size: int, pad_id: int = 0) -> BigBirdConfig:  # fmt: skip
+def task_config(
+    pretrained: Path | None, fresh_shape: dict, max_tokens: int, vocab_size: int, pad_id: int = 0
+) -> BigBirdConfig:
     """The encoder config of a fine-tuning run: the pretrained model's, or a fresh one of
     `fresh_shape` (max_position grown to max_tokens); checked against the tokenizer and
     the input length. A pretrained model with rotary positions has no position table, so
@@ -51,8 +52,11 @@ def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
     if pretrained is not None:
         config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
         if config.position_encoding == "rotary" and max_tokens > config.max_position:
-            log.info("max_position %d -> %d: rotary positions read longer inputs than "
-                     "pretraining's", config.max_position, max_tokens)  # fmt: skip
+            log.info(
+                "max_position %d -> %d: rotary positions read longer inputs than pretraining's",
+                config.max_position,
+                max_tokens,
+            )
             config = replace(config, max_position=max_tokens)
     else:
         shape = {**fresh_shape}
@@ -69,8 +73,14 @@ def task_config(pretrained: Path | None, fresh_shape: dict, max_tokens: int,
     return config
 
 
-def build_task_model(model_class, config: BigBirdConfig, pretrained: Path | None, seed: int,
-                     pieces: list[str] | None = None, **head):  # fmt: skip
+def build_task_model(
+    model_class,
+    config: BigBirdConfig,
+    pretrained: Path | None,
+    seed: int,
+    pieces: list[str] | None = None,
+    **head,
+):
     """A task model with a seeded fresh head, its encoder from `pretrained` if given (else
     fresh, with the vocabulary's `pieces` for composed token embeddings)."""
     with torch.random.fork_rng(devices=[]):

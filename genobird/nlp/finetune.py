@@ -41,8 +41,14 @@ def load_tokenizer(pretrained: Path | None, tokenizer_path: Path | None) -> Text
     return TextTokenizer(tokenizer_path)
 
 
-def build_model(model_class, pretrained: Path | None, spec: NLPRecipe, vocab_size: int,
-                attention: dict | None = None, **head):  # fmt: skip
+def build_model(
+    model_class,
+    pretrained: Path | None,
+    spec: NLPRecipe,
+    vocab_size: int,
+    attention: dict | None = None,
+    **head,
+):
     """The task model: encoder from `pretrained` (head fresh), or all fresh. `attention`
     overrides config fields the task needs (ETC: attention_type, num_global_tokens)."""
     shape = {**spec.fresh_shape, "seed": spec.optim.seed}
@@ -58,12 +64,17 @@ def training_config(spec: NLPRecipe) -> TrainingConfig:
     optim = spec.optim
     scales = {ENCODER_LAYERS: optim.encoder_lr_scale} if optim.encoder_lr_scale != 1 else {}
     return TrainingConfig(
-        seed=optim.seed, max_steps=optim.max_steps, batch_size=optim.batch_size,
+        seed=optim.seed,
+        max_steps=optim.max_steps,
+        batch_size=optim.batch_size,
         effective_batch_size=optim.effective_batch_size or optim.batch_size,
-        learning_rate=optim.learning_rate, warmup_steps=optim.warmup_steps,
-        learning_rate_scales=scales, checkpoint_every=spec.output.checkpoint_every,
-        eval_every=0, progress=spec.progress,
-    )  # fmt: skip
+        learning_rate=optim.learning_rate,
+        warmup_steps=optim.warmup_steps,
+        learning_rate_scales=scales,
+        checkpoint_every=spec.output.checkpoint_every,
+        eval_every=0,
+        progress=spec.progress,
+    )
 
 
 def train(model, dataset: Dataset, spec: NLPRecipe, output: Path, step_fn) -> Trainer:
@@ -79,8 +90,13 @@ def train(model, dataset: Dataset, spec: NLPRecipe, output: Path, step_fn) -> Tr
 def warn_truncated(dataset, what: str, option: str) -> None:
     """Say how much input a model will not see (it trains on what fits, silently otherwise)."""
     if dataset.truncated:
-        log.warning("%d of %d %s were cut to fit the model; raise %s to keep more",
-                    dataset.truncated, len(dataset), what, option)  # fmt: skip
+        log.warning(
+            "%d of %d %s were cut to fit the model; raise %s to keep more",
+            dataset.truncated,
+            len(dataset),
+            what,
+            option,
+        )
 
 
 def save_model(model, tokenizer: TextTokenizer, directory: Path, task: dict) -> None:
@@ -125,9 +141,12 @@ class QADataset(Dataset):
 
 def qa_step(model, batch):
     out = model(
-        batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
-        batch["start_positions"], batch["end_positions"],
-    )  # fmt: skip
+        batch["input_ids"],
+        batch["segment_ids"],
+        batch["attention_mask"],
+        batch["start_positions"],
+        batch["end_positions"],
+    )
     return out.loss, {}
 
 
@@ -148,16 +167,30 @@ def qa_logits(model, windows, length: int, pad_id: int, batch_size: int = 8):
     return starts, ends
 
 
-def answer_questions(model, tokenizer, questions, window: qa.QAWindowSpec,
-                     max_answer_tokens: int, batch_size: int = 8) -> dict[str, dict]:  # fmt: skip
+def answer_questions(
+    model,
+    tokenizer,
+    questions,
+    window: qa.QAWindowSpec,
+    max_answer_tokens: int,
+    batch_size: int = 8,
+) -> dict[str, dict]:
     windows = qa.make_windows(questions, tokenizer, window)
     starts, ends = qa_logits(model, windows, window.max_tokens, tokenizer.pad_id, batch_size)
     return qa.decode_answers(questions, windows, starts, ends, max_answer_tokens)
 
 
-def finetune_qa(train_path, output, spec: NLPRecipe, valid_path=None, pretrained=None,
-                tokenizer_path=None, stride: int | None = None, max_answer_tokens: int = 30,
-                max_question_tokens: int = 64) -> dict:  # fmt: skip
+def finetune_qa(
+    train_path,
+    output,
+    spec: NLPRecipe,
+    valid_path=None,
+    pretrained=None,
+    tokenizer_path=None,
+    stride: int | None = None,
+    max_answer_tokens: int = 30,
+    max_question_tokens: int = 64,
+) -> dict:
     """Fine-tune extractive QA; returns (and writes to OUT/report/metrics.json) exact match
     and F1 on `valid_path` when given."""
     output = Path(output)
@@ -180,7 +213,7 @@ def finetune_qa(train_path, output, spec: NLPRecipe, valid_path=None, pretrained
     if trainer.is_main:
         task = {"task": "qa", "window": asdict(window), "max_answer_tokens": max_answer_tokens}
         save_model(trainer.module, tokenizer, output / "model", task)
-        _write_report(output, report)
+        write_report(output, report)
     return report
 
 
@@ -193,7 +226,7 @@ def predict_qa(model_dir, input_path, batch_size: int = 8, device: str = "auto")
     )
 
 
-def _write_report(output: Path, report: dict) -> None:
+def write_report(output: Path, report: dict) -> None:
     (output / "report").mkdir(parents=True, exist_ok=True)
     with atomic_write(output / "report" / "metrics.json") as handle:
         json.dump(report, handle, indent=2, default=_json_number)
@@ -225,8 +258,15 @@ def classify_outputs(model, dataset, batch_size: int = 16) -> np.ndarray:
     return np.concatenate(outputs)
 
 
-def finetune_classify(train_path, output, spec: NLPRecipe, valid_path=None,
-                      pretrained=None, tokenizer_path=None, problem=None) -> dict:  # fmt: skip
+def finetune_classify(
+    train_path,
+    output,
+    spec: NLPRecipe,
+    valid_path=None,
+    pretrained=None,
+    tokenizer_path=None,
+    problem=None,
+) -> dict:
     """Fine-tune [CLS] classification (GLUE-style); GLUE metrics on `valid_path`."""
     from genobird.model import BigBirdForSequenceClassification
     from genobird.nlp.classify import LabelSpace, TextDataset, glue_metrics, read_examples
@@ -237,12 +277,20 @@ def finetune_classify(train_path, output, spec: NLPRecipe, valid_path=None,
     labels = LabelSpace.infer(examples, problem)
     dataset = TextDataset(examples, tokenizer, labels, spec.data.max_tokens, str(train_path))
     model = build_model(
-        BigBirdForSequenceClassification, pretrained, spec, tokenizer.vocab_size,
-        num_labels=len(labels.names), problem=labels.problem,
-    )  # fmt: skip
+        BigBirdForSequenceClassification,
+        pretrained,
+        spec,
+        tokenizer.vocab_size,
+        num_labels=len(labels.names),
+        problem=labels.problem,
+    )
     trainer = train(model, dataset, spec, output, classify_step)
-    report = {"task": "classify", "problem": labels.problem, "labels": labels.names,
-              "train_examples": len(examples)}  # fmt: skip
+    report = {
+        "task": "classify",
+        "problem": labels.problem,
+        "labels": labels.names,
+        "train_examples": len(examples),
+    }
     if valid_path is not None:
         valid = TextDataset(
             read_examples(valid_path), tokenizer, labels, spec.data.max_tokens, str(valid_path)
@@ -253,10 +301,14 @@ def finetune_classify(train_path, output, spec: NLPRecipe, valid_path=None,
         )
         report["valid_examples"] = len(valid)
     if trainer.is_main:
-        task = {"task": "classify", "problem": labels.problem, "labels": labels.names,
-                "max_tokens": spec.data.max_tokens}  # fmt: skip
+        task = {
+            "task": "classify",
+            "problem": labels.problem,
+            "labels": labels.names,
+            "max_tokens": spec.data.max_tokens,
+        }
         save_model(trainer.module, tokenizer, output / "model", task)
-        _write_report(output, report)
+        write_report(output, report)
     return report
 
 
@@ -300,8 +352,14 @@ def choice_step(model, batch):
 
 
 def _choice_inputs(batch) -> dict:
-    names = ("input_ids", "attention_mask", "global_kinds", "global_ids", "global_piece_mask",
-             "global_mask")  # fmt: skip
+    names = (
+        "input_ids",
+        "attention_mask",
+        "global_kinds",
+        "global_ids",
+        "global_piece_mask",
+        "global_mask",
+    )
     return {"segment_ids": None, **{name: batch[name] for name in names}}
 
 
@@ -322,9 +380,14 @@ def choice_logits(model, dataset, batch_size: int = 8) -> np.ndarray:
 
 
 def finetune_multiple_choice(
-    train_path, output, spec: NLPRecipe, valid_path=None, pretrained=None,
-    tokenizer_path=None, max_globals: int = 64,
-) -> dict:  # fmt: skip
+    train_path,
+    output,
+    spec: NLPRecipe,
+    valid_path=None,
+    pretrained=None,
+    tokenizer_path=None,
+    max_globals: int = 64,
+) -> dict:
     """Fine-tune multiple choice with ETC global tokens; accuracy on `valid_path`."""
     from genobird.nlp import multiple_choice as mc
     from genobird.nlp.models import BigBirdForMultipleChoice
@@ -337,14 +400,20 @@ def finetune_multiple_choice(
     etc = {"attention_type": "etc", "num_global_tokens": max_globals}
     model = build_model(BigBirdForMultipleChoice, pretrained, spec, tokenizer.vocab_size, etc)
     trainer = train(model, dataset, spec, output, choice_step)
-    report = {"task": "multiple_choice", "train_examples": len(examples),
-              "train_truncated": dataset.truncated}  # fmt: skip
+    report = {
+        "task": "multiple_choice",
+        "train_examples": len(examples),
+        "train_truncated": dataset.truncated,
+    }
     if valid_path is not None:
         valid = mc.read_choices(valid_path)
         valid_set = mc.ChoiceDataset(valid, tokenizer, spec.data.max_tokens, max_globals)
         logits = choice_logits(trainer.module, valid_set)
-        report.update(accuracy=mc.accuracy(valid, logits), valid_examples=len(valid),
-                      valid_truncated=valid_set.truncated)  # fmt: skip
+        report.update(
+            accuracy=mc.accuracy(valid, logits),
+            valid_examples=len(valid),
+            valid_truncated=valid_set.truncated,
+        )
     if trainer.is_main:
         task = {
             "task": "multiple_choice",
@@ -352,7 +421,7 @@ def finetune_multiple_choice(
             "max_globals": max_globals,
         }
         save_model(trainer.module, tokenizer, output / "model", task)
-        _write_report(output, report)
+        write_report(output, report)
     return report
 
 
@@ -374,88 +443,3 @@ def predict_multiple_choice(model_dir, input_path, batch_size: int = 8, device: 
     if all(example.answer is not None for example in examples):
         metrics["accuracy"] = mc.accuracy(examples, logits)
     return rows, metrics
-
-
-# =========================================================================== summarisation
-def summarize_step(model, batch):
-    out = model(batch["input_ids"], batch["attention_mask"], batch["target_ids"],
-                batch["target_mask"], batch["labels"])  # fmt: skip
-    return out.loss, {}
-
-
-def generate_summaries(
-    model, tokenizer, documents: list[str], max_tokens: int, max_length: int,
-    beams: int = 4, alpha: float = 0.6,
-) -> list[str]:  # fmt: skip
-    from genobird.nlp.seq2seq import beam_search
-    from genobird.nlp.summarize import source_ids
-
-    device = next(model.parameters()).device
-    model.eval()
-    summaries = []
-    for document in documents:
-        ids = torch.tensor([source_ids(document, tokenizer, max_tokens)], device=device)
-        mask = torch.ones_like(ids, dtype=torch.bool)
-        [tokens] = beam_search(model, ids, mask, tokenizer.cls_id, tokenizer.sep_id,
-                               max_length, beams, alpha)  # fmt: skip
-        summaries.append(tokenizer.decode(tokens))
-    return summaries
-
-
-def finetune_summarize(
-    train_path, output, spec: NLPRecipe, valid_path=None, pretrained=None,
-    tokenizer_path=None, max_target_tokens: int = 128, decoder_layers: int = 2,
-    share_weights: bool = False, beams: int = 4, alpha: float = 0.6,
-) -> dict:  # fmt: skip
-    """Fine-tune the encoder-decoder; ROUGE of beam-search summaries on `valid_path`."""
-    from genobird.nlp.seq2seq import BigBirdForSummarization
-    from genobird.nlp.summarize import SummaryDataset, read_summaries, rouge
-
-    output = Path(output)
-    tokenizer = load_tokenizer(pretrained, tokenizer_path)
-    examples = read_summaries(train_path)
-    dataset = SummaryDataset(examples, tokenizer, spec.data.max_tokens, max_target_tokens)
-    warn_truncated(dataset, "training documents or summaries", "--max-(target-)tokens")
-    model = build_model(
-        BigBirdForSummarization, pretrained, spec, tokenizer.vocab_size,
-        decoder_layers=decoder_layers, share_weights=share_weights,
-        max_target_tokens=max_target_tokens,
-    )  # fmt: skip
-    trainer = train(model, dataset, spec, output, summarize_step)
-    report = {"task": "summarize", "train_examples": len(examples),
-              "train_truncated": dataset.truncated}  # fmt: skip
-    task = {"task": "summarize", "max_tokens": spec.data.max_tokens, "beams": beams, "alpha": alpha,
-            "max_length": max_target_tokens}  # fmt: skip
-    if valid_path is not None:
-        valid = read_summaries(valid_path)
-        documents = [e.document for e in valid]
-        predicted = generate_summaries(
-            trainer.module,
-            tokenizer,
-            documents,
-            spec.data.max_tokens,
-            max_target_tokens,
-            beams,
-            alpha,
-        )
-        report.update(rouge(predicted, [e.summary or "" for e in valid]))
-        report["valid_examples"] = len(valid)
-    if trainer.is_main:
-        save_model(trainer.module, tokenizer, output / "model", task)
-        _write_report(output, report)
-    return report
-
-
-def predict_summarize(model_dir, input_path, batch_size: int = 1, device: str = "auto"):
-    """(rows of {"summary"}, ROUGE when the input has reference summaries)."""
-    from genobird.nlp.summarize import read_summaries, rouge
-
-    model, tokenizer, task = load_model(model_dir, device)
-    examples = read_summaries(input_path)
-    summaries = generate_summaries(model, tokenizer, [e.document for e in examples],
-                                   task["max_tokens"], task["max_length"], task["beams"],
-                                   task["alpha"])  # fmt: skip
-    metrics = {}
-    if all(e.summary is not None for e in examples):
-        metrics = rouge(summaries, [e.summary for e in examples])
-    return [{"summary": s} for s in summaries], metrics

@@ -100,8 +100,14 @@ class ChoiceDataset(Dataset):
     answer's slot. `truncated` counts examples whose long input was cut at max_tokens or
     whose global tokens (beyond the candidates) did not all fit."""
 
-    def __init__(self, examples, tokenizer: TextTokenizer, max_tokens: int, max_globals: int,
-                 piece_tokens: int = 8):  # fmt: skip
+    def __init__(
+        self,
+        examples,
+        tokenizer: TextTokenizer,
+        max_tokens: int,
+        max_globals: int,
+        piece_tokens: int = 8,
+    ):
         self.truncated = 0
         self.items = [
             self._encode(example, tokenizer, max_tokens, max_globals, piece_tokens)
@@ -127,8 +133,12 @@ class ChoiceDataset(Dataset):
         kinds, pieces, piece_mask, global_mask = collate_globals(
             [global_tokens], max_globals, piece_tokens
         )
-        item.update(global_kinds=kinds[0], global_ids=pieces[0],
-                    global_piece_mask=piece_mask[0], global_mask=global_mask[0])  # fmt: skip
+        item.update(
+            global_kinds=kinds[0],
+            global_ids=pieces[0],
+            global_piece_mask=piece_mask[0],
+            global_mask=global_mask[0],
+        )
         if example.answer is not None:
             item["labels"] = torch.tensor(example.candidates.index(example.answer))
         return item

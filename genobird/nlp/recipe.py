@@ -14,8 +14,7 @@ ENCODER_LAYERS = "encoder.layers."
 
 def fresh_text_shape() -> dict:
     """With --from-scratch: a fresh 2 x 128 model (max_position grows to max_tokens)."""
-    return dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512,
-                block_size=16)  # fmt: skip
+    return dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512, block_size=16)
 
 
 @dataclass(frozen=True)
@@ -29,14 +28,20 @@ class NLPData:
 class NLPOptim:
     """How the weights are trained."""
 
-    learning_rate: float = setting(float, default=3e-5, low=0, high=1, open_low=True,
-                                   metavar="LR", help="peak learning rate")  # fmt: skip
+    learning_rate: float = setting(
+        float, default=3e-5, low=0, high=1, open_low=True, metavar="LR", help="peak learning rate"
+    )
     encoder_lr_scale: float = setting(
-        float, default=1.0, low=0, open_low=True,
+        float,
+        default=1.0,
+        low=0,
+        open_low=True,
         help="learning-rate multiplier for the encoder layers (e.g. 0.1: they move slower "
-        "than a fresh head or decoder)")  # fmt: skip
-    warmup_steps: int = setting(int, default=100, low=0, metavar="N",
-                                help="steps of linear warm-up")  # fmt: skip
+        "than a fresh head or decoder)",
+    )
+    warmup_steps: int = setting(
+        int, default=100, low=0, metavar="N", help="steps of linear warm-up"
+    )
     max_steps: int = setting(int, default=1000, low=1, metavar="N", help="optimiser steps")
     batch_size: int = setting(int, default=8, low=1, metavar="N", help="examples per step")
     effective_batch_size: int | None = setting(
@@ -58,8 +63,9 @@ class NLPOptim:
 class NLPOutput:
     """What the run writes as it goes."""
 
-    checkpoint_every: int = setting(int, default=1000, low=1, metavar="N",
-                                    help="steps between checkpoints")  # fmt: skip
+    checkpoint_every: int = setting(
+        int, default=1000, low=1, metavar="N", help="steps between checkpoints"
+    )
 
 
 @dataclass(frozen=True)

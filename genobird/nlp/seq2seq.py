@@ -102,8 +102,13 @@ class Seq2SeqOutput:
 
 
 class BigBirdForSummarization(nn.Module):
-    def __init__(self, config: BigBirdConfig, decoder_layers: int = 2, share_weights: bool = False,
-                 max_target_tokens: int = 256):  # fmt: skip
+    def __init__(
+        self,
+        config: BigBirdConfig,
+        decoder_layers: int = 2,
+        share_weights: bool = False,
+        max_target_tokens: int = 256,
+    ):
         super().__init__()
         if share_weights and decoder_layers > config.num_layers:
             raise ConfigError(
@@ -196,8 +201,16 @@ def greedy_decode(model, input_ids, attention_mask, start_id: int, end_id: int, 
 
 
 @torch.no_grad()
-def beam_search(model, input_ids, attention_mask, start_id: int, end_id: int, max_length: int,
-                beams: int = 4, alpha: float = 0.6):  # fmt: skip
+def beam_search(
+    model,
+    input_ids,
+    attention_mask,
+    start_id: int,
+    end_id: int,
+    max_length: int,
+    beams: int = 4,
+    alpha: float = 0.6,
+):
     """Token lists, one per batch row: the finished hypothesis with the best log
     probability / length_penalty(length, alpha). Beam 1 equals greedy decoding."""
     results = []
@@ -251,8 +264,10 @@ def _beam_one(model, memory, memory_mask, start_id, end_id, max_length, beams, a
         hypotheses = torch.tensor(next_hypotheses, device=device)
         scores = torch.tensor(next_scores, device=device)
     if not finished:  # nothing ended within max_length: take the best open hypothesis
-        finished = [(s / length_penalty(len(h) - 1, alpha), h[1:])
-                    for s, h in zip(scores.tolist(), hypotheses.tolist(), strict=True)]  # fmt: skip
+        finished = [
+            (s / length_penalty(len(h) - 1, alpha), h[1:])
+            for s, h in zip(scores.tolist(), hypotheses.tolist(), strict=True)
+        ]
     return max(finished, key=lambda item: item[0])[1]
 
 

@@ -5,10 +5,10 @@ It shows the corpus and vocabulary statistics, the pretraining curves, masked-to
 accuracy against context length (the pretrained model evaluated on held-out instances
 cut to each length), the fine-tuning metrics with their ROC/PR plots, and links to the
 score tables. It draws the pipeline's files and computes nothing: the evaluations are
-pipeline rules with their own artifacts (genobird.evaluation.pretrained,
-genobird.evaluation.run_comparisons), which `genobird report` runs first where they are
-missing. Plots are embedded (base64 PNG), so the page can be mailed or archived
-alone; score tables are linked relative to the page. Each section is a module of
+pipeline rules (`genobird evaluate`) with their own artifacts (genobird.artifacts); where
+one the page needs is missing, the report refuses and names the command that writes it.
+Plots are embedded (base64 PNG), so the page can be mailed or archived alone; score
+tables are linked relative to the page. Each section is a module of
 genobird.report.sections, found there and placed by its ORDER; the checks against the
 baselines (genobird.report.checks) follow the first section.
 """
@@ -25,14 +25,17 @@ from genobird.fileio import atomic_write
 from genobird.report.checks import checks, checks_path, demo_notes, write_checks
 from genobird.report.page import STYLE, ReportContext, html_table
 from genobird.report.run_page import build_run_page, is_run_folder
+from genobird.report.sources import pretrained_evaluation
 
 
 def registered_sections() -> list:
     """The section modules of genobird.report.sections, in page order."""
     from genobird.report import sections
 
-    modules = [importlib.import_module(f"{sections.__name__}.{info.name}")
-               for info in pkgutil.iter_modules(sections.__path__)]  # fmt: skip
+    modules = [
+        importlib.import_module(f"{sections.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(sections.__path__)
+    ]
     return sorted(modules, key=lambda module: module.ORDER)
 
 
@@ -41,14 +44,16 @@ def registered_checks() -> list:
     return [entry for module in registered_sections() for entry in getattr(module, "CHECKS", ())]
 
 
-def build_report(results, out, title=None) -> Path:
+def build_report(results, out, title=None, settings: dict | None = None) -> Path:
     """Write the HTML report of the pipeline results in `results` to `out`, drawn from its
-    files (its evaluations' artifacts included: `evaluate_results`)."""
+    files and its evaluations' artifacts (the pretrained model's evaluated with `settings`
+    where given: artifacts.pretrained_evaluation_settings)."""
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise InputError(f"{results}: no such results folder; run the pipeline first")
     if is_run_folder(results):  # one finetune or baseline run: its own page
         return build_run_page(results, out)
+    pretrained_evaluation(results, settings)  # refused before anything is drawn
     report = ReportContext(results, out)
     sections = [module.section(report) for module in registered_sections()]
     rows = checks(results, registered_checks())
@@ -70,25 +75,6 @@ def build_report(results, out, title=None) -> Path:
     return out
 
 
-def evaluate_results(results, context_lengths=(128, 256, 512, 1024), context_windows=4000,
-                     copy_context=((32, 128, 512, 1024), 300)) -> list[str]:  # fmt: skip
-    """Run the evaluations the report draws whose artifacts are missing (or were made
-    with other settings): the pretrained model's (context lengths, windows; on a genome
-    with copies, `copy_context` = (lengths, stretches)) and the runs' comparisons; returns
-    the names of those run."""
-    from genobird.evaluation.pretrained import ensure_pretrained_evaluation, evaluation_settings
-    from genobird.evaluation.run_comparisons import ensure_comparisons
-
-    results = Path(results)
-    if not results.is_dir():
-        raise InputError(f"{results}: no such results folder; run the pipeline first")
-    if is_run_folder(results):
-        return []
-    settings = evaluation_settings(context_lengths, context_windows, *copy_context)
-    ran = ["pretrained"] if ensure_pretrained_evaluation(results, settings) else []
-    return ran + (["runs"] if ensure_comparisons(results) else [])
-
-
 def checks_section(rows: list[dict], notes: list[str] = ()) -> str:
     """The checks against the baselines (`genobird.report.checks`), each met or not, and
     `notes` on what kept the unmet ones out of the run's reach."""
@@ -104,9 +90,16 @@ def checks_section(rows: list[dict], notes: list[str] = ()) -> str:
         point, low, high = value
         return f"{point:+.4f}" if low is None else f"{point:+.4f} [{low:+.4f}, {high:+.4f}]"
 
-    table = [(row["check"], figure(row["genobird"]), figure(row["baseline"]),
-              difference(row["difference"]), "met" if row["met"] else "not met")
-             for row in rows]  # fmt: skip
+    table = [
+        (
+            row["check"],
+            figure(row["genobird"]),
+            figure(row["baseline"]),
+            difference(row["difference"]),
+            "met" if row["met"] else "not met",
+        )
+        for row in rows
+    ]
     met = sum(row["met"] for row in rows)
     return (
         f"<h2>Checks against the baselines: {met} of {len(rows)} met</h2><p>Each check "

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from genobird.evaluation.pretrained import read_pretrained_evaluation
-from genobird.evaluation.results import ResultsFolder
+from genobird.artifacts import ResultsFolder
 from genobird.fileio import atomic_write
+from genobird.report.sources import pretrained_record
 
 # the context check: this many increasing lengths, each gain's interval above zero
 CONTEXT_LENGTHS_NEEDED = 3
@@ -42,16 +42,23 @@ def held_out_pair(results: Path) -> dict | None:
     """The held-out bits per bp of the pretrained model and of the Markov model on the
     same DNA, with the Markov model's order, the best order-0 figure on its validation
     DNA (the bases' composition) and the pretraining steps; None without both."""
-    held = (read_pretrained_evaluation(results) or {}).get("held_out") or {}
+    held = (pretrained_record(results) or {}).get("held_out") or {}
     figures, markov_path = held.get("figures") or {}, ResultsFolder(results).markov
     if "bits_per_character" not in figures or not markov_path.is_file():
         return None
     markov = json.loads(markov_path.read_text())
-    order0 = [bits for key, bits in markov.get("validation_bits_per_bp", {}).items()
-              if key.split(",")[0] == "0"]  # fmt: skip
-    return {"genobird": figures["bits_per_character"], "markov": markov["bits_per_bp"],
-            "order": markov["order"], "composition": min(order0) if order0 else None,
-            "steps": held.get("steps")}  # fmt: skip
+    order0 = [
+        bits
+        for key, bits in markov.get("validation_bits_per_bp", {}).items()
+        if key.split(",")[0] == "0"
+    ]
+    return {
+        "genobird": figures["bits_per_character"],
+        "markov": markov["bits_per_bp"],
+        "order": markov["order"],
+        "composition": min(order0) if order0 else None,
+        "steps": held.get("steps"),
+    }
 
 
 def rising_lengths(rows: list[dict], gain: str) -> list[int]:
@@ -113,10 +120,12 @@ def _held_out_note(held: dict) -> list[str]:
         else "between the bases' composition and the Markov model"
     )
     after = f"after {held['steps']} pretraining steps " if held.get("steps") else ""
-    return [f"Held-out bits: {after}the model's {ours:.3f} bits per bp is {where} (an "
-            f"order-0 Markov model: {composition:.3f} on its validation DNA; order "
-            f"{held['order']}: {held['markov']:.3f}); "
-            "it has not learnt the k-mer statistics the Markov model reads."]  # fmt: skip
+    return [
+        f"Held-out bits: {after}the model's {ours:.3f} bits per bp is {where} (an "
+        f"order-0 Markov model: {composition:.3f} on its validation DNA; order "
+        f"{held['order']}: {held['markov']:.3f}); "
+        "it has not learnt the k-mer statistics the Markov model reads."
+    ]
 
 
 def _long_range_note(results: Path) -> list[str]:
@@ -132,14 +141,24 @@ def _long_range_note(results: Path) -> list[str]:
         window = int(handle.attrs.get("window_bp", 0))
     if not window or window // 2 >= DISTAL_RANGE[1]:
         return []
-    return [f"Long-range chromatin features: the predictor reads {window:,} bp around each "
-            f"bin ({window // 2:,} bp each side), where these labels depend on elements "
-            f"{DISTAL_RANGE[0] / 1000:g}-{DISTAL_RANGE[1] / 1000:g} kb from a promoter and "
-            f"on boundary sites {BOUNDARY_GAP[0] / 1000:g}-{BOUNDARY_GAP[1] / 1000:g} kb "
-            "apart: no model of this run sees the arrangement, only local correlates."]  # fmt: skip
+    return [
+        f"Long-range chromatin features: the predictor reads {window:,} bp around each "
+        f"bin ({window // 2:,} bp each side), where these labels depend on elements "
+        f"{DISTAL_RANGE[0] / 1000:g}-{DISTAL_RANGE[1] / 1000:g} kb from a promoter and "
+        f"on boundary sites {BOUNDARY_GAP[0] / 1000:g}-{BOUNDARY_GAP[1] / 1000:g} kb "
+        "apart: no model of this run sees the arrangement, only local correlates."
+    ]
 
 
 def write_checks(path: Path, rows: list[dict], notes: list[str] = ()) -> None:
     with atomic_write(path) as handle:
-        json.dump({"checks": rows, "met": sum(row["met"] for row in rows),
-                   "of": len(rows), "notes": list(notes)}, handle, indent=2)  # fmt: skip
+        json.dump(
+            {
+                "checks": rows,
+                "met": sum(row["met"] for row in rows),
+                "of": len(rows),
+                "notes": list(notes),
+            },
+            handle,
+            indent=2,
+        )

@@ -28,8 +28,9 @@ def recipe_parts(metrics: dict) -> list[str]:
         parts.append(f"{metrics['pooling']} pooling")
     if metrics.get("base_cnn_channels"):
         kind = "DeepSEA " if metrics.get("base_cnn_architecture") == "deepsea-cnn" else ""
-        parts.append(f"a {metrics['base_cnn_channels']}-filter {kind}CNN on the bases beside "
-                     "the encoder")  # fmt: skip
+        parts.append(
+            f"a {metrics['base_cnn_channels']}-filter {kind}CNN on the bases beside the encoder"
+        )
     if metrics.get("base_kmers"):
         parts.append(f"the counts of its 3- to {metrics['base_kmers']}-mers beside the encoder")
     if blend := training.get("base_blend"):
@@ -42,9 +43,11 @@ def recipe_parts(metrics: dict) -> list[str]:
         parts.append(f"BPE-dropout {metrics['bpe_dropout']:g} on the training windows")
     if choice := metrics.get("recipe_choice"):
         answers = "; ".join(answer_text(q, choice[q]) for q in choice["asked"])
-        parts.append(f"chosen on validation with probes of at most {choice['probe_steps']} "
-                     "steps, a default changed only for a lead beyond one standard error: "
-                     f"{answers}")  # fmt: skip
+        parts.append(
+            f"chosen on validation with probes of at most {choice['probe_steps']} "
+            "steps, a default changed only for a lead beyond one standard error: "
+            f"{answers}"
+        )
     return parts
 
 
@@ -83,8 +86,11 @@ def answer_text(question: str, answer: dict) -> str:
 def prediction_part(metrics: dict) -> str:
     cuts, both = metrics.get("segmentations") or 0, metrics["rc_average"]
     if cuts:
-        over = f"both strands and {cuts} sampled cuts per strand" if both else (
-            f"{cuts} sampled cuts of one strand")  # fmt: skip
+        over = (
+            f"both strands and {cuts} sampled cuts per strand"
+            if both
+            else (f"{cuts} sampled cuts of one strand")
+        )
         return f"each test prediction is the mean over {over}"
     if both:
         return "each test prediction is the mean over both strands (the tokenizer's cut)"

@@ -46,7 +46,7 @@ def median_cell(value) -> str:
 
 
 def difference_cell(row) -> str:
-    from genobird.evaluation.compare import describe_difference
+    from genobird.artifacts import describe_difference
 
     return describe_difference(row) if row else "-"
 

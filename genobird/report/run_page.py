@@ -44,9 +44,11 @@ def build_run_page(run: Path, out: Path) -> Path:
         curves_section(run, metrics),
         links_section(run, out),
     ]
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
-            f"<style>{STYLE}</style></head><body><h1>{title}</h1>"
-            f"{''.join(s for s in sections if s)}</body></html>\n")  # fmt: skip
+    page = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{title}</h1>"
+        f"{''.join(s for s in sections if s)}</body></html>\n"
+    )
     with atomic_write(out) as handle:
         handle.write(page)
     return out
@@ -69,24 +71,40 @@ def number(value, digits: int = 4) -> str:
 # --------------------------------------------------------------------------- sections
 def headline_section(metrics: dict) -> str:
     if "median_auroc" in metrics:
-        rows = [("median AUROC", number(metrics["median_auroc"])),
-                ("median AUPRC", number(metrics.get("median_auprc")))]  # fmt: skip
+        rows = [
+            ("median AUROC", number(metrics["median_auroc"])),
+            ("median AUPRC", number(metrics.get("median_auprc"))),
+        ]
         by_category = metrics.get("median_auroc_by_category") or {}
-        rows += [(f"median AUROC, {category}", number(value))
-                 for category, value in by_category.items()]  # fmt: skip
+        rows += [
+            (f"median AUROC, {category}", number(value)) for category, value in by_category.items()
+        ]
         return "<h2>Test figures</h2>" + html_table(rows, ("figure", "value"))
     half = metrics.get("at_0.5") or {}
     threshold = metrics.get("threshold")
-    rows = [(name, number(metrics.get(key)), number(half.get(key)) if key in half else "")
-            for name, key in (("AUROC", "auroc"), ("AUPRC", "auprc"), ("MCC", "mcc"),
-                              ("F1", "f1"), ("precision", "precision"), ("recall", "recall"),
-                              ("accuracy", "accuracy"))]  # fmt: skip
-    at = (f"at {threshold:.4g}, chosen by {metrics.get('threshold_chosen_by', '-')}"
-          if threshold is not None else "at 0.5")  # fmt: skip
-    return (f"<h2>Test figures ({metrics.get('examples', 0):,} windows, "
-            f"{metrics.get('positives', 0):,} positive)</h2>"
-            f"<p>Thresholded figures {html.escape(at)}; beside them, at 0.5.</p>"
-            + html_table(rows, ("figure", "at the threshold", "at 0.5")))  # fmt: skip
+    rows = [
+        (name, number(metrics.get(key)), number(half.get(key)) if key in half else "")
+        for name, key in (
+            ("AUROC", "auroc"),
+            ("AUPRC", "auprc"),
+            ("MCC", "mcc"),
+            ("F1", "f1"),
+            ("precision", "precision"),
+            ("recall", "recall"),
+            ("accuracy", "accuracy"),
+        )
+    ]
+    at = (
+        f"at {threshold:.4g}, chosen by {metrics.get('threshold_chosen_by', '-')}"
+        if threshold is not None
+        else "at 0.5"
+    )
+    return (
+        f"<h2>Test figures ({metrics.get('examples', 0):,} windows, "
+        f"{metrics.get('positives', 0):,} positive)</h2>"
+        f"<p>Thresholded figures {html.escape(at)}; beside them, at 0.5.</p>"
+        + html_table(rows, ("figure", "at the threshold", "at 0.5"))
+    )
 
 
 def plan_section(metrics: dict) -> str:
@@ -96,24 +114,41 @@ def plan_section(metrics: dict) -> str:
     if "plan" in training:
         rows.append(("plan", training["plan"]))
     if cost := training.get("estimated_cost"):
-        rows.append(("estimated minutes (likely / at most)",
-                     f"{cost.get('likely_minutes')} / {cost.get('at_most_minutes')}"))  # fmt: skip
+        rows.append(
+            (
+                "estimated minutes (likely / at most)",
+                f"{cost.get('likely_minutes')} / {cost.get('at_most_minutes')}",
+            )
+        )
     if "steps" in training:
-        rows += [("steps", training["steps"]), ("weights kept: step", training.get("best_step")),
-                 ("best validation AUROC", number(training.get("best_validation_auroc"))),
-                 ("stopped by", training.get("stopped_by", "-"))]  # fmt: skip
+        rows += [
+            ("steps", training["steps"]),
+            ("weights kept: step", training.get("best_step")),
+            ("best validation AUROC", number(training.get("best_validation_auroc"))),
+            ("stopped by", training.get("stopped_by", "-")),
+        ]
     if "epochs" in baseline:
-        rows += [("epochs", baseline["epochs"]),
-                 ("weights kept: epoch", baseline.get("best_epoch")),
-                 ("stopped by", baseline.get("stopped_by", "-"))]  # fmt: skip
+        rows += [
+            ("epochs", baseline["epochs"]),
+            ("weights kept: epoch", baseline.get("best_epoch")),
+            ("stopped by", baseline.get("stopped_by", "-")),
+        ]
     if "C" in baseline:
         rows.append(("C chosen on validation", baseline["C"]))
     if baseline.get("validation_auroc") is not None:
         rows.append(("validation AUROC", number(baseline["validation_auroc"])))
     if check := training.get("attention_kernel_check"):
-        rows.append(("attention kernel", f"{check.get('kernel')}: "
-                     + ("checked against the reference" if check.get("checked")
-                        else check.get("why", "not checked"))))  # fmt: skip
+        rows.append(
+            (
+                "attention kernel",
+                f"{check.get('kernel')}: "
+                + (
+                    "checked against the reference"
+                    if check.get("checked")
+                    else check.get("why", "not checked")
+                ),
+            )
+        )
     if not rows:
         return ""
     return "<h2>What the run did</h2>" + html_table([(k, str(v)) for k, v in rows])
@@ -124,34 +159,54 @@ def readers_section(metrics: dict) -> str:
     training = metrics.get("training") or {}
     rows = []
     if cnn := training.get("base_cnn"):
-        rows.append(("base CNN", f"{cnn.get('channels')} filters, {cnn.get('epochs')} epochs "
-                     f"(best {cnn.get('best_epoch')}, stopped by {cnn.get('stopped_by')}); "
-                     + (f"read from {cnn['read_from']}" if cnn.get("read_from")
-                        else "trained")))  # fmt: skip
+        rows.append(
+            (
+                "base CNN",
+                f"{cnn.get('channels')} filters, {cnn.get('epochs')} epochs "
+                f"(best {cnn.get('best_epoch')}, stopped by {cnn.get('stopped_by')}); "
+                + (f"read from {cnn['read_from']}" if cnn.get("read_from") else "trained"),
+            )
+        )
     if kmer := training.get("base_kmer_lr"):
         by_c = ", ".join(
             f"C {c}: {number(v)}" for c, v in kmer.get("validation_auroc_by_C", {}).items()
         )
-        rows.append(("base k-mer LR", f"k {kmer.get('k')}, C {kmer.get('C')} chosen on "
-                     f"validation ({by_c}); strands {kmer.get('strands', '-')}"))  # fmt: skip
+        rows.append(
+            (
+                "base k-mer LR",
+                f"k {kmer.get('k')}, C {kmer.get('C')} chosen on "
+                f"validation ({by_c}); strands {kmer.get('strands', '-')}",
+            )
+        )
     if blend := training.get("base_blend"):
-        weights = ", ".join(f"{w}: {number(v)}" for w, v in
-                            blend.get("validation_auroc_by_cnn_weight", {}).items())  # fmt: skip
+        weights = ", ".join(
+            f"{w}: {number(v)}" for w, v in blend.get("validation_auroc_by_cnn_weight", {}).items()
+        )
         weight = blend.get("cnn_weight_by_category", blend.get("cnn_weight"))
-        rows.append(("blend", f"CNN weight {weight} (validation AUROC by weight: "
-                     f"{weights})"))  # fmt: skip
+        rows.append(("blend", f"CNN weight {weight} (validation AUROC by weight: {weights})"))
     strands = metrics.get("strands") or {}
     if strands.get("chosen"):
-        by = ", ".join(f"{k}: {number(v)}" for k, v in
-                       strands.get("start_validation_auroc", {}).items())  # fmt: skip
-        rows.append(("strands", f"{strands['chosen']}, chosen by {strands.get('chosen_by')}"
-                     + (f" ({by})" if by else "")))  # fmt: skip
+        by = ", ".join(
+            f"{k}: {number(v)}" for k, v in strands.get("start_validation_auroc", {}).items()
+        )
+        rows.append(
+            (
+                "strands",
+                f"{strands['chosen']}, chosen by {strands.get('chosen_by')}"
+                + (f" ({by})" if by else ""),
+            )
+        )
     for question, answer in (metrics.get("recipe_choice") or {}).items():
         rows.append((f"probe: {question}", json.dumps(answer)))
     if check := training.get("start_check"):
-        rows.append(("start check", f"validation AUROC before the first step "
-                     f"{check.get('step_0')}, its baselines {check.get('baselines')}: "
-                     f"{'agree' if check.get('agree') else 'DISAGREE'}"))  # fmt: skip
+        rows.append(
+            (
+                "start check",
+                f"validation AUROC before the first step "
+                f"{check.get('step_0')}, its baselines {check.get('baselines')}: "
+                f"{'agree' if check.get('agree') else 'DISAGREE'}",
+            )
+        )
     if "start_test_auroc" in training:
         rows.append(("the start's test AUROC", number(training["start_test_auroc"])))
     if not rows:
@@ -165,9 +220,11 @@ def readers_section(metrics: dict) -> str:
 def compare_section(comparisons: dict | None) -> str:
     """The model beside each baseline it was paired with (`evaluation.compare.compare_run`)."""
     if not comparisons:
-        return ("<h2>Beside its baselines</h2><p>No baseline was paired with this run (a run "
-                "without base readers or --base-start-from); `genobird baseline compare RUN "
-                "BASELINE` pairs two runs.</p>")  # fmt: skip
+        return (
+            "<h2>Beside its baselines</h2><p>No baseline was paired with this run (a run "
+            "without base readers or --base-start-from); `genobird baseline compare RUN "
+            "BASELINE` pairs two runs.</p>"
+        )
     rows = []
     for name, result in comparisons.items():
         for metric, row in (result.get("metrics") or {}).items():
@@ -191,12 +248,15 @@ def compare_section(comparisons: dict | None) -> str:
                 )
             )
     examples = next(iter(comparisons.values())).get("examples", 0)
-    return ("<h2>Beside its baselines</h2><p>On the same "
-            f"{examples:,} test windows, paired: the model minus each baseline with the 95% "
-            "interval of paired bootstrap resamples; MCC and F1 at each side's own threshold "
-            "chosen on validation.</p>"
-            + html_table(rows, ("baseline", "figure", "this run [95%]", "baseline [95%]",
-                                "difference [95%]")))  # fmt: skip
+    return (
+        "<h2>Beside its baselines</h2><p>On the same "
+        f"{examples:,} test windows, paired: the model minus each baseline with the 95% "
+        "interval of paired bootstrap resamples; MCC and F1 at each side's own threshold "
+        "chosen on validation.</p>"
+        + html_table(
+            rows, ("baseline", "figure", "this run [95%]", "baseline [95%]", "difference [95%]")
+        )
+    )
 
 
 def difference_cell(row: dict) -> str:
@@ -285,9 +345,12 @@ def links_section(run: Path, out: Path) -> str:
     import os
 
     links = []
-    files = ((run / "model" / "README.md", "the model card"),
-             (run / "model", "the model directory"), (run / METRICS, "metrics.json"),
-             (run / "report" / "compare.json", "the paired comparisons (JSON)"))  # fmt: skip
+    files = (
+        (run / "model" / "README.md", "the model card"),
+        (run / "model", "the model directory"),
+        (run / METRICS, "metrics.json"),
+        (run / "report" / "compare.json", "the paired comparisons (JSON)"),
+    )
     for path, text in files:
         if path.exists():
             target = os.path.relpath(path, out.parent)

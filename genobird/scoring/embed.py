@@ -57,8 +57,15 @@ class Embedder:
     """A genobird model directory (pretrained, fine-tuned, or converted from HuggingFace)
     as an embedding function of DNA."""
 
-    def __init__(self, model_dir, options: ScoringOptions | None = None, *, layer: int = -1,
-                 mean_last: int = 1, **given):  # fmt: skip
+    def __init__(
+        self,
+        model_dir,
+        options: ScoringOptions | None = None,
+        *,
+        layer: int = -1,
+        mean_last: int = 1,
+        **given,
+    ):
         """`options` (scoring.options), or its fields as keywords (`device`,
         `batch_size`, `rc_average`: one strand unless True, `num_workers`, `precision`);
         `layer` and `mean_last`: the layers whose states are averaged."""
@@ -75,8 +82,9 @@ class Embedder:
         self.tokenizer = load_tokenizer(self.model_dir)
         model = from_pretrained(self.model_dir, self.device).eval()
         if not hasattr(model, "encoder"):
-            raise ConfigError(f"{self.model_dir}: a {type(model).__name__} has no encoder "
-                              "to embed with")  # fmt: skip
+            raise ConfigError(
+                f"{self.model_dir}: a {type(model).__name__} has no encoder to embed with"
+            )
         self.model, self.config = model, model.config
         self.layers = chosen_layers(self.config.num_layers, layer, mean_last)
         self.rc_average = options.strands_for("embed")
@@ -92,10 +100,13 @@ class Embedder:
         sequences = scorable_sequences(sequences)
         for index, sequence in enumerate(sequences):
             if len(sequence) > MAX_RECORD_BP:
-                raise SequenceError(f"sequence {index} is {len(sequence):,} bp, over the "
-                                    f"{MAX_RECORD_BP:,} bp a record may have: tile it")  # fmt: skip
-        return self._embed(sequences, level, pooling, strand_pieces(self.tokenizer, sequences,
-                                                                    self.rc_average))  # fmt: skip
+                raise SequenceError(
+                    f"sequence {index} is {len(sequence):,} bp, over the "
+                    f"{MAX_RECORD_BP:,} bp a record may have: tile it"
+                )
+        return self._embed(
+            sequences, level, pooling, strand_pieces(self.tokenizer, sequences, self.rc_average)
+        )
 
     def _embed(self, sequences: list[str], level: str, pooling: str, pieces: tuple):
         """`embed` of sequences already checked and cut into pieces (`strand_pieces`)."""
@@ -106,8 +117,9 @@ class Embedder:
             pooled = [pool(tokens, cls, pooling) for tokens, cls in forward]
             if self.rc_average:
                 other = self._strand([reverse_complement(s) for s in sequences], pieces[1])
-                pooled = [(a + pool(t, c, pooling)) / 2
-                          for a, (t, c) in zip(pooled, other, strict=True)]  # fmt: skip
+                pooled = [
+                    (a + pool(t, c, pooling)) / 2 for a, (t, c) in zip(pooled, other, strict=True)
+                ]
             return np.stack(pooled).astype(np.float32)
         bases = [spread(tokens) for tokens, _ in forward]
         if self.rc_average:
@@ -126,9 +138,11 @@ class Embedder:
                     f"sequence {index}: its pieces spell {spelled} of its {len(sequence)} bp "
                     "(the vocabulary has no piece for some of its characters, read as [UNK])"
                 )
-        windows = [(row, first, ids[first : first + self.window])
-                   for row, ids in enumerate(pieces)
-                   for first in range(0, len(ids), self.window)]  # fmt: skip
+        windows = [
+            (row, first, ids[first : first + self.window])
+            for row, ids in enumerate(pieces)
+            for first in range(0, len(ids), self.window)
+        ]
         states = self._window_states([ids for _, _, ids in windows])
         tokens = [[] for _ in sequences]
         cls = [[] for _ in sequences]
@@ -199,9 +213,12 @@ def tokenised_chunks(embedder: Embedder, chunks: Iterator[list]) -> Iterator[tup
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")  # no forked copy of torch's threads
-    with ProcessPoolExecutor(embedder.num_workers, mp_context=context,
-                             initializer=_load_worker_tokenizer,
-                             initargs=(str(embedder.model_dir),)) as pool:  # fmt: skip
+    with ProcessPoolExecutor(
+        embedder.num_workers,
+        mp_context=context,
+        initializer=_load_worker_tokenizer,
+        initargs=(str(embedder.model_dir),),
+    ) as pool:
         pending: deque = deque()
         for chunk in chunks:
             sequences = [sequence for _, sequence in chunk]
@@ -218,16 +235,19 @@ def chosen_layers(num_layers: int, layer: int, mean_last: int) -> list[int]:
     """Indices into `EncoderOutput.layers` (0: the embeddings, num_layers: the last layer):
     `layer` alone (negative counts from the last), or the last `mean_last` layers."""
     if mean_last < 1 or mean_last > num_layers:
-        raise ConfigError(f"mean of the last k layers: k must be in 1-{num_layers}, "
-                          f"got {mean_last}")  # fmt: skip
+        raise ConfigError(
+            f"mean of the last k layers: k must be in 1-{num_layers}, got {mean_last}"
+        )
     if mean_last > 1:
         if layer != -1:
             raise ConfigError("give --layer or --mean-last, not both")
         return list(range(num_layers + 1 - mean_last, num_layers + 1))
     index = layer if layer >= 0 else num_layers + 1 + layer
     if not 0 <= index <= num_layers:
-        raise ConfigError(f"layer must be in {-num_layers - 1}..{num_layers} (0: the "
-                          f"embeddings, {num_layers}: the last layer), got {layer}")  # fmt: skip
+        raise ConfigError(
+            f"layer must be in {-num_layers - 1}..{num_layers} (0: the "
+            f"embeddings, {num_layers}: the last layer), got {layer}"
+        )
     return [index]
 
 
@@ -237,8 +257,10 @@ def check_level(level: str, pooling: str, rc_average: bool) -> None:
     if pooling not in POOLINGS:
         raise ConfigError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     if level == "token" and rc_average:
-        raise ConfigError("the token level reads one strand (each strand is cut into its own "
-                          "pieces): drop --rc-average, or average at the base level")  # fmt: skip
+        raise ConfigError(
+            "the token level reads one strand (each strand is cut into its own "
+            "pieces): drop --rc-average, or average at the base level"
+        )
 
 
 def pool(tokens: TokenVectors, cls: np.ndarray, pooling: str) -> np.ndarray:
@@ -282,9 +304,17 @@ class EmbedSummary:
     outputs: list = None
 
 
-def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: str,
-                     pooling: str = "mean", reference=None, window_bp: int | None = None,
-                     progress: bool = False) -> EmbedSummary:  # fmt: skip
+def write_embeddings(
+    embedder: Embedder,
+    kind: str,
+    source,
+    out: Path,
+    level: str,
+    pooling: str = "mean",
+    reference=None,
+    window_bp: int | None = None,
+    progress: bool = False,
+) -> EmbedSummary:
     """Embed the records of `source` (kind: fasta, bed, vcf) into OUT.h5 chunk by chunk:
     `rows/<id>` for each record's ids, then by level `pooled` [N, C]; `token` [T, C] with
     `token_ids`, `token_spans` (bp in the record) and `token_offsets` [N + 1] (record i's
@@ -300,16 +330,23 @@ def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: st
     check_level(level, pooling, embedder.rc_average)
     out = Path(out)
     if out.suffix.lower() not in H5_SUFFIXES:
-        raise ConfigError(f"--out {out}: embeddings are written as HDF5; name it .h5, e.g. "
-                          f"{out.with_suffix('.h5')}")  # fmt: skip
+        raise ConfigError(
+            f"--out {out}: embeddings are written as HDF5; name it .h5, e.g. "
+            f"{out.with_suffix('.h5')}"
+        )
     summary, rejected = EmbedSummary(outputs=[]), []
     records = embed_records(kind, source, reference, window_bp, rejected)
     bar = tqdm(unit="records", desc="embed", disable=not progress)
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as handle:
-        handle.attrs.update(format=FORMAT, model=str(embedder.model_dir), level=level,
-                            pooling=pooling, layers=embedder.layers,
-                            rc_average=embedder.rc_average,
-                            hidden_size=embedder.hidden_size)  # fmt: skip
+        handle.attrs.update(
+            format=FORMAT,
+            model=str(embedder.model_dir),
+            level=level,
+            pooling=pooling,
+            layers=embedder.layers,
+            rc_average=embedder.rc_average,
+            hidden_size=embedder.hidden_size,
+        )
         offsets = [0]
         chunks = iter_chunks(records, CHUNK_RECORDS, CHUNK_BP)
         for chunk, pieces in tokenised_chunks(embedder, chunks):
@@ -337,8 +374,9 @@ def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: st
             handle.create_dataset(f"{level}_offsets", data=np.asarray(offsets, dtype=np.int64))
         if not summary.embedded:  # the reasons are kept, as `score` keeps them
             where = f"; reasons in {write_rejected(out, rejected)}" if rejected else ""
-            raise SequenceError(f"{source}: no record could be embedded "
-                                f"({len(rejected)} rejected{where})")  # fmt: skip
+            raise SequenceError(
+                f"{source}: no record could be embedded ({len(rejected)} rejected{where})"
+            )
     summary.outputs.append(out)
     summary.rejected = len(rejected)
     if rejected:
@@ -346,8 +384,9 @@ def write_embeddings(embedder: Embedder, kind: str, source, out: Path, level: st
     return summary
 
 
-def embed_records(kind: str, source, reference, window_bp: int | None,
-                  rejected: list) -> Iterator[tuple[dict, str]]:  # fmt: skip
+def embed_records(
+    kind: str, source, reference, window_bp: int | None, rejected: list
+) -> Iterator[tuple[dict, str]]:
     """(ids, normalised sequence) of each record to embed; the rest go to `rejected`
     with their reason. FASTA records and BED regions are read as they are (BED on its own
     strand; with `window_bp`, each centred and resized to it); a VCF variant gives two
@@ -369,8 +408,10 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
         elif mostly_n(sequence):  # as the scorers refuse it
             reason = mostly_n_reason(n_fraction(sequence), len(sequence), "the sequence")
         elif len(sequence) > MAX_RECORD_BP:
-            reason = (f"{len(sequence):,} bp, over the {MAX_RECORD_BP:,} bp a record may have; "
-                      "tile it (bedtools makewindows)")  # fmt: skip
+            reason = (
+                f"{len(sequence):,} bp, over the {MAX_RECORD_BP:,} bp a record may have; "
+                "tile it (bedtools makewindows)"
+            )
         if reason:
             rejected.append(BadRecord(where, line, reason, record))
         return reason is None
@@ -389,9 +430,14 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
             region = centered_window(interval, window_bp) if window_bp else interval
             strand = "-" if interval.strand == "-" else "+"
             sequence = genome.fetch(region.chrom, region.start, region.end, strand, pad=True)
-            ids = {"chrom": interval.chrom, "start": region.start, "end": region.end,
-                   "name": interval.name or ".", "strand": strand,
-                   "line": interval.line}  # fmt: skip
+            ids = {
+                "chrom": interval.chrom,
+                "start": region.start,
+                "end": region.end,
+                "name": interval.name or ".",
+                "strand": strand,
+                "line": interval.line,
+            }
             if usable(where, interval.line, sequence, str(interval)):
                 yield ids, sequence
         return
@@ -403,8 +449,14 @@ def embed_records(kind: str, source, reference, window_bp: int | None,
             continue
         ref_window, alt_window, _ = windows
         for allele, sequence in (("ref", ref_window), ("alt", alt_window)):
-            ids = {"chrom": variant.chrom, "pos": variant.pos, "id": variant.id,
-                   "ref": variant.ref, "alt": variant.alt, "allele": allele,
-                   "line": variant.line}  # fmt: skip
+            ids = {
+                "chrom": variant.chrom,
+                "pos": variant.pos,
+                "id": variant.id,
+                "ref": variant.ref,
+                "alt": variant.alt,
+                "allele": allele,
+                "line": variant.line,
+            }
             if usable(where, variant.line, sequence, label):
                 yield ids, sequence

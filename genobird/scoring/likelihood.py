@@ -49,8 +49,9 @@ COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]
 _ACGT_RUN = re.compile("[ACGT]+")
 
 
-def masked_batch(windows: list[list[int]], offset: int, stride: int, tokenizer,
-                 padding: dict) -> tuple[dict, list[np.ndarray]]:  # fmt: skip
+def masked_batch(
+    windows: list[list[int]], offset: int, stride: int, tokenizer, padding: dict
+) -> tuple[dict, list[np.ndarray]]:
     """Windows of piece ids as one batch between [CLS] and [SEP], every `stride`-th piece
     from `offset` replaced by [MASK] and labelled; and, per window, the indices (in the
     window) of the pieces scored. `padding`: `model_padding` of the model."""
@@ -58,8 +59,9 @@ def masked_batch(windows: list[list[int]], offset: int, stride: int, tokenizer,
     return masked_batch_at(windows, scored, tokenizer, padding), scored
 
 
-def masked_batch_at(windows: list[list[int]], scored: list[np.ndarray], tokenizer,
-                    padding: dict) -> dict:  # fmt: skip
+def masked_batch_at(
+    windows: list[list[int]], scored: list[np.ndarray], tokenizer, padding: dict
+) -> dict:
     """`masked_batch` with the pieces to mask given: `scored[i]` indexes window i."""
     rows = [np.asarray([tokenizer.cls_id, *ids, tokenizer.sep_id]) for ids in windows]
     input_ids = pad_ids(rows, pad_id=tokenizer.pad_id, **padding)
@@ -91,8 +93,13 @@ def masked_bits(model, batch: dict, device) -> np.ndarray:
     """Bits of each masked piece of a `masked_batch_at` batch, row by row in the order of
     the labels (float64)."""
     batch = {k: v.to(device) for k, v in batch.items()}
-    out = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
-                batch["masked_positions"], batch["masked_labels"])  # fmt: skip
+    out = model(
+        batch["input_ids"],
+        batch["segment_ids"],
+        batch["attention_mask"],
+        batch["masked_positions"],
+        batch["masked_labels"],
+    )
     labels = batch["masked_labels"].reshape(-1)
     labels = labels[labels != -100]  # the order of out.mlm_logits' rows
     nats = F.cross_entropy(out.mlm_logits.float(), labels, reduction="none")
@@ -100,9 +107,14 @@ def masked_bits(model, batch: dict, device) -> np.ndarray:
 
 
 @torch.no_grad()
-def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT_STRIDE,
-               batch_size: int = BATCH_SIZES["likelihood"],
-               device="cpu") -> list[np.ndarray]:  # fmt: skip
+def piece_bits(
+    model,
+    tokenizer,
+    windows: list[list[int]],
+    stride: int = DEFAULT_STRIDE,
+    batch_size: int = BATCH_SIZES["likelihood"],
+    device="cpu",
+) -> list[np.ndarray]:
     """Bits of every piece of every window, each predicted with [MASK] in its place and
     the pieces `stride` apart from it masked too (float64 arrays, one per window)."""
     check_stride(stride)
@@ -114,8 +126,9 @@ def piece_bits(model, tokenizer, windows: list[list[int]], stride: int = DEFAULT
         rows = [i for i in order if len(windows[i]) > offset]
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]
-            batch, scored = masked_batch([windows[i] for i in chunk], offset, stride,
-                                         tokenizer, padding)  # fmt: skip
+            batch, scored = masked_batch(
+                [windows[i] for i in chunk], offset, stride, tokenizer, padding
+            )
             values = masked_bits(model, batch, device)
             done = 0
             for index, picked in zip(chunk, scored, strict=True):
@@ -139,8 +152,15 @@ class LikelihoodScorer:
 
     feature_names = COLUMNS
 
-    def __init__(self, model_dir, options: ScoringOptions | None = None, *,
-                 stride: int | None = None, chunk_size: int = 1024, **given):  # fmt: skip
+    def __init__(
+        self,
+        model_dir,
+        options: ScoringOptions | None = None,
+        *,
+        stride: int | None = None,
+        chunk_size: int = 1024,
+        **given,
+    ):
         """`options` (scoring.options), or its fields as keywords (`device`,
         `batch_size`, `rc_average`: both strands unless False); `stride`: the bases
         between scored windows of a long sequence."""
@@ -178,13 +198,25 @@ class LikelihoodScorer:
         pieces = np.mean([pieces for _, pieces, _ in results], axis=0)
         bp = results[0][2]
         per_bp = np.where(bp > 0, bits / np.maximum(bp, 1), np.nan)
-        return pd.DataFrame({"bp": bp, "pieces": pieces, "bits": np.where(bp > 0, bits, np.nan),
-                             "bits_per_bp": per_bp})  # fmt: skip
+        return pd.DataFrame(
+            {
+                "bp": bp,
+                "pieces": pieces,
+                "bits": np.where(bp > 0, bits, np.nan),
+                "bits_per_bp": per_bp,
+            }
+        )
 
     def _score_strand(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         cuts = [cut for row, text in enumerate(texts) for cut in self._cuts(row, text)]
-        window_bits = piece_bits(self.model, self.tokenizer, [c.ids for c in cuts],
-                                 self.stride, self.batch_size, self.device)  # fmt: skip
+        window_bits = piece_bits(
+            self.model,
+            self.tokenizer,
+            [c.ids for c in cuts],
+            self.stride,
+            self.batch_size,
+            self.device,
+        )
         bits, pieces, bp = (np.zeros(len(texts)) for _ in range(3))
         for cut, values in zip(cuts, window_bits, strict=True):
             bits[cut.owner] += values.sum()
@@ -233,13 +265,13 @@ class LikelihoodScorer:
         if sequences or rejected:
             yield self._chunk(ids, sequences, taken(rejected), str(path))
 
-    def _chunk(self, ids: dict, sequences: list[str], rejected: list[BadRecord],
-               source: str) -> ScoreResult:  # fmt: skip
+    def _chunk(
+        self, ids: dict, sequences: list[str], rejected: list[BadRecord], source: str
+    ) -> ScoreResult:
         """Scores of a chunk; sequences without an A/C/G/T base join the rejected."""
         table = pd.concat([pd.DataFrame(ids), self._score(sequences)], axis=1)
         empty = table["bp"] == 0
         for _, row in table[empty].iterrows():
             record = "\t".join(str(row[k]) for k in ids if k != "line")
-            rejected.append(BadRecord(source, int(row["line"]), "no A/C/G/T base to score",
-                                      record))  # fmt: skip
+            rejected.append(BadRecord(source, int(row["line"]), "no A/C/G/T base to score", record))
         return ScoreResult(table[~empty].reset_index(drop=True), rejected)

@@ -86,8 +86,9 @@ def mutants(sequence: str, first: int, length: int) -> Iterator[tuple[int, int, 
                 yield offset, index, sequence[:position] + base + sequence[position + 1 :]
 
 
-def mutagenesis(predictor, region: Region, window: int, score: str = "diff",
-                features: list[int] | None = None) -> IsmResult:  # fmt: skip
+def mutagenesis(
+    predictor, region: Region, window: int, score: str = "diff", features: list[int] | None = None
+) -> IsmResult:
     """Effects of every single-base change in the central `window` bp of `region`."""
     if score not in SCORES:
         raise ConfigError(f"score must be one of {SCORES}, got {score!r}")
@@ -176,9 +177,13 @@ class IsmWriter:
         if name not in self._file:
             # one record per chunk: h5py's own choice (256 records) made a file of a few
             # records 300x its data
-            self._file.create_dataset(name, shape=(0, *values.shape[1:]), dtype=dtype,
-                                      maxshape=(None, *values.shape[1:]),
-                                      chunks=(1, *values.shape[1:]))  # fmt: skip
+            self._file.create_dataset(
+                name,
+                shape=(0, *values.shape[1:]),
+                dtype=dtype,
+                maxshape=(None, *values.shape[1:]),
+                chunks=(1, *values.shape[1:]),
+            )
         dataset = self._file[name]
         dataset.resize(dataset.shape[0] + 1, axis=0)
         dataset[-1:] = values
@@ -192,9 +197,15 @@ class IsmWriter:
             self._context.__exit__(type(failure), failure, None)
 
 
-def run_ism(predictor, regions: Iterator[Region], out: Path, window: int,
-            score: str = "diff", features: list[str] | None = None,
-            progress: bool = False) -> tuple[int, IsmResult]:  # fmt: skip
+def run_ism(
+    predictor,
+    regions: Iterator[Region],
+    out: Path,
+    window: int,
+    score: str = "diff",
+    features: list[str] | None = None,
+    progress: bool = False,
+) -> tuple[int, IsmResult]:
     """ISM of every region into `out`, one record in memory at a time; returns the number
     of records and the first one's result (for the plot)."""
     names = select_features(predictor, features)
@@ -215,8 +226,9 @@ def run_ism(predictor, regions: Iterator[Region], out: Path, window: int,
 
 
 # ------------------------------------------------------------------ plot
-def plot_ism(result: IsmResult, feature: int, feature_name: str, path: Path,
-             score: str = "diff") -> Path:  # fmt: skip
+def plot_ism(
+    result: IsmResult, feature: int, feature_name: str, path: Path, score: str = "diff"
+) -> Path:
     """Write `ism_figure` to `path`, in the format its suffix names (png, pdf, svg)."""
     from matplotlib import pyplot as plt
 
@@ -259,11 +271,20 @@ def draw_logo(axis, sequence: str, heights: np.ndarray, first_position: int) -> 
             continue
         shape = shapes[base]
         box = shape.get_extents()
-        place = (Affine2D().translate(-box.x0, -box.y0)
-                 .scale(0.9 / box.width, abs(height) / box.height)
-                 .translate(first_position + offset - 0.45, min(height, 0.0)))  # fmt: skip
-        axis.add_patch(PathPatch(place.transform_path(shape), facecolor=LOGO_COLOURS[base],
-                                 edgecolor="none", label=base))  # fmt: skip
+        place = (
+            Affine2D()
+            .translate(-box.x0, -box.y0)
+            .scale(0.9 / box.width, abs(height) / box.height)
+            .translate(first_position + offset - 0.45, min(height, 0.0))
+        )
+        axis.add_patch(
+            PathPatch(
+                place.transform_path(shape),
+                facecolor=LOGO_COLOURS[base],
+                edgecolor="none",
+                label=base,
+            )
+        )
     finite = heights[np.isfinite(heights)]
     low, high = (min(0.0, finite.min()), max(0.0, finite.max())) if finite.size else (0, 1)
     pad = 0.05 * ((high - low) or 1.0)
@@ -285,21 +306,32 @@ def ism_figure(result: IsmResult, feature: int, feature_name: str, score: str = 
     effects = result.effects[:, :, feature].T  # [4, W]
     limit = float(np.abs(effects).max()) or 1.0
     width = max(6.0, min(24.0, len(result.effects) / 25))
-    figure, (logo, heat) = plt.subplots(2, 1, figsize=(width, 4), sharex=True,
-                                        gridspec_kw={"height_ratios": [1, 1.4]})  # fmt: skip
+    figure, (logo, heat) = plt.subplots(
+        2, 1, figsize=(width, 4), sharex=True, gridspec_kw={"height_ratios": [1, 1.4]}
+    )
     positions = np.arange(result.start, result.start + len(result.effects))
     draw_logo(logo, result.mutated_sequence, reference_importance(result, feature), result.start)
     logo.set_ylabel("importance")
-    logo.set_title(f"{result.region.name}: {feature_name} (a base's importance: minus the "
-                   "mean effect of changing it)", fontsize=9)  # fmt: skip
-    image = heat.imshow(effects, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit,
-                        extent=(positions[0] - 0.5, positions[-1] + 0.5, 3.5, -0.5),
-                        interpolation="nearest")  # fmt: skip
+    logo.set_title(
+        f"{result.region.name}: {feature_name} (a base's importance: minus the "
+        "mean effect of changing it)",
+        fontsize=9,
+    )
+    image = heat.imshow(
+        effects,
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-limit,
+        vmax=limit,
+        extent=(positions[0] - 0.5, positions[-1] + 0.5, 3.5, -0.5),
+        interpolation="nearest",
+    )
     heat.set_yticks(range(4), list(BASES))
     # whole positions only, about one label per inch of a coordinate's digits at 8 pt
     digits = len(f"{positions[-1]:,}")
-    heat.xaxis.set_major_locator(MaxNLocator(nbins=max(2, int(width * 10 / digits)),
-                                             integer=True, min_n_ticks=2))  # fmt: skip
+    heat.xaxis.set_major_locator(
+        MaxNLocator(nbins=max(2, int(width * 10 / digits)), integer=True, min_n_ticks=2)
+    )
     heat.xaxis.set_major_formatter(lambda value, _: f"{round(value):,}")
     heat.tick_params(axis="x", labelsize=8)
     heat.set_xlabel(f"{result.region.chrom} position (0-based)")

@@ -40,10 +40,10 @@ class ScoringOptions:
     def __post_init__(self):
         for name, low in (("batch_size", 1), ("num_workers", 0)):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < low):  # fmt: skip
-                raise ConfigError(f"{name} must be a whole number of at least {low}, got "
-                                  f"{value!r}")  # fmt: skip
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < low
+            ):
+                raise ConfigError(f"{name} must be a whole number of at least {low}, got {value!r}")
 
     @classmethod
     def of(cls, options: ScoringOptions | None = None, **given) -> ScoringOptions:
@@ -51,8 +51,10 @@ class ScoringOptions:
         a TypeError, as a misspelt keyword is."""
         known = {item.name for item in fields(cls)}
         if unknown := sorted(set(given) - known):
-            raise TypeError(f"unexpected scoring option {unknown[0]!r}; the options are: "
-                            f"{', '.join(sorted(known))}")  # fmt: skip
+            raise TypeError(
+                f"unexpected scoring option {unknown[0]!r}; the options are: "
+                f"{', '.join(sorted(known))}"
+            )
         return replace(options or cls(), **given)
 
     @classmethod

@@ -40,11 +40,7 @@ from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.device import resolve_device
 from genobird.errors import CheckpointError, ConfigError, SequenceError
 from genobird.fileio import require_unique_names
-from genobird.genome import (
-    centered_window,
-    open_reference,
-    read_fasta,
-)
+from genobird.genome import centered_window, open_reference, read_fasta
 from genobird.genome.regions import BadRecord, Interval
 from genobird.inputs import (
     MAX_N_FRACTION,
@@ -94,9 +90,15 @@ class Predictor:
     variant_tables: ClassVar[dict] = {"tsv": VARIANT_SCORES, "h5": (*VARIANT_SCORES, "ref", "alt")}
     variant_rows_numbered = False
 
-    def __init__(self, model_dir, options: ScoringOptions | None = None, *,
-                 segmentations: int | None = None, chunk_size: int = 1024,
-                 **given):  # fmt: skip
+    def __init__(
+        self,
+        model_dir,
+        options: ScoringOptions | None = None,
+        *,
+        segmentations: int | None = None,
+        chunk_size: int = 1024,
+        **given,
+    ):
         """`options` (scoring.options), or its fields as keywords (`device`,
         `batch_size`, `rc_average`, `num_workers`, `precision`); `segmentations`: the
         sampled cuts averaged per strand (default: as the model was evaluated)."""
@@ -108,16 +110,22 @@ class Predictor:
             pretrained = description.get("model_class") == "BigBirdForPretraining"
             hint = "fine-tune it with `genobird finetune` first"
             if pretrained:
-                hint = ("it is a pretrained language model: score how expected each sequence "
-                        f"is with `genobird likelihood`, or {hint}")  # fmt: skip
+                hint = (
+                    "it is a pretrained language model: score how expected each sequence "
+                    f"is with `genobird likelihood`, or {hint}"
+                )
             raise CheckpointError(
                 f"{self.model_dir} is not a fine-tuned predictor (no task_info in "
                 f"config.json); {hint}"
             )
         self.task = info["task"]
         self.feature_names: list[str] = list(info["feature_names"])
-        require_unique_names(self.feature_names, "feature names", self.model_dir / "config.json",
-                             "a score table needs one column per feature; rename them")  # fmt: skip
+        require_unique_names(
+            self.feature_names,
+            "feature names",
+            self.model_dir / "config.json",
+            "a score table needs one column per feature; rename them",
+        )
         self.categories: list[str] = list(info.get("categories") or [])
         self.input_length_bp: int = int(info["window_bp"])
         self.max_tokens: int = int(info["max_tokens"])
@@ -168,9 +176,13 @@ class Predictor:
             self.max_tokens, self.model.config.max_position, sampled_cuts=bool(self.segmentations)
         )
         return functools.partial(
-            window_views, self.tokenizer, max_tokens=max_tokens, both_strands=self.rc_average,
-            cuts=self.segmentations, dropout=self.bpe_dropout,
-        )  # fmt: skip
+            window_views,
+            self.tokenizer,
+            max_tokens=max_tokens,
+            both_strands=self.rc_average,
+            cuts=self.segmentations,
+            dropout=self.bpe_dropout,
+        )
 
     # ------------------------------------------------------------------ core
     def _probabilities(self, windows: list) -> np.ndarray:
@@ -230,9 +242,11 @@ class Predictor:
         for index, window in enumerate(windows):
             if mostly_n(window):
                 reason = mostly_n_reason(n_fraction(window), len(window))
-                raise SequenceError(f"sequence {index}: {reason}; give at "
-                                    f"least {self.min_bases_bp:,} bp of A/C/G/T, or leave it "
-                                    "out")  # fmt: skip
+                raise SequenceError(
+                    f"sequence {index}: {reason}; give at "
+                    f"least {self.min_bases_bp:,} bp of A/C/G/T, or leave it "
+                    "out"
+                )
         return self._probabilities(windows)
 
     @property
@@ -258,11 +272,17 @@ class Predictor:
         for record in read_fasta(path, problems=rejected):
             for row in self._fasta_windows(record, tiles):
                 if mostly_n(row["window"]):
-                    reason = mostly_n_reason(row["n_fraction"], len(row["window"]),
-                                             f"record {row['name']!r}")  # fmt: skip
-                    rejected.append(BadRecord(str(path), record.line, f"{reason}; give at least "
-                                              f"{self.min_bases_bp:,} bp of A/C/G/T",
-                                              record.name))  # fmt: skip
+                    reason = mostly_n_reason(
+                        row["n_fraction"], len(row["window"]), f"record {row['name']!r}"
+                    )
+                    rejected.append(
+                        BadRecord(
+                            str(path),
+                            record.line,
+                            f"{reason}; give at least {self.min_bases_bp:,} bp of A/C/G/T",
+                            record.name,
+                        )
+                    )
                     continue
                 rows.append(row)
                 if len(rows) == self.chunk_size:
@@ -282,9 +302,16 @@ class Predictor:
             first = start + max(0, (end - start - length) // 2)  # a longer span's centre
             last = min(end, first + length)
             window = fit_window(record.sequence[start:end], length)
-            yield {"name": name, "line": record.line, "first_bp": first, "last_bp": last,
-                   "cropped": last - first < end - start, "padded": last - first < length,
-                   "n_fraction": n_fraction(window), "window": window}  # fmt: skip
+            yield {
+                "name": name,
+                "line": record.line,
+                "first_bp": first,
+                "last_bp": last,
+                "cropped": last - first < end - start,
+                "padded": last - first < length,
+                "n_fraction": n_fraction(window),
+                "window": window,
+            }
 
     def _fasta_chunk(self, rows: list[dict], rejected) -> ScoreResult:
         probabilities = (
@@ -323,13 +350,21 @@ class Predictor:
             place = f"{interval.chrom}:{interval.start + 1:,}-{interval.end:,}"
             if share > MAX_N_FRACTION:
                 reason = mostly_n_reason(share, self.input_length_bp, f"the window around {place}")
-                rejected.append(BadRecord(str(path), interval.line, reason,
-                                          interval.name or place))  # fmt: skip
+                rejected.append(BadRecord(str(path), interval.line, reason, interval.name or place))
                 continue
             kept.append(row)
-            values = (interval.chrom, interval.start, interval.end, interval.name or ".",
-                      interval.strand, interval.line, window.start, window.end, share > 0,
-                      share)  # fmt: skip
+            values = (
+                interval.chrom,
+                interval.start,
+                interval.end,
+                interval.name or ".",
+                interval.strand,
+                interval.line,
+                window.start,
+                window.end,
+                share > 0,
+                share,
+            )
             for key, value in zip(ids, values, strict=True):
                 ids[key].append(value)
         return ScoreResult(self._table(ids, probabilities[kept]), rejected)
@@ -373,8 +408,15 @@ class Predictor:
         """The tables of (variant, its windows) pairs."""
         ids = {k: [] for k in ("chrom", "pos", "id", "ref", "alt", "ref_match", "line")}
         for variant, (_, _, ref_match) in chunk:
-            values = (variant.chrom, variant.pos, variant.id, variant.ref, variant.alt,
-                      ref_match, variant.line)  # fmt: skip
+            values = (
+                variant.chrom,
+                variant.pos,
+                variant.id,
+                variant.ref,
+                variant.alt,
+                ref_match,
+                variant.line,
+            )
             for key, value in zip(ids, values, strict=True):
                 ids[key].append(value)
         empty = np.zeros((0, len(self.feature_names)))

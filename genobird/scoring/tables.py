@@ -49,8 +49,13 @@ class TsvSink:
         table = table.copy()
         if self.numbered and "index" not in table:
             table.insert(0, "index", range(self.rows, self.rows + len(table)))
-        table.to_csv(self._handle, sep="\t", index=False, header=not self._header_written,
-                     float_format=FLOAT_FORMAT)  # fmt: skip
+        table.to_csv(
+            self._handle,
+            sep="\t",
+            index=False,
+            header=not self._header_written,
+            float_format=FLOAT_FORMAT,
+        )
         self._header_written = True
         self.rows += len(table)
 
@@ -98,8 +103,9 @@ def append_rows(handle: h5py.File, name: str, values: np.ndarray) -> None:
     if name not in handle:
         dtype = h5py.string_dtype() if values.dtype == object else values.dtype
         shape = (0, *values.shape[1:])
-        handle.create_dataset(name, shape=shape, maxshape=(None, *values.shape[1:]),
-                              dtype=dtype, chunks=True)  # fmt: skip
+        handle.create_dataset(
+            name, shape=shape, maxshape=(None, *values.shape[1:]), dtype=dtype, chunks=True
+        )
     dataset = handle[name]
     dataset.resize(dataset.shape[0] + len(values), axis=0)
     dataset[-len(values) :] = values
@@ -168,15 +174,21 @@ def output_format(out: Path, fmt: str | None) -> str:
     is an existing folder: both before any record is scored."""
     out = Path(out)
     if out.is_dir():
-        raise ConfigError(f"--out {out} is an existing folder; give a file name, e.g. "
-                          f"{out / 'scores.tsv'}")  # fmt: skip
-    named = "h5" if out.suffix.lower() in H5_SUFFIXES else (
-        "tsv" if out.suffix.lower() in TSV_SUFFIXES else None)  # fmt: skip
+        raise ConfigError(
+            f"--out {out} is an existing folder; give a file name, e.g. {out / 'scores.tsv'}"
+        )
+    named = (
+        "h5"
+        if out.suffix.lower() in H5_SUFFIXES
+        else ("tsv" if out.suffix.lower() in TSV_SUFFIXES else None)
+    )
     if fmt is None:
         return named or "tsv"
     if named is not None and named != fmt:
-        raise ConfigError(f"--out {out} names a {named.upper()} file but --format is {fmt}; "
-                          "let the name decide (leave --format out) or rename it")  # fmt: skip
+        raise ConfigError(
+            f"--out {out} names a {named.upper()} file but --format is {fmt}; "
+            "let the name decide (leave --format out) or rename it"
+        )
     return fmt
 
 
@@ -211,9 +223,18 @@ class VariantScorer(Protocol):
     def iter_variants(self, path, reference, chromosomes=None) -> Iterator: ...
 
 
-def write_scores(predictor: RecordScorer | VariantScorer, kind: str, source, out: Path,
-                 fmt: str | None, features, reference=None, tiles: bool = False,
-                 progress: bool = False, chromosomes=None) -> ScoreSummary:  # fmt: skip
+def write_scores(
+    predictor: RecordScorer | VariantScorer,
+    kind: str,
+    source,
+    out: Path,
+    fmt: str | None,
+    features,
+    reference=None,
+    tiles: bool = False,
+    progress: bool = False,
+    chromosomes=None,
+) -> ScoreSummary:
     """Score `source` (kind: fasta, bed, vcf) into `out` (`output_format`); returns counts
     and paths. `chromosomes` keeps only the BED regions or variants on them."""
     fmt = output_format(out, fmt)

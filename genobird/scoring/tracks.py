@@ -60,9 +60,11 @@ def checked_regions(texts: list[str], reference) -> list:
         if region.end > length:
             raise RegionError(f"region {text!r} runs past the end of {chrom} ({length:,} bp)")
         if region.width > MAX_TRACK_BP:
-            raise RegionError(f"region {text!r} is {region.width:,} bp, longer than the "
-                              f"{MAX_TRACK_BP:,} bp a track request may cover: split it, or "
-                              "score a BED of its bins with `genobird score`")  # fmt: skip
+            raise RegionError(
+                f"region {text!r} is {region.width:,} bp, longer than the "
+                f"{MAX_TRACK_BP:,} bp a track request may cover: split it, or "
+                "score a BED of its bins with `genobird score`"
+            )
         regions.append(Interval(chrom, region.start, region.end))
     return regions
 
@@ -71,8 +73,10 @@ def bins(region, step_bp: int) -> list:
     """The region (an Interval) cut into bins of `step_bp` (the last one the rest)."""
     from genobird.genome.regions import Interval
 
-    return [Interval(region.chrom, start, min(start + step_bp, region.end))
-            for start in range(region.start, region.end, step_bp)]  # fmt: skip
+    return [
+        Interval(region.chrom, start, min(start + step_bp, region.end))
+        for start in range(region.start, region.end, step_bp)
+    ]
 
 
 def step_for(window_bp: int, step_bp: int | None = None) -> int:
@@ -84,16 +88,20 @@ def step_for(window_bp: int, step_bp: int | None = None) -> int:
     if step_bp < 1:
         raise ConfigError(f"--step-bp must be at least 1, got {step_bp}")
     if step_bp > window_bp:
-        raise ConfigError(f"--step-bp {step_bp} is wider than the model's {window_bp} bp "
-                          f"window: {step_bp - window_bp} bp of each bin would be read by no "
-                          f"window; give at most {window_bp}")  # fmt: skip
+        raise ConfigError(
+            f"--step-bp {step_bp} is wider than the model's {window_bp} bp "
+            f"window: {step_bp - window_bp} bp of each bin would be read by no "
+            f"window; give at most {window_bp}"
+        )
     return step_bp
 
 
 # --------------------------------------------------------------------------- formats
 # a track format: the suffixes that name it
-TRACK_FORMATS = {"bedgraph": (".bedGraph", ".bedgraph", ".bg"),
-                 "bigwig": (".bw", ".bigWig", ".bigwig")}  # fmt: skip
+TRACK_FORMATS = {
+    "bedgraph": (".bedGraph", ".bedgraph", ".bg"),
+    "bigwig": (".bw", ".bigWig", ".bigwig"),
+}
 # bigWig zoom levels (pyBigWig's addHeader): each one summarises bins 4x wider than the
 # one below, so a browser zoomed out to a chromosome reads a summary, not every bin
 BIGWIG_ZOOMS = 10
@@ -101,8 +109,9 @@ BIGWIG_ZOOMS = 10
 
 def named_format(out: Path) -> str | None:
     """The track format `out`'s suffix names (None: a folder of tracks)."""
-    return next((fmt for fmt, suffixes in TRACK_FORMATS.items()
-                 if Path(out).suffix in suffixes), None)  # fmt: skip
+    return next(
+        (fmt for fmt, suffixes in TRACK_FORMATS.items() if Path(out).suffix in suffixes), None
+    )
 
 
 def track_outputs(out: Path, fmt: str | None, features: list[str]) -> tuple[str, dict]:
@@ -113,19 +122,26 @@ def track_outputs(out: Path, fmt: str | None, features: list[str]) -> tuple[str,
     out = Path(out)
     named = named_format(out)
     if out.exists():
-        raise ConfigError(f"--out {out} exists; give a new {'file' if named else 'folder'} "
-                          "for the tracks")  # fmt: skip
+        raise ConfigError(
+            f"--out {out} exists; give a new {'file' if named else 'folder'} for the tracks"
+        )
     if named is None:
         fmt = fmt or "bedgraph"
-        return fmt, {feature: out / name for feature, name in
-                     track_file_names(features, TRACK_FORMATS[fmt][0]).items()}  # fmt: skip
+        return fmt, {
+            feature: out / name
+            for feature, name in track_file_names(features, TRACK_FORMATS[fmt][0]).items()
+        }
     if fmt is not None and fmt != named:
-        raise ConfigError(f"--out {out} names a {named} file but --format is {fmt}; let the "
-                          "name decide (leave --format out) or rename it")  # fmt: skip
+        raise ConfigError(
+            f"--out {out} names a {named} file but --format is {fmt}; let the "
+            "name decide (leave --format out) or rename it"
+        )
     if len(features) != 1:
-        raise ConfigError(f"--out {out} holds one track, and {len(features):,} features are "
-                          f"chosen: name one with --features, or give a folder (--out DIR "
-                          f"--format {named}) for one file per feature")  # fmt: skip
+        raise ConfigError(
+            f"--out {out} holds one track, and {len(features):,} features are "
+            f"chosen: name one with --features, or give a folder (--out DIR "
+            f"--format {named}) for one file per feature"
+        )
     return named, {features[0]: out}
 
 
@@ -162,12 +178,16 @@ class BedGraphTrack:
 
     def __init__(self, path: Path, feature: str, description: str):
         self.handle = open(path, "w")  # noqa: SIM115 (closed by close(), as a bigWig is)
-        self.handle.write(f'track type=bedGraph name="{feature}" description="{description}" '
-                          "visibility=full autoScale=on\n")  # fmt: skip
+        self.handle.write(
+            f'track type=bedGraph name="{feature}" description="{description}" '
+            "visibility=full autoScale=on\n"
+        )
 
     def add(self, bins: list, values) -> None:
-        self.handle.writelines(f"{b.chrom}\t{b.start}\t{b.end}\t{value:.6g}\n"
-                               for b, value in zip(bins, values, strict=True))  # fmt: skip
+        self.handle.writelines(
+            f"{b.chrom}\t{b.start}\t{b.end}\t{value:.6g}\n"
+            for b, value in zip(bins, values, strict=True)
+        )
 
     def close(self) -> None:
         self.handle.close()
@@ -185,18 +205,28 @@ class BigWigTrack:
 
     def add(self, bins: list, values) -> None:
         if bins:
-            self.handle.addEntries([b.chrom for b in bins], [b.start for b in bins],
-                                   ends=[b.end for b in bins],
-                                   values=[float(value) for value in values])  # fmt: skip
+            self.handle.addEntries(
+                [b.chrom for b in bins],
+                [b.start for b in bins],
+                ends=[b.end for b in bins],
+                values=[float(value) for value in values],
+            )
 
     def close(self) -> None:
         self.handle.close()
 
 
 # --------------------------------------------------------------------------- writing
-def write_tracks(predictor, region_texts: list[str], reference, out: Path,
-                 features: list[str] | None = None, step_bp: int | None = None,
-                 progress: bool = False, fmt: str | None = None) -> dict[str, Path]:  # fmt: skip
+def write_tracks(
+    predictor,
+    region_texts: list[str],
+    reference,
+    out: Path,
+    features: list[str] | None = None,
+    step_bp: int | None = None,
+    progress: bool = False,
+    fmt: str | None = None,
+) -> dict[str, Path]:
     """Score every bin of the regions and write each feature's track (all features, or
     `features`) in the format `out` names (`track_outputs`), no value where a bin's
     window is mostly N; returns each feature's file."""
@@ -214,14 +244,21 @@ def write_tracks(predictor, region_texts: list[str], reference, out: Path,
     regions = sorted_regions(checked_regions(region_texts, reference), reference)
     folder = named_format(out) is None
     staging = staging_folder(out)  # a folder's tracks, or the one file, beside `out`
-    staged = {feature: staging / (path.name if folder else out.name)
-              for feature, path in paths.items()}  # fmt: skip
+    staged = {
+        feature: staging / (path.name if folder else out.name) for feature, path in paths.items()
+    }
     tracks = {}
     try:
         for feature, path in staged.items():
-            tracks[feature] = (BigWigTrack(path, reference.lengths) if fmt == "bigwig" else
-                               BedGraphTrack(path, feature, f"genobird {predictor.model_dir.name}: "
-                                             f"{feature}, {step_bp} bp bins"))  # fmt: skip
+            tracks[feature] = (
+                BigWigTrack(path, reference.lengths)
+                if fmt == "bigwig"
+                else BedGraphTrack(
+                    path,
+                    feature,
+                    f"genobird {predictor.model_dir.name}: {feature}, {step_bp} bp bins",
+                )
+            )
         all_bins = [b for region in regions for b in bins(region, step_bp)]
         bar = tqdm(total=len(all_bins), unit="bins", desc="tracks", disable=not progress)
         for first in range(0, len(all_bins), CHUNK_BINS):

@@ -50,8 +50,16 @@ class AlleleWindows:
 
     def ids(self) -> dict:
         v = self.variant
-        return {"chrom": v.chrom, "pos": v.pos, "id": v.id, "ref": v.ref, "alt": v.alt,
-                "line": v.line, "window_start": self.start, "window_end": self.end}  # fmt: skip
+        return {
+            "chrom": v.chrom,
+            "pos": v.pos,
+            "id": v.id,
+            "ref": v.ref,
+            "alt": v.alt,
+            "line": v.line,
+            "window_start": self.start,
+            "window_end": self.end,
+        }
 
 
 def check_window(window_bp: int) -> None:
@@ -60,8 +68,9 @@ def check_window(window_bp: int) -> None:
         raise ConfigError(f"--window-bp must be at least {2 * MAX_ALLELE_BP}, got {window_bp}")
 
 
-def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
-                   chromosomes=None) -> Iterator[AlleleWindows]:  # fmt: skip
+def allele_windows(
+    path, reference, window_bp: int, rejected: list[BadRecord], chromosomes=None
+) -> Iterator[AlleleWindows]:
     """The variants of a VCF that can be scored, as allele windows (each ALT of a record
     on its own); the others (and the VCF's bad lines) go to `rejected` with their reason:
     `scoring.windows.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
@@ -71,8 +80,9 @@ def allele_windows(path, reference, window_bp: int, rejected: list[BadRecord],
     check_window(window_bp)
     source = str(path)
     # alleles of any length are read, so that a long one is rejected with this reason
-    for variant in reference_variants(path, reference, rejected, chromosomes,
-                                      max_allele_length=10**9):  # fmt: skip
+    for variant in reference_variants(
+        path, reference, rejected, chromosomes, max_allele_length=10**9
+    ):
         label = variant.label
         reason = None
         contig = reference.resolve(variant.chrom)
@@ -101,8 +111,7 @@ def differing_pieces(ref_ids: list[int], alt_ids: list[int]) -> tuple[np.ndarray
     suffix = 0
     while suffix < shortest - prefix and ref_ids[-1 - suffix] == alt_ids[-1 - suffix]:
         suffix += 1
-    return (np.arange(prefix, len(ref_ids) - suffix),
-            np.arange(prefix, len(alt_ids) - suffix))  # fmt: skip
+    return (np.arange(prefix, len(ref_ids) - suffix), np.arange(prefix, len(alt_ids) - suffix))
 
 
 class VariantEffectScorer:
@@ -114,9 +123,15 @@ class VariantEffectScorer:
     variant_tables: ClassVar[dict] = {"tsv": ("effects",), "h5": ("effects",)}
     variant_rows_numbered = True
 
-    def __init__(self, model_dir, options: ScoringOptions | None = None, *,
-                 window_bp: int = DEFAULT_WINDOW_BP, chunk_size: int = 256,
-                 **given):  # fmt: skip
+    def __init__(
+        self,
+        model_dir,
+        options: ScoringOptions | None = None,
+        *,
+        window_bp: int = DEFAULT_WINDOW_BP,
+        chunk_size: int = 256,
+        **given,
+    ):
         """`options` (scoring.options), or its fields as keywords (`device`,
         `batch_size`, `rc_average`: both strands unless False); `window_bp`: each
         allele's window, centred on the variant."""
@@ -127,8 +142,11 @@ class VariantEffectScorer:
         self.window_bp, self.chunk_size = window_bp, chunk_size
         self.both_strands = options.strands_for("variant_effects")
         self.language_model = LikelihoodScorer(
-            model_dir, options, rc_average=self.both_strands,
-            batch_size=options.batch_for("variant_effects"))  # fmt: skip
+            model_dir,
+            options,
+            rc_average=self.both_strands,
+            batch_size=options.batch_for("variant_effects"),
+        )
 
     def iter_variants(self, path, reference, chromosomes=None) -> Iterator[tuple[dict, list]]:
         """Chunks of ({"effects": ids and SCORE_COLUMNS}, the variants set aside with
@@ -138,8 +156,9 @@ class VariantEffectScorer:
 
         rejected: list[BadRecord] = []
         pending: list[AlleleWindows] = []
-        windows = allele_windows(path, open_reference(reference), self.window_bp, rejected,
-                                 chromosomes)  # fmt: skip
+        windows = allele_windows(
+            path, open_reference(reference), self.window_bp, rejected, chromosomes
+        )
         for allele in windows:
             pending.append(allele)
             if len(pending) == self.chunk_size:
@@ -161,9 +180,15 @@ class VariantEffectScorer:
         for reverse in strands:
             totals += self._strand(windows, reverse)
         totals /= len(strands)
-        return pd.DataFrame({"llr_bits": totals[:, 0] - totals[:, 1], "ref_bits": totals[:, 0],
-                             "alt_bits": totals[:, 1], "ref_pieces": totals[:, 2],
-                             "alt_pieces": totals[:, 3]})  # fmt: skip
+        return pd.DataFrame(
+            {
+                "llr_bits": totals[:, 0] - totals[:, 1],
+                "ref_bits": totals[:, 0],
+                "alt_bits": totals[:, 1],
+                "ref_pieces": totals[:, 2],
+                "alt_pieces": totals[:, 3],
+            }
+        )
 
     def _strand(self, windows: list[AlleleWindows], reverse: bool) -> np.ndarray:
         from genobird.inputs import model_padding
@@ -175,8 +200,10 @@ class VariantEffectScorer:
             texts = [reverse_complement(text) for text in texts]
         pieces = lm.tokenizer.encode_batch(texts)
         if any(len(ids) > lm.window for ids in pieces):
-            raise ConfigError(f"a {len(windows[0].ref)} bp window is more pieces than the model "
-                              f"reads ({lm.window}); give a smaller --window-bp")  # fmt: skip
+            raise ConfigError(
+                f"a {len(windows[0].ref)} bp window is more pieces than the model "
+                f"reads ({lm.window}); give a smaller --window-bp"
+            )
         scored = []
         for index in range(0, len(pieces), 2):
             scored += differing_pieces(pieces[index], pieces[index + 1])
@@ -193,8 +220,9 @@ class VariantEffectScorer:
         return np.stack([bits[0::2], bits[1::2], counts[0::2], counts[1::2]], axis=1)
 
 
-def markov_variant_effects(counts, order: int, alpha: float, windows: list[AlleleWindows],
-                           both_strands: bool = True) -> np.ndarray:  # fmt: skip
+def markov_variant_effects(
+    counts, order: int, alpha: float, windows: list[AlleleWindows], both_strands: bool = True
+) -> np.ndarray:
     """An order-k Markov model's log2 P(ALT) - log2 P(REF) of each variant: its bits of the
     REF window minus the ALT window's, averaged over both strands."""
     from genobird.baselines.markov import dna_codes, sequence_bits

@@ -54,8 +54,9 @@ class WindowInputs(torch.utils.data.Dataset):
         """(the window's views, or None where it is too much N to score; its N share)."""
         window = self.windows[index]
         if isinstance(window, Interval):
-            window = self.reference.fetch(window.chrom, window.start, window.end, window.strand,
-                                          pad=True)  # fmt: skip
+            window = self.reference.fetch(
+                window.chrom, window.start, window.end, window.strand, pad=True
+            )
         share = n_fraction(window)
         return (None if mostly_n(window) else self.views(window)), share
 
@@ -104,9 +105,11 @@ def variant_problem(variant, ref_window: str, alt_window: str, ref_match: bool) 
     refused when the VCF is read (`read_vcf`); a record of several ALTs gives one variant
     per ALT, each scored on its own row."""
     if not ref_match:
-        return (f"REF {variant.ref} is not the reference's bases at {variant.chrom}:"
-                f"{variant.pos:,} (another genome build, or another strand?); nothing is "
-                "scored")  # fmt: skip
+        return (
+            f"REF {variant.ref} is not the reference's bases at {variant.chrom}:"
+            f"{variant.pos:,} (another genome build, or another strand?); nothing is "
+            "scored"
+        )
     share = max(n_fraction(ref_window), n_fraction(alt_window))
     if share > MAX_N_FRACTION:
         return mostly_n_reason(share, len(ref_window), f"the window of {variant.label}")
@@ -122,15 +125,17 @@ def taken(rejected: list[BadRecord]) -> list[BadRecord]:
     return records
 
 
-def reference_regions(path, reference: Reference, rejected: list[BadRecord],
-                      chromosomes=None) -> Iterator[Interval]:  # fmt: skip
+def reference_regions(
+    path, reference: Reference, rejected: list[BadRecord], chromosomes=None
+) -> Iterator[Interval]:
     """A BED's regions as every scorer reads them: on the reference's contigs (aliases
     resolved, the contig spelt as the BED spells it, which the table writes back), ends
     past a contig and unknown contigs set aside in `rejected` with their line; only
     those on `chromosomes` where given."""
     wanted = wanted_contigs(reference, chromosomes)
-    for interval in read_bed(path, contigs=reference.lengths, problems=rejected,
-                             keep_spelling=True):  # fmt: skip
+    for interval in read_bed(
+        path, contigs=reference.lengths, problems=rejected, keep_spelling=True
+    ):
         if wanted is None or reference.resolve(interval.chrom) in wanted:
             yield interval
 
@@ -151,9 +156,11 @@ def reference_variants(
         try:
             contig = reference.resolve(variant.chrom)
         except GenobirdError as exc:
-            rejected.append(BadRecord(str(path), variant.line,
-                                      f"{variant.chrom}:{variant.pos}: {exc}",
-                                      variant.label))  # fmt: skip
+            rejected.append(
+                BadRecord(
+                    str(path), variant.line, f"{variant.chrom}:{variant.pos}: {exc}", variant.label
+                )
+            )
             continue
         if wanted is None or contig in wanted:
             yield variant

@@ -38,9 +38,10 @@ class WeightAverage:
         self.decay = decay
         self.updates = 0
         self.live = {
-            name: tensor for name, tensor in module.state_dict().items()
+            name: tensor
+            for name, tensor in module.state_dict().items()
             if tensor.is_floating_point()
-        }  # fmt: skip
+        }
         self.averages = {
             name: tensor.detach().float().clone() for name, tensor in self.live.items()
         }

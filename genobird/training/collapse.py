@@ -107,11 +107,13 @@ class CollapseWatch:
         if self.warned or row["step"] < self.after_steps or loss < self.entropy - self.margin:
             return None
         self.warned = True
-        message = (f"the MLM loss is {loss:.3f} nats at step {row['step']}, within "
-                   f"{self.margin:g} of the {self.entropy:.3f} a model that ignores its input "
-                   "reaches (the unigram entropy of the training tokens): it has learnt "
-                   "nothing from its input yet; check the attention kernel, the learning rate "
-                   "and the warm-up")  # fmt: skip
+        message = (
+            f"the MLM loss is {loss:.3f} nats at step {row['step']}, within "
+            f"{self.margin:g} of the {self.entropy:.3f} a model that ignores its input "
+            "reaches (the unigram entropy of the training tokens): it has learnt "
+            "nothing from its input yet; check the attention kernel, the learning rate "
+            "and the warm-up"
+        )
         log.warning("%s", message)
         return {"mlm_collapse_warning": message}
 

@@ -81,9 +81,16 @@ class TrainingConfig:
 # it loads data, how the batch is split over processes, the device's precision, the bar.
 # Every other field, and what the caller adds, decides the run's result.
 OPERATIONAL_SETTINGS = frozenset(
-    {"checkpoint_every", "keep_checkpoints", "log_every", "num_workers", "progress",
-     "batch_size", "mixed_precision"}
-)  # fmt: skip
+    {
+        "checkpoint_every",
+        "keep_checkpoints",
+        "log_every",
+        "num_workers",
+        "progress",
+        "batch_size",
+        "mixed_precision",
+    }
+)
 
 
 def run_settings(config: TrainingConfig, identity: dict | None = None) -> dict:
@@ -113,8 +120,11 @@ def discard_other_run(
         saved_run(read_training_state(folder)), run_settings(config, identity)
     )
     if changes and distributed.rank() == 0:
-        log.warning("%s was written by a run with other settings (%s): deleted; this run "
-                    "starts afresh", root, ", ".join(changes))  # fmt: skip
+        log.warning(
+            "%s was written by a run with other settings (%s): deleted; this run starts afresh",
+            root,
+            ", ".join(changes),
+        )
         shutil.rmtree(root)
     distributed.barrier()
     return changes

@@ -64,8 +64,14 @@ class CentredContextDataset(Dataset):
     masked token an instance offers, not only on its centre. `max_windows` keeps that
     many windows, evenly spaced over the whole list (the same ones for every length)."""
 
-    def __init__(self, base: Dataset, length: int, scored: int, longest: int | None = None,
-                 max_windows: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        base: Dataset,
+        length: int,
+        scored: int,
+        longest: int | None = None,
+        max_windows: int | None = None,
+    ):
         if scored > length - 1:
             raise ConfigError(f"the scored centre ({scored}) must fit in the window ({length})")
         if longest is not None and longest < length:
@@ -160,8 +166,9 @@ def evaluate_saved_model(model_dir, instances_dir, batch_size: int = 8) -> dict:
     return evaluate_pretraining(model, loader, device, tokenizer.piece_lengths, tokenizer.mask_id)
 
 
-def mlm_accuracy_by_context(model_dir, instances_dir, lengths, batch_size: int = 8,
-                            max_windows: int = 4000) -> list[dict]:  # fmt: skip
+def mlm_accuracy_by_context(
+    model_dir, instances_dir, lengths, batch_size: int = 8, max_windows: int = 4000
+) -> list[dict]:
     """Masked-token accuracy of a pretrained model on held-out instances seen through
     centred windows of each length (no retraining: how much the trained model gains from
     more context on both sides). Every length scores the same masked tokens: those in

@@ -29,8 +29,7 @@ REFERENCE = "block_sparse"
 # the largest difference allowed, relative to the reference's largest value, by the
 # dtype the kernels compute in (the CUDA test holds Flex's bf16 gradients to 0.05 of the
 # fp64 oracle's largest)
-TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-9, torch.bfloat16: 0.05,
-             torch.float16: 0.02}  # fmt: skip
+TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-9, torch.bfloat16: 0.05, torch.float16: 0.02}
 
 
 class KernelMismatch(GenobirdError, RuntimeError):
@@ -44,8 +43,9 @@ def attention_layers(model) -> list:
     return [module for module in model.modules() if isinstance(module, SelfAttention)]
 
 
-def compare_kernels(layer, x: torch.Tensor, key_padding_mask, kernel: str,
-                    seed: int = 0) -> dict | None:  # fmt: skip
+def compare_kernels(
+    layer, x: torch.Tensor, key_padding_mask, kernel: str, seed: int = 0
+) -> dict | None:
     """The largest differences, relative to the reference's largest values, between
     `kernel` and the reference on one layer's input x [B, N, C]: of the outputs and of
     the gradients of q, k and v under one seeded upstream gradient. None where the layout
@@ -99,11 +99,15 @@ class KernelCheck:
         self.config = layers[0].config
         self.asked = self.config.attention_impl
         dropout = self.config.attention_dropout
-        self.kernel = resolve_impl(self.asked, torch.device(device), dropout,
-                                   self.config.block_size)  # fmt: skip
+        self.kernel = resolve_impl(
+            self.asked, torch.device(device), dropout, self.config.block_size
+        )
         if self.kernel == REFERENCE or self.kernel == "dense":
-            self.result = {"kernel": self.kernel, "checked": False,
-                           "why": "the reference kernel: nothing to check it against"}  # fmt: skip
+            self.result = {
+                "kernel": self.kernel,
+                "checked": False,
+                "why": "the reference kernel: nothing to check it against",
+            }
             return
         self.handle = layers[0].register_forward_pre_hook(self._check)
 
@@ -114,23 +118,39 @@ class KernelCheck:
         x, key_padding_mask = args
         found = compare_kernels(layer, x, key_padding_mask, self.kernel)
         if found is None:
-            self.result = {"kernel": self.kernel, "checked": False,
-                           "why": "a dense layout at this length: no kernel runs"}  # fmt: skip
+            self.result = {
+                "kernel": self.kernel,
+                "checked": False,
+                "why": "a dense layout at this length: no kernel runs",
+            }
             return
         tolerance = TOLERANCE.get(getattr(torch, found["dtype"]), 0.05)
         worst = max(found["relative_errors"], key=found["relative_errors"].get)
         passed = found["relative_errors"][worst] <= tolerance
-        self.result = {"kernel": self.kernel, "reference": REFERENCE, "checked": True,
-                       "passed": passed, "tolerance": tolerance, **found}  # fmt: skip
+        self.result = {
+            "kernel": self.kernel,
+            "reference": REFERENCE,
+            "checked": True,
+            "passed": passed,
+            "tolerance": tolerance,
+            **found,
+        }
         if passed:
-            log.info("attention kernel %s agrees with %s on the first batch (largest relative "
-                     "difference %.2g, %s)", self.kernel, REFERENCE,
-                     found["relative_errors"][worst], worst)  # fmt: skip
+            log.info(
+                "attention kernel %s agrees with %s on the first batch (largest relative "
+                "difference %.2g, %s)",
+                self.kernel,
+                REFERENCE,
+                found["relative_errors"][worst],
+                worst,
+            )
             return
-        message = (f"the attention kernel {self.kernel} differs from the reference {REFERENCE} "
-                   f"on this run's first batch: {worst} {found['relative_errors'][worst]:.3g} "
-                   f"of the reference's largest value, beyond the {found['dtype']} tolerance "
-                   f"{tolerance:g}")  # fmt: skip
+        message = (
+            f"the attention kernel {self.kernel} differs from the reference {REFERENCE} "
+            f"on this run's first batch: {worst} {found['relative_errors'][worst]:.3g} "
+            f"of the reference's largest value, beyond the {found['dtype']} tolerance "
+            f"{tolerance:g}"
+        )
         if self.asked != "auto":
             raise KernelMismatch(f"{message}; train with attention_impl {REFERENCE}")
         log.warning("%s: training with %s instead", message, REFERENCE)

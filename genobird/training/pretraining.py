@@ -147,10 +147,20 @@ def train_one(config: dict, output: Path, train_set, eval_set, tokenizer, model_
     shards = train_set
     while not isinstance(shards, PretrainingDataset):  # a context ablation's cut instances
         shards = shards.base
-    watch = CollapseWatch.for_run(unigram_entropy(shards.paths, shards.special.all()),
-                                  training.max_steps)  # fmt: skip
-    trainer = Trainer(model, train_set, training, output, pretraining_step, eval_set, eval_fn,
-                      run_identity=identity, monitor=watch)  # fmt: skip
+    watch = CollapseWatch.for_run(
+        unigram_entropy(shards.paths, shards.special.all()), training.max_steps
+    )
+    trainer = Trainer(
+        model,
+        train_set,
+        training,
+        output,
+        pretraining_step,
+        eval_set,
+        eval_fn,
+        run_identity=identity,
+        monitor=watch,
+    )
     if config.get("restart_changed"):  # a pipeline rerun after its config changed
         discard_other_run(trainer.checkpoint_root, training, identity)
     with torch.random.fork_rng(devices=[]):  # dropout's stream, saved in checkpoints
@@ -227,9 +237,12 @@ def context_ablation(config, train_set, eval_set, tokenizer, output: Path) -> li
                 f"context length {length} exceeds the instances' {train_set.spec.max_seq_length}"
             )
         trainer = train_one(
-            config, output / "ablation" / f"len-{length}",
-            TruncatedDataset(train_set, length), TruncatedDataset(eval_set, length), tokenizer,
-        )  # fmt: skip
+            config,
+            output / "ablation" / f"len-{length}",
+            TruncatedDataset(train_set, length),
+            TruncatedDataset(eval_set, length),
+            tokenizer,
+        )
         metrics = trainer.evaluate()
         results.append({"context_length": length, **metrics})
         log.info("context %d: %s", length, metrics)

@@ -57,8 +57,11 @@ def parameter_groups(
     learning rate is `learning_rate` times the scale of its longest matching name prefix
     in `scales` (1 where none matches). Tied parameters appear once, under their first name."""
     scales = scales or {}
-    unused = [prefix for prefix in scales if not any(
-        name.startswith(prefix) for name, _ in model.named_parameters())]  # fmt: skip
+    unused = [
+        prefix
+        for prefix in scales
+        if not any(name.startswith(prefix) for name, _ in model.named_parameters())
+    ]
     if unused:
         raise ConfigError(f"learning_rate_scales: no parameter name starts with {unused[0]!r}")
     for prefix, scale in scales.items():

@@ -95,8 +95,10 @@ class Trainer:
         if config.max_minutes and self.world > 1:
             # each process would stop on its own clock, at different steps, and the others
             # would wait for it forever
-            raise ConfigError("max_minutes stops one process on its own clock; a distributed "
-                              "run must stop by max_steps")  # fmt: skip
+            raise ConfigError(
+                "max_minutes stops one process on its own clock; a distributed "
+                "run must stop by max_steps"
+            )
         self.device = torch.device(device) if device else default_device()
         self.model = model.to(self.device)
         self.module = model  # unwrapped, for saving
@@ -108,7 +110,9 @@ class Trainer:
         self.sampler = EpochSampler(len(train_dataset), config.seed, self.rank, self.world)
         self.optimizer = torch.optim.AdamW(
             parameter_groups(
-                self.module, config.weight_decay, config.learning_rate,
+                self.module,
+                config.weight_decay,
+                config.learning_rate,
                 config.learning_rate_scales,
             ),
             lr=config.learning_rate,
@@ -116,7 +120,7 @@ class Trainer:
             # CPU too, where PyTorch's default is one parameter at a time (benchmarks/
             # optimizer.py: the same weights to float rounding, several times faster)
             fused=self.device.type in ("cuda", "cpu"),
-        )  # fmt: skip
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, linear_schedule(config.warmup_steps, config.max_steps)
         )
@@ -156,8 +160,9 @@ class Trainer:
                 self.average.load_state_dict(saved["weight_average"])
             else:  # a checkpoint from before weight averaging existed: it starts here
                 # (one written with averaging off is refused by _check_same_run)
-                log.info("no weight average in %s: averaging starts at step %d", folder,
-                         self.state.step)  # fmt: skip
+                log.info(
+                    "no weight average in %s: averaging starts at step %d", folder, self.state.step
+                )
                 self.average = WeightAverage(self.module, self.config.ema_decay)
         self._truncate_metrics()
         log.info("resumed from %s (step %d)", folder, self.state.step)
@@ -178,9 +183,10 @@ class Trainer:
         path = self.output_dir / "metrics.jsonl"
         if self.is_main and path.is_file():
             kept = [
-                line for line in path.read_text().splitlines()
+                line
+                for line in path.read_text().splitlines()
                 if json.loads(line)["step"] <= self.state.step
-            ]  # fmt: skip
+            ]
             path.write_text("".join(line + "\n" for line in kept))
 
     def checkpoint_state(self) -> dict:
@@ -301,13 +307,19 @@ class Trainer:
                     started, tokens = self.clock(), 0
                 stop = False
                 if self.clock() >= deadline:
-                    log.info("stopping at step %d: %g minutes of training reached",
-                             self.state.step, config.max_minutes)  # fmt: skip
+                    log.info(
+                        "stopping at step %d: %g minutes of training reached",
+                        self.state.step,
+                        config.max_minutes,
+                    )
                     self.state.stopped_at_time = True
                 # the final weights are a candidate too
                 last = self.state.step == config.max_steps or self.state.stopped_at_time
-                if self.eval_fn and config.eval_every and (self.state.step % config.eval_every == 0
-                                                           or last):  # fmt: skip
+                if (
+                    self.eval_fn
+                    and config.eval_every
+                    and (self.state.step % config.eval_every == 0 or last)
+                ):
                     self._check_finite()
                     metrics = self.evaluate()
                     self._log(metrics, prefix="eval_")
@@ -318,8 +330,12 @@ class Trainer:
                 if self.state.stopped_at_time:
                     break
                 if stop:
-                    log.info("early stop at step %d: no better %s in %d evaluations",
-                             self.state.step, config.best_metric, config.patience)  # fmt: skip
+                    log.info(
+                        "early stop at step %d: no better %s in %d evaluations",
+                        self.state.step,
+                        config.best_metric,
+                        config.patience,
+                    )
                     break
         finally:
             bar.close()
@@ -365,8 +381,12 @@ class Trainer:
 
         distributed.barrier()
         safetensors.torch.load_model(self.module, str(self.best_path), device=str(self.device))
-        log.info("restored the weights of step %d (%s %.4f)", self.state.best_step,
-                 self.config.best_metric, self.state.best_score)  # fmt: skip
+        log.info(
+            "restored the weights of step %d (%s %.4f)",
+            self.state.best_step,
+            self.config.best_metric,
+            self.state.best_score,
+        )
         return True
 
     def optimizer_step(self, batches) -> tuple[dict, int]:

@@ -8,7 +8,8 @@ import json
 import statistics
 from pathlib import Path
 
-from genobird.evaluation.results import ResultsFolder
+from genobird.artifacts import ResultsFolder
+from genobird.report.chromatin_plots import plot_along_region, plot_context_ablation
 from genobird.report.evaluated import how_evaluated
 from genobird.report.page import (
     difference_cell,
@@ -17,30 +18,17 @@ from genobird.report.page import (
     html_table,
     median_cell,
 )
+from genobird.report.sources import ablation
 
 
-def chromatin_task_folders(results: Path) -> list[Path]:
-    folder = ResultsFolder(results).chromatin_tasks
-    if not folder.is_dir():
-        return []
-    return [task for task in sorted(folder.iterdir()) if list(task.glob("context-*/report"))]
-
-
-def chromatin_task_section(task: Path) -> str:
+def chromatin_task_section(results: Path, task: Path) -> str:
     """A chromatin task fine-tuned at several contexts (the pipeline's chromatin_tasks):
     positives per split, every arm at every context by category (and by scale, where the
     feature tables give one), each context's gain over the narrowest per arm, and genobird
     against each baseline at the same context and at each one's best, paired over the test
-    bins."""
-    from genobird.evaluation.context_ablation import (
-        cut_short,
-        feature_scales,
-        plot_context_ablation,
-        summarise,
-        targets,
-    )
-
-    summary = summarise(task)
+    bins (the ablation the run comparisons hold)."""
+    found = ablation(results, task.name)
+    summary = found["summary"]
     text = f"<h2>Chromatin profiles: {html.escape(task.name)}</h2>"
     text += positives_table(task / "data.h5")
     first = json.loads((context_runs_metrics(task, summary)).read_text())
@@ -49,30 +37,37 @@ def chromatin_task_section(task: Path) -> str:
     if pretrained:
         text += f"<p>Every context fine-tunes the pretrained model {html.escape(pretrained)}.</p>"
     text += context_ablation_tables(summary)
-    claims = "".join(f"<li>{'met' if t.met else 'NOT met'}: {html.escape(t.claim)} "
-                     f"({html.escape(t.detail)})</li>" for t in targets(task, summary))  # fmt: skip
+    claims = "".join(
+        f"<li>{'met' if t['met'] else 'NOT met'}: {html.escape(t['claim'])} "
+        f"({html.escape(t['detail'])})</li>"
+        for t in found["targets"]
+    )
     text += f"<p>Targets:</p><ul>{claims}</ul>"
-    if cut := cut_short(summary):
-        text += (f"<p>Cut short by their budget, validation still rising at their last check: "
-                 f"{html.escape(', '.join(cut))}. Their figures are the budget's, not the "
-                 "arm's best.</p>")  # fmt: skip
-    if any(feature_scales(task).values()):
-        text += "<h3>By scale</h3>" + context_ablation_tables(summarise(task, by="scale"))
+    if cut := found["cut_short"]:
+        text += (
+            f"<p>Cut short by their budget, validation still rising at their last check: "
+            f"{html.escape(', '.join(cut))}. Their figures are the budget's, not the "
+            "arm's best.</p>"
+        )
+    if found["by_scale"]:
+        text += "<h3>By scale</h3>" + context_ablation_tables(found["by_scale"])
     text += html_image(figure_png(plot_context_ablation(summary)), "median AUROC by context")
-    text += along_region(task, summary)
+    text += along_region(task, found["region_curves"])
     return text
 
 
-def along_region(task: Path, summary: dict) -> str:
+def along_region(task: Path, curves: list[dict]) -> str:
     """A few features' predictions along the held-out region beside what was observed."""
-    from genobird.evaluation.region_plot import plot_along_region
-
-    text = ("<p>Predicted against observed along the held-out chromosome, in each category "
-            "the feature with the most test positives: genobird at its best context and the "
-            "best baseline at its own, each chosen on validation; grey ticks are the "
-            "positive test bins (the bins are those sampled for the test split).</p>")  # fmt: skip
-    return text + html_image(figure_png(plot_along_region(task, summary)),
-                             "predicted and observed along the held-out region")  # fmt: skip
+    text = (
+        "<p>Predicted against observed along the held-out chromosome, in each category "
+        "the feature with the most test positives: genobird at its best context and the "
+        "best baseline at its own, each chosen on validation; grey ticks are the "
+        "positive test bins (the bins are those sampled for the test split).</p>"
+    )
+    return text + html_image(
+        figure_png(plot_along_region(task, curves)),
+        "predicted and observed along the held-out region",
+    )
 
 
 def minutes_cell(row: dict) -> str:
@@ -84,41 +79,67 @@ def minutes_cell(row: dict) -> str:
 
 def context_ablation_tables(summary: dict) -> str:
     """The ablation's tables, grouped as the summary is (by category or by scale)."""
-    groups = sorted({g for arm in summary["arms"].values()
-                     for row in arm["contexts"].values() for g in row["medians"]})  # fmt: skip
+    groups = sorted(
+        {
+            g
+            for arm in summary["arms"].values()
+            for row in arm["contexts"].values()
+            for g in row["medians"]
+        }
+    )
     rows = []
     for arm in summary["arms"].values():
         for bp, row in arm["contexts"].items():
             best = " (best on validation)" if bp == arm["best_context"] else ""
             valid = row["validation_auroc"]
-            rows.append((f"{arm['name']}, {bp:,} bp{best}",
-                         "-" if valid is None else f"{valid:.3f}",
-                         minutes_cell(row),
-                         row["stop"]["detail"] if row["stop"] else "-",
-                         *(median_cell(row["medians"].get(g)) for g in groups)))  # fmt: skip
-    text = (f"<p>Test median AUROC / AUPRC by {summary['by']} over the features with at least "
-            f"{summary['min_positives']} test positives (their count in brackets), beside "
-            "each run's mean validation AUROC (what chooses an arm's best context), wall "
-            "time (a run that starts from baseline runs names them: their minutes are "
-            "theirs) and what ended it.</p>")  # fmt: skip
+            rows.append(
+                (
+                    f"{arm['name']}, {bp:,} bp{best}",
+                    "-" if valid is None else f"{valid:.3f}",
+                    minutes_cell(row),
+                    row["stop"]["detail"] if row["stop"] else "-",
+                    *(median_cell(row["medians"].get(g)) for g in groups),
+                )
+            )
+    text = (
+        f"<p>Test median AUROC / AUPRC by {summary['by']} over the features with at least "
+        f"{summary['min_positives']} test positives (their count in brackets), beside "
+        "each run's mean validation AUROC (what chooses an arm's best context), wall "
+        "time (a run that starts from baseline runs names them: their minutes are "
+        "theirs) and what ended it.</p>"
+    )
     text += html_table(rows, ("model", "validation AUROC", "minutes", "ended by", *groups))
     gains = []
     for arm, runs in summary["gain_over_narrowest"].items():
         narrowest = min(summary["arms"][arm]["contexts"])
-        gains += [(f"{summary['arms'][arm]['name']}, {bp:,} bp minus {narrowest:,} bp",
-                   *(difference_cell(row.get(g)) for g in groups))
-                  for bp, row in runs.items()]  # fmt: skip
+        gains += [
+            (
+                f"{summary['arms'][arm]['name']}, {bp:,} bp minus {narrowest:,} bp",
+                *(difference_cell(row.get(g)) for g in groups),
+            )
+            for bp, row in runs.items()
+        ]
     if gains:
-        text += ("<p>What more context adds to each arm: the median AUROC difference with "
-                 f"its 95% interval over {summary['resamples']:,} paired resamples of the test "
-                 "bins.</p>" + html_table(gains, ("comparison", *groups)))  # fmt: skip
-    against = [(f"genobird minus {row['name']}, both at {row['context']:,} bp",
-                *(difference_cell(row["categories"].get(g)) for g in groups))
-               for row in summary["same_context"]]  # fmt: skip
-    against += [(f"genobird {row['genobird_context']:,} bp minus {row['name']} "
-                 f"{row['context']:,} bp, each at its best",
-                 *(difference_cell(row["categories"].get(g)) for g in groups))
-                for row in summary["best_against_best"]]  # fmt: skip
+        text += (
+            "<p>What more context adds to each arm: the median AUROC difference with "
+            f"its 95% interval over {summary['resamples']:,} paired resamples of the test "
+            "bins.</p>" + html_table(gains, ("comparison", *groups))
+        )
+    against = [
+        (
+            f"genobird minus {row['name']}, both at {row['context']:,} bp",
+            *(difference_cell(row["categories"].get(g)) for g in groups),
+        )
+        for row in summary["same_context"]
+    ]
+    against += [
+        (
+            f"genobird {row['genobird_context']:,} bp minus {row['name']} "
+            f"{row['context']:,} bp, each at its best",
+            *(difference_cell(row["categories"].get(g)) for g in groups),
+        )
+        for row in summary["best_against_best"]
+    ]
     if against:
         text += html_table(against, ("comparison", *groups))
     return text
@@ -141,11 +162,26 @@ def positives_table(data: Path) -> str:
     for split, positives in meta["positives_by_split"].items():
         for category in sorted(set(categories)):
             counts = [p for p, c in zip(positives, categories, strict=True) if c == category]
-            rows.append((split, category, meta["counts"][split], len(counts),
-                         int(statistics.median(counts)), min(counts),
-                         sum(count >= 20 for count in counts)))  # fmt: skip
-    header = ("split", "category", "windows", "features", "median positives", "fewest",
-              "features with 20+")  # fmt: skip
+            rows.append(
+                (
+                    split,
+                    category,
+                    meta["counts"][split],
+                    len(counts),
+                    int(statistics.median(counts)),
+                    min(counts),
+                    sum(count >= 20 for count in counts),
+                )
+            )
+    header = (
+        "split",
+        "category",
+        "windows",
+        "features",
+        "median positives",
+        "fewest",
+        "features with 20+",
+    )
     return html_table(rows, header)
 
 
@@ -153,4 +189,8 @@ ORDER = 60
 
 
 def section(report) -> str:
-    return "".join(chromatin_task_section(task) for task in chromatin_task_folders(report.results))
+    results = report.results
+    return "".join(
+        chromatin_task_section(results, task)
+        for task in ResultsFolder(results).chromatin_task_folders()
+    )

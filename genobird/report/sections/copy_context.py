@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from genobird.evaluation.pretrained import read_pretrained_evaluation
 from genobird.report.page import html_table
+from genobird.report.sources import pretrained_record
 
 
 def copy_context_section(results: Path) -> str:
@@ -14,7 +14,7 @@ def copy_context_section(results: Path) -> str:
     pretrained model on held-out bases in copies and on the others, by context length,
     beside the pipeline's Markov model on the same bases (the pipeline's
     pretrain/evaluation.json: genobird.evaluation.pretrained)."""
-    entry = (read_pretrained_evaluation(results) or {}).get("copy_context")
+    entry = (pretrained_record(results) or {}).get("copy_context")
     if not entry:
         return ""
     chromosomes, markov, rows = entry["chromosomes"], entry["markov"], entry["rows"]
@@ -25,13 +25,25 @@ def copy_context_section(results: Path) -> str:
         value, low, high = entry["saved_over_previous"]
         return f"{value:+.4f} [{low:+.4f}, {high:+.4f}]"
 
-    table = [(r["context_length"], r["copy"]["bits_per_bp"], saved(r["copy"]),
-              r["other"]["bits_per_bp"], saved(r["other"]),
-              *((r["markov"]["copy"], r["markov"]["other"]) if markov else ()))
-             for r in rows]  # fmt: skip
-    header = ("tokens", "genobird, in copies", "saved over the previous length [95%]",
-              "genobird, elsewhere", "saved over the previous length [95%]",
-              *(("Markov, in copies", "Markov, elsewhere") if markov else ()))  # fmt: skip
+    table = [
+        (
+            r["context_length"],
+            r["copy"]["bits_per_bp"],
+            saved(r["copy"]),
+            r["other"]["bits_per_bp"],
+            saved(r["other"]),
+            *((r["markov"]["copy"], r["markov"]["other"]) if markov else ()),
+        )
+        for r in rows
+    ]
+    header = (
+        "tokens",
+        "genobird, in copies",
+        "saved over the previous length [95%]",
+        "genobird, elsewhere",
+        "saved over the previous length [95%]",
+        *(("Markov, in copies", "Markov, elsewhere") if markov else ()),
+    )
     first = rows[0]
     return (
         "<h3>Reading copies from context</h3><p>Bits per bp of held-out bases "

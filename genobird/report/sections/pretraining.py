@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from genobird.evaluation.pretrained import read_pretrained_evaluation
-from genobird.evaluation.results import ResultsFolder
+from genobird.artifacts import ResultsFolder
 from genobird.report.checks import CONTEXT_LENGTHS_NEEDED, held_out_pair, rising_lengths
 from genobird.report.page import figure_png, html_image, html_table
+from genobird.report.sources import pretrained_record
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -24,10 +24,13 @@ def markov_comparison(results: Path, evaluation: dict) -> str:
     markov = json.loads(path.read_text())
     rows = [
         ("genobird (masked tokens, both-sided context)", evaluation["bits_per_character"]),
-        (f"order-{markov['order']} Markov (alpha {markov['alpha']:g}, chosen on validation "
-         "DNA; every base, preceding context)", markov["bits_per_bp"]),
+        (
+            f"order-{markov['order']} Markov (alpha {markov['alpha']:g}, chosen on validation "
+            "DNA; every base, preceding context)",
+            markov["bits_per_bp"],
+        ),
         ("uniform over A, C, G, T", 2.0),
-    ]  # fmt: skip
+    ]
     return "<h3>Bits per base on the held-out chromosomes</h3>" + html_table(
         rows, ("model", "bits per bp")
     )
@@ -50,12 +53,16 @@ def held_out_note(held: dict, instances: Path) -> str:
     """What the held-out figures are, where they are not the training summary's own
     (genobird.evaluation.pretrained: scored again, or withheld)."""
     if held["source"] == "rescored":
-        return ("<p>Scored again for this report: the training summary was written when "
-                "scoring let the model see a tenth of the masked tokens.</p>")  # fmt: skip
+        return (
+            "<p>Scored again for this report: the training summary was written when "
+            "scoring let the model see a tenth of the masked tokens.</p>"
+        )
     if held["source"] == "withheld":
-        return ("<p>Not shown: the training summary was written when scoring let the model "
-                "see a tenth of the masked tokens, and the held-out instances to score it "
-                f"again are missing ({instances}).</p>")  # fmt: skip
+        return (
+            "<p>Not shown: the training summary was written when scoring let the model "
+            "see a tenth of the masked tokens, and the held-out instances to score it "
+            f"again are missing ({instances}).</p>"
+        )
     return ""
 
 
@@ -87,13 +94,16 @@ def pretraining_section(results: Path) -> str:
         axis.legend()
         text += html_image(figure_png(figure), "pretraining curves")
         plt.close(figure)
-    evaluation = read_pretrained_evaluation(results) or {}
+    evaluation = pretrained_record(results) or {}
     summary_path = layout.pretrained_model / "training_summary.json"
     if (held := evaluation.get("held_out")) and summary_path.is_file():
         summary = json.loads(summary_path.read_text())
         final = held["figures"]
-        text += ("<h3>Held-out evaluation</h3>" + held_out_note(held, layout.heldout_instances)
-                 + collapse_note(summary))  # fmt: skip
+        text += (
+            "<h3>Held-out evaluation</h3>"
+            + held_out_note(held, layout.heldout_instances)
+            + collapse_note(summary)
+        )
         if final:
             text += html_table(sorted(final.items())) + markov_comparison(results, final)
     if (rows := evaluation.get("context")) is not None:
@@ -108,13 +118,26 @@ def pretraining_section(results: Path) -> str:
         blind = context_blind_note({r["context_length"]: r["bits_per_character"] for r in rows})
         text += f"<p class='warning'>{blind}</p>" if blind else ""
         text += html_table(
-            [(r["context_length"], r["mlm_accuracy"], r["bits_per_character"],
-              context_gain_text(r, "accuracy_gain"), context_gain_text(r, "bits_gain"),
-              r["windows"]) for r in rows],
-            ("tokens", "MLM accuracy", "bits per character",
-             "accuracy gain over the previous length [95% interval]",
-             "bits per bp saved over the previous length [95% interval]", "windows"),
-        )  # fmt: skip
+            [
+                (
+                    r["context_length"],
+                    r["mlm_accuracy"],
+                    r["bits_per_character"],
+                    context_gain_text(r, "accuracy_gain"),
+                    context_gain_text(r, "bits_gain"),
+                    r["windows"],
+                )
+                for r in rows
+            ],
+            (
+                "tokens",
+                "MLM accuracy",
+                "bits per character",
+                "accuracy gain over the previous length [95% interval]",
+                "bits per bp saved over the previous length [95% interval]",
+                "windows",
+            ),
+        )
     return text
 
 
@@ -135,26 +158,33 @@ def held_out_check(results: Path) -> dict | None:
     if not held:
         return None
     ours, markov = held["genobird"], held["markov"]
-    return {"name": "held_out", "check": "held-out bits per bp below the Markov model's",
-            "genobird": ours,
-            "baseline": markov, "difference": [ours - markov, None, None],
-            "met": ours < markov}  # fmt: skip
+    return {
+        "name": "held_out",
+        "check": "held-out bits per bp below the Markov model's",
+        "genobird": ours,
+        "baseline": markov,
+        "difference": [ours - markov, None, None],
+        "met": ours < markov,
+    }
 
 
 def context_check(results: Path) -> dict | None:
-    rows = (read_pretrained_evaluation(results) or {}).get("context")
+    rows = (pretrained_record(results) or {}).get("context")
     if not rows:
         return None
     by_gain = {gain: rising_lengths(rows, gain) for gain in ("bits_gain", "accuracy_gain")}
     gain = max(by_gain, key=lambda name: len(by_gain[name]))
     lengths = by_gain[gain]
     measure = "bits per bp" if gain == "bits_gain" else "masked-token accuracy"
-    return {"name": "context",
-            "check": f"better with more context at >= {CONTEXT_LENGTHS_NEEDED} increasing "
-                     "lengths, each paired interval above zero",
-            "genobird": f"{measure}: {' < '.join(map(str, lengths))} tokens",
-            "baseline": None, "difference": None,
-            "met": len(lengths) >= CONTEXT_LENGTHS_NEEDED}  # fmt: skip
+    return {
+        "name": "context",
+        "check": f"better with more context at >= {CONTEXT_LENGTHS_NEEDED} increasing "
+        "lengths, each paired interval above zero",
+        "genobird": f"{measure}: {' < '.join(map(str, lengths))} tokens",
+        "baseline": None,
+        "difference": None,
+        "met": len(lengths) >= CONTEXT_LENGTHS_NEEDED,
+    }
 
 
 # the checks this section's figures answer, in the report's order (report.checks)

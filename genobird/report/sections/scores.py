@@ -6,7 +6,7 @@ import html
 import os
 from pathlib import Path
 
-from genobird.evaluation.results import ResultsFolder
+from genobird.artifacts import ResultsFolder
 from genobird.report.page import html_table
 
 

@@ -1,8 +1,8 @@
-"""Predicted against observed along the held-out region: a chromatin task's test bins in
-genome order, for a few features, genobird at its best context beside the best baseline
-at its own (each chosen on validation). It is what a user sees who loads `genobird
-tracks` output beside the real peaks in a genome browser, drawn from the runs' own test
-predictions."""
+"""A chromatin task's plots: predicted against observed along the held-out region (the
+task's test bins in genome order, for a few features, genobird at its best context beside
+the best baseline at its own, each chosen on validation: what a user sees who loads
+`genobird tracks` output beside the real peaks in a genome browser, drawn from the runs'
+own test predictions), and the context ablation's median AUROC by context."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import numpy as np
 
 from genobird.datasets.metrics import PREDICTIONS
 from genobird.errors import InputError
-from genobird.evaluation.context_ablation import GENOBIRD, arm_runs, best_baseline
 
 
 def test_bins(data_path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -47,8 +46,10 @@ def read_run(report: Path, fingerprint: str) -> dict:
     with np.load(report / PREDICTIONS) as saved:
         run = {key: saved[key] for key in saved.files}
     if str(run["fingerprint"]) != fingerprint:
-        raise InputError(f"{report / PREDICTIONS}: predictions of another test split than the "
-                         "task's data.h5; rerun the run or the data set")  # fmt: skip
+        raise InputError(
+            f"{report / PREDICTIONS}: predictions of another test split than the "
+            "task's data.h5; rerun the run or the data set"
+        )
     return run
 
 
@@ -64,10 +65,12 @@ def broken_at_gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.insert(x.astype(float), cuts, np.nan), np.insert(y.astype(float), cuts, np.nan)
 
 
-def plot_along_region(task: str | Path, summary: dict, limit: int = 4):
+def plot_along_region(task: str | Path, curves: list[dict], limit: int = 4):
     """One panel per shown feature along the chromosome with the most test bins: its
-    observed positives (grey ticks), genobird's predicted probability at its best context
-    and the best baseline's at its own. Returns the figure."""
+    observed positives (grey ticks) and each of `curves`' predicted probability
+    ({"name", "report": the run's report folder in the task}: the ablation's
+    `region_curves`, genobird at its best context and the best baseline at its own).
+    Returns the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -78,14 +81,7 @@ def plot_along_region(task: str | Path, summary: dict, limit: int = 4):
     task = Path(task)
     data = task / "data.h5"
     fingerprint = split_fingerprint(data, "test")
-    arms = arm_runs(task)
-    genobird_bp = summary["arms"][GENOBIRD]["best_context"]
-    curves = [(f"genobird, {genobird_bp:,} bp", read_run(arms[GENOBIRD][genobird_bp], fingerprint))]
-    baseline = best_baseline(summary)
-    if baseline is not None:
-        run = arms[baseline["kind"]][baseline["context"]]
-        curves.append((f"{baseline['name']}, {baseline['context']:,} bp",
-                       read_run(run, fingerprint)))  # fmt: skip
+    curves = [(curve["name"], read_run(task / curve["report"], fingerprint)) for curve in curves]
     chroms, starts, ends = test_bins(data)
     names, counts = np.unique(chroms, return_counts=True)
     chrom = names[np.argmax(counts)]
@@ -98,8 +94,9 @@ def plot_along_region(task: str | Path, summary: dict, limit: int = 4):
     features = shown_features(labels[rows], categories, limit)
     if not features:
         raise InputError(f"{task}: no feature has a positive test bin on {chrom}; nothing to plot")
-    figure, axes = plt.subplots(len(features), 1, figsize=(10, 1.8 * len(features)),
-                                sharex=True, squeeze=False)  # fmt: skip
+    figure, axes = plt.subplots(
+        len(features), 1, figsize=(10, 1.8 * len(features)), sharex=True, squeeze=False
+    )
     for ax, feature in zip(axes[:, 0], features, strict=True):
         observed = labels[rows, feature] == 1
         ax.vlines(centres[observed], 0, 1, color="0.8", linewidth=1, label="observed")
@@ -107,11 +104,47 @@ def plot_along_region(task: str | Path, summary: dict, limit: int = 4):
             x, y = broken_at_gaps(centres, run["probabilities"][rows, feature])
             ax.plot(x, y, linewidth=0.8, label=name)
         title = meta["feature_names"][feature]
-        ax.set_title(f"{title} ({categories[feature]})" if categories[feature] else title,
-                     fontsize=9, loc="left")  # fmt: skip
+        ax.set_title(
+            f"{title} ({categories[feature]})" if categories[feature] else title,
+            fontsize=9,
+            loc="left",
+        )
         ax.set_ylim(0, 1)
         ax.set_ylabel("probability")
     axes[-1, 0].set_xlabel(f"{chrom} (Mb), {len(rows):,} test bins")
     axes[0, 0].legend(fontsize=7, loc="upper right", ncol=len(curves) + 1)
     figure.tight_layout()
+    return figure
+
+
+def plot_context_ablation(summary: dict, path: Path | None = None):
+    """Median AUROC by context per group, one line per arm; returns the figure (saved to
+    `path` where given)."""
+    from genobird.datasets.metrics import _figure
+
+    plt = _figure()
+    groups = sorted(
+        {
+            g
+            for arm in summary["arms"].values()
+            for row in arm["contexts"].values()
+            for g in row["medians"]
+        }
+    )
+    columns = max(min(len(groups), 4), 1)
+    rows = max(-(-len(groups) // columns), 1)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows), squeeze=False)
+    for axis, group in zip(axes.flat, groups, strict=False):
+        for arm in summary["arms"].values():
+            contexts = sorted(arm["contexts"])
+            values = [arm["contexts"][bp]["medians"].get(group, (np.nan,))[0] for bp in contexts]
+            axis.plot(contexts, values, marker="o", label=arm["name"])
+        axis.set_xscale("log")
+        axis.set(title=group, xlabel="context (bp)", ylabel="median AUROC")
+        axis.legend(fontsize=7)
+    for axis in list(axes.flat)[len(groups) :]:
+        axis.axis("off")
+    figure.tight_layout()
+    if path is not None:
+        figure.savefig(path, dpi=110)
     return figure
