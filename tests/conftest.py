@@ -3,6 +3,7 @@ with a reason when it is absent, as it is in a user's fresh clone."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -230,4 +231,18 @@ def drawn_report(results: Path, out: Path) -> Path:
     from genobird.report import build_report
 
     evaluate_results(results, pretrained_evaluation_settings((), 4000, (32, 128, 512, 1024), 300))
+    check_artifacts(results)
     return build_report(results, out)
+
+
+def check_artifacts(results: Path) -> None:
+    """Every evaluation artifact of `results` holds to the JSON schema generated from its
+    dataclass (genobird.artifacts.json_schema)."""
+    import jsonschema
+
+    from genobird.artifacts import ARTIFACTS, json_schema
+
+    for artifact in ARTIFACTS:
+        path = artifact.path(results)
+        if path.is_file():
+            jsonschema.validate(json.loads(path.read_text()), json_schema(artifact))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from genobird.training.mlm import HELDOUT_SCORING
 from tests.conftest import drawn_report
@@ -650,3 +651,47 @@ def test_the_report_package_imports_no_evaluation_code():
         if isinstance(node, ast.Call)
     }
     assert sorted(c for c in calls if "bootstrap" in c or "resample" in c or "summarise" in c) == []
+
+
+def test_the_corpus_statistics_are_an_artifact_the_report_draws(pretraining_data, tmp_path, capsys):
+    """`genobird evaluate corpus` counts each part's documents and reads the vocabulary's bp
+    per token on held-out sentences (sentencepiece's own encoding as the oracle); the
+    report draws those figures, and refuses a corpus whose statistics were never written."""
+    import shutil
+
+    import sentencepiece as spm
+
+    from genobird.cli import main
+    from genobird.corpus import read_documents
+    from tests.conftest import check_artifacts
+
+    results = tmp_path / "results"
+    corpus = results / "corpus"
+    corpus.mkdir(parents=True)
+    for source, part in (("train", "train"), ("eval", "heldout")):
+        shutil.copy(pretraining_data["folder"] / f"{source}.txt", corpus / f"{part}.txt")
+        shutil.copy(
+            pretraining_data["folder"] / f"{source}.txt.index.json",
+            corpus / f"{part}.txt.index.json",
+        )
+    shutil.copy(pretraining_data["tokenizer"], corpus / "tokenizer.model")
+    page = tmp_path / "r.html"
+    assert main(["-q", "report", "--results", str(results), "--out", str(page)]) == 1
+    assert "run `genobird evaluate corpus" in capsys.readouterr().err and not page.exists()
+    assert main(["-q", "evaluate", "corpus", "--results", str(results)]) == 0
+    check_artifacts(results)
+    record = json.loads((corpus / "statistics.json").read_text())
+    heldout = [s for document in read_documents(corpus / "heldout.txt") for s in document]
+    assert [part["part"] for part in record["parts"]] == ["train", "heldout"]
+    assert record["parts"][1]["sentences"] == len(heldout)
+    assert record["parts"][1]["documents"] == sum(1 for _ in read_documents(corpus / "heldout.txt"))
+    sample = heldout[:2000]
+    oracle = spm.SentencePieceProcessor(model_file=str(corpus / "tokenizer.model"))
+    pieces = sum(len(oracle.encode(sentence)) for sentence in sample)
+    vocabulary = record["vocabulary"]
+    assert vocabulary["heldout_sentences"] == len(sample) and vocabulary["pieces"] == 500
+    assert vocabulary["bp_per_token"] == pytest.approx(sum(map(len, sample)) / pieces, rel=1e-9)
+    assert main(["-q", "report", "--results", str(results), "--out", str(page)]) == 0
+    text = page.read_text()
+    assert f"bp per token on {len(sample):,} held-out sentences" in text
+    assert f"<td>{vocabulary['bp_per_token']:,.4g}</td>" in text
