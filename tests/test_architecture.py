@@ -145,3 +145,22 @@ def test_no_module_is_longer_than_a_maintainer_can_read_at_once():
         if len(path.read_text().splitlines()) > MAX_MODULE_LINES
     )
     assert long == []
+
+
+def test_scoring_opens_hdf5_for_writing_in_one_place():
+    """score, likelihood, embed and ism write HDF5 through one writer
+    (scoring.tables.H5Output): one call in the scoring package opens a file for writing."""
+    writes = []
+    for path in (PACKAGE / "scoring").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "File"
+                and any(
+                    isinstance(arg, ast.Constant) and arg.value in ("w", "a", "w-", "x", "r+")
+                    for arg in [*node.args[1:], *(k.value for k in node.keywords)]
+                )
+            ):
+                writes.append(f"{path.name}:{node.lineno}")
+    assert len(writes) == 1, writes

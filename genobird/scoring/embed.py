@@ -321,11 +321,9 @@ def write_embeddings(
     pieces are rows token_offsets[i]:token_offsets[i + 1]); `base` [B, C] with
     `base_offsets`. Records that cannot be embedded go to OUT.rejected.tsv; the file
     appears only when every record was read."""
-    import h5py
     from tqdm import tqdm
 
-    from genobird.fileio import atomic_path
-    from genobird.scoring.tables import H5_SUFFIXES, append_rows, write_rejected
+    from genobird.scoring.tables import H5_SUFFIXES, H5Output, write_rejected
 
     check_level(level, pooling, embedder.rc_average)
     out = Path(out)
@@ -337,7 +335,7 @@ def write_embeddings(
     summary, rejected = EmbedSummary(outputs=[]), []
     records = embed_records(kind, source, reference, window_bp, rejected)
     bar = tqdm(unit="records", desc="embed", disable=not progress)
-    with atomic_path(out) as tmp, h5py.File(tmp, "w") as handle:
+    with H5Output(out) as handle:
         handle.attrs.update(
             format=FORMAT,
             model=str(embedder.model_dir),
@@ -356,22 +354,22 @@ def write_embeddings(
                 values = np.asarray([ids[column] for ids, _ in chunk])
                 if values.dtype.kind in "OU":
                     values = values.astype(str).astype(object)
-                append_rows(handle, f"rows/{column}", values)
+                handle.append(f"rows/{column}", values)
             if level == "pooled":
-                append_rows(handle, "pooled", vectors)
+                handle.append("pooled", vectors)
             elif level == "token":
-                append_rows(handle, "token", np.concatenate([t.vectors for t in vectors]))
-                append_rows(handle, "token_ids", np.concatenate([t.ids for t in vectors]))
-                append_rows(handle, "token_spans", np.concatenate([t.spans for t in vectors]))
+                handle.append("token", np.concatenate([t.vectors for t in vectors]))
+                handle.append("token_ids", np.concatenate([t.ids for t in vectors]))
+                handle.append("token_spans", np.concatenate([t.spans for t in vectors]))
                 offsets += list(offsets[-1] + np.cumsum([len(t.ids) for t in vectors]))
             else:
-                append_rows(handle, "base", np.concatenate(vectors))
+                handle.append("base", np.concatenate(vectors))
                 offsets += list(offsets[-1] + np.cumsum([len(b) for b in vectors]))
             summary.embedded += len(chunk)
             bar.update(len(chunk))
         bar.close()
         if level != "pooled":
-            handle.create_dataset(f"{level}_offsets", data=np.asarray(offsets, dtype=np.int64))
+            handle.put(f"{level}_offsets", np.asarray(offsets, dtype=np.int64))
         if not summary.embedded:  # the reasons are kept, as `score` keeps them
             where = f"; reasons in {write_rejected(out, rejected)}" if rejected else ""
             raise SequenceError(

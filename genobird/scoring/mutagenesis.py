@@ -35,7 +35,7 @@ from genobird.genome import centered_window, open_reference, read_fasta
 from genobird.genome.regions import BadRecord
 from genobird.inputs import fit_window, mostly_n, mostly_n_reason, n_fraction
 from genobird.scoring.predict import logit
-from genobird.scoring.tables import select_features
+from genobird.scoring.tables import H5Output, select_features
 from genobird.scoring.windows import reference_regions
 
 BASES = "ACGT"
@@ -156,10 +156,9 @@ class IsmWriter:
     """Appends one record at a time to the HDF5 file (renamed into place at the end)."""
 
     def __init__(self, path: Path, feature_names: list[str], window: int, score: str):
-        self._context = atomic_path(path)
-        self._file = h5py.File(self._context.__enter__(), "w")
-        self._file.create_dataset("feature_names", data=utf8_names(feature_names))
-        self._file.attrs.update(score=score, window=window, bases=BASES)
+        self._output = H5Output(path)
+        self._output.put("feature_names", utf8_names(feature_names))
+        self._output.attrs.update(score=score, window=window, bases=BASES)
         self.path, self.features, self.window, self.rows = path, len(feature_names), window, 0
 
     def write(self, result: IsmResult) -> None:
@@ -174,27 +173,12 @@ class IsmWriter:
         self.rows += 1
 
     def _append(self, name: str, values: np.ndarray, dtype) -> None:
-        if name not in self._file:
-            # one record per chunk: h5py's own choice (256 records) made a file of a few
-            # records 300x its data
-            self._file.create_dataset(
-                name,
-                shape=(0, *values.shape[1:]),
-                dtype=dtype,
-                maxshape=(None, *values.shape[1:]),
-                chunks=(1, *values.shape[1:]),
-            )
-        dataset = self._file[name]
-        dataset.resize(dataset.shape[0] + 1, axis=0)
-        dataset[-1:] = values
+        # one record per chunk: h5py's own choice (256 records) made a file of a few
+        # records 300x its data
+        self._output.append(name, values, dtype, rows_per_chunk=1)
 
     def close(self, ok: bool) -> None:
-        self._file.close()
-        if ok:
-            self._context.__exit__(None, None, None)
-        else:
-            failure = RuntimeError("in-silico mutagenesis did not complete")
-            self._context.__exit__(type(failure), failure, None)
+        self._output.close(ok)
 
 
 def run_ism(

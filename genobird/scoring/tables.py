@@ -63,52 +63,79 @@ class TsvSink:
         _finish(self._context, ok)
 
 
+class H5Output:
+    """The one place scoring opens an HDF5 file for writing (score, likelihood, embed and
+    ism write through it): a temporary file beside `path`, its datasets grown chunk by
+    chunk (`append`), renamed into place by close(ok=True) and deleted otherwise, so an
+    interrupted run leaves no file that looks complete. As a context manager it keeps the
+    file when the block ends without an exception."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._context = atomic_path(self.path)
+        self._file = h5py.File(self._context.__enter__(), "w")
+
+    @property
+    def attrs(self):
+        return self._file.attrs
+
+    def put(self, name: str, data) -> None:
+        """A dataset written whole."""
+        self._file.create_dataset(name, data=data)
+
+    def append(self, name: str, values: np.ndarray, dtype=None, rows_per_chunk=None) -> None:
+        """Append `values` along the first axis of dataset `name`, made resizable on first
+        use (text as variable-length strings unless `dtype` says otherwise; HDF5 chunks of
+        `rows_per_chunk` rows where given, else h5py's choice)."""
+        if not len(values):
+            return
+        if name not in self._file:
+            if dtype is None:
+                dtype = h5py.string_dtype() if values.dtype == object else values.dtype
+            rest = values.shape[1:]
+            chunks = (rows_per_chunk, *rest) if rows_per_chunk else True
+            self._file.create_dataset(
+                name, shape=(0, *rest), maxshape=(None, *rest), dtype=dtype, chunks=chunks
+            )
+        dataset = self._file[name]
+        dataset.resize(dataset.shape[0] + len(values), axis=0)
+        dataset[-len(values) :] = values
+
+    def close(self, ok: bool) -> None:
+        self._file.close()
+        _finish(self._context, ok)
+
+    def __enter__(self) -> H5Output:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        self.close(ok=kind is None)
+
+
 class H5Sink:
     """predictions float32 [N, F] (or one dataset per variant score), feature_names, and
     the id columns as datasets under `rows/`."""
 
     def __init__(self, path: Path, feature_names: list[str], score_names: list[str]):
         self.path, self.features, self.scores = path, feature_names, score_names
-        self._context = atomic_path(path)
-        self._tmp = self._context.__enter__()
-        self._file = h5py.File(self._tmp, "w")
-        self._file.create_dataset("feature_names", data=utf8_names(feature_names))
+        self._output = H5Output(path)
+        self._output.put("feature_names", utf8_names(feature_names))
         self.rows = 0
 
     def write(self, tables: dict[str, pd.DataFrame]) -> None:
         first = next(iter(tables.values()))
         ids = first.drop(columns=self.features)
         for name in self.scores:
-            self._append(name, tables[name][self.features].to_numpy(np.float32))
+            self._output.append(name, tables[name][self.features].to_numpy(np.float32))
         for column in ids.columns:
             values = ids[column].to_numpy()
             if values.dtype == object:  # text: variable-length, so no chunk truncates another
                 values = values.astype(str).astype(object)
-            self._append(f"rows/{column}", values)
+            self._output.append(f"rows/{column}", values)
         self.rows += len(first)
 
-    def _append(self, name: str, values: np.ndarray) -> None:
-        append_rows(self._file, name, values)
-
     def close(self, ok: bool) -> None:
-        self._file.close()
-        _finish(self._context, ok)
-
-
-def append_rows(handle: h5py.File, name: str, values: np.ndarray) -> None:
-    """Append `values` along the first axis of dataset `name` (made resizable on first
-    use; text as variable-length strings), so a file grows chunk by chunk."""
-    if not len(values):
-        return
-    if name not in handle:
-        dtype = h5py.string_dtype() if values.dtype == object else values.dtype
-        shape = (0, *values.shape[1:])
-        handle.create_dataset(
-            name, shape=shape, maxshape=(None, *values.shape[1:]), dtype=dtype, chunks=True
-        )
-    dataset = handle[name]
-    dataset.resize(dataset.shape[0] + len(values), axis=0)
-    dataset[-len(values) :] = values
+        self._output.close(ok)
 
 
 def write_rejected(out: Path, rejected: list) -> Path:
