@@ -162,8 +162,11 @@ def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(
     )
     table = pd.read_csv(out, sep="\t")
     # each ALT of a record on its own row, as `score --vcf` scores it
-    assert table["id"].tolist() == ["ok", "multi", "multi"]
-    assert table["line"].tolist() == [3, 5, 5] and table["alt"].tolist()[1:] == [alt, wrong]
+    assert table["id"].tolist() == ["ok", "multi", "multi", "end"]
+    assert table["line"].tolist() == [3, 5, 5, 7] and table["alt"].tolist()[1:3] == [alt, wrong]
+    # a window past a contig's start is N-padded there and scored, as `score --vcf` scores
+    # it: 141 of its 300 bases are padding, under the half that rejects a window
+    assert table["window_start"][3] == 9 - 150 and table["window_end"][3] == 9 + 150
     assert table.columns.tolist()[-5:] == [
         "llr_bits",
         "ref_bits",
@@ -176,9 +179,8 @@ def test_likelihood_vcf_scores_and_rejects_with_reasons_and_lines(
     reasons = dict(zip(rejected["line"], rejected["reason"], strict=True))
     assert f"REF {wrong} is not the reference's bases at chr1:50,001" in reasons[4]
     assert "longer than 20 bp" in reasons[6]
-    assert "runs past the end of edge" in reasons[7]
-    assert "chrZ" in reasons[8]
-    assert "scored 3 variants, rejected 4" in capsys.readouterr().out
+    assert 7 not in reasons and "chrZ" in reasons[8]
+    assert "scored 4 variants, rejected 3" in capsys.readouterr().out
 
 
 def test_variant_effects_stream_through_the_one_score_writer_to_tsv_and_hdf5(

@@ -16,7 +16,7 @@ from genobird.commands.common import (
 )
 from genobird.commands.options import add_shared
 from genobird.errors import ConfigError, GenobirdError
-from genobird.scoring.options import BATCH_SIZES, STRANDS
+from genobird.scoring.options import BATCH_SIZES, STRANDS, VARIANT_WINDOW_BP
 
 log = logging.getLogger("genobird")
 
@@ -68,12 +68,12 @@ def cmd_likelihood(args: argparse.Namespace) -> int:
 
 
 def _score_source(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[str, Path]:
-    """The input kind and file of a scoring command, checked against its other options."""
+    """The input kind and file of a scoring command (score, likelihood, embed, ism),
+    checked against its other options (`scoring.windows.check_source`)."""
+    from genobird.scoring.windows import check_source
+
     kind, source = next((k, getattr(args, k)) for k in kinds if getattr(args, k))
-    if kind != "fasta" and args.reference is None:
-        raise GenobirdError(f"--{kind} needs --reference FASTA to cut the windows from")
-    if kind == "fasta" and args.chromosomes:
-        raise GenobirdError("--chromosomes selects BED regions or VCF variants, not FASTA records")
+    check_source(kind, args.reference, getattr(args, "chromosomes", None))
     return kind, source
 
 
@@ -132,7 +132,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     from genobird.scoring.embed import Embedder, write_embeddings
     from genobird.scoring.options import ScoringOptions
 
-    kind, source = next((k, getattr(args, k)) for k in ("fasta", "bed", "vcf") if getattr(args, k))
+    kind, source = _score_source(args, ("fasta", "bed", "vcf"))
     embedder = Embedder(
         args.model, ScoringOptions.from_args(args), layer=args.layer, mean_last=args.mean_last
     )
@@ -157,8 +157,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 def cmd_ism(args: argparse.Namespace) -> int:
     from genobird.scoring.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
 
-    if args.bed and args.reference is None:
-        raise GenobirdError("--bed needs --reference FASTA to cut the windows from")
+    _score_source(args, ("fasta", "bed"))
     check_ism_outputs(args.out, args.plot)  # before any model is loaded or record mutated
     predictor = _load_predictor(args)
     features = args.features or predictor.feature_names
@@ -353,7 +352,7 @@ def add_embed(commands) -> None:
             "and base levels)",
         },
         window_bp="BED: each region centred and resized to this; VCF: the allele "
-        "windows (default 1000)",
+        f"windows (default {VARIANT_WINDOW_BP})",
     )
     add_shared(
         sub.add_argument_group("run"),
@@ -396,7 +395,7 @@ def add_likelihood(commands) -> None:
         "device",
         "strict",
         window_bp={
-            "default": 1000,
+            "default": VARIANT_WINDOW_BP,
             "help": "--vcf: the window read around each variant (default: %(default)s)",
         },
         chromosomes="only the BED regions on these chromosomes",

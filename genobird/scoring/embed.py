@@ -324,7 +324,9 @@ def write_embeddings(
     from tqdm import tqdm
 
     from genobird.scoring.tables import H5_SUFFIXES, H5Output, write_rejected
+    from genobird.scoring.windows import check_source
 
+    check_source(kind, reference)
     check_level(level, pooling, embedder.rc_average)
     out = Path(out)
     if out.suffix.lower() not in H5_SUFFIXES:
@@ -392,6 +394,7 @@ def embed_records(
     from genobird.genome import open_reference, read_fasta
     from genobird.genome.regions import BadRecord, centered_window
     from genobird.inputs import mostly_n, mostly_n_reason, n_fraction
+    from genobird.scoring.options import VARIANT_WINDOW_BP
     from genobird.scoring.windows import (
         reference_regions,
         reference_variants,
@@ -420,8 +423,6 @@ def embed_records(
             if usable(where, record.line, record.sequence, record.name):
                 yield {"name": record.name, "line": record.line}, record.sequence
         return
-    if reference is None:
-        raise ConfigError(f"--{kind} needs --reference FASTA to cut the sequences from")
     genome = open_reference(reference)
     if kind == "bed":
         for interval in reference_regions(source, genome, rejected):
@@ -441,7 +442,7 @@ def embed_records(
         return
     for variant in reference_variants(source, genome, rejected):
         label = variant.label
-        windows = variant_windows(variant, genome, window_bp or 1000)
+        windows = variant_windows(variant, genome, window_bp or VARIANT_WINDOW_BP)
         if problem := variant_problem(variant, *windows):  # as score and likelihood
             rejected.append(BadRecord(where, variant.line, problem, label))
             continue

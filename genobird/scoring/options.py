@@ -13,6 +13,10 @@ from dataclasses import dataclass, fields, replace
 
 from genobird.errors import ConfigError
 
+# the bases a variant's two windows span where the command is not told (`likelihood --vcf`
+# and `embed --vcf`; a predictor's windows are its input length)
+VARIANT_WINDOW_BP = 1000
+
 # windows per batch of each role, by default: a predictor's and an embedder's forward
 # pass keeps every layer's states of a batch; the language model's scores pieces only
 BATCH_SIZES = {"predict": 16, "embed": 16, "likelihood": 32, "variant_effects": 32}

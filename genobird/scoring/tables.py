@@ -265,6 +265,9 @@ def write_scores(
     """Score `source` (kind: fasta, bed, vcf) into `out` (`output_format`); returns counts
     and paths. `chromosomes` keeps only the BED regions or variants on them."""
     fmt = output_format(out, fmt)
+    from genobird.scoring.windows import check_source
+
+    check_source(kind, reference, chromosomes)
     summary = ScoreSummary()
     chosen = select_features(predictor, features)
     rejected_rows: list = []

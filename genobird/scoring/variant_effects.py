@@ -13,8 +13,9 @@ likely. The same score of an order-k Markov model (`genobird baseline markov --v
 the yardstick: its bits of the whole REF window minus the ALT window's.
 
 A variant is rejected, with the reason in OUT.rejected.tsv, when its REF is not the
-reference's bases there, its record has several ALT alleles, an allele is longer than
-MAX_ALLELE_BP, its window runs past a contig end, or its contig is not in the reference.
+reference's bases there, an allele is longer than MAX_ALLELE_BP, its windows are more than
+half N, or its contig is not in the reference (a record of several ALT alleles gives one
+row per ALT). Windows past a contig's ends are N-padded there, as `score --vcf` pads them.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ import pandas as pd
 from genobird.errors import ConfigError
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord, Variant
-from genobird.scoring.options import ScoringOptions
+from genobird.scoring.options import VARIANT_WINDOW_BP, ScoringOptions
 
-DEFAULT_WINDOW_BP = 1000
 # SNVs and short indels: a longer allele changes more than a local likelihood can say
 MAX_ALLELE_BP = 20
 ID_COLUMNS = ("chrom", "pos", "id", "ref", "alt", "line", "window_start", "window_end")
@@ -74,7 +74,8 @@ def allele_windows(
     """The variants of a VCF that can be scored, as allele windows (each ALT of a record
     on its own); the others (and the VCF's bad lines) go to `rejected` with their reason:
     `scoring.windows.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
-    `MAX_ALLELE_BP` or a window past its contig's end."""
+    `MAX_ALLELE_BP`. A window past its contig's ends is N-padded there, as `score --vcf`
+    pads it (window_start and window_end may then lie outside the contig)."""
     from genobird.scoring.windows import reference_variants, variant_problem, variant_windows
 
     check_window(window_bp)
@@ -85,13 +86,10 @@ def allele_windows(
     ):
         label = variant.label
         reason = None
-        contig = reference.resolve(variant.chrom)
         start = variant.start + len(variant.ref) // 2 - window_bp // 2
         if max(len(variant.ref), len(variant.alt)) > MAX_ALLELE_BP:
             reason = f"an allele longer than {MAX_ALLELE_BP} bp: SNVs and short indels only"
-        elif start < 0 or start + window_bp > reference.length(contig):
-            reason = f"its {window_bp} bp window runs past the end of {contig}"
-        else:  # the policy `score --vcf` follows too
+        else:  # the policy `score --vcf` follows too: N-padded past a contig's ends
             ref, alt, ref_match = variant_windows(variant, reference, window_bp)
             reason = variant_problem(variant, ref, alt, ref_match)
         if reason is not None:
@@ -128,7 +126,7 @@ class VariantEffectScorer:
         model_dir,
         options: ScoringOptions | None = None,
         *,
-        window_bp: int = DEFAULT_WINDOW_BP,
+        window_bp: int = VARIANT_WINDOW_BP,
         chunk_size: int = 256,
         **given,
     ):

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from genobird.errors import GenobirdError
+from genobird.errors import ConfigError, GenobirdError
 from genobird.genome import Reference, read_bed, read_vcf
 from genobird.genome.regions import MAX_VCF_ALLELE_BP, BadRecord, Interval, Variant
 from genobird.inputs import (
@@ -76,6 +76,16 @@ def collate_views(items: list, block_size: int, pad_id: int, dense_length: int =
 FASTA_IDS = ("name", "line", "first_bp", "last_bp", "cropped", "padded", "n_fraction")
 # of a BED region's: the region as given, its input line, and the window scored around it
 BED_IDS = ("chrom", "start", "end", "name", "strand", "line", "window_start", "window_end")
+
+
+def check_source(kind: str, reference=None, chromosomes=None) -> None:
+    """The one check of what a scoring command reads, before any model is loaded: BED
+    regions and VCF variants are cut from a reference, and --chromosomes chooses among
+    them, not among FASTA records."""
+    if kind != "fasta" and reference is None:
+        raise ConfigError(f"--{kind} needs --reference FASTA to cut the windows from")
+    if kind == "fasta" and chromosomes:
+        raise ConfigError("--chromosomes selects BED regions or VCF variants, not FASTA records")
 
 
 def variant_windows(variant, reference, length: int) -> tuple[str, str, bool]:
