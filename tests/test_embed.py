@@ -237,22 +237,24 @@ def test_chunks_end_at_a_base_budget_and_the_file_is_the_same(model_dir, tmp_pat
     import genobird.scoring.embed as embed
 
     records = [({"name": str(i)}, "A" * length) for i, length in enumerate((50, 300, 20, 400))]
-    sizes = [[len(s) for _, s in chunk] for chunk in embed.iter_chunks(iter(records), 256, 320)]
+    sizes = [
+        [len(s) for _, s in chunk] for chunk, _ in embed.chunked(iter(records), 256, bases=320)
+    ]
     assert sizes == [[50, 300], [20, 400]]
-    assert [len(c) for c in embed.iter_chunks(iter(records), 3, 10_000)] == [3, 1]
+    assert [len(c) for c, _ in embed.chunked(iter(records), 3, bases=10_000)] == [3, 1]
     fasta = write(tmp_path / "s.fa", "".join(f">r{i}\n{dna(150 + 40 * i, i)}\n" for i in range(6)))
     embedder = Embedder(model_dir, device="cpu")
     whole, chunked = tmp_path / "whole.h5", tmp_path / "chunked.h5"
     embed.write_embeddings(embedder, "fasta", fasta, whole, "base")
     chunks = []
-    original = embed.iter_chunks
+    original = embed.chunked
 
-    def counted(*args):
-        for chunk in original(*args):
+    def counted(*args, **kwargs):
+        for chunk, set_aside in original(*args, **kwargs):
             chunks.append(len(chunk))
-            yield chunk
+            yield chunk, set_aside
 
-    monkeypatch.setattr(embed, "iter_chunks", counted)
+    monkeypatch.setattr(embed, "chunked", counted)
     monkeypatch.setattr(embed, "CHUNK_BP", 400)
     embed.write_embeddings(embedder, "fasta", fasta, chunked, "base")
     assert len(chunks) > 1 and sum(chunks) == 6

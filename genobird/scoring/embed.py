@@ -35,6 +35,7 @@ from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.scoring.options import ScoringOptions
+from genobird.scoring.windows import chunked
 
 LEVELS = ("pooled", "token", "base")
 POOLINGS = ("mean", "cls")
@@ -274,20 +275,6 @@ def spread(tokens: TokenVectors) -> np.ndarray:
     return np.repeat(tokens.vectors, lengths, axis=0)
 
 
-def iter_chunks(records: Iterator[tuple[dict, str]], size: int, bases: int) -> Iterator[list]:
-    """Lists of (ids, sequence) records, closed at `size` records or `bases` bp, whichever
-    comes first: a chunk's vectors are what embedding holds in memory at once."""
-    chunk, held = [], 0
-    for record in records:
-        chunk.append(record)
-        held += len(record[1])
-        if len(chunk) == size or held >= bases:
-            yield chunk
-            chunk, held = [], 0
-    if chunk:
-        yield chunk
-
-
 # =========================================================================== files
 FORMAT = "genobird-embeddings/1"
 # a chunk of records embedded at once ends at this many records or bases: what embedding
@@ -348,7 +335,7 @@ def write_embeddings(
             hidden_size=embedder.hidden_size,
         )
         offsets = [0]
-        chunks = iter_chunks(records, CHUNK_RECORDS, CHUNK_BP)
+        chunks = (chunk for chunk, _ in chunked(records, CHUNK_RECORDS, bases=CHUNK_BP))
         for chunk, pieces in tokenised_chunks(embedder, chunks):
             sequences = [sequence for _, sequence in chunk]
             vectors = embedder._embed(sequences, level, pooling, pieces)

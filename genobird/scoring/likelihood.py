@@ -42,7 +42,7 @@ from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.scoring.options import BATCH_SIZES, ScoringOptions
 from genobird.scoring.predict import ScoreResult
-from genobird.scoring.windows import reference_regions, taken
+from genobird.scoring.windows import chunked, id_columns, reference_regions
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]
@@ -236,34 +236,29 @@ class LikelihoodScorer:
     def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
         """FASTA records scored whole (`tiles` is `score`'s option; a record is not cut)."""
         rejected: list[BadRecord] = []
-        ids: dict[str, list] = {"name": [], "line": []}
-        sequences: list[str] = []
-        for record in read_fasta(path, problems=rejected):
-            ids["name"].append(record.name)
-            ids["line"].append(record.line)
-            sequences.append(record.sequence)
-            if len(sequences) == self.chunk_size:
-                yield self._chunk(ids, sequences, taken(rejected), str(path))
-                ids, sequences = {k: [] for k in ids}, []
-        if sequences or rejected:
-            yield self._chunk(ids, sequences, taken(rejected), str(path))
+        records = (
+            ({"name": record.name, "line": record.line}, record.sequence)
+            for record in read_fasta(path, problems=rejected)
+        )
+        for chunk, set_aside in chunked(records, self.chunk_size, rejected):
+            ids = id_columns(chunk, ("name", "line"))
+            yield self._chunk(ids, [sequence for _, sequence in chunk], set_aside, str(path))
 
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """BED regions as they are (not resized): on their own strand with one strand."""
         reference = open_reference(reference)
         rejected: list[BadRecord] = []
-        ids: dict[str, list] = {k: [] for k in ("chrom", "start", "end", "name", "strand", "line")}
-        sequences: list[str] = []
-        for interval in reference_regions(path, reference, rejected, chromosomes):
-            strand = "-" if interval.strand == "-" else "+"
-            sequences.append(reference.fetch(interval.chrom, interval.start, interval.end, strand))
-            for key in ids:
-                ids[key].append(getattr(interval, key) or ("." if key == "name" else 0))
-            if len(sequences) == self.chunk_size:
-                yield self._chunk(ids, sequences, taken(rejected), str(path))
-                ids, sequences = {k: [] for k in ids}, []
-        if sequences or rejected:
-            yield self._chunk(ids, sequences, taken(rejected), str(path))
+        keys = ("chrom", "start", "end", "name", "strand", "line")
+
+        def regions():
+            for interval in reference_regions(path, reference, rejected, chromosomes):
+                strand = "-" if interval.strand == "-" else "+"
+                ids = {k: getattr(interval, k) or ("." if k == "name" else 0) for k in keys}
+                yield ids, reference.fetch(interval.chrom, interval.start, interval.end, strand)
+
+        for chunk, set_aside in chunked(regions(), self.chunk_size, rejected):
+            ids = id_columns(chunk, keys)
+            yield self._chunk(ids, [sequence for _, sequence in chunk], set_aside, str(path))
 
     def _chunk(
         self, ids: dict, sequences: list[str], rejected: list[BadRecord], source: str

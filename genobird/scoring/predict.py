@@ -60,11 +60,11 @@ from genobird.scoring.windows import (
     BED_IDS,
     FASTA_IDS,
     WindowInputs,
+    chunked,
     collate_views,
     default_workers,
     reference_regions,
     reference_variants,
-    taken,
     variant_problem,
     variant_windows,
 )
@@ -268,28 +268,29 @@ class Predictor:
         is N (`n_fraction`). A window more than half N (a record without an A/C/G/T base,
         or much shorter than the model's window) is rejected, as `predict` refuses it."""
         rejected: list[BadRecord] = []
-        rows: list[dict] = []
+        rows = self._fasta_rows(path, tiles, rejected)
+        for chunk, set_aside in chunked(rows, self.chunk_size, rejected):
+            yield self._fasta_chunk(chunk, set_aside)
+
+    def _fasta_rows(self, path, tiles: bool, rejected: list[BadRecord]) -> Iterator[dict]:
+        """The windows of the FASTA's records that can be scored; the others go to
+        `rejected` with their share of N."""
         for record in read_fasta(path, problems=rejected):
             for row in self._fasta_windows(record, tiles):
-                if mostly_n(row["window"]):
-                    reason = mostly_n_reason(
-                        row["n_fraction"], len(row["window"]), f"record {row['name']!r}"
-                    )
-                    rejected.append(
-                        BadRecord(
-                            str(path),
-                            record.line,
-                            f"{reason}; give at least {self.min_bases_bp:,} bp of A/C/G/T",
-                            record.name,
-                        )
-                    )
+                if not mostly_n(row["window"]):
+                    yield row
                     continue
-                rows.append(row)
-                if len(rows) == self.chunk_size:
-                    yield self._fasta_chunk(rows, taken(rejected))
-                    rows = []
-        if rows or rejected:
-            yield self._fasta_chunk(rows, taken(rejected))
+                reason = mostly_n_reason(
+                    row["n_fraction"], len(row["window"]), f"record {row['name']!r}"
+                )
+                rejected.append(
+                    BadRecord(
+                        str(path),
+                        record.line,
+                        f"{reason}; give at least {self.min_bases_bp:,} bp of A/C/G/T",
+                        record.name,
+                    )
+                )
 
     def _fasta_windows(self, record, tiles: bool) -> Iterator[dict]:
         """The windows scored of a record (one, or its tiles), each with its provenance."""
@@ -330,14 +331,9 @@ class Predictor:
         """Chunks of scores of the BED's regions (only those on `chromosomes` if given)."""
         reference = open_reference(reference)
         rejected: list[BadRecord] = []
-        chunk: list = []
-        for interval in reference_regions(path, reference, rejected, chromosomes):
-            chunk.append(interval)
-            if len(chunk) == self.chunk_size:
-                yield self._bed_chunk(chunk, reference, taken(rejected), path)
-                chunk = []
-        if chunk or rejected:
-            yield self._bed_chunk(chunk, reference, taken(rejected), path)
+        regions = reference_regions(path, reference, rejected, chromosomes)
+        for chunk, set_aside in chunked(regions, self.chunk_size, rejected):
+            yield self._bed_chunk(chunk, reference, set_aside, path)
 
     def _bed_chunk(self, intervals, reference, rejected, path) -> ScoreResult:
         """The scores of a chunk of regions; a region whose window is more than half N (an
@@ -391,18 +387,17 @@ class Predictor:
         variant the policy of `variant_problem` refuses goes to the rejected records."""
         reference = open_reference(reference)
         rejected: list[BadRecord] = []
-        chunk: list = []
-        for variant in reference_variants(path, reference, rejected, chromosomes):
-            windows = variant_windows(variant, reference, self.input_length_bp)
-            if problem := variant_problem(variant, *windows):
-                rejected.append(BadRecord(str(path), variant.line, problem, variant.label))
-                continue
-            chunk.append((variant, windows))
-            if len(chunk) == self.chunk_size:
-                yield self._variant_chunk(chunk), taken(rejected)
-                chunk = []
-        if chunk or rejected:
-            yield self._variant_chunk(chunk), taken(rejected)
+
+        def scorable():
+            for variant in reference_variants(path, reference, rejected, chromosomes):
+                windows = variant_windows(variant, reference, self.input_length_bp)
+                if problem := variant_problem(variant, *windows):
+                    rejected.append(BadRecord(str(path), variant.line, problem, variant.label))
+                    continue
+                yield variant, windows
+
+        for chunk, set_aside in chunked(scorable(), self.chunk_size, rejected):
+            yield self._variant_chunk(chunk), set_aside
 
     def _variant_chunk(self, chunk: list) -> dict:
         """The tables of (variant, its windows) pairs."""

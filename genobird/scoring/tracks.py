@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from genobird.errors import ConfigError, RegionError
 from genobird.fileio import staging_folder
+from genobird.scoring.windows import chunked
 
 # genobird.genome (pyfaidx, Biopython) is imported where it is used: `genobird --help`
 # reads MAX_TRACK_BP from here and imports nothing heavy
@@ -261,8 +262,7 @@ def write_tracks(
             )
         all_bins = [b for region in regions for b in bins(region, step_bp)]
         bar = tqdm(total=len(all_bins), unit="bins", desc="tracks", disable=not progress)
-        for first in range(0, len(all_bins), CHUNK_BINS):
-            chunk = all_bins[first : first + CHUNK_BINS]
+        for chunk, _ in chunked(all_bins, CHUNK_BINS):
             probabilities = predictor.score_regions(chunk, reference)[0]
             scored = ~np.isnan(probabilities).any(axis=1)  # gaps: no value
             kept = [b for b, keep in zip(chunk, scored, strict=True) if keep]

@@ -150,20 +150,14 @@ class VariantEffectScorer:
         """Chunks of ({"effects": ids and SCORE_COLUMNS}, the variants set aside with
         their reason), as `write_scores` streams them."""
         from genobird.genome import open_reference
-        from genobird.scoring.windows import taken
+        from genobird.scoring.windows import chunked
 
         rejected: list[BadRecord] = []
-        pending: list[AlleleWindows] = []
         windows = allele_windows(
             path, open_reference(reference), self.window_bp, rejected, chromosomes
         )
-        for allele in windows:
-            pending.append(allele)
-            if len(pending) == self.chunk_size:
-                yield {"effects": self.table(pending)}, taken(rejected)
-                pending = []
-        if pending or rejected:
-            yield {"effects": self.table(pending)}, taken(rejected)
+        for chunk, set_aside in chunked(windows, self.chunk_size, rejected):
+            yield {"effects": self.table(chunk)}, set_aside
 
     def table(self, windows: list[AlleleWindows]) -> pd.DataFrame:
         """The variants' ids (ID_COLUMNS) and SCORE_COLUMNS."""

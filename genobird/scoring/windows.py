@@ -126,6 +126,32 @@ def variant_problem(variant, ref_window: str, alt_window: str, ref_match: bool) 
     return None
 
 
+def chunked(
+    items, size: int, rejected: list[BadRecord] | None = None, bases: int | None = None
+) -> Iterator[tuple[list, list[BadRecord]]]:
+    """The one chunking loop of scoring (score, likelihood, embed, variant effects,
+    tracks): lists of `items` closed at `size` items, or with `bases` once the items'
+    lengths (`len`; an (ids, sequence) pair's sequence) add up to that, each with the
+    records set aside while they were read (`taken` from `rejected`). A last list, perhaps
+    empty, carries what was set aside after the last full one, so that none is lost."""
+    rejected = [] if rejected is None else rejected
+    chunk, held = [], 0
+    for item in items:
+        chunk.append(item)
+        if bases is not None:
+            held += len(item[1] if isinstance(item, tuple) else item)
+        if len(chunk) == size or (bases is not None and held >= bases):
+            yield chunk, taken(rejected)
+            chunk, held = [], 0
+    if chunk or rejected:
+        yield chunk, taken(rejected)
+
+
+def id_columns(chunk: list[tuple[dict, str]], keys) -> dict[str, list]:
+    """The id columns of a chunk of (ids, sequence) records, column by column."""
+    return {key: [ids[key] for ids, _ in chunk] for key in keys}
+
+
 def taken(rejected: list[BadRecord]) -> list[BadRecord]:
     """The records set aside so far, the list emptied in place: a chunked scorer hands
     these on with its chunk while the readers (`read_fasta`, `reference_regions`, ...)
