@@ -371,7 +371,13 @@ def test_report_sets_long_range_features_apart_from_local_ones_beside_each_basel
         1 - ours,
         names,
     )
+    # a predictor of several features beside its baseline: figures per feature, no paired
+    # table of F1 and MCC (its comparison is the long-range one)
+    figures = {"split": "test", "examples": 200, "median_auroc": 0.5, "median_auprc": 0.4}
+    for run in ("chromatin", "chromatin/baselines/cnn"):
+        _write_json(results / run / "report" / "metrics.json", figures)
     page = drawn_report(results, tmp_path / "report.html").read_text()
+    assert json.loads((results / "comparisons.json").read_text())["tables"] == {"chromatin": None}
     section = page[page.index("Chromatin features by the context their labels need") :]
     rows = [row for row in section.split("<tr>") if "3-layer CNN" in row]
     assert len(rows) == 2

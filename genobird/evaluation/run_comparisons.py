@@ -155,13 +155,14 @@ def paired_table(folder: ResultsFolder, runs: list[Path], seeds: int) -> dict | 
     sequences, as paired bootstrap rows by metric ({"metrics": their names, "runs":
     genobird's runs paired,
     "examples", "resamples", "rows": {run folder: {"metrics": ...} or {"error": why no
-    pairing}}}); None where genobird's first run or every other wrote no test predictions."""
+    pairing}}}); None where genobird's first run or every other wrote no test predictions,
+    or the task has several outputs."""
     from genobird.datasets.metrics import PREDICTIONS
     from genobird.evaluation.compare import METRICS, paired_bootstrap, read_predictions
 
     present = [run for run in runs if (run / PREDICTIONS).is_file()]
     others = [run for run in runs[seeds:] if run in present]
-    if runs[0] not in present or not others:
+    if runs[0] not in present or not others or not binary(runs[0]):
         return None
     genobird = [read_predictions(run) for run in runs[:seeds] if run in present]
     rows = {}
@@ -179,6 +180,13 @@ def paired_table(folder: ResultsFolder, runs: list[Path], seeds: int) -> dict | 
         "resamples": TABLE_RESAMPLES,
         "rows": rows,
     }
+
+
+def binary(run: Path) -> bool:
+    """Whether a run's task has one output, scored with F1 and MCC (a chromatin
+    predictor's figures are per feature: its comparisons are the long-range ones)."""
+    metrics = run / "metrics.json"
+    return metrics.is_file() and "f1" in json.loads(metrics.read_text())
 
 
 def ablation(task: Path) -> dict:
