@@ -58,13 +58,13 @@ def recipe_of(values: dict, choose: tuple, quiet: bool):
 
 def run_baselines(out: Path, baseline_runs) -> dict:
     """The baselines a fine-tuning run is paired with: its own base readers and start
-    (finetuning.base_start.READERS_FOLDER, as written this run) and the baseline runs it
-    read them from."""
-    from genobird.finetuning.base_start import READERS_FOLDER
+    (finetuning.run_folder.RunFolder.readers, as written this run) and the baseline runs
+    it read them from."""
+    from genobird.finetuning.run_folder import RunFolder
 
     found = {}
     for name in ("cnn", "kmer-lr", "start"):
-        if (folder := Path(out) / READERS_FOLDER / name).is_dir():
+        if (folder := RunFolder(out).reader(name)).is_dir():
             found[f"base {name}" if name != "start" else "start"] = folder
     for run in baseline_runs:
         found[f"baseline run {Path(run).name}"] = Path(run)

@@ -145,9 +145,9 @@ def started_from(run: Path) -> list[str]:
     """The baseline runs (KIND-BP folder names) whose fitted models a genobird run read as
     its base readers (base-start.json's `read_from`): their minutes are theirs, counted
     once, where they ran as arms of their own."""
-    from genobird.finetuning.base_start import BASE_START_FILE
+    from genobird.finetuning.run_folder import RunFolder
 
-    path = run.parent / BASE_START_FILE
+    path = RunFolder.of_report(run).base_start
     if not path.is_file():
         return []
     record = json.loads(path.read_text())

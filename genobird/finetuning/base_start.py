@@ -43,17 +43,13 @@ from genobird.datasets.windows import split_fingerprint
 from genobird.fileio import atomic_write
 from genobird.finetuning.reader_baselines import base_cnn, base_kmer_lr, cnn_logits, kmer_logits
 from genobird.finetuning.recipe import BaseReaderRecipe, Recipe
+from genobird.finetuning.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 
 # The base CNN's learning rate: the CNN baseline's (baselines.cnn.CNNSpec), at which that
 # tower is known to train; the encoder's fine-tuning rate (3e-4) is a pretrained model's.
 BASE_CNN_LEARNING_RATE = 1e-3
-BASE_START_FILE = "base-start.json"
-# each base reader's test predictions, and the start's, as a baseline run writes its own
-# (OUTPUT/base-readers/<reader>/report/test_predictions.npz): the run's model is paired
-# with them (`genobird finetune` writes report/compare.json)
-READERS_FOLDER = "base-readers"
 # The CNN's weights in the blended start that validation chooses among; a tie goes to the
 # first listed, an even blend before either baseline alone
 CNN_WEIGHTS = (0.5, 0.25, 0.75, 0.0, 1.0)
@@ -178,7 +174,7 @@ def start_from_baselines(
             record[name] = round(mean_auroc(split.labels, start), 5)
             if split is data.test:
                 write_reader_predictions(
-                    output / READERS_FOLDER, data, readers, validation, logits, cnn_weight, shift
+                    RunFolder(output).readers, data, readers, validation, logits, cnn_weight, shift
                 )
     record["base_strands"] = model.base_strands
     model.start_from_baselines(cnn, kmer_lr, cnn_weight if cnn is not None else 1.0)
@@ -204,7 +200,7 @@ def start_from_baselines(
         )
         record["base_kmer_pull_strength"] = strength.tolist()
     output.mkdir(parents=True, exist_ok=True)
-    with atomic_write(output / BASE_START_FILE) as handle:
+    with atomic_write(RunFolder(output).base_start) as handle:
         json.dump(record, handle, indent=2)
     return record
 

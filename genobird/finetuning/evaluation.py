@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 
 from genobird.datasets.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.datasets.windows import WindowDataset
+from genobird.finetuning.run_folder import RunFolder
 from genobird.finetuning.spec import (
     evaluation_strands,
     task_head_lr_scale,
@@ -171,4 +172,4 @@ def evaluate(
         "segmentations": spec.evaluation.segmentations,
         "training": training or {},
     }
-    return write_evaluation(output / "report", meta, test, valid, extra, data_path)
+    return write_evaluation(RunFolder(output).report, meta, test, valid, extra, data_path)

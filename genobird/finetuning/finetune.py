@@ -24,8 +24,6 @@ from genobird.errors import ConfigError
 from genobird.fileio import atomic_write, file_digest
 from genobird.finetuning.base_start import (
     BASE_CNN_LEARNING_RATE,
-    BASE_START_FILE,
-    READERS_FOLDER,
     StartPull,
     choose_strands,
     start_from_baselines,
@@ -37,6 +35,7 @@ from genobird.finetuning.evaluation import evaluate, start_check, training_summa
 from genobird.finetuning.plan import plan, planned_cost
 from genobird.finetuning.probes import choose_recipe
 from genobird.finetuning.recipe import SETTINGS, tree
+from genobird.finetuning.run_folder import RunFolder
 from genobird.finetuning.spec import (
     Recipe,
     check_window,
@@ -91,6 +90,7 @@ def finetune(
     Base readers fitted exactly as `spec` asks by a baseline run in `baseline_runs` are
     read from it (reader_baselines.saved_baseline)."""
     data_path, output = Path(data_path), Path(output)
+    folder = RunFolder(output)
     pretrained = Path(pretrained) if pretrained else None
     if pretrained is None and tokenizer_path is None:
         raise ConfigError("give --pretrained DIR, or --from-scratch with --tokenizer")
@@ -114,7 +114,7 @@ def finetune(
         meta=meta,
         pretrained=pretrained,
         tokenizer=tokenizer,
-        cnn_cache=output / "base-cnn",
+        cnn_cache=folder.base_cnn_cache,
         baseline_runs=tuple(baseline_runs),
         restart_changed=restart_changed,
     )
@@ -123,10 +123,10 @@ def finetune(
     log.info("plan: %s; %s", planned, describe(cost))
     start_choice = {}
     if strands_chosen_with_start(spec, meta):
-        start_choice = choose_strands(spec, data_path, output / "base-cnn", baseline_runs)
+        start_choice = choose_strands(spec, data_path, folder.base_cnn_cache, baseline_runs)
         spec = spec.with_values(**start_choice["settings"])
     if not spec.head.base.any:  # none of an earlier run's readers
-        shutil.rmtree(output / READERS_FOLDER, ignore_errors=True)
+        shutil.rmtree(folder.readers, ignore_errors=True)
     spec, choice = choose_recipe(spec, meta, output, run)
     spec, strands = settle_strands(spec, meta, choice, start_choice)
     trainer = run(spec, output)
@@ -137,8 +137,8 @@ def finetune(
         "estimated_cost": cost,
         "attention_kernel_check": trainer.kernel_check,
     }
-    if (base_start := output / BASE_START_FILE).is_file():
-        summary.update(json.loads(base_start.read_text()))
+    if folder.base_start.is_file():
+        summary.update(json.loads(folder.base_start.read_text()))
         summary["start_check"] = start_check(trainer.state.history, summary)
     report = evaluate(
         trainer.module,
@@ -158,7 +158,7 @@ def finetune(
             tokenizer,
             meta,
             spec,
-            output / "model",
+            folder.model,
             report,
             data_path,
             baseline_runs,
@@ -219,13 +219,13 @@ def train_run(
         training = replace(training, learning_rate_scales=scales)
     identity = run_identity(spec, pretrained, meta)
     if restart_changed:
-        discard_other_run(output / "checkpoints", training, identity)
+        discard_other_run(RunFolder(output).checkpoints, training, identity)
     pull = None
     # a resumed run is started again too when it pulls towards its start (the baselines
     # are read from their cache), so that the pull knows the start; resume() then loads
     # the checkpoint's weights over it
     if warm_start and (
-        spec.head.base.kmer_pull or latest_checkpoint(output / "checkpoints") is None
+        spec.head.base.kmer_pull or latest_checkpoint(RunFolder(output).checkpoints) is None
     ):
         record = start_from_baselines(
             model,
@@ -301,7 +301,7 @@ def save_model(
     with atomic_write(directory / RECIPE_FILE) as handle:
         json.dump(tree(spec.values()), handle, indent=2)
     baselines = {
-        **reader_reports(directory.parent / READERS_FOLDER),
+        **reader_reports(RunFolder(directory.parent).readers),
         **baseline_reports(baseline_runs),
     }
     card = model_card(

@@ -43,10 +43,10 @@ from pathlib import Path
 from genobird.datasets.metrics import is_multilabel
 from genobird.fileio import atomic_write
 from genobird.finetuning.recipe import QUESTIONS
+from genobird.finetuning.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 
-RECIPE_CHOICE_FILE = "recipe-choice.json"
 # why a question was not probed, as metrics.json and the report give it
 START_KEPT = (
     "not probed: the best probe so far was best at its start (the encoder added "
@@ -131,7 +131,7 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
     if not questions:
         return spec, {}
     steps = probe_budget(spec, questions)[1]
-    saved = output / RECIPE_CHOICE_FILE
+    saved = RunFolder(output).recipe_choice
     if saved.is_file():  # a resumed run's answers, to the same questions and probe length
         record = json.loads(saved.read_text())
         if record.get("probe_steps") == steps and list(record.get("asked", [])) == questions:
@@ -152,7 +152,7 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
                 scores[candidate.name], best_steps[candidate.name] = best
                 continue
             probe = probe_spec(apply(spec, candidate.settings), steps)
-            folder = output / "probes" / question / candidate.name.replace(" ", "-")
+            folder = RunFolder(output).probe(question, candidate.name)
             trainer = run(probe, folder)
             scores[candidate.name] = trainer.state.best_score
             best_steps[candidate.name] = trainer.state.best_step
@@ -179,7 +179,7 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
         }
         spec = apply(spec, settings)
     if trainer is None or trainer.is_main:
-        shutil.rmtree(output / "probes", ignore_errors=True)
+        shutil.rmtree(RunFolder(output).probes, ignore_errors=True)
         output.mkdir(parents=True, exist_ok=True)
         with atomic_write(saved) as handle:
             json.dump(record, handle, indent=2)
