@@ -4,6 +4,8 @@ verdict on a variant whose window runs past a contig's end (N-padded there and s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import h5py
 import pandas as pd
 import pytest
@@ -89,3 +91,82 @@ def test_a_variant_whose_window_runs_past_a_contig_end_is_padded_and_scored_alik
     with h5py.File(tmp_path / "e.h5") as handle:
         embedded = [name.decode() for name in handle["rows/id"][:]]
     assert sorted(set(embedded)) == ["end", "mid"] and len(embedded) == 4  # REF and ALT each
+
+
+def _edge_inputs(demo_reference, tmp_path):
+    """One genome and the same edge and bad records for every command: a contig of DNA with
+    an assembly gap in it, FASTA records of each kind, BED lines of each kind (line numbers
+    are the records' names' keys)."""
+    reference = Reference(demo_reference / "genome.fa")
+    dna = reference.fetch("chr1", 20_000, 21_600)
+    genome = write(tmp_path / "genome.fa", f">c1\n{dna[:1000]}{'N' * 400}{dna[1000:]}\n")
+    fasta = write(
+        tmp_path / "edge.fa",
+        f">ok\n{dna[:600]}\n"  # line 1
+        f">short\n{dna[:50]}\n"  # line 3: a predictor's window would be mostly padding
+        f">gap\n{'N' * 500}\n"  # line 5: no base
+        f">half\n{dna[600:900]}{'N' * 300}\n",  # line 7: half N, not more
+    )
+    bed = write(
+        tmp_path / "edge.bed",
+        "c1\t100\t500\tok\n"  # line 1
+        "c1\t1900\t1990\tnear_end\n"  # line 2: a 400 bp window runs past the end: padded
+        "c1\t1950\t2100\tpast_end\n"  # line 3: the interval itself runs past the end
+        "chrZ\t10\t100\tcontig\n"  # line 4: not in the reference
+        "c1\t500\t400\tbackwards\n"  # line 5: end before start
+        "c1\t1050\t1350\tin_gap\n",  # line 6: all N
+    )
+    return genome, fasta, bed
+
+
+def _verdicts(out, table, column) -> tuple[set, set]:
+    """(what a command scored, by `column`; the lines it rejected)."""
+    if str(table).endswith(".h5"):
+        with h5py.File(table) as handle:
+            names = handle[column][:]
+        scored = {n.decode() if isinstance(n, bytes) else str(n) for n in names}
+    else:
+        scored = set(pd.read_csv(table, sep="\t")[column].astype(str))
+    rejected_file = f"{out}.rejected.tsv"
+    rejected = (
+        set(pd.read_csv(rejected_file, sep="\t")["line"]) if Path(rejected_file).exists() else set()
+    )
+    return scored, rejected
+
+
+def test_every_command_reads_the_same_edge_records_by_its_declared_window(
+    model_dir, language_model, demo_reference, tmp_path
+):
+    """The same FASTA and BED records through score, likelihood, embed and ism: every record
+    is scored or set aside with its line in OUT.rejected.tsv, none lost. What no command
+    can read (a BED line past its contig's end, on an unknown contig, backwards, or in an
+    assembly gap; a FASTA record without a base) every command rejects; a window past a
+    contig end is N-padded by all. The one difference is the window each declares: score
+    and ism read the model's input length (a 50 bp record would be mostly padding, so is
+    rejected), likelihood and embed read records as they are."""
+    genome, fasta, bed = _edge_inputs(demo_reference, tmp_path)
+    device = ["--device", "cpu"]
+    runs = {
+        "score": (["score", "--model", str(model_dir)], "tsv", "name"),
+        "likelihood": (["likelihood", "--model", str(language_model)], "tsv", "name"),
+        "embed": (["embed", "--model", str(language_model)], "h5", "rows/name"),
+        "ism": (["ism", "--model", str(model_dir), "--window-bp", "4"], "h5", "name"),
+    }
+    found = {}
+    for command, (argv, suffix, column) in runs.items():
+        for kind, path in (("fasta", fasta), ("bed", bed)):
+            out = tmp_path / f"{command}_{kind}.{suffix}"
+            where = ["--reference", str(genome)] if kind == "bed" else []
+            given = ["-q", *argv, f"--{kind}", str(path), *where, "--out", str(out), *device]
+            assert main(given) == 0, (command, kind)
+            found[command, kind] = _verdicts(out, out, column)
+    fixed_window = {"score", "ism"}
+    for command in runs:
+        scored, rejected = found[command, "fasta"]
+        assert rejected >= {5} and 7 not in rejected and {"ok", "half"} <= scored, command
+        assert ("short" in scored) == (command not in fixed_window), command
+        assert (3 in rejected) == (command in fixed_window), command
+        assert len(scored) + len(rejected) == 4, command  # none lost
+        scored, rejected = found[command, "bed"]
+        assert rejected == {3, 4, 5, 6}, (command, rejected)
+        assert {"ok", "near_end"} <= scored, command

@@ -156,6 +156,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 def cmd_ism(args: argparse.Namespace) -> int:
     from genobird.scoring.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
+    from genobird.scoring.tables import write_rejected
 
     _score_source(args, ("fasta", "bed"))
     check_ism_outputs(args.out, args.plot)  # before any model is loaded or record mutated
@@ -182,6 +183,8 @@ def cmd_ism(args: argparse.Namespace) -> int:
         )
     finally:  # the skipped records explain an input where nothing could be mutated
         report_rejected(problems)
+        if problems:  # beside the output, as score, likelihood and embed keep them
+            write_rejected(args.out, problems)
     print(
         f"mutated {count:,} records x {len(first.effects):,} bp x 3 bases "
         f"({len(features):,} features); {len(problems)} records skipped; wrote {args.out}"
