@@ -105,7 +105,8 @@ def _edge_inputs(demo_reference, tmp_path):
         f">ok\n{dna[:600]}\n"  # line 1
         f">short\n{dna[:50]}\n"  # line 3: a predictor's window would be mostly padding
         f">gap\n{'N' * 500}\n"  # line 5: no base
-        f">half\n{dna[600:900]}{'N' * 300}\n",  # line 7: half N, not more
+        f">half\n{dna[600:900]}{'N' * 300}\n"  # line 7: half N, not more
+        f">mostly\n{dna[:100]}{'N' * 400}\n",  # line 9: more than half N
     )
     bed = write(
         tmp_path / "edge.bed",
@@ -114,7 +115,8 @@ def _edge_inputs(demo_reference, tmp_path):
         "c1\t1950\t2100\tpast_end\n"  # line 3: the interval itself runs past the end
         "chrZ\t10\t100\tcontig\n"  # line 4: not in the reference
         "c1\t500\t400\tbackwards\n"  # line 5: end before start
-        "c1\t1050\t1350\tin_gap\n",  # line 6: all N
+        "c1\t1050\t1350\tin_gap\n"  # line 6: all N
+        "c1\t900\t1300\tmostly_gap\n",  # line 7: 75% N (100 bases, then the gap)
     )
     return genome, fasta, bed
 
@@ -141,7 +143,8 @@ def test_every_command_reads_the_same_edge_records_by_its_declared_window(
     is scored or set aside with its line in OUT.rejected.tsv, none lost. What no command
     can read (a BED line past its contig's end, on an unknown contig, backwards, or in an
     assembly gap; a FASTA record without a base) every command rejects; a window past a
-    contig end is N-padded by all. The one difference is the window each declares: score
+    contig end is N-padded by all, and a window more than half N is set aside by all. The
+    one difference is the window each declares: score
     and ism read the model's input length (a 50 bp record would be mostly padding, so is
     rejected), likelihood and embed read records as they are."""
     genome, fasta, bed = _edge_inputs(demo_reference, tmp_path)
@@ -163,10 +166,10 @@ def test_every_command_reads_the_same_edge_records_by_its_declared_window(
     fixed_window = {"score", "ism"}
     for command in runs:
         scored, rejected = found[command, "fasta"]
-        assert rejected >= {5} and 7 not in rejected and {"ok", "half"} <= scored, command
+        assert rejected >= {5, 9} and 7 not in rejected and {"ok", "half"} <= scored, command
         assert ("short" in scored) == (command not in fixed_window), command
         assert (3 in rejected) == (command in fixed_window), command
-        assert len(scored) + len(rejected) == 4, command  # none lost
+        assert len(scored) + len(rejected) == 5, command  # none lost
         scored, rejected = found[command, "bed"]
-        assert rejected == {3, 4, 5, 6}, (command, rejected)
+        assert rejected == {3, 4, 5, 6, 7}, (command, rejected)
         assert {"ok", "near_end"} <= scored, command

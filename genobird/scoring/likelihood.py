@@ -12,7 +12,8 @@ bp of pretraining and with a Markov model's (`genobird baseline markov`).
 DNA is read on both strands and the two scores averaged, unless told one strand (BED
 regions are then read on their own strand). Non-A/C/G/T bases (N) are not scored: each
 A/C/G/T run between them is cut into pieces and scored on its own, in windows of the
-model's longest input, and `bp` counts the bases scored. A record with none is rejected.
+model's longest input, and `bp` counts the bases scored. A record with none is rejected,
+and so is one more than half N (`inputs.MAX_N_FRACTION`), as every scorer rejects it.
 
     from genobird.scoring.likelihood import LikelihoodScorer
     scorer = LikelihoodScorer("results/demo/pretrain/model")
@@ -38,7 +39,14 @@ from genobird.errors import CheckpointError, ConfigError
 from genobird.genome import open_reference, read_fasta
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
-from genobird.inputs import model_padding, pad_ids, scorable_sequences
+from genobird.inputs import (
+    model_padding,
+    mostly_n,
+    mostly_n_reason,
+    n_fraction,
+    pad_ids,
+    scorable_sequences,
+)
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.scoring.options import BATCH_SIZES, ScoringOptions
 from genobird.scoring.predict import ScoreResult
@@ -239,6 +247,9 @@ class LikelihoodScorer:
         records = (
             ({"name": record.name, "line": record.line}, record.sequence)
             for record in read_fasta(path, problems=rejected)
+            if not _mostly_n(
+                record.sequence, path, record.line, f"record {record.name!r}", rejected
+            )
         )
         for chunk, set_aside in chunked(records, self.chunk_size, rejected):
             ids = id_columns(chunk, ("name", "line"))
@@ -254,7 +265,9 @@ class LikelihoodScorer:
             for interval in reference_regions(path, reference, rejected, chromosomes):
                 strand = "-" if interval.strand == "-" else "+"
                 ids = {k: getattr(interval, k) or ("." if k == "name" else 0) for k in keys}
-                yield ids, reference.fetch(interval.chrom, interval.start, interval.end, strand)
+                sequence = reference.fetch(interval.chrom, interval.start, interval.end, strand)
+                if not _mostly_n(sequence, path, interval.line, str(interval), rejected):
+                    yield ids, sequence
 
         for chunk, set_aside in chunked(regions(), self.chunk_size, rejected):
             ids = id_columns(chunk, keys)
@@ -270,3 +283,14 @@ class LikelihoodScorer:
             record = "\t".join(str(row[k]) for k in ids if k != "line")
             rejected.append(BadRecord(source, int(row["line"]), "no A/C/G/T base to score", record))
         return ScoreResult(table[~empty].reset_index(drop=True), rejected)
+
+
+def _mostly_n(sequence: str, path, line: int, what: str, rejected: list[BadRecord]) -> bool:
+    """Whether a record with bases is more than half N (`inputs.mostly_n`), set aside if
+    so, as every scorer sets such a window aside; one without any base is scored as
+    nothing and set aside then (`LikelihoodScorer._chunk`)."""
+    if not sequence.strip("N") or not mostly_n(sequence):
+        return False
+    reason = mostly_n_reason(n_fraction(sequence), len(sequence), what)
+    rejected.append(BadRecord(str(path), line, reason, what))
+    return True
