@@ -160,7 +160,8 @@ def add_report(commands) -> None:
         "pretraining curves, MLM accuracy against context length, fine-tuning metrics "
         "with ROC/PR plots, links to the score tables), or the page of one finetune or "
         "baseline run (its plan, choices, start check, figures beside its baselines, "
-        "curves and calibration).",
+        "curves and calibration). It draws the evaluations `genobird evaluate` wrote, and "
+        "names the one to run where an artifact is missing.",
         cmd_report,
     )
     sub.add_argument(

@@ -32,7 +32,6 @@ from tqdm import tqdm
 
 from genobird.errors import ConfigError, RegionError
 from genobird.fileio import staging_folder
-from genobird.scoring.windows import chunked
 
 # genobird.genome (pyfaidx, Biopython) is imported where it is used: `genobird --help`
 # reads MAX_TRACK_BP from here and imports nothing heavy
@@ -262,6 +261,8 @@ def write_tracks(
             )
         all_bins = [b for region in regions for b in bins(region, step_bp)]
         bar = tqdm(total=len(all_bins), unit="bins", desc="tracks", disable=not progress)
+        from genobird.scoring.windows import chunked  # torch: not at `tracks --help`
+
         for chunk, _ in chunked(all_bins, CHUNK_BINS):
             probabilities = predictor.score_regions(chunk, reference)[0]
             scored = ~np.isnan(probabilities).any(axis=1)  # gaps: no value
