@@ -161,6 +161,16 @@ def demo_promoter_run(pretraining_data, demo_reference, folder: Path) -> tuple[P
 
 
 @pytest.fixture(scope="session")
+def language_model_dir(pretraining_data, tmp_path_factory) -> Path:
+    """A tiny random-weight language model (pretraining's heads) on the demo vocabulary."""
+    from genobird.corpus.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
+    model = tiny_language_model(tokenizer, max_position=128)
+    return saved_model_dir(model, tokenizer, tmp_path_factory.mktemp("lm") / "model")
+
+
+@pytest.fixture(scope="session")
 def model_dir(demo_reference, pretraining_data, tmp_path_factory):
     """A tiny chromatin model (400 bp windows) fine-tuned for 10 steps: plumbing, not skill."""
     from genobird.cli import main

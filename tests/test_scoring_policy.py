@@ -12,7 +12,7 @@ import pytest
 
 from genobird.cli import main
 from genobird.genome import Reference
-from tests.conftest import saved_model_dir, tiny_language_model, write
+from tests.conftest import write
 
 NEEDS_REFERENCE = "needs --reference FASTA to cut the windows from"
 NOT_FASTA = "--chromosomes selects BED regions or VCF variants, not FASTA records"
@@ -52,17 +52,8 @@ def test_every_scoring_command_refuses_an_input_it_cannot_read_before_loading_a_
     assert not out.exists() and not list(tmp_path.glob(".out*"))
 
 
-@pytest.fixture(scope="module")
-def language_model(pretraining_data, tmp_path_factory):
-    from genobird.corpus.tokenizer import load_tokenizer
-
-    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    model = tiny_language_model(tokenizer, max_position=128)
-    return saved_model_dir(model, tokenizer, tmp_path_factory.mktemp("policy") / "model")
-
-
 def test_a_variant_whose_window_runs_past_a_contig_end_is_padded_and_scored_alike(
-    model_dir, language_model, demo_reference, tmp_path
+    model_dir, language_model_dir, demo_reference, tmp_path
 ):
     """`score --vcf`, `likelihood --vcf` and `embed --vcf` read one window policy: a
     window past a contig's start is N-padded there, and scored while at most half of it
@@ -82,7 +73,7 @@ def test_a_variant_whose_window_runs_past_a_contig_end_is_padded_and_scored_alik
     variants = ["--vcf", str(vcf), "--reference", str(genome), "--device", "cpu"]
     score = ["-q", "score", "--model", str(model_dir), *variants]
     assert main([*score, "--out", str(tmp_path / "s.tsv")]) == 0
-    language = ["--model", str(language_model), *variants, "--window-bp", "300"]
+    language = ["--model", str(language_model_dir), *variants, "--window-bp", "300"]
     assert main(["-q", "likelihood", *language, "--out", str(tmp_path / "l.tsv")]) == 0
     assert main(["-q", "embed", *language, "--out", str(tmp_path / "e.h5")]) == 0
     for table in ("s.tsv", "l.tsv"):
@@ -137,7 +128,7 @@ def _verdicts(out, table, column) -> tuple[set, set]:
 
 
 def test_every_command_reads_the_same_edge_records_by_its_declared_window(
-    model_dir, language_model, demo_reference, tmp_path
+    model_dir, language_model_dir, demo_reference, tmp_path
 ):
     """The same FASTA and BED records through score, likelihood, embed and ism: every record
     is scored or set aside with its line in OUT.rejected.tsv, none lost. What no command
@@ -151,8 +142,8 @@ def test_every_command_reads_the_same_edge_records_by_its_declared_window(
     device = ["--device", "cpu"]
     runs = {
         "score": (["score", "--model", str(model_dir)], "tsv", "name"),
-        "likelihood": (["likelihood", "--model", str(language_model)], "tsv", "name"),
-        "embed": (["embed", "--model", str(language_model)], "h5", "rows/name"),
+        "likelihood": (["likelihood", "--model", str(language_model_dir)], "tsv", "name"),
+        "embed": (["embed", "--model", str(language_model_dir)], "h5", "rows/name"),
         "ism": (["ism", "--model", str(model_dir), "--window-bp", "4"], "h5", "name"),
     }
     found = {}

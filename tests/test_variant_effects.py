@@ -19,18 +19,15 @@ from genobird.scoring.variant_effects import (
     differing_pieces,
     markov_variant_effects,
 )
-from tests.conftest import saved_model_dir, tiny_language_model, write
+from tests.conftest import write
 
 HEADER = "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
 
 
 @pytest.fixture(scope="module")
-def model_dir(pretraining_data, tmp_path_factory):
-    from genobird.corpus.tokenizer import load_tokenizer
-
-    tokenizer = load_tokenizer(pretraining_data["tokenizer"])
-    model = tiny_language_model(tokenizer, max_position=128)
-    return saved_model_dir(model, tokenizer, tmp_path_factory.mktemp("ve") / "model")
+def model_dir(language_model_dir):
+    """This module's model is the language model (conftest's `model_dir` is a classifier)."""
+    return language_model_dir
 
 
 def test_the_pieces_scored_are_those_not_shared_at_either_end():

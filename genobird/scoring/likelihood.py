@@ -39,18 +39,11 @@ from genobird.errors import CheckpointError, ConfigError
 from genobird.genome import open_reference, read_fasta
 from genobird.genome.alphabet import reverse_complement
 from genobird.genome.regions import BadRecord
-from genobird.inputs import (
-    model_padding,
-    mostly_n,
-    mostly_n_reason,
-    n_fraction,
-    pad_ids,
-    scorable_sequences,
-)
+from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.scoring.options import BATCH_SIZES, ScoringOptions
 from genobird.scoring.predict import ScoreResult
-from genobird.scoring.windows import chunked, id_columns, reference_regions
+from genobird.scoring.windows import chunked, id_columns, reference_regions, set_aside_mostly_n
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]
@@ -247,7 +240,7 @@ class LikelihoodScorer:
         records = (
             ({"name": record.name, "line": record.line}, record.sequence)
             for record in read_fasta(path, problems=rejected)
-            if not _mostly_n(
+            if not _mostly_n_with_bases(
                 record.sequence, path, record.line, f"record {record.name!r}", rejected
             )
         )
@@ -266,7 +259,7 @@ class LikelihoodScorer:
                 strand = "-" if interval.strand == "-" else "+"
                 ids = {k: getattr(interval, k) or ("." if k == "name" else 0) for k in keys}
                 sequence = reference.fetch(interval.chrom, interval.start, interval.end, strand)
-                if not _mostly_n(sequence, path, interval.line, str(interval), rejected):
+                if not _mostly_n_with_bases(sequence, path, interval.line, str(interval), rejected):
                     yield ids, sequence
 
         for chunk, set_aside in chunked(regions(), self.chunk_size, rejected):
@@ -285,12 +278,8 @@ class LikelihoodScorer:
         return ScoreResult(table[~empty].reset_index(drop=True), rejected)
 
 
-def _mostly_n(sequence: str, path, line: int, what: str, rejected: list[BadRecord]) -> bool:
-    """Whether a record with bases is more than half N (`inputs.mostly_n`), set aside if
-    so, as every scorer sets such a window aside; one without any base is scored as
-    nothing and set aside then (`LikelihoodScorer._chunk`)."""
-    if not sequence.strip("N") or not mostly_n(sequence):
-        return False
-    reason = mostly_n_reason(n_fraction(sequence), len(sequence), what)
-    rejected.append(BadRecord(str(path), line, reason, what))
-    return True
+def _mostly_n_with_bases(sequence: str, path, line: int, what: str, rejected: list) -> bool:
+    """Whether a record with bases is more than half N, set aside if so, as every scorer
+    sets such a window aside; one without any base is scored as nothing and set aside
+    then, with that reason (`LikelihoodScorer._chunk`)."""
+    return bool(sequence.strip("N")) and set_aside_mostly_n(sequence, path, line, what, rejected)

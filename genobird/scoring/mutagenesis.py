@@ -32,11 +32,10 @@ from tqdm import tqdm
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path, utf8_names
 from genobird.genome import centered_window, open_reference, read_fasta
-from genobird.genome.regions import BadRecord
-from genobird.inputs import fit_window, mostly_n, mostly_n_reason, n_fraction
+from genobird.inputs import fit_window
 from genobird.scoring.predict import logit
 from genobird.scoring.tables import H5Output, select_features
-from genobird.scoring.windows import reference_regions
+from genobird.scoring.windows import reference_regions, set_aside_mostly_n
 
 BASES = "ACGT"
 SCORE_LABELS = {"diff": "alt - ref", "log_odds": "logit(alt) - logit(ref)"}
@@ -119,17 +118,8 @@ def fasta_regions(path, input_bp: int, problems: list) -> Iterator[Region]:
     for record in read_fasta(path, problems=problems):
         offset = _fit_offset(len(record.sequence), input_bp)
         window = fit_window(record.sequence, input_bp)
-        if not _mostly_n(window, path, record.line, f"record {record.name!r}", problems):
+        if not set_aside_mostly_n(window, path, record.line, f"record {record.name!r}", problems):
             yield Region(record.name, record.name, offset, window)
-
-
-def _mostly_n(window: str, path, line: int, what: str, problems: list) -> bool:
-    """Whether a window is too much N to mutate (`inputs.mostly_n`), set aside if so."""
-    if not mostly_n(window):
-        return False
-    reason = mostly_n_reason(n_fraction(window), len(window), what)
-    problems.append(BadRecord(str(path), line, reason, what))
-    return True
 
 
 def _fit_offset(record_bp: int, input_bp: int) -> int:
@@ -147,7 +137,7 @@ def bed_regions(path, reference, input_bp: int, problems: list) -> Iterator[Regi
         window = centered_window(interval, input_bp)
         sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)
         name = interval.name or f"{interval.chrom}:{interval.start}-{interval.end}"
-        if not _mostly_n(sequence, path, interval.line, f"the window of {name}", problems):
+        if not set_aside_mostly_n(sequence, path, interval.line, f"the window of {name}", problems):
             yield Region(name, interval.chrom, window.start, sequence)
 
 

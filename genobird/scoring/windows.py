@@ -130,8 +130,8 @@ def chunked(
     items, size: int, rejected: list[BadRecord] | None = None, bases: int | None = None
 ) -> Iterator[tuple[list, list[BadRecord]]]:
     """The one chunking loop of scoring (score, likelihood, embed, variant effects,
-    tracks): lists of `items` closed at `size` items, or with `bases` once the items'
-    lengths (`len`; an (ids, sequence) pair's sequence) add up to that, each with the
+    tracks): lists of `items` closed at `size` items, or with `bases` (items that are
+    (ids, sequence) pairs) once their sequences' lengths add up to that, each with the
     records set aside while they were read (`taken` from `rejected`). A last list, perhaps
     empty, carries what was set aside after the last full one, so that none is lost."""
     rejected = [] if rejected is None else rejected
@@ -139,12 +139,22 @@ def chunked(
     for item in items:
         chunk.append(item)
         if bases is not None:
-            held += len(item[1] if isinstance(item, tuple) else item)
+            held += len(item[1])
         if len(chunk) == size or (bases is not None and held >= bases):
             yield chunk, taken(rejected)
             chunk, held = [], 0
     if chunk or rejected:
         yield chunk, taken(rejected)
+
+
+def set_aside_mostly_n(window: str, path, line: int, what: str, rejected: list) -> bool:
+    """Whether a window is more than half N (`inputs.mostly_n`), set aside in `rejected`
+    with its share if so: what no scorer scores."""
+    if not mostly_n(window):
+        return False
+    reason = mostly_n_reason(n_fraction(window), len(window), what)
+    rejected.append(BadRecord(str(path), line, reason, what))
+    return True
 
 
 def id_columns(chunk: list[tuple[dict, str]], keys) -> dict[str, list]:
