@@ -24,8 +24,11 @@ SETTING, BRANCH = "genobird.setting", "genobird.branch"
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting. `default` is what a run that does not give it gets (None: the task
-    kind decides at run time, or the model's own), `defaults` overrides it per task kind.
+    """One setting. `default` is what a run that does not give it gets (None: left open,
+    settled when the run starts), `defaults` overrides it per task kind. `run_default`:
+    where such a setting is left open, the value a run of each task kind settles it to
+    (finetuning.resolve), which the recipe as run does not record unless a decision
+    does (a recipe read back for another task kind follows that kind's).
     Bounds are inclusive unless `open_low` / `open_high`. `trainer`: a Trainer setting
     (training.TrainingConfig has a field of its name). `pipeline`: a pipeline's section
     takes it (`required`: every section gives it). `name` is the leaf's name with its
@@ -36,6 +39,7 @@ class Setting:
     help: str
     default: Any = None
     defaults: Mapping = field(default_factory=dict)
+    run_default: Mapping = field(default_factory=dict)
     choices: tuple = ()
     low: float | None = None
     high: float | None = None

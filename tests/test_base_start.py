@@ -146,11 +146,12 @@ def start_and_oracle(
     from genobird.baselines.cnn import encode
     from genobird.baselines.kmer import fit_kmer_lr, kmer_matrix
     from genobird.corpus.tokenizer import load_tokenizer
-    from genobird.datasets.windows import WindowDataset, read_metadata
+    from genobird.datasets.windows import WindowDataset
     from genobird.finetuning import base_start, reader_baselines
-    from genobird.finetuning.build import build_model, fitted_spec
+    from genobird.finetuning.build import build_model
+    from genobird.finetuning.job import FinetuneJob
     from genobird.finetuning.recipe import Recipe
-    from genobird.finetuning.spec import task_pos_weight
+    from genobird.finetuning.resolve import resolve
     from genobird.inputs import central, window_collate
     from genobird.model.base_readers import base_kmer_lengths
 
@@ -168,9 +169,9 @@ def start_and_oracle(
         rc_average=rc_average,
         base_strands=base_strands,
     )
-    spec = fitted_spec(spec, data, tokenizer, model_dir)
-    meta = read_metadata(data)
-    model = build_model(meta, model_dir, spec, tokenizer)
+    job = FinetuneJob.open(data, folder, model_dir)
+    spec, meta = resolve(spec, job).recipe, job.meta
+    model = build_model(spec, job)
     record = base_start.start_from_baselines(
         model, spec, data, folder, folder / "cache", rc_average
     )
@@ -244,7 +245,7 @@ def start_and_oracle(
             ]
             logits += (1 - weight) * np.stack(columns, axis=1)
         # with positives weighted w (chromatin: 8), the weighted loss's optimum: + log w
-        theirs.append(logits + np.log(task_pos_weight(spec.optim, meta["task"])))
+        theirs.append(logits + np.log(spec.optim.pos_weight))
     return np.stack(ours), np.stack(theirs), record, spec, windows
 
 

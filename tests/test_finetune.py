@@ -238,8 +238,8 @@ def test_finetune_with_model_selection_mean_pooling_and_rc_augmentation(pretrain
 
     best = max(row["eval_auroc"] for row in checks if "eval_auroc" in row)
     kept = predictor.model
-    spec = Recipe.of(max_tokens=predictor.max_tokens)
-    valid = split_probabilities(kept, data, "valid", tokenizer, spec, "cpu", rc_average=True)
+    spec = Recipe.of(max_tokens=predictor.max_tokens, rc_average=True)
+    valid = split_probabilities(kept, data, "valid", tokenizer, spec, "cpu")
     assert mean_auroc(*valid) == pytest.approx(best, abs=1e-6)
     # the recipe as run is saved beside the model, nested as its tree is, and given
     # back with --config it is the same recipe (an option given beside it wins)
@@ -283,9 +283,10 @@ class _Probe:
         # best_at_start: the settings whose best check is the run's start (step 0)
         self.scores, self.calls, self.best_at_start = scores, [], set(best_at_start)
 
-    def __call__(self, spec, folder):
+    def __call__(self, resolved, folder):
         from types import SimpleNamespace
 
+        spec = resolved.recipe
         settings = (spec.data.rc_augment, spec.optim.learning_rate, spec.head.pooling)
         self.calls.append((*settings, spec.evaluation.rc_average, spec.optim.max_steps))
         folder.mkdir(parents=True)
@@ -298,20 +299,49 @@ class _Probe:
 # a validation split of 2,000 windows: an AUROC of 0.7-0.85 is known to about +/-0.01
 CLASSIFY_META = {
     "task": "classify",
+    "window_bp": 200,
     "feature_names": ["y"],
     "counts": {"valid": 2000},
     "positives_by_split": {"valid": [1000]},
 }
 
 
-def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
-    from genobird.finetuning.probes import choose_recipe
-    from genobird.finetuning.recipe import Recipe
-    from genobird.finetuning.spec import settle_strands
+def fitted(spec):
+    """A recipe whose input length is fitted, as finetuning.resolve fits it to a data set."""
+    return spec.with_values(max_tokens=spec.data.max_tokens or 64)
 
-    def choose(spec, meta, folder, probe):
-        chosen, choice = choose_recipe(spec, meta, folder, probe)
-        return (*settle_strands(chosen, meta, choice), choice)
+
+def decide(spec, meta, folder, probe):
+    """A run's decisions (finetuning.decisions) taken in turn, `probe` its fine-tuning
+    runs: (the recipe as run, the strands' record, the probes' record)."""
+    from types import SimpleNamespace
+
+    from genobird.finetuning.decisions import decisions
+    from genobird.finetuning.resolve import Resolved
+    from genobird.finetuning.run_folder import RunFolder
+
+    job = SimpleNamespace(meta=meta, folder=RunFolder(folder))
+    resolved, record = Resolved.of(fitted(spec), meta), {}
+    for step in decisions(resolved, meta):
+        resolved, decided = step.decide(resolved, job, probe)
+        record.update(decided)
+    return resolved.recipe, record["strands"], record.get("recipe_choice", {})
+
+
+def choose_recipe(spec, meta, folder, probe):
+    """finetuning.probes.choose_recipe of a recipe resolved for `meta`: (the recipe as
+    run, the record)."""
+    from genobird.finetuning import probes
+    from genobird.finetuning.resolve import Resolved
+
+    chosen, choice = probes.choose_recipe(Resolved.of(fitted(spec), meta), meta, folder, probe)
+    return chosen.recipe, choice
+
+
+def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given(tmp_path):
+    from genobird.finetuning.recipe import Recipe
+
+    choose = decide
 
     meta, lr = CLASSIFY_META, {"learning_rate": 3e-4, "max_steps": 300}
     spec = Recipe.of(probe_steps=50, pooling="mean", **lr)
@@ -367,7 +397,6 @@ def test_strands_are_chosen_on_validation_for_classify_data_and_kept_where_given
 
 def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tmp_path):
     from genobird.errors import ConfigError
-    from genobird.finetuning.probes import choose_recipe
     from genobird.finetuning.recipe import Recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
@@ -427,7 +456,10 @@ def test_learning_rate_and_pooling_not_given_are_chosen_on_validation_in_turn(tm
         lambda spec, folder: seen.append(spec) or probe(spec, folder),
     )
     assert choice["asked"] == ["learning_rate"] and chosen.optim.learning_rate == 3e-4
-    assert [(s.evaluation.eval_every, s.evaluation.patience) for s in seen] == [(40, 2), (40, 2)]
+    assert [(s.recipe.evaluation.eval_every, s.recipe.evaluation.patience) for s in seen] == [
+        (40, 2),
+        (40, 2),
+    ]
     assert chosen.evaluation.eval_every == 40 and chosen.head.pooling == "cls"
     with pytest.raises(ConfigError, match="no question"):
         Recipe.of(choose_on_validation=("dropout",))
@@ -1190,7 +1222,6 @@ def test_questions_after_a_probe_best_at_its_start_are_not_probed(tmp_path):
     """A run started from its base readers whose best probe is still the start: a later
     question's probes would score that same start, so they are not run; their defaults are
     kept and the record says why. A probe that learnt past its start asks on."""
-    from genobird.finetuning.probes import choose_recipe
     from genobird.finetuning.recipe import Recipe
 
     lr = {"learning_rate": 3e-4, "max_steps": 3000}
@@ -1221,11 +1252,18 @@ def test_the_plan_says_what_the_recipe_will_run_before_it_runs():
     """Base readers (for each strand reading, where the strands are chosen with the
     start), probes when asked, and the step budget, as `finetune` logs them at its start;
     --max-steps bounds the probes too."""
-    from genobird.finetuning.plan import plan
+    from genobird.finetuning.decisions import decisions
+    from genobird.finetuning.plan import plan as plan_of
     from genobird.finetuning.recipe import Recipe
+    from genobird.finetuning.resolve import Resolved
+
+    def plan(spec, meta, baseline_runs=()):
+        resolved = Resolved.of(fitted(spec), meta)
+        return plan_of(resolved.recipe, decisions(resolved, meta), baseline_runs)
 
     meta = {
         "task": "classify",
+        "window_bp": 200,
         "feature_names": ["label"],
         "counts": {"valid": 30},
         "positives_by_split": {"valid": [14]},

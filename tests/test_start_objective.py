@@ -192,16 +192,19 @@ def test_a_weighted_start_sits_near_the_weighted_losss_optimum(promoter_run_inpu
     from torch.utils.data import DataLoader
 
     from genobird.corpus.tokenizer import load_tokenizer
-    from genobird.datasets.windows import WindowDataset, read_metadata
+    from genobird.datasets.windows import WindowDataset
     from genobird.finetuning.base_start import start_from_baselines
-    from genobird.finetuning.build import build_model, fitted_spec
+    from genobird.finetuning.build import build_model
+    from genobird.finetuning.job import FinetuneJob
     from genobird.finetuning.recipe import Recipe
+    from genobird.finetuning.resolve import resolve
     from genobird.inputs import window_collate
 
     model_dir, data, _ = promoter_run_inputs
     tokenizer = load_tokenizer(model_dir)
-    spec = fitted_spec(Recipe.of(base_kmers=4, pos_weight=8.0), data, tokenizer, model_dir)
-    model = build_model(read_metadata(data), model_dir, spec, tokenizer)
+    job = FinetuneJob.open(data, tmp_path, model_dir)
+    spec = resolve(Recipe.of(base_kmers=4, pos_weight=8.0), job).recipe
+    model = build_model(spec, job)
     start_from_baselines(model, spec, data, tmp_path, tmp_path / "cache", rc_average=False)
     assert model.start_logit_shift() == pytest.approx(np.log(8.0))
     model.eval()

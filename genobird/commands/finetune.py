@@ -76,6 +76,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from genobird.datasets.windows import read_metadata
     from genobird.evaluation.compare import compare_run
     from genobird.finetuning.finetune import finetune
+    from genobird.finetuning.job import FinetuneJob
 
     meta = read_metadata(args.data)
     if meta["task"] != args.task:
@@ -105,15 +106,16 @@ def cmd_finetune(args: argparse.Namespace) -> int:
                 f"{run / SAVED_FOLDER}; give the --out folder of `genobird "
                 "baseline cnn|deepsea-cnn|kmer-lr`"
             )
-    report = finetune(
+    job = FinetuneJob.open(
         args.data,
         args.out,
-        spec,
         pretrained,
         tokenizer,
+        args.base_start_from or (),
         args.restart_changed,
-        baseline_runs=args.base_start_from or (),
+        meta,
     )
+    report = finetune(spec, job)
     compare_run(args.out, run_baselines(args.out, args.base_start_from or ()))
     write_run_page(args.out)
     print(

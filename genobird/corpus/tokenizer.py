@@ -141,6 +141,9 @@ class Tokenizer(TokenizerBase):
         """Built on first use: most loads never sample (about 20 ms for 16,000 pieces)."""
         return DropoutBPE.create(self._processor, self._fast)
 
+    def check_sampling(self) -> None:
+        """A sentencepiece BPE vocabulary cuts with BPE-dropout."""
+
     def encode_sampled(
         self, sequence: str, dropout: float, seed: int, by_position: bool = False
     ) -> list[int]:

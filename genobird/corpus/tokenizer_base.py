@@ -109,6 +109,11 @@ class TokenizerBase:
         skipped with probability `dropout`, the draws fixed by `seed` (and, with
         `by_position`, keyed by each merge's place: genobird.corpus.bpe_dropout). Every
         segmentation spells the same bases."""
+        self.check_sampling()
+        raise NotImplementedError
+
+    def check_sampling(self) -> None:
+        """Refuses, in one line, a tokenizer that cannot cut with BPE-dropout."""
         raise ConfigError(
             f"{self.path}: BPE dropout needs a sentencepiece tokenizer (tokenizer.model); "
             "fine-tune without --bpe-dropout"

@@ -147,8 +147,8 @@ def time_classifier(
 ) -> tuple[float, float]:
     """(seconds per optimiser step on `batch_size` training windows of `train`, seconds
     per validation check of `valid_windows` windows read on `strands` strands) of a
-    classifier, on a copy of its weights' optimiser (its own weights are left as they
-    were)."""
+    classifier, on a copy of its weights' optimiser (its weights, gradients and mode are
+    left as they were: the run trains it next)."""
     rows = [train[i] for i in range(min(batch_size, len(train)))]
     batch = collate(rows)
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -166,11 +166,14 @@ def time_classifier(
         with torch.no_grad():
             model(batch["input_ids"], None, batch["attention_mask"])
 
+    training = model.training
     model.train()
     per_step = _seconds(step, TIMED_STEPS)
     model.eval()
     per_read = _seconds(read, TIMED_STEPS) / len(rows)
     model.load_state_dict(state)
+    model.zero_grad(set_to_none=True)
+    model.train(training)
     return per_step, per_read * valid_windows * strands
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -14,13 +13,7 @@ from torch.utils.data import DataLoader
 
 from genobird.datasets.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.datasets.windows import WindowDataset
-from genobird.finetuning.run_folder import RunFolder
-from genobird.finetuning.spec import (
-    evaluation_strands,
-    task_head_lr_scale,
-    training_max_tokens,
-    training_strands,
-)
+from genobird.finetuning.spec import training_max_tokens
 from genobird.inputs import window_collate
 
 log = logging.getLogger(__name__)
@@ -59,29 +52,31 @@ def validation_auroc(model, loader, device, reverse=None) -> dict:
     return {"auroc": mean_auroc(labels, probabilities)}
 
 
-def evaluation_views(data_path, split, tokenizer, spec, model, rc_average: bool) -> list:
-    """The datasets whose probabilities evaluation averages: the split on each strand
-    asked for, in the tokenizer's segmentation or in each of `spec.evaluation.segmentations` sampled
-    cuts (`window_views`, the same inputs a saved predictor scores)."""
-    strands = (False, True) if rc_average else (False,)
-    windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=spec.data.window_bp)
-    if not spec.evaluation.segmentations:
-        return [windows(spec.data.max_tokens, reverse_complement=r) for r in strands]
+def evaluation_views(data_path, split, tokenizer, recipe, model) -> list:
+    """The datasets whose probabilities evaluation averages: the split on each strand a
+    resolved `recipe` reads, in the tokenizer's segmentation or in each of its
+    `segmentations` sampled cuts (`window_views`, the same inputs a saved predictor
+    scores)."""
+    data, segmentations = recipe.data, recipe.evaluation.segmentations
+    strands = (False, True) if recipe.evaluation.rc_average else (False,)
+    windows = partial(WindowDataset, data_path, split, tokenizer, window_bp=data.window_bp)
+    if not segmentations:
+        return [windows(data.max_tokens, reverse_complement=r) for r in strands]
     return [
         windows(
-            training_max_tokens(spec.data, model),
+            training_max_tokens(data, model),
             reverse_complement=r,
-            bpe_dropout=spec.data.bpe_dropout,
+            bpe_dropout=data.bpe_dropout,
             cut=cut,
         )
         for r in strands
-        for cut in range(spec.evaluation.segmentations)
+        for cut in range(segmentations)
     ]
 
 
-def split_probabilities(model, data_path, split, tokenizer, spec, device, rc_average: bool):
+def split_probabilities(model, data_path, split, tokenizer, recipe, device):
     """(labels, probabilities) of one split, averaged over its views (`evaluation_views`)."""
-    views = evaluation_views(data_path, split, tokenizer, spec, model, rc_average)
+    views = evaluation_views(data_path, split, tokenizer, recipe, model)
     predictions = [predict_probabilities(model, view, device) for view in views]
     return predictions[0][0], np.mean([p for _, p in predictions], axis=0)
 
@@ -136,40 +131,33 @@ def training_summary(state) -> dict:
     }
 
 
-def evaluate(
-    model,
-    data_path,
-    tokenizer,
-    spec,
-    meta,
-    device,
-    output: Path,
-    training: dict | None = None,
-    strands: dict | None = None,
-    choice: dict | None = None,
-) -> dict:
-    rc_average = evaluation_strands(spec.evaluation, meta["task"])
-    test = split_probabilities(model, data_path, "test", tokenizer, spec, device, rc_average)
+def evaluate(model, resolved, job, device, record: dict) -> dict:
+    """The fine-tuned `model` scored on the job's test split (and validation, where it has
+    one and a single label), with what the run records beside it (`record`: its training,
+    strands and probes' answers): the report, written to the run's report folder."""
+    recipe, meta, data_path = resolved.recipe, job.meta, job.data
+    test = split_probabilities(model, data_path, "test", job.tokenizer, recipe, device)
     valid = None
     if meta["counts"]["valid"] and not is_multilabel(meta):
-        valid = split_probabilities(model, data_path, "valid", tokenizer, spec, device, rc_average)
+        valid = split_probabilities(model, data_path, "valid", job.tokenizer, recipe, device)
+    data, head, optim = recipe.data, recipe.head, recipe.optim
     extra = {
-        "window_bp": spec.data.window_bp or meta["window_bp"],
-        "max_tokens": spec.data.max_tokens,
-        "rc_average": rc_average,
-        "rc_augment": training_strands(spec.data, meta["task"]),
-        "strands": strands or {},
-        "recipe_choice": choice or {},
-        "learning_rate": spec.optim.learning_rate,
-        "pooling": spec.head.pooling,
-        "base_cnn_channels": spec.head.base.cnn_channels,
-        "base_cnn_architecture": spec.head.base.cnn_architecture,
-        "base_kmers": spec.head.base.kmers,
-        "head_lr_scale": task_head_lr_scale(spec.optim, meta["task"]),
-        "layer_decay": spec.optim.layer_decay,
-        "ema_decay": spec.optim.ema_decay,
-        "bpe_dropout": spec.data.bpe_dropout,
-        "segmentations": spec.evaluation.segmentations,
-        "training": training or {},
+        "window_bp": data.window_bp,
+        "max_tokens": data.max_tokens,
+        "rc_average": recipe.evaluation.rc_average,
+        "rc_augment": data.rc_augment,
+        "strands": record.get("strands", {}),
+        "recipe_choice": record.get("recipe_choice", {}),
+        "learning_rate": optim.learning_rate,
+        "pooling": head.pooling,
+        "base_cnn_channels": head.base.cnn_channels,
+        "base_cnn_architecture": head.base.cnn_architecture,
+        "base_kmers": head.base.kmers,
+        "head_lr_scale": optim.head_lr_scale,
+        "layer_decay": optim.layer_decay,
+        "ema_decay": optim.ema_decay,
+        "bpe_dropout": data.bpe_dropout,
+        "segmentations": recipe.evaluation.segmentations,
+        "training": record.get("training", {}),
     }
-    return write_evaluation(RunFolder(output).report, meta, test, valid, extra, data_path)
+    return write_evaluation(job.folder.report, meta, test, valid, extra, data_path)

@@ -62,15 +62,15 @@ class Candidate:
     settings: dict  # recipe settings by name
 
 
-def strand_candidates(spec) -> list[Candidate]:
+def strand_candidates(recipe) -> list[Candidate]:
     return [
         Candidate("both strands", {"rc_augment": True, "rc_average": True}),
         Candidate("one strand", {"rc_augment": False, "rc_average": False}),
     ]
 
 
-def learning_rate_candidates(spec) -> list[Candidate]:
-    rate = spec.optim.learning_rate
+def learning_rate_candidates(recipe) -> list[Candidate]:
+    rate = recipe.optim.learning_rate
     lower = float(f"{rate / LEARNING_RATE_FACTOR:.3g}")  # 1e-4, not 9.999999999999999e-05
     return [
         Candidate(f"{rate:g}", {"learning_rate": rate}),
@@ -78,10 +78,10 @@ def learning_rate_candidates(spec) -> list[Candidate]:
     ]
 
 
-def pooling_candidates(spec) -> list[Candidate]:
-    other = "cls" if spec.head.pooling == "mean" else "mean"
+def pooling_candidates(recipe) -> list[Candidate]:
+    other = "cls" if recipe.head.pooling == "mean" else "mean"
     return [
-        Candidate(spec.head.pooling, {"pooling": spec.head.pooling}),
+        Candidate(recipe.head.pooling, {"pooling": recipe.head.pooling}),
         Candidate(other, {"pooling": other}),
     ]
 
@@ -93,52 +93,58 @@ CANDIDATES = {
 }
 
 
-def apply(spec, settings: dict):
-    """`spec` with a candidate's settings."""
-    return spec.with_values(**settings)
+# the source of a value chosen by the probes, as finetuning.resolve records it
+CHOSEN = "chosen on validation"
 
 
-def open_questions(spec, meta: dict) -> list[str]:
-    """The questions this run asks on validation, in order."""
+def apply(resolved, settings: dict):
+    """A resolved recipe (finetuning.resolve.Resolved) with a candidate's settings."""
+    return resolved.with_values(CHOSEN, **settings)
+
+
+def open_questions(asked, meta: dict) -> list[str]:
+    """The questions a run of the recipe `asked` (as asked: a setting not given is None)
+    asks on validation, in order."""
     if (
         meta["task"] != "classify"
-        or not spec.evaluation.probe_steps
+        or not asked.evaluation.probe_steps
         or is_multilabel(meta)
         or not meta["counts"].get("valid")
     ):
         return []
-    strands_given = spec.data.rc_augment is not None or spec.evaluation.rc_average is not None
-    asked = [] if strands_given else ["strands"]
-    return asked + [q for q in QUESTIONS if q in spec.choose_on_validation]
+    strands_given = asked.data.rc_augment is not None or asked.evaluation.rc_average is not None
+    questions = [] if strands_given else ["strands"]
+    return questions + [q for q in QUESTIONS if q in asked.choose_on_validation]
 
 
-def probe_budget(spec, questions: list[str]) -> tuple[int, int]:
+def probe_budget(recipe, questions: list[str]) -> tuple[int, int]:
     """(at most how many probes, of at most how many steps) answer `questions`: two
     candidates each, the default of every question after the first being the best probe
     so far; a probe is never longer than the run itself (--max-steps)."""
-    steps = min(spec.evaluation.probe_steps, spec.optim.max_steps or spec.evaluation.probe_steps)
+    steps = min(recipe.evaluation.probe_steps, recipe.optim.max_steps)
     return len(questions) + 1, steps
 
 
-def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
-    """`spec` with the open questions answered on validation, and the record of each:
+def choose_recipe(resolved, meta: dict, output: Path, run) -> tuple:
+    """A resolved recipe (finetuning.resolve.Resolved) with the open questions answered
+    on validation, and the record of each:
     {"probe_steps": N, "asked": [question, ...], question: {"validation_auroc": {candidate:
     AUROC}, "best_step": {candidate: the step of that AUROC}, "margin": the lead a change
     needs, "chosen": name, "settings": its settings}} (empty when nothing is asked); a
     question not probed holds only "chosen", "settings" and "not_probed" (why).
-    `run(spec, folder)` fine-tunes and returns the trainer."""
-    questions = open_questions(spec, meta)
+    `run(resolved, folder)` fine-tunes and returns the trainer."""
+    questions = open_questions(resolved.asked, meta)
     if not questions:
-        return spec, {}
-    steps = probe_budget(spec, questions)[1]
+        return resolved, {}
+    steps = probe_budget(resolved.recipe, questions)[1]
     saved = RunFolder(output).recipe_choice
     if saved.is_file():  # a resumed run's answers, to the same questions and probe length
         record = json.loads(saved.read_text())
         if record.get("probe_steps") == steps and list(record.get("asked", [])) == questions:
-            return answered(spec, record), record
+            return answered(resolved, record), record
     record, best, trainer = {"probe_steps": steps, "asked": questions}, None, None
     for question in questions:
-        candidates = CANDIDATES[question](spec)
+        candidates = CANDIDATES[question](resolved.recipe)
         if best is not None and best[1] == 0:  # the best probe so far was best at its start
             record[question] = {
                 "chosen": candidates[0].name,
@@ -151,7 +157,7 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
             if index == 0 and best is not None:  # the default: the best probe so far
                 scores[candidate.name], best_steps[candidate.name] = best
                 continue
-            probe = probe_spec(apply(spec, candidate.settings), steps)
+            probe = probe_spec(apply(resolved, candidate.settings), steps)
             folder = RunFolder(output).probe(question, candidate.name)
             trainer = run(probe, folder)
             scores[candidate.name] = trainer.state.best_score
@@ -177,13 +183,13 @@ def choose_recipe(spec, meta: dict, output: Path, run) -> tuple:
             "chosen": chosen,
             "settings": settings,
         }
-        spec = apply(spec, settings)
+        resolved = apply(resolved, settings)
     if trainer is None or trainer.is_main:
         shutil.rmtree(RunFolder(output).probes, ignore_errors=True)
         output.mkdir(parents=True, exist_ok=True)
         with atomic_write(saved) as handle:
             json.dump(record, handle, indent=2)
-    return spec, record
+    return resolved, record
 
 
 def validation_classes(meta: dict) -> tuple[int, int]:
@@ -204,15 +210,15 @@ def auroc_standard_error(auroc: float, positives: int, negatives: int) -> float:
     return math.sqrt(max(variance, 0.0))
 
 
-def probe_spec(spec, steps: int):
-    """A probe: at most `steps` steps of `spec`, checked on validation as often as the run
-    is (at least at its end) and stopped as the run would be."""
-    every = min(spec.evaluation.eval_every or steps, steps)
-    return spec.with_values(eval_every=every, max_steps=steps)
+def probe_spec(resolved, steps: int):
+    """A probe: at most `steps` steps of a resolved recipe, checked on validation as often
+    as the run is (at least at its end) and stopped as the run would be."""
+    every = min(resolved.recipe.evaluation.eval_every or steps, steps)
+    return resolved.with_values(eval_every=every, max_steps=steps)
 
 
-def answered(spec, record: dict):
-    """`spec` with the settings of a saved record's answers."""
+def answered(resolved, record: dict):
+    """A resolved recipe with the settings of a saved record's answers."""
     for question in record["asked"]:
-        spec = apply(spec, record[question]["settings"])
-    return spec
+        resolved = apply(resolved, record[question]["settings"])
+    return resolved

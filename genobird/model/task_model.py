@@ -42,15 +42,22 @@ def load_encoder(model, pretrained_dir: Path) -> None:
 
 
 def task_config(
-    pretrained: Path | None, fresh_shape: dict, max_tokens: int, vocab_size: int, pad_id: int = 0
+    pretrained: Path | None,
+    fresh_shape: dict,
+    max_tokens: int,
+    vocab_size: int,
+    pad_id: int = 0,
+    description: dict | None = None,
 ) -> BigBirdConfig:
     """The encoder config of a fine-tuning run: the pretrained model's, or a fresh one of
     `fresh_shape` (max_position grown to max_tokens); checked against the tokenizer and
     the input length. A pretrained model with rotary positions has no position table, so
     its max_position grows to max_tokens too (it then reads inputs longer than it was
-    pretrained on); one with a learned table cannot."""
+    pretrained on); one with a learned table cannot. `description`: the pretrained
+    model's (model.io.read_model_description), where the caller has read it already."""
     if pretrained is not None:
-        config = BigBirdConfig.from_dict(read_model_description(pretrained)["config"])
+        description = description or read_model_description(pretrained)
+        config = BigBirdConfig.from_dict(description["config"])
         if config.position_encoding == "rotary" and max_tokens > config.max_position:
             log.info(
                 "max_position %d -> %d: rotary positions read longer inputs than pretraining's",
