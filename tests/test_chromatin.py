@@ -635,7 +635,7 @@ def test_a_profile_read_on_the_other_strand_reverses_its_bins(
 def test_a_profile_head_learns_the_central_bins_that_fit_its_context():
     """One 15-bin data set serves every context of an ablation: each head learns the
     central odd number of bins that fit in the bases it reads."""
-    from genobird.finetuning.spec import profile_bins_read
+    from genobird.finetuning.build import profile_bins_read
 
     meta = {"profile_bins": 15, "profile_bin_bp": 200}
     reads = {bp: profile_bins_read(meta, bp) for bp in (200, 400, 1000, 2000, 3000, 4000, 8000)}

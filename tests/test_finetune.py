@@ -872,8 +872,8 @@ def test_bpe_dropout_cuts_training_windows_many_ways_each_fixed_by_its_seed(
 def test_bpe_dropout_training_windows_may_use_every_position_of_the_model():
     from types import SimpleNamespace
 
+    from genobird.finetuning.build import training_max_tokens
     from genobird.finetuning.recipe import Recipe
-    from genobird.finetuning.spec import training_max_tokens
 
     model = SimpleNamespace(config=SimpleNamespace(max_position=512))
     assert training_max_tokens(Recipe.of(max_tokens=32).data, model) == 32

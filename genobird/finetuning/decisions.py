@@ -136,3 +136,13 @@ def decisions(resolved, meta: dict) -> list[Decision]:
         kind = "task" if meta["task"] != "classify" else "default (no probe)"
         steps.append(StrandsAsAsked("options" if given else kind))
     return steps
+
+
+def decide(resolved, job, steps: list[Decision], run) -> tuple:
+    """`resolved` with every decision of `steps` taken in turn (`run(candidate, folder)`
+    fine-tunes a probe and returns its trainer), and what the run records of them."""
+    record = {}
+    for step in steps:
+        resolved, decided = step.decide(resolved, job, run)
+        record.update(decided)
+    return resolved, record

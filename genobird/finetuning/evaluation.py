@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from genobird.datasets.metrics import is_multilabel, mean_auroc, write_evaluation
 from genobird.datasets.windows import WindowDataset
-from genobird.finetuning.spec import training_max_tokens
+from genobird.finetuning.build import training_max_tokens
 from genobird.inputs import window_collate
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,23 @@ def start_check(history: list[dict], base_start: dict) -> dict | None:
             expected,
         )
     return {"baselines": expected, "step_0": round(at_start, 5), "agree": agree}
+
+
+def training_record(trainer, job, planned: dict, start: dict) -> dict:
+    """What the run records of its training: its steps, selection and speed
+    (`training_summary`), its start (the pretrained model), its plan and estimate, the
+    attention kernel's check, and its start from the base readers with the check of its
+    first validation against them (`start_check`)."""
+    record = {
+        **training_summary(trainer.state),
+        "pretrained": str(job.pretrained) if job.pretrained else None,
+        **planned,
+        "attention_kernel_check": trainer.kernel_check,
+        **start,
+    }
+    if start:
+        record["start_check"] = start_check(trainer.state.history, start)
+    return record
 
 
 def training_summary(state) -> dict:

@@ -4,13 +4,26 @@ machine (finetuning.cost). Both walk the run's decisions (finetuning.decisions).
 
 from __future__ import annotations
 
+import logging
 import math
 
 from genobird.datasets.windows import WindowDataset
 from genobird.finetuning import cost
-from genobird.finetuning.spec import evaluation_interval, training_config
+from genobird.finetuning.train import evaluation_interval, training_config
 from genobird.inputs import window_collate
 from genobird.model.base_readers import base_kmer_lengths
+
+log = logging.getLogger(__name__)
+
+
+def plan_run(recipe, job, decisions: list, model) -> dict:
+    """What a run of a resolved `recipe` for `job` will do and what it will cost, logged
+    before it starts: {"plan": its words (`plan`), "estimated_cost": its minutes on
+    this machine (`planned_cost`)}."""
+    words = plan(recipe, decisions, job.baseline_runs)
+    estimate = planned_cost(recipe, job, decisions, model)
+    log.info("plan: %s; %s", words, cost.describe(estimate))
+    return {"plan": words, "estimated_cost": estimate}
 
 
 def plan(recipe, decisions: list, baseline_runs=()) -> str:
@@ -63,12 +76,20 @@ def planned_cost(recipe, job, decisions: list, model) -> dict:
     from genobird.baselines.cnn import CNNSpec
 
     base, data, checks, meta = recipe.head.base, recipe.data, recipe.evaluation, job.meta
+    counts, training = meta["counts"], training_config(recipe)
+    interval = (
+        evaluation_interval(checks.eval_every, counts["train"], training)
+        if checks.eval_every and counts["valid"]
+        else training.max_steps
+    )
+    patience = checks.patience if checks.eval_every and counts["valid"] else 0
+    runs = [run for decision in decisions for run in decision.runs(interval, patience)]
     readings = max((decision.readings for decision in decisions), default=1)
     rc_average = recipe.evaluation.rc_average
     train = WindowDataset(
         job.data, "train", job.tokenizer, data.max_tokens, window_bp=data.window_bp
     )
-    counts, windows = meta["counts"], len(train)
+    windows = len(train)
     sequences = [train.sequence(i) for i in range(min(len(train), cost.TIMED_WINDOWS))]
     units = {}
     if base.cnn_channels:
@@ -92,7 +113,6 @@ def planned_cost(recipe, job, decisions: list, model) -> dict:
             data.window_bp,
             rc_average,
         )
-    training = training_config(recipe)
     units["step"], units["check"] = cost.untouched(
         lambda: cost.time_classifier(
             model,
@@ -104,13 +124,6 @@ def planned_cost(recipe, job, decisions: list, model) -> dict:
             training.learning_rate,
         )
     )
-    interval = (
-        evaluation_interval(checks.eval_every, windows, training)
-        if checks.eval_every and counts["valid"]
-        else training.max_steps
-    )
-    patience = checks.patience if checks.eval_every and counts["valid"] else 0
-    runs = [run for decision in decisions for run in decision.runs(interval, patience)]
     return cost.estimate(
         cost.UnitTimes(**units),
         readings * bool(base.cnn_channels),
