@@ -26,9 +26,14 @@ LAYERS = [
     ["genobird.datasets"],
     ["genobird.baselines"],
     ["genobird.finetuning"],
-    # scoring, in data-flow order: where windows come from and where tables go, the
-    # predictors, the language model's bits, then what is built on them
-    ["genobird.scoring.options", "genobird.scoring.windows", "genobird.scoring.tables"],
+    # scoring, in data-flow order: where windows come from (the record source) and where
+    # tables go, the predictors, the language model's bits, then what is built on them
+    [
+        "genobird.scoring.options",
+        "genobird.scoring.windows",
+        "genobird.scoring.source",
+        "genobird.scoring.tables",
+    ],
     ["genobird.scoring.predict"],
     ["genobird.scoring.likelihood"],
     ["genobird.scoring", "genobird.convert"],

@@ -145,7 +145,7 @@ def test_embed_writes_hdf5_for_fasta_bed_and_vcf(model_dir, demo_reference, tmp_
         np.testing.assert_allclose(
             handle["base"][40:], embedder.embed([dna(300, 8)], level="base")[0]
         )
-    assert "no A/C/G/T base" in (tmp_path / "b.h5.rejected.tsv").read_text()
+    assert "record 'gap' is 100% N" in (tmp_path / "b.h5.rejected.tsv").read_text()
     reference = str(demo_reference / "genome.fa")
     bed = write(tmp_path / "r.bed", "chr1\t50000\t50120\tr1\t0\t-\nchrZ\t1\t5\n")
     tokens = tmp_path / "t.h5"

@@ -164,3 +164,28 @@ def test_every_command_reads_the_same_edge_records_by_its_declared_window(
         scored, rejected = found[command, "bed"]
         assert rejected == {3, 4, 5, 6, 7}, (command, rejected)
         assert {"ok", "near_end"} <= scored, command
+    # a window too much N is set aside in the same words by every command (the record
+    # source's), naming the record as the input names it; only the window read differs
+    for command in runs:
+        fasta_reasons = _reasons(tmp_path / f"{command}_fasta.{runs[command][1]}")
+        for line, name in ((5, "gap"), (9, "mostly")):
+            reason, record = fasta_reasons[line]
+            assert reason.startswith(f"record '{name}' is ") and " N in the " in reason, command
+            assert record == name, command
+            hint = "; give at least" in reason  # a record of one's own can be longer
+            assert hint == (command in fixed_window), command
+        bed_reasons = _reasons(tmp_path / f"{command}_bed.{runs[command][1]}")
+        window = "the window around" if command in fixed_window else "region"
+        for line, name, place in (
+            (6, "in_gap", "c1:1,051-1,350"),
+            (7, "mostly_gap", "c1:901-1,300"),
+        ):
+            reason, record = bed_reasons[line]
+            assert reason.startswith(f"{window} {place} is "), (command, reason)
+            assert record == name, command
+
+
+def _reasons(out) -> dict[int, tuple[str, str]]:
+    """{line: (reason, record)} of a command's OUT.rejected.tsv."""
+    table = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
+    return {row.line: (row.reason, row.record) for row in table.itertuples()}

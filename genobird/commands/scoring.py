@@ -155,7 +155,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def cmd_ism(args: argparse.Namespace) -> int:
-    from genobird.scoring.mutagenesis import bed_regions, fasta_regions, plot_ism, run_ism
+    from genobird.scoring.mutagenesis import ism_regions, plot_ism, run_ism
     from genobird.scoring.tables import write_rejected
 
     _score_source(args, ("fasta", "bed"))
@@ -166,11 +166,8 @@ def cmd_ism(args: argparse.Namespace) -> int:
     if args.plot and plotted not in features:
         raise GenobirdError(f"--feature {plotted!r} is not among the features mutated")
     problems: list = []
-    regions = (
-        bed_regions(args.bed, args.reference, predictor.input_length_bp, problems)
-        if args.bed
-        else fasta_regions(args.fasta, predictor.input_length_bp, problems)
-    )
+    kind, source = ("bed", args.bed) if args.bed else ("fasta", args.fasta)
+    regions = ism_regions(kind, source, predictor.input_length_bp, problems, args.reference)
     try:
         count, first = run_ism(
             predictor,

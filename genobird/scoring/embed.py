@@ -374,67 +374,24 @@ def write_embeddings(
 def embed_records(
     kind: str, source, reference, window_bp: int | None, rejected: list
 ) -> Iterator[tuple[dict, str]]:
-    """(ids, normalised sequence) of each record to embed; the rest go to `rejected`
-    with their reason. FASTA records and BED regions are read as they are (BED on its own
-    strand; with `window_bp`, each centred and resized to it); a VCF variant gives two
-    records, its REF and ALT windows of `window_bp` (1,000 by default) centred on it."""
-    from genobird.genome import open_reference, read_fasta
-    from genobird.genome.regions import BadRecord, centered_window
-    from genobird.inputs import mostly_n, mostly_n_reason, n_fraction
+    """(ids, normalised sequence) of each record to embed, read by the record source
+    (scoring.source); the rest go to `rejected` with their reason. FASTA records and BED
+    regions are read as they are (BED on its own strand; with `window_bp`, each centred
+    and resized to it); a VCF variant gives two records, its REF and ALT windows of
+    `window_bp` (1,000 by default) centred on it."""
     from genobird.scoring.options import VARIANT_WINDOW_BP
-    from genobird.scoring.windows import (
-        reference_regions,
-        reference_variants,
-        variant_problem,
-        variant_windows,
-    )
+    from genobird.scoring.source import WindowPolicy, records, variant_records
 
-    def usable(where: str, line: int, sequence: str, record: str) -> bool:
-        reason = None
-        if not sequence.strip("N"):
-            reason = "no A/C/G/T base to embed"
-        elif mostly_n(sequence):  # as the scorers refuse it
-            reason = mostly_n_reason(n_fraction(sequence), len(sequence), "the sequence")
-        elif len(sequence) > MAX_RECORD_BP:
-            reason = (
-                f"{len(sequence):,} bp, over the {MAX_RECORD_BP:,} bp a record may have; "
-                "tile it (bedtools makewindows)"
-            )
-        if reason:
-            rejected.append(BadRecord(where, line, reason, record))
-        return reason is None
-
-    where = str(source)
-    if kind == "fasta":
-        for record in read_fasta(source, problems=rejected):
-            if usable(where, record.line, record.sequence, record.name):
-                yield {"name": record.name, "line": record.line}, record.sequence
+    if kind != "vcf":
+        # --window-bp resizes BED regions; a FASTA record is read as it is
+        length = window_bp if kind == "bed" else None
+        policy = WindowPolicy(length, max_record_bp=MAX_RECORD_BP)
+        for record in records(kind, source, policy, rejected, reference):
+            yield {column: record.value(field) for column, field in COLUMNS[kind]}, record.sequence
         return
-    genome = open_reference(reference)
-    if kind == "bed":
-        for interval in reference_regions(source, genome, rejected):
-            region = centered_window(interval, window_bp) if window_bp else interval
-            strand = "-" if interval.strand == "-" else "+"
-            sequence = genome.fetch(region.chrom, region.start, region.end, strand, pad=True)
-            ids = {
-                "chrom": interval.chrom,
-                "start": region.start,
-                "end": region.end,
-                "name": interval.name or ".",
-                "strand": strand,
-                "line": interval.line,
-            }
-            if usable(where, interval.line, sequence, str(interval)):
-                yield ids, sequence
-        return
-    for variant in reference_variants(source, genome, rejected):
-        label = variant.label
-        windows = variant_windows(variant, genome, window_bp or VARIANT_WINDOW_BP)
-        if problem := variant_problem(variant, *windows):  # as score and likelihood
-            rejected.append(BadRecord(where, variant.line, problem, label))
-            continue
-        ref_window, alt_window, _ = windows
-        for allele, sequence in (("ref", ref_window), ("alt", alt_window)):
+    for record in variant_records(source, reference, window_bp or VARIANT_WINDOW_BP, rejected):
+        variant = record.variant
+        for allele, sequence in (("ref", record.ref), ("alt", record.alt)):
             ids = {
                 "chrom": variant.chrom,
                 "pos": variant.pos,
@@ -444,5 +401,18 @@ def embed_records(
                 "allele": allele,
                 "line": variant.line,
             }
-            if usable(where, variant.line, sequence, label):
-                yield ids, sequence
+            yield ids, sequence
+
+
+# the id columns of an embedded FASTA record and BED region: (column, the record's field)
+COLUMNS = {
+    "fasta": (("name", "name"), ("line", "line")),
+    "bed": (
+        ("chrom", "chrom"),
+        ("start", "window_start"),
+        ("end", "window_end"),
+        ("name", "name"),
+        ("strand", "read_strand"),
+        ("line", "line"),
+    ),
+}

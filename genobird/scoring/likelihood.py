@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -36,14 +37,11 @@ import torch.nn.functional as F
 from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.device import resolve_device
 from genobird.errors import CheckpointError, ConfigError
-from genobird.genome import open_reference, read_fasta
 from genobird.genome.alphabet import reverse_complement
-from genobird.genome.regions import BadRecord
 from genobird.inputs import model_padding, pad_ids, scorable_sequences
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.scoring.options import BATCH_SIZES, ScoringOptions
-from genobird.scoring.predict import ScoreResult
-from genobird.scoring.windows import chunked, id_columns, reference_regions, set_aside_mostly_n
+from genobird.scoring.source import ScoreResult, WindowPolicy, scored_records
 
 DEFAULT_STRIDE = 7  # about the 15% of pieces masked in pretraining
 COLUMNS = ["bp", "pieces", "bits", "bits_per_bp"]
@@ -234,52 +232,26 @@ class LikelihoodScorer:
                 yield _Cut(row, window, int(lengths[window].sum()))
 
     # The streaming interface of `genobird score` (scoring.write_scores)
+    # ------------------------------------------------------------------ records
+    def policy(self, tiles: bool = False) -> WindowPolicy:
+        """`genobird likelihood`'s windows: each FASTA record and BED region as it is (BED
+        on its own strand; `tiles` is `score`'s option, a record is not cut)."""
+        return WindowPolicy()
+
+    # each output's id columns: (column, the record's field it holds)
+    COLUMNS: ClassVar[dict] = {
+        "fasta": (("name", "name"), ("line", "line")),
+        "bed": tuple((name, name) for name in ("chrom", "start", "end", "name", "strand", "line")),
+    }
+
+    def score_table(self, sequences: list[str]) -> pd.DataFrame:
+        """bp, pieces, bits and bits per bp of normalised sequences."""
+        return self._score(sequences)
+
     def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
         """FASTA records scored whole (`tiles` is `score`'s option; a record is not cut)."""
-        rejected: list[BadRecord] = []
-        records = (
-            ({"name": record.name, "line": record.line}, record.sequence)
-            for record in read_fasta(path, problems=rejected)
-            if not _mostly_n_with_bases(
-                record.sequence, path, record.line, f"record {record.name!r}", rejected
-            )
-        )
-        for chunk, set_aside in chunked(records, self.chunk_size, rejected):
-            ids = id_columns(chunk, ("name", "line"))
-            yield self._chunk(ids, [sequence for _, sequence in chunk], set_aside, str(path))
+        return scored_records(self, "fasta", path)
 
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
         """BED regions as they are (not resized): on their own strand with one strand."""
-        reference = open_reference(reference)
-        rejected: list[BadRecord] = []
-        keys = ("chrom", "start", "end", "name", "strand", "line")
-
-        def regions():
-            for interval in reference_regions(path, reference, rejected, chromosomes):
-                strand = "-" if interval.strand == "-" else "+"
-                ids = {k: getattr(interval, k) or ("." if k == "name" else 0) for k in keys}
-                sequence = reference.fetch(interval.chrom, interval.start, interval.end, strand)
-                if not _mostly_n_with_bases(sequence, path, interval.line, str(interval), rejected):
-                    yield ids, sequence
-
-        for chunk, set_aside in chunked(regions(), self.chunk_size, rejected):
-            ids = id_columns(chunk, keys)
-            yield self._chunk(ids, [sequence for _, sequence in chunk], set_aside, str(path))
-
-    def _chunk(
-        self, ids: dict, sequences: list[str], rejected: list[BadRecord], source: str
-    ) -> ScoreResult:
-        """Scores of a chunk; sequences without an A/C/G/T base join the rejected."""
-        table = pd.concat([pd.DataFrame(ids), self._score(sequences)], axis=1)
-        empty = table["bp"] == 0
-        for _, row in table[empty].iterrows():
-            record = "\t".join(str(row[k]) for k in ids if k != "line")
-            rejected.append(BadRecord(source, int(row["line"]), "no A/C/G/T base to score", record))
-        return ScoreResult(table[~empty].reset_index(drop=True), rejected)
-
-
-def _mostly_n_with_bases(sequence: str, path, line: int, what: str, rejected: list) -> bool:
-    """Whether a record with bases is more than half N, set aside if so, as every scorer
-    sets such a window aside; one without any base is scored as nothing and set aside
-    then, with that reason (`LikelihoodScorer._chunk`)."""
-    return bool(sequence.strip("N")) and set_aside_mostly_n(sequence, path, line, what, rejected)
+        return scored_records(self, "bed", path, reference=reference, chromosomes=chromosomes)

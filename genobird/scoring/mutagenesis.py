@@ -31,11 +31,9 @@ from tqdm import tqdm
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_path, utf8_names
-from genobird.genome import centered_window, open_reference, read_fasta
-from genobird.inputs import fit_window
 from genobird.scoring.predict import logit
+from genobird.scoring.source import WindowPolicy, records
 from genobird.scoring.tables import H5Output, select_features
-from genobird.scoring.windows import reference_regions, set_aside_mostly_n
 
 BASES = "ACGT"
 SCORE_LABELS = {"diff": "alt - ref", "log_odds": "logit(alt) - logit(ref)"}
@@ -112,33 +110,19 @@ def _effect(alt: np.ndarray, reference: np.ndarray, score: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ inputs
-def fasta_regions(path, input_bp: int, problems: list) -> Iterator[Region]:
-    """Each record's window (`fit_window`); one more than half N is set aside in
-    `problems`, as `score` rejects it."""
-    for record in read_fasta(path, problems=problems):
-        offset = _fit_offset(len(record.sequence), input_bp)
-        window = fit_window(record.sequence, input_bp)
-        if not set_aside_mostly_n(window, path, record.line, f"record {record.name!r}", problems):
-            yield Region(record.name, record.name, offset, window)
-
-
-def _fit_offset(record_bp: int, input_bp: int) -> int:
-    """Record coordinate of the first base of `fit_window`'s output (negative: N padding)."""
-    if record_bp >= input_bp:
-        return (record_bp - input_bp) // 2
-    return -((input_bp - record_bp) // 2)
-
-
-def bed_regions(path, reference, input_bp: int, problems: list) -> Iterator[Region]:
-    """Windows centred on the intervals, on the genome's + strand (the BED strand is not
-    applied, so positions and bases read as the reference's)."""
-    reference = open_reference(reference)
-    for interval in reference_regions(path, reference, problems):
-        window = centered_window(interval, input_bp)
-        sequence = reference.fetch(window.chrom, window.start, window.end, pad=True)
-        name = interval.name or f"{interval.chrom}:{interval.start}-{interval.end}"
-        if not set_aside_mostly_n(sequence, path, interval.line, f"the window of {name}", problems):
-            yield Region(name, interval.chrom, window.start, sequence)
+def ism_regions(kind: str, path, input_bp: int, problems: list, reference=None):
+    """The records to mutate, read by the record source (scoring.source) as `genobird
+    score` reads them: a FASTA record fitted to the input window, a BED region's window
+    centred on it on the genome's + strand (positions and bases as the reference's); a
+    window more than half N is set aside in `problems`."""
+    policy = WindowPolicy(input_bp, strand="genome")
+    for record in records(kind, path, policy, problems, reference):
+        if kind == "fasta":
+            yield Region(record.name, record.name, record.offset, record.sequence)
+            continue
+        region = record.region
+        name = region.name or f"{region.chrom}:{region.start}-{region.end}"
+        yield Region(name, region.chrom, record.window.start, record.sequence)
 
 
 # ------------------------------------------------------------------ output

@@ -26,9 +26,7 @@ for callers (like `genobird score`) that write as they go.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,10 +38,9 @@ from genobird.corpus.tokenizer import TokenizerBase, load_tokenizer
 from genobird.device import resolve_device
 from genobird.errors import CheckpointError, ConfigError, SequenceError
 from genobird.fileio import require_unique_names
-from genobird.genome import centered_window, open_reference, read_fasta
+from genobird.genome import centered_window
 from genobird.genome.regions import BadRecord, Interval
 from genobird.inputs import (
-    MAX_N_FRACTION,
     fit_window,
     model_padding,
     mostly_n,
@@ -56,30 +53,18 @@ from genobird.inputs import (
 from genobird.model.io import from_pretrained, read_model_description
 from genobird.model.precision import autocast, autocast_dtype
 from genobird.scoring.options import ScoringOptions
-from genobird.scoring.windows import (
+from genobird.scoring.source import (
     BED_IDS,
     FASTA_IDS,
-    WindowInputs,
-    chunked,
-    collate_views,
-    default_workers,
-    reference_regions,
-    reference_variants,
-    variant_problem,
-    variant_windows,
+    ScoreResult,
+    WindowPolicy,
+    scored_records,
+    variant_records,
 )
+from genobird.scoring.windows import WindowInputs, chunked, collate_views, default_workers
 
 LOG_ODDS_EPSILON = 1e-6
 VARIANT_SCORES = ("diff", "abs_diff", "log_odds_diff")
-
-
-@dataclass
-class ScoreResult:
-    """A chunk of scores: the table (id columns, then one column per feature) and the
-    records that could not be scored."""
-
-    table: pd.DataFrame
-    rejected: list[BadRecord]
 
 
 class Predictor:
@@ -252,14 +237,32 @@ class Predictor:
     @property
     def min_bases_bp(self) -> int:
         """The fewest A/C/G/T bases a record needs for its window to be scored."""
-        return math.ceil(self.input_length_bp * (1 - MAX_N_FRACTION))
+        return self.policy().min_bases_bp
 
     def _table(self, ids: dict, probabilities: np.ndarray) -> pd.DataFrame:
         table = pd.DataFrame(ids)
         scores = pd.DataFrame(probabilities.astype(np.float64), columns=self.feature_names)
         return pd.concat([table.reset_index(drop=True), scores], axis=1)
 
-    # ------------------------------------------------------------------ FASTA
+    # ------------------------------------------------------------------ records
+    def policy(self, tiles: bool = False) -> WindowPolicy:
+        """`genobird score`'s windows: the model's input length (a FASTA record fitted to
+        it, or read as its tiles; a BED region's window centred on it, on its strand)."""
+        return WindowPolicy(self.input_length_bp, tiles)
+
+    # each output's id columns: (column, the record's field it holds)
+    COLUMNS: ClassVar[dict] = {
+        "fasta": tuple((name, name) for name in FASTA_IDS),
+        "bed": tuple((name, name) for name in (*BED_IDS, "contains_N", "n_fraction")),
+    }
+
+    def score_table(self, sequences: list[str]) -> pd.DataFrame:
+        """One column per feature: the probabilities of windows of the model's length."""
+        probabilities = (
+            self._probabilities(sequences) if sequences else np.zeros((0, len(self.feature_names)))
+        )
+        return pd.DataFrame(probabilities.astype(np.float64), columns=self.feature_names)
+
     def iter_fasta(self, path, tiles: bool = False) -> Iterator[ScoreResult]:
         """Chunks of scores of the FASTA's records: each row names its record (`name`,
         and `line`, its header's line), the bases of the record it read (`first_bp`,
@@ -267,108 +270,23 @@ class Predictor:
         record or `padded` with N to the model's window, and the share of that window that
         is N (`n_fraction`). A window more than half N (a record without an A/C/G/T base,
         or much shorter than the model's window) is rejected, as `predict` refuses it."""
-        rejected: list[BadRecord] = []
-        rows = self._fasta_rows(path, tiles, rejected)
-        for chunk, set_aside in chunked(rows, self.chunk_size, rejected):
-            yield self._fasta_chunk(chunk, set_aside)
-
-    def _fasta_rows(self, path, tiles: bool, rejected: list[BadRecord]) -> Iterator[dict]:
-        """The windows of the FASTA's records that can be scored; the others go to
-        `rejected` with their share of N."""
-        for record in read_fasta(path, problems=rejected):
-            for row in self._fasta_windows(record, tiles):
-                if not mostly_n(row["window"]):
-                    yield row
-                    continue
-                reason = mostly_n_reason(
-                    row["n_fraction"], len(row["window"]), f"record {row['name']!r}"
-                )
-                rejected.append(
-                    BadRecord(
-                        str(path),
-                        record.line,
-                        f"{reason}; give at least {self.min_bases_bp:,} bp of A/C/G/T",
-                        record.name,
-                    )
-                )
-
-    def _fasta_windows(self, record, tiles: bool) -> Iterator[dict]:
-        """The windows scored of a record (one, or its tiles), each with its provenance."""
-        length, size = self.input_length_bp, len(record.sequence)
-        spans = [(0, size)]
-        if tiles and size > length:
-            spans = [(start, min(start + length, size)) for start in range(0, size, length)]
-        for start, end in spans:
-            name = record.name if len(spans) == 1 else f"{record.name}/{start}-{end}"
-            first = start + max(0, (end - start - length) // 2)  # a longer span's centre
-            last = min(end, first + length)
-            window = fit_window(record.sequence[start:end], length)
-            yield {
-                "name": name,
-                "line": record.line,
-                "first_bp": first,
-                "last_bp": last,
-                "cropped": last - first < end - start,
-                "padded": last - first < length,
-                "n_fraction": n_fraction(window),
-                "window": window,
-            }
-
-    def _fasta_chunk(self, rows: list[dict], rejected) -> ScoreResult:
-        probabilities = (
-            self._probabilities([row["window"] for row in rows])
-            if rows
-            else np.zeros((0, len(self.feature_names)))
-        )
-        ids = {key: [row[key] for row in rows] for key in FASTA_IDS}
-        return ScoreResult(self._table(ids, probabilities), rejected)
+        return scored_records(self, "fasta", path, tiles=tiles)
 
     def score_fasta(self, path, tiles: bool = False) -> pd.DataFrame:
         return _collect(self.iter_fasta(path, tiles))
 
-    # ------------------------------------------------------------------ BED
     def iter_bed(self, path, reference, chromosomes=None) -> Iterator[ScoreResult]:
-        """Chunks of scores of the BED's regions (only those on `chromosomes` if given)."""
-        reference = open_reference(reference)
-        rejected: list[BadRecord] = []
-        regions = reference_regions(path, reference, rejected, chromosomes)
-        for chunk, set_aside in chunked(regions, self.chunk_size, rejected):
-            yield self._bed_chunk(chunk, reference, set_aside, path)
-
-    def _bed_chunk(self, intervals, reference, rejected, path) -> ScoreResult:
-        """The scores of a chunk of regions; a region whose window is more than half N (an
-        assembly gap, a contig's end) is rejected with its share."""
-        probabilities, shares = self.score_regions(intervals, reference)
-        ids = {k: [] for k in (*BED_IDS, "contains_N", "n_fraction")}
-        kept = []
-        for row, (interval, share) in enumerate(zip(intervals, shares, strict=True)):
-            window = centered_window(interval, self.input_length_bp)
-            place = f"{interval.chrom}:{interval.start + 1:,}-{interval.end:,}"
-            if share > MAX_N_FRACTION:
-                reason = mostly_n_reason(share, self.input_length_bp, f"the window around {place}")
-                rejected.append(BadRecord(str(path), interval.line, reason, interval.name or place))
-                continue
-            kept.append(row)
-            values = (
-                interval.chrom,
-                interval.start,
-                interval.end,
-                interval.name or ".",
-                interval.strand,
-                interval.line,
-                window.start,
-                window.end,
-                share > 0,
-                share,
-            )
-            for key, value in zip(ids, values, strict=True):
-                ids[key].append(value)
-        return ScoreResult(self._table(ids, probabilities[kept]), rejected)
+        """Chunks of scores of the BED's regions (only those on `chromosomes` if given):
+        each read as the model's window centred on it, on its own strand (+ when it has
+        none), N-padded past a contig's ends; a window more than half N (an assembly gap,
+        a contig's end) is rejected with its share."""
+        return scored_records(self, "bed", path, reference=reference, chromosomes=chromosomes)
 
     def score_regions(self, intervals: list[Interval], reference) -> tuple[np.ndarray, list]:
-        """(probabilities [N, F], whether each window holds an N) of regions on an open
+        """(probabilities [N, F], each window's N share) of regions on an open
         reference: each read as the model's window centred on it, on its own strand (+
-        when it has none), N-padded past a contig's ends."""
+        when it has none), N-padded past a contig's ends, fetched where it is tokenised
+        (a genome track's bins: scoring.tracks)."""
         windows = []
         for interval in intervals:
             window = centered_window(interval, self.input_length_bp)
@@ -385,38 +303,30 @@ class Predictor:
     ) -> Iterator[tuple[dict, list[BadRecord]]]:
         """Chunks of {score name: table} (only variants on `chromosomes` if given); a
         variant the policy of `variant_problem` refuses goes to the rejected records."""
-        reference = open_reference(reference)
         rejected: list[BadRecord] = []
-
-        def scorable():
-            for variant in reference_variants(path, reference, rejected, chromosomes):
-                windows = variant_windows(variant, reference, self.input_length_bp)
-                if problem := variant_problem(variant, *windows):
-                    rejected.append(BadRecord(str(path), variant.line, problem, variant.label))
-                    continue
-                yield variant, windows
-
-        for chunk, set_aside in chunked(scorable(), self.chunk_size, rejected):
+        variants = variant_records(path, reference, self.input_length_bp, rejected, chromosomes)
+        for chunk, set_aside in chunked(variants, self.chunk_size, rejected):
             yield self._variant_chunk(chunk), set_aside
 
     def _variant_chunk(self, chunk: list) -> dict:
-        """The tables of (variant, its windows) pairs."""
+        """The tables of a chunk of variants' windows (source.VariantRecord)."""
         ids = {k: [] for k in ("chrom", "pos", "id", "ref", "alt", "ref_match", "line")}
-        for variant, (_, _, ref_match) in chunk:
+        for record in chunk:
+            variant = record.variant
             values = (
                 variant.chrom,
                 variant.pos,
                 variant.id,
                 variant.ref,
                 variant.alt,
-                ref_match,
+                record.ref_match,
                 variant.line,
             )
             for key, value in zip(ids, values, strict=True):
                 ids[key].append(value)
         empty = np.zeros((0, len(self.feature_names)))
-        ref = self._probabilities([w[0] for _, w in chunk]) if chunk else empty
-        alt = self._probabilities([w[1] for _, w in chunk]) if chunk else empty
+        ref = self._probabilities([record.ref for record in chunk]) if chunk else empty
+        alt = self._probabilities([record.alt for record in chunk]) if chunk else empty
         diff = alt.astype(np.float64) - ref
         log_odds = logit(alt) - logit(ref)
         scores = {

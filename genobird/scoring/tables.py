@@ -222,15 +222,18 @@ def output_format(out: Path, fmt: str | None) -> str:
 @runtime_checkable
 class RecordScorer(Protocol):
     """What `write_scores` (and so `genobird score` and `genobird likelihood`) scores
-    FASTA records and BED regions with. Each chunk it yields is a `ScoreResult`
-    (scoring.predict): a table of id columns and one column per name in
-    `feature_names`, and the records set aside with a reason."""
+    FASTA records and BED regions with: the record source (scoring.source) reads them as
+    its `policy(tiles)` declares, in chunks of `chunk_size`; the scorer only scores a
+    chunk's sequences (`score_table`: one column per name in `feature_names`), beside
+    the id columns it names for each kind (`COLUMNS`)."""
 
     feature_names: list[str]
+    chunk_size: int
+    COLUMNS: dict
 
-    def iter_fasta(self, path, tiles: bool = False) -> Iterator: ...
+    def policy(self, tiles: bool = False): ...
 
-    def iter_bed(self, path, reference, chromosomes=None) -> Iterator: ...
+    def score_table(self, sequences: list[str]): ...
 
 
 @runtime_checkable
@@ -339,11 +342,10 @@ def _check_scores(predictor, kind: str) -> None:
 
 
 def _chunks(predictor, kind, source, reference, tiles, chromosomes):
-    if kind == "fasta":
-        for result in predictor.iter_fasta(source, tiles):
-            yield {"predictions": result.table}, result.rejected
-    elif kind == "bed":
-        for result in predictor.iter_bed(source, reference, chromosomes):
-            yield {"predictions": result.table}, result.rejected
-    else:
+    from genobird.scoring.source import scored_records  # torch: not for --help
+
+    if kind == "vcf":
         yield from predictor.iter_variants(source, reference, chromosomes)
+        return
+    for result in scored_records(predictor, kind, source, tiles, reference, chromosomes):
+        yield {"predictions": result.table}, result.rejected

@@ -76,26 +76,13 @@ def allele_windows(
     `scoring.windows.variant_problem`'s, as `score --vcf` rejects them, and an allele longer than
     `MAX_ALLELE_BP`. A window past its contig's ends is N-padded there, as `score --vcf`
     pads it (window_start and window_end may then lie outside the contig)."""
-    from genobird.scoring.windows import reference_variants, variant_problem, variant_windows
+    from genobird.scoring.source import variant_records
 
     check_window(window_bp)
-    source = str(path)
-    # alleles of any length are read, so that a long one is rejected with this reason
-    for variant in reference_variants(
-        path, reference, rejected, chromosomes, max_allele_length=10**9
+    for record in variant_records(
+        path, reference, window_bp, rejected, chromosomes, max_allele_bp=MAX_ALLELE_BP
     ):
-        label = variant.label
-        reason = None
-        start = variant.start + len(variant.ref) // 2 - window_bp // 2
-        if max(len(variant.ref), len(variant.alt)) > MAX_ALLELE_BP:
-            reason = f"an allele longer than {MAX_ALLELE_BP} bp: SNVs and short indels only"
-        else:  # the policy `score --vcf` follows too: N-padded past a contig's ends
-            ref, alt, ref_match = variant_windows(variant, reference, window_bp)
-            reason = variant_problem(variant, ref, alt, ref_match)
-        if reason is not None:
-            rejected.append(BadRecord(source, variant.line, reason, label))
-            continue
-        yield AlleleWindows(variant, ref, alt, start, start + window_bp)
+        yield AlleleWindows(record.variant, record.ref, record.alt, record.start, record.end)
 
 
 def differing_pieces(ref_ids: list[int], alt_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:

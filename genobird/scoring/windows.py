@@ -72,12 +72,6 @@ def collate_views(items: list, block_size: int, pad_id: int, dense_length: int =
     return views, [share for _, share in items], [ids is not None for ids, _ in items]
 
 
-# the id columns of a FASTA record's scores (Predictor._fasta_windows)
-FASTA_IDS = ("name", "line", "first_bp", "last_bp", "cropped", "padded", "n_fraction")
-# of a BED region's: the region as given, its input line, and the window scored around it
-BED_IDS = ("chrom", "start", "end", "name", "strand", "line", "window_start", "window_end")
-
-
 def check_source(kind: str, reference=None, chromosomes=None) -> None:
     """The one check of what a scoring command reads, before any model is loaded: BED
     regions and VCF variants are cut from a reference, and --chromosomes chooses among
@@ -145,21 +139,6 @@ def chunked(
             chunk, held = [], 0
     if chunk or rejected:
         yield chunk, taken(rejected)
-
-
-def set_aside_mostly_n(window: str, path, line: int, what: str, rejected: list) -> bool:
-    """Whether a window is more than half N (`inputs.mostly_n`), set aside in `rejected`
-    with its share if so: what no scorer scores."""
-    if not mostly_n(window):
-        return False
-    reason = mostly_n_reason(n_fraction(window), len(window), what)
-    rejected.append(BadRecord(str(path), line, reason, what))
-    return True
-
-
-def id_columns(chunk: list[tuple[dict, str]], keys) -> dict[str, list]:
-    """The id columns of a chunk of (ids, sequence) records, column by column."""
-    return {key: [ids[key] for ids, _ in chunk] for key in keys}
 
 
 def taken(rejected: list[BadRecord]) -> list[BadRecord]:
