@@ -37,6 +37,8 @@ LAYERS = [
     ["genobird.scoring.predict"],
     ["genobird.scoring.likelihood"],
     ["genobird.scoring", "genobird.convert"],
+    # what a model reads: attributions over many windows, and the motifs in them
+    ["genobird.interpret"],
     # the results folder and the evaluations' artifacts: written by evaluation, drawn by
     # the report (which imports no evaluation code: test_report)
     ["genobird.artifacts"],

@@ -12,6 +12,7 @@ from genobird.commands.corpus import add_corpus, add_vocab
 from genobird.commands.dataset import add_dataset
 from genobird.commands.evaluate import add_baseline, add_zero_shot
 from genobird.commands.finetune import add_finetune
+from genobird.commands.interpret import add_attribute, add_motifs
 from genobird.commands.layout import add_layout
 from genobird.commands.nlp import add_nlp
 from genobird.commands.pretrain import add_pretrain
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_likelihood,
         add_zero_shot,
         add_ism,
+        add_attribute,
+        add_motifs,
         add_baseline,
         add_evaluate,
         add_report,

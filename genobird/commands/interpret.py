@@ -1,0 +1,131 @@
+"""`genobird attribute|motifs`: what a fine-tuned model reads across many windows, and
+the motifs it reads, named by their JASPAR matches."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from genobird.commands.common import EXIT_OK, report_rejected, subcommand
+from genobird.commands.options import add_shared
+from genobird.commands.scoring import _add_predictor_options, _load_predictor
+from genobird.errors import UsageError
+
+# the settings of the motif route a user picks, declared once (options and defaults)
+JASPAR_RELEASE, JASPAR_TAXON = 2026, "vertebrates"
+
+
+def cmd_attribute(args: argparse.Namespace) -> int:
+    attributions, rejected = _attributions(args)
+    path = attributions.write(args.out)
+    report_rejected(rejected)
+    print(
+        f"attributed {len(attributions.ids):,} windows of {attributions.window_bp} bp to "
+        f"{attributions.feature!r} ({attributions.method}, {attributions.score}); wrote {path}"
+    )
+    return EXIT_OK
+
+
+def cmd_motifs(args: argparse.Namespace) -> int:
+    from genobird.interpret.attributions import Attributions
+    from genobird.interpret.motif_report import write_motifs
+    from genobird.interpret.motifs import Jaspar
+
+    if args.attributions is None and args.model is None:
+        raise UsageError("give --attributions A.h5, or --model DIR with --data, --fasta or --bed")
+    jaspar = Jaspar.load(args.jaspar_release, args.taxon)  # refused before any work
+    rejected = []
+    if args.attributions is not None:
+        attributions = Attributions.read(args.attributions)
+    else:
+        attributions, rejected = _attributions(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        attributions.write(args.out / "attributions.h5")
+    report_rejected(rejected)
+    summary = write_motifs(attributions, jaspar, args.out)
+    print(summary)
+    return EXIT_OK
+
+
+def _attributions(args: argparse.Namespace):
+    from genobird.interpret.attributions import ism_attributions, windows_to_attribute
+
+    if args.data is None and args.fasta is None and args.bed is None:
+        raise UsageError("give the windows: --data H5, --fasta FASTA or --bed BED --reference FA")
+    predictor = _load_predictor(args)
+    rejected: list = []
+    ids, sequences = windows_to_attribute(
+        predictor, args, rejected, feature=args.feature, limit=args.limit
+    )
+    return ism_attributions(predictor, ids, sequences, args.feature), rejected
+
+
+def _add_windows(sub, required: bool) -> None:
+    """The windows attributed: a data set's split (its windows of one label), or FASTA
+    records and BED regions read as `genobird score` reads them."""
+    windows = sub.add_argument_group("the windows attributed")
+    inputs = windows.add_mutually_exclusive_group(required=required)
+    inputs.add_argument("--data", type=Path, help="a data set (genobird dataset) to read from")
+    inputs.add_argument("--fasta", type=Path, help="sequences (fitted to the model's window)")
+    inputs.add_argument("--bed", type=Path, help="regions (centred on, the model's window)")
+    add_shared(windows, "reference", reference="genome FASTA (for --bed)")
+    windows.add_argument(
+        "--split", default="test", help="with --data: the split read (train, valid or test)"
+    )
+    windows.add_argument(
+        "--label",
+        type=int,
+        choices=(0, 1),
+        help="with --data: only windows of this label of the feature (default: all)",
+    )
+    windows.add_argument("--limit", type=int, help="at most N windows, the first read")
+    windows.add_argument("--feature", help="the feature attributed (default: the model's only one)")
+    windows.add_argument(
+        "--method",
+        choices=("ism",),
+        default="ism",
+        help="in-silico mutagenesis: every base changed to each other one, its logit's change",
+    )
+
+
+def add_attribute(commands) -> None:
+    sub = subcommand(
+        commands,
+        "attribute",
+        "Per-base attributions of many windows to one feature of a fine-tuned model "
+        "(in-silico mutagenesis, on the logit scale), as the one-hot and hypothetical "
+        "contribution arrays [N, 4, L] TF-MoDISco reads (HDF5).",
+        cmd_attribute,
+    )
+    add_shared(sub, "model", "out", out="HDF5 to write")
+    _add_windows(sub, required=True)
+    _add_predictor_options(sub)
+
+
+def add_motifs(commands) -> None:
+    sub = subcommand(
+        commands,
+        "motifs",
+        "The motifs a model reads across many windows: TF-MoDISco patterns of its "
+        "attributions, each matched to JASPAR by TOMTOM; writes DIR/motifs.tsv, "
+        "DIR/motifs.meme and DIR/motifs.html.",
+        cmd_motifs,
+    )
+    sub.add_argument(
+        "--attributions", type=Path, help="attributions of `genobird attribute` (HDF5)"
+    )
+    sub.add_argument("--model", type=Path, help="a fine-tuned model directory, to attribute first")
+    sub.add_argument("--out", type=Path, required=True, help="folder to write")
+    sub.add_argument(
+        "--jaspar-release",
+        type=int,
+        default=JASPAR_RELEASE,
+        help="the JASPAR release matched against (pyjaspar ships it)",
+    )
+    sub.add_argument(
+        "--taxon",
+        default=JASPAR_TAXON,
+        help="the JASPAR CORE taxon matched against",
+    )
+    _add_windows(sub, required=False)
+    _add_predictor_options(sub)

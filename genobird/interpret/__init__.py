@@ -1,0 +1,2 @@
+"""What a fine-tuned model reads: attributions over many windows, and the motifs in them
+named by their JASPAR matches."""

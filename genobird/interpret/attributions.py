@@ -1,0 +1,204 @@
+"""What a predictor reads in many windows: per-base attributions (`genobird attribute`).
+
+In-silico mutagenesis is the exact reference: every base of every window is changed to
+each other base and scored through the predictor, mutants of many windows batched
+together. A base's effect is on the logit scale (logit(alt) - logit(ref) of the chosen
+feature): a probability near 0 or 1 changes by almost nothing whatever the base, its
+logit does not. Each position's four effects are centred on their mean, which gives the
+hypothetical contribution of every base there (TF-MoDISco's `hypothetical_contribs`);
+the reference base's contribution is the one the window holds.
+
+The file (HDF5) holds the arrays modisco-lite reads, bases in A, C, G, T order:
+    one_hot        float32 [N, 4, L]
+    attributions   float32 [N, 4, L]   hypothetical contributions
+    ids            S [N]               the windows' names
+    attrs: format, model, feature, method, score, window_bp
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from genobird.errors import ConfigError, InputError
+from genobird.genome.alphabet import one_hot
+from genobird.scoring.mutagenesis import BASES, mutants
+from genobird.scoring.predict import logit
+from genobird.scoring.tables import H5Output
+
+FORMAT = "genobird-attributions-1"
+METHODS = ("ism",)
+
+
+@dataclass
+class Attributions:
+    """Per-base attributions of N windows of L bp for one feature of a model."""
+
+    ids: list[str]
+    one_hot: np.ndarray  # float32 [N, 4, L]
+    attributions: np.ndarray  # float32 [N, 4, L]
+    model: str
+    feature: str
+    method: str = "ism"
+    score: str = "logit"
+
+    @property
+    def window_bp(self) -> int:
+        return self.one_hot.shape[2]
+
+    @property
+    def contributions(self) -> np.ndarray:
+        """The reference bases' contributions [N, 4, L] (0 at the other bases)."""
+        return self.attributions * self.one_hot
+
+    def write(self, path: Path) -> Path:
+        """The HDF5 file (module docstring), written whole or not at all."""
+        with H5Output(Path(path)) as handle:
+            handle.attrs.update(
+                format=FORMAT,
+                model=self.model,
+                feature=self.feature,
+                method=self.method,
+                score=self.score,
+                window_bp=self.window_bp,
+            )
+            handle.put("one_hot", self.one_hot.astype(np.float32))
+            handle.put("attributions", self.attributions.astype(np.float32))
+            handle.put("ids", np.asarray(self.ids, dtype=object).astype("S"))
+        return Path(path)
+
+    @classmethod
+    def read(cls, path) -> Attributions:
+        """Attributions written by `write`, refused in one line when they are not."""
+        path = Path(path)
+        try:
+            handle = h5py.File(path, "r")
+        except OSError as exc:
+            raise InputError(f"{path}: not an HDF5 file of attributions ({exc})") from exc
+        with handle:
+            if handle.attrs.get("format") != FORMAT:
+                raise InputError(
+                    f"{path}: not written by `genobird attribute` (format "
+                    f"{handle.attrs.get('format')!r}); make it with genobird attribute"
+                )
+            found = cls(
+                [name.decode() for name in handle["ids"][:]],
+                handle["one_hot"][:],
+                handle["attributions"][:],
+                str(handle.attrs["model"]),
+                str(handle.attrs["feature"]),
+                str(handle.attrs["method"]),
+                str(handle.attrs["score"]),
+            )
+        if found.one_hot.shape != found.attributions.shape or found.one_hot.shape[1] != 4:
+            raise InputError(
+                f"{path}: one_hot {found.one_hot.shape} and attributions "
+                f"{found.attributions.shape} must both be [N, 4, L]"
+            )
+        return found
+
+
+def feature_index(predictor, feature: str | None) -> int:
+    """The output attributed: `feature` by name, or the model's only one."""
+    names = list(predictor.feature_names)
+    if feature is None:
+        if len(names) > 1:
+            raise ConfigError(
+                f"the model has {len(names)} features; name one with --feature (e.g. {names[0]!r})"
+            )
+        return 0
+    if feature not in names:
+        raise ConfigError(f"--feature {feature!r}: the model has no such feature; it has {names}")
+    return names.index(feature)
+
+
+def windows_to_attribute(
+    predictor, given, rejected: list, feature: str | None = None, limit: int | None = None
+) -> tuple[list[str], list[str]]:
+    """(ids, windows of the predictor's input length) to attribute: a data set's split
+    (`given.data`, `given.split`; only its windows of `given.label` for the feature where
+    given), or FASTA records and BED regions read as `genobird score` reads them (the
+    record source; what it cannot read goes to `rejected`). At most `limit`, the first."""
+    from genobird.inputs import central
+
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}")
+    if given.data is None:
+        from genobird.scoring.source import records
+
+        kind, path = ("bed", given.bed) if given.bed is not None else ("fasta", given.fasta)
+        if kind == "bed" and given.reference is None:
+            raise ConfigError("--bed needs --reference FASTA to cut the windows from")
+        read = records(kind, path, predictor.policy(), rejected, given.reference)
+        chosen = list(itertools.islice(read, limit))
+        return [r.name if kind == "fasta" else _place(r) for r in chosen], [
+            r.sequence for r in chosen
+        ]
+    from genobird.datasets.windows import read_metadata, read_split
+
+    meta = read_metadata(given.data)
+    sequences, labels = read_split(given.data, given.split)
+    column = feature_index(predictor, feature)
+    name = predictor.feature_names[column]
+    if name not in meta["feature_names"]:
+        raise ConfigError(
+            f"{given.data} has no labels of {name!r} (its features: {meta['feature_names']}); "
+            "give the data set the model was fine-tuned on"
+        )
+    rows = np.arange(len(sequences))
+    if given.label is not None:
+        rows = rows[labels[:, meta["feature_names"].index(name)] == given.label]
+    if not len(rows):
+        label = f" with label {given.label}" if given.label is not None else ""
+        raise InputError(f"{given.data}: no {given.split} window{label} of {name!r} to attribute")
+    rows = rows[:limit]
+    window = predictor.input_length_bp
+    return [f"{given.split}/{row}" for row in rows], [central(sequences[r], window) for r in rows]
+
+
+def _place(record) -> str:
+    region = record.region
+    return region.name if region.name else f"{region.chrom}:{region.start}-{region.end}"
+
+
+def ism_attributions(
+    predictor, ids: list[str], sequences: list[str], feature: str | None = None
+) -> Attributions:
+    """Hypothetical contributions of every base of each window (of the predictor's input
+    length) to `feature`'s logit, by in-silico mutagenesis (module docstring)."""
+    column = feature_index(predictor, feature)
+    length = predictor.input_length_bp
+    wrong = [i for i, s in enumerate(sequences) if len(s) != length]
+    if wrong:
+        raise InputError(
+            f"window {ids[wrong[0]]!r} is {len(sequences[wrong[0]]):,} bp, the model reads "
+            f"{length:,}; give windows of the model's length"
+        )
+    effects = np.zeros((len(sequences), len(BASES), length), dtype=np.float32)
+    reference = logit(predictor.predict(sequences)[:, column])
+    # mutants of many windows scored together: full batches, bounded memory
+    batch = max(predictor.batch_size * 64, 1024)
+    changes = _all_mutants(sequences, length)
+    while part := list(itertools.islice(changes, batch)):
+        alt = logit(predictor.predict([sequence for *_, sequence in part])[:, column])
+        rows = np.array([row for row, *_ in part])
+        positions = np.array([position for _, position, *_ in part])
+        bases = np.array([base for _, _, base, _ in part])
+        effects[rows, bases, positions] = alt - reference[rows]
+    hypothetical = effects - effects.mean(axis=1, keepdims=True)
+    encoded = np.stack([one_hot(s).T for s in sequences]).astype(np.float32)
+    return Attributions(
+        list(ids), encoded, hypothetical, str(predictor.model_dir), predictor.feature_names[column]
+    )
+
+
+def _all_mutants(sequences: list[str], length: int) -> Iterator[tuple[int, int, int, str]]:
+    """(window, position, base index, mutated window) of every single-base change."""
+    for row, sequence in enumerate(sequences):
+        for position, base, mutated in mutants(sequence, 0, length):
+            yield row, position, base, mutated

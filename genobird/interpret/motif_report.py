@@ -1,0 +1,158 @@
+"""What `genobird motifs` writes: DIR/motifs.tsv (one row per pattern, most seqlets
+first, its best JASPAR matches), DIR/motifs.meme (the patterns, for MEME-suite tools) and
+DIR/motifs.html (each pattern's logo beside its best match's), each written whole or not
+at all."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from genobird.fileio import atomic_write
+from genobird.interpret.attributions import Attributions
+from genobird.interpret.motifs import (
+    BASES,
+    MATCH_Q,
+    TOP_MATCHES,
+    Jaspar,
+    Pattern,
+    discover,
+    information,
+    name_patterns,
+)
+
+
+def write_motifs(attributions: Attributions, jaspar: Jaspar, out: Path) -> str:
+    """Discover, name and write the motifs of `attributions` into `out`; returns the
+    one-line summary the command prints."""
+    patterns = discover(attributions)
+    name_patterns(patterns, jaspar)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    motif_table(patterns, attributions).to_csv(out / "motifs.tsv.part", sep="\t", index=False)
+    (out / "motifs.tsv.part").replace(out / "motifs.tsv")
+    write_meme(patterns, out / "motifs.meme")
+    write_page(patterns, attributions, jaspar, out / "motifs.html")
+    named = sum(pattern.named for pattern in patterns)
+    return (
+        f"{len(patterns)} patterns in {len(attributions.ids):,} windows, {named} matching "
+        f"JASPAR {jaspar.release} {jaspar.taxon} at q < {MATCH_Q}; wrote {out}/motifs.tsv, "
+        f"motifs.meme, motifs.html"
+    )
+
+
+def motif_table(patterns: list[Pattern], attributions: Attributions) -> pd.DataFrame:
+    """One row per pattern: its name, sign, seqlets, consensus, where its seqlets'
+    centres sit in the windows (median and interquartile range, bp from the start), its
+    best match (id, name, TOMTOM q-value and p-value) and the next ones."""
+    rows = []
+    for pattern in patterns:
+        q1, median, q3 = np.percentile(pattern.centres, [25, 50, 75])
+        row = {
+            "pattern": pattern.name,
+            "sign": pattern.sign,
+            "seqlets": pattern.seqlets,
+            "consensus": pattern.consensus,
+            "width": pattern.ppm.shape[1],
+            "centre_median_bp": float(median),
+            "centre_iqr_bp": f"{q1:.0f}-{q3:.0f}",
+            "window_bp": attributions.window_bp,
+        }
+        for rank in range(TOP_MATCHES):
+            prefix = "best_match" if rank == 0 else f"match_{rank + 1}"
+            match = pattern.matches[rank] if rank < len(pattern.matches) else None
+            row[f"{prefix}_id"] = match.matrix_id if match else ""
+            row[f"{prefix}_name"] = match.name if match else ""
+            row[f"{prefix}_q"] = match.q if match else np.nan
+            if rank == 0:
+                row["best_match_p"] = match.p if match else np.nan
+        rows.append(row)
+    columns = ["pattern", "sign", "seqlets", "consensus", "width", "centre_median_bp"]
+    return pd.DataFrame(rows, columns=None if rows else columns)
+
+
+def write_meme(patterns: list[Pattern], path: Path) -> None:
+    """The patterns' probability matrices in MEME's motif format."""
+    with atomic_write(path) as handle:
+        handle.write("MEME version 4\n\nALPHABET= ACGT\n\nstrands: + -\n\n")
+        handle.write("Background letter frequencies\nA 0.25 C 0.25 G 0.25 T 0.25\n\n")
+        for pattern in patterns:
+            best = pattern.matches[0].name if pattern.named else "unnamed"
+            handle.write(f"MOTIF {pattern.name} {best}\n")
+            handle.write(
+                f"letter-probability matrix: alength= 4 w= {pattern.ppm.shape[1]} "
+                f"nsites= {pattern.seqlets} E= 0\n"
+            )
+            for column in pattern.ppm.T:
+                handle.write(" ".join(f"{value:.6f}" for value in column) + "\n")
+            handle.write("\n")
+
+
+def write_page(patterns: list[Pattern], attributions, jaspar: Jaspar, path: Path) -> None:
+    """Each pattern's contribution logo beside its best match's information logo."""
+    by_id = dict(zip(jaspar.ids, jaspar.ppms, strict=True))
+    rows = []
+    for pattern in patterns:
+        best = pattern.matches[0] if pattern.matches else None
+        match_cell = (
+            "not matched: too little information "
+            f"({pattern.bits_per_position:.2f} bits per position)"
+        )
+        if best is not None:
+            verdict = "" if best.q < MATCH_Q else f" (not called: q &ge; {MATCH_Q})"
+            match_cell = (
+                f"{_logo(information(by_id[best.matrix_id]))}<br>{html.escape(best.name)} "
+                f"{best.matrix_id}, q = {best.q:.2g}{verdict}"
+            )
+        rows.append(
+            f"<tr><td>{html.escape(pattern.name)} ({pattern.sign}), {pattern.seqlets} seqlets"
+            f"<br>{pattern.consensus}</td><td>{_logo(pattern.cwm)}</td><td>{match_cell}</td></tr>"
+        )
+    named = sum(pattern.named for pattern in patterns)
+    if not patterns:
+        verdict = "<p>No pattern was found: the model reads no motif in these windows.</p>"
+    elif not named:
+        verdict = (
+            f"<p>No pattern matches a JASPAR matrix at q &lt; {MATCH_Q}: nothing the model "
+            "reads is a known motif.</p>"
+        )
+    else:
+        verdict = f"<p>{named} of {len(patterns)} patterns match JASPAR at q &lt; {MATCH_Q}.</p>"
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Motifs</title>
+<style>body{{font-family:sans-serif;margin:2em}}td{{padding:6px;vertical-align:middle}}
+img{{height:90px}}</style></head><body>
+<h1>Motifs of {html.escape(attributions.feature)}</h1>
+<p>Model {html.escape(attributions.model)}; {len(attributions.ids):,} windows of
+{attributions.window_bp} bp; attributions by {attributions.method} on the
+{attributions.score} scale; patterns by TF-MoDISco (modisco-lite), matched by TOMTOM
+(memelite) against JASPAR {jaspar.release} CORE {html.escape(jaspar.taxon)}.</p>
+{verdict}
+<table><tr><th>pattern</th><th>its contributions</th><th>best JASPAR match</th></tr>
+{"".join(rows)}</table></body></html>
+"""
+    with atomic_write(path) as handle:
+        handle.write(page)
+
+
+def _logo(heights: np.ndarray) -> str:
+    """An <img> of a sequence logo of letter heights [4, W] (logomaker)."""
+    import logomaker
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(heights.T, columns=list(BASES))
+    figure, axis = plt.subplots(figsize=(max(2.0, 0.3 * len(frame)), 1.2))
+    logomaker.Logo(frame, ax=axis)
+    axis.axis("off")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight", dpi=80)
+    plt.close(figure)
+    encoded = base64.b64encode(buffer.getvalue()).decode()
+    return f'<img src="data:image/png;base64,{encoded}">'

@@ -1,0 +1,186 @@
+"""Motifs with names (`genobird motifs`): the patterns a model reads across many windows,
+found by TF-MoDISco (modisco-lite) in their attributions (interpret.attributions), each
+matched by TOMTOM (memelite) against JASPAR (pyjaspar, which ships the database).
+
+A pattern's query is its position probability matrix trimmed to the positions that
+carry at least 30% of its largest contribution (modisco-lite's own reports trim so).
+TOMTOM's p-value of each JASPAR matrix is turned into a q-value over all the matrices
+the query was compared with (Benjamini-Hochberg), as MEME's Tomtom reports it; a match
+is called at q < `MATCH_Q`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from genobird.errors import ConfigError
+from genobird.interpret.attributions import Attributions
+
+log = logging.getLogger(__name__)
+
+BASES = "ACGT"
+JASPAR_RELEASE = 2026
+JASPAR_TAXON = "vertebrates"
+# modisco-lite's own reports trim a pattern to the positions carrying this share of its
+# largest contribution before TOMTOM
+TRIM_SHARE = 0.3
+MATCH_Q = 0.05
+TOP_MATCHES = 3
+# a query of less information than this, in bits per position, is not matched: TOMTOM
+# gives a flat matrix tiny p-values against JASPAR's long, flank-heavy matrices (a
+# uniform 15-column query "matches" CTCF's 33-column MA1930 at p 5e-15), and a pattern
+# that says nothing about its bases names no factor
+MIN_BITS_PER_POSITION = 0.5
+
+
+@dataclass
+class Match:
+    """A JASPAR matrix a pattern matches: its ID, TF name, TOMTOM p- and q-value."""
+
+    matrix_id: str
+    name: str
+    p: float
+    q: float
+
+
+@dataclass
+class Pattern:
+    """A pattern TF-MoDISco found: its sign (+: raises the feature, -: lowers it), its
+    seqlets' count and where they sit (their centres, bp from each window's start), its
+    probability matrix and contribution-weighted matrix [4, W] (trimmed), and its best
+    JASPAR matches, best first."""
+
+    name: str
+    sign: str
+    seqlets: int
+    ppm: np.ndarray
+    cwm: np.ndarray
+    centres: np.ndarray
+    matches: list[Match] = field(default_factory=list)
+
+    @property
+    def consensus(self) -> str:
+        return "".join(BASES[i] for i in self.ppm.argmax(axis=0))
+
+    @property
+    def bits_per_position(self) -> float:
+        """The probability matrix's mean information, in bits per position."""
+        return float(information(self.ppm).sum(axis=0).mean())
+
+    @property
+    def named(self) -> bool:
+        """Whether its best match is called (q < MATCH_Q)."""
+        return bool(self.matches) and self.matches[0].q < MATCH_Q
+
+
+def discover(attributions: Attributions, max_seqlets: int = 20_000) -> list[Pattern]:
+    """The patterns modisco-lite finds in the attributions, most seqlets first."""
+    from modiscolite.tfmodisco import TFMoDISco
+
+    one_hot = np.ascontiguousarray(attributions.one_hot.transpose(0, 2, 1), dtype=np.float32)
+    hypothetical = np.ascontiguousarray(
+        attributions.attributions.transpose(0, 2, 1), dtype=np.float32
+    )
+    window = attributions.window_bp
+    sliding, flank = min(21, max(5, window // 4)), min(10, max(2, window // 10))
+    positive, negative = TFMoDISco(
+        one_hot=one_hot,
+        hypothetical_contribs=hypothetical,
+        sliding_window_size=sliding,
+        flank_size=flank,
+        max_seqlets_per_metacluster=max_seqlets,
+        trim_to_window_size=min(30, window),
+        initial_flank_to_add=min(10, flank),
+    )
+    patterns = []
+    for sign, found in (("+", positive), ("-", negative)):
+        for index, pattern in enumerate(found or ()):
+            patterns.append(_pattern(f"{'pos' if sign == '+' else 'neg'}_{index}", sign, pattern))
+    return sorted(patterns, key=lambda p: -p.seqlets)
+
+
+def _pattern(name: str, sign: str, pattern) -> Pattern:
+    ppm, cwm = np.asarray(pattern.sequence).T, np.asarray(pattern.contrib_scores).T
+    weight = np.abs(cwm).sum(axis=0)
+    kept = np.flatnonzero(weight >= TRIM_SHARE * weight.max())
+    cut = slice(kept.min(), kept.max() + 1)
+    centres = np.array([(s.start + s.end) // 2 for s in pattern.seqlets])
+    return Pattern(name, sign, len(pattern.seqlets), ppm[:, cut], cwm[:, cut], centres)
+
+
+@dataclass(frozen=True)
+class Jaspar:
+    """The JASPAR matrices a pattern is matched against: IDs, TF names, PPMs [4, W]."""
+
+    release: int
+    taxon: str
+    ids: tuple
+    names: tuple
+    ppms: tuple
+
+    @classmethod
+    @functools.cache
+    def load(cls, release: int = JASPAR_RELEASE, taxon: str = JASPAR_TAXON) -> Jaspar:
+        """The CORE collection's latest matrix versions of a JASPAR release and taxon
+        (pyjaspar's database, offline), refused in one line when there is no such."""
+        from pyjaspar import jaspardb
+
+        releases = jaspardb().get_releases()
+        name = f"JASPAR{release}"
+        if name not in releases:
+            known = ", ".join(r.removeprefix("JASPAR") for r in releases)
+            raise ConfigError(f"--jaspar-release {release}: pyjaspar has {known}")
+        motifs = jaspardb(release=name).fetch_motifs(collection="CORE", tax_group=[taxon])
+        if not motifs:
+            raise ConfigError(
+                f"--taxon {taxon!r}: JASPAR {release} CORE has no matrix of that taxon; "
+                "give vertebrates, plants, insects, nematodes, fungi or urochordates"
+            )
+        ppms = []
+        for motif in motifs:
+            counts = np.array([motif.counts[base] for base in BASES], dtype=np.float64)
+            ppms.append(counts / counts.sum(axis=0, keepdims=True))
+        ids = tuple(m.matrix_id for m in motifs)
+        return cls(release, taxon, ids, tuple(m.name for m in motifs), tuple(ppms))
+
+
+def name_patterns(patterns: list[Pattern], jaspar: Jaspar, top: int = TOP_MATCHES) -> None:
+    """Each pattern's best JASPAR matches by TOMTOM (memelite), with q-values over
+    every matrix compared (module docstring), set in place."""
+    if not patterns:
+        return
+    from memelite import tomtom
+
+    informative = [p for p in patterns if p.bits_per_position >= MIN_BITS_PER_POSITION]
+    if not informative:
+        return
+    queries = [pattern.ppm for pattern in informative]
+    p_values = tomtom(queries, list(jaspar.ppms), n_jobs=1)[0]
+    for pattern, row in zip(informative, p_values, strict=True):
+        q_values = benjamini_hochberg(row)
+        best = np.argsort(row, kind="stable")[:top]
+        pattern.matches = [
+            Match(jaspar.ids[i], jaspar.names[i], float(row[i]), float(q_values[i])) for i in best
+        ]
+
+
+def information(ppm: np.ndarray) -> np.ndarray:
+    """A probability matrix [4, W] as letter heights of information (bits)."""
+    clipped = np.clip(ppm, 1e-9, 1)
+    bits = 2 + (clipped * np.log2(clipped)).sum(axis=0)
+    return ppm * bits
+
+
+def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg q-values of a family of p-values."""
+    p = np.asarray(p_values, dtype=np.float64)
+    order = np.argsort(p)
+    ranked = p[order] * len(p) / np.arange(1, len(p) + 1)
+    q = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty_like(q)
+    out[order] = np.minimum(q, 1.0)
+    return out

@@ -1,0 +1,145 @@
+"""Attributions over many windows and the motifs in them, named by JASPAR (genobird.interpret):
+ISM against scoring each mutant, TOMTOM's naming against JASPAR's own matrices, q-values
+against scipy's, and the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from genobird.cli import main
+from genobird.errors import ConfigError, InputError
+from tests.conftest import write
+
+PLANTED = "CTCF"  # JASPAR MA0139: not a palindrome
+
+
+def jaspar_ppm(name: str) -> tuple[str, np.ndarray]:
+    """(matrix ID, probability matrix [4, W]) of a JASPAR 2026 CORE vertebrate TF."""
+    from genobird.interpret.motifs import Jaspar
+
+    jaspar = Jaspar.load()
+    index = jaspar.names.index(name)
+    return jaspar.ids[index], jaspar.ppms[index]
+
+
+def sampled_sites(ppm: np.ndarray, count: int, rng) -> list[str]:
+    """Sites drawn base by base from a probability matrix (not its consensus)."""
+    return [
+        "".join("ACGT"[rng.choice(4, p=ppm[:, j] / ppm[:, j].sum())] for j in range(ppm.shape[1]))
+        for _ in range(count)
+    ]
+
+
+def test_ism_attributions_are_each_mutants_logit_change_centred_per_position(model_dir):
+    """Every base of two windows changed and scored on its own through `predict`: the
+    attribution is that logit change, less the position's mean over the four bases."""
+    from genobird.interpret.attributions import ism_attributions
+    from genobird.scoring.predict import load_predictor, logit
+
+    predictor = load_predictor(model_dir, device="cpu")
+    rng = np.random.default_rng(3)
+    length = predictor.input_length_bp
+    windows = ["".join(rng.choice(list("ACGT"), length)) for _ in range(2)]
+    feature = predictor.feature_names[1]
+    found = ism_attributions(predictor, ["a", "b"], windows, feature)
+    assert found.one_hot.shape == found.attributions.shape == (2, 4, length)
+    for row, window in enumerate(windows):
+        reference = logit(predictor.predict([window])[:, 1])[0]
+        for position in (0, length // 2, length - 1):
+            effects = np.zeros(4)
+            for base in range(4):
+                mutant = window[:position] + "ACGT"[base] + window[position + 1 :]
+                effects[base] = logit(predictor.predict([mutant])[:, 1])[0] - reference
+            np.testing.assert_allclose(
+                found.attributions[row, :, position], effects - effects.mean(), atol=2e-4
+            )
+            assert found.one_hot[row, "ACGT".index(window[position]), position] == 1
+    with pytest.raises(ConfigError, match="name one with --feature"):
+        ism_attributions(predictor, ["a"], windows[:1])
+    with pytest.raises(InputError, match="the model reads"):
+        ism_attributions(predictor, ["a"], [windows[0][:50]], feature)
+
+
+def test_attributions_round_trip_and_refuse_other_files(tmp_path):
+    from genobird.interpret.attributions import Attributions
+
+    rng = np.random.default_rng(0)
+    one_hot = np.eye(4, dtype=np.float32)[rng.integers(0, 4, (3, 20))].transpose(0, 2, 1)
+    found = Attributions(["x", "y", "z"], one_hot, rng.normal(size=(3, 4, 20)), "m", "f")
+    back = Attributions.read(found.write(tmp_path / "a.h5"))
+    assert back.ids == ["x", "y", "z"] and back.window_bp == 20 and back.feature == "f"
+    np.testing.assert_allclose(back.attributions, found.attributions.astype(np.float32))
+    write(tmp_path / "not.h5", "text")
+    with pytest.raises(InputError, match="not an HDF5 file of attributions"):
+        Attributions.read(tmp_path / "not.h5")
+
+
+def test_q_values_are_benjamini_hochberg_as_scipy_computes_them():
+    from scipy.stats import false_discovery_control
+
+    from genobird.interpret.motifs import benjamini_hochberg
+
+    p = np.random.default_rng(1).uniform(size=500) ** 3
+    np.testing.assert_allclose(benjamini_hochberg(p), false_discovery_control(p), rtol=1e-12)
+
+
+def test_tomtom_names_a_pattern_drawn_from_a_jaspar_matrix_and_not_a_random_one():
+    """A pattern made of sites drawn from CTCF's matrix, on either strand, is named CTCF
+    at q < 0.05; one of uniform random sites is not named."""
+    from genobird.interpret.motifs import MATCH_Q, Jaspar, Pattern, name_patterns
+
+    jaspar = Jaspar.load()
+    _, ppm = jaspar_ppm(PLANTED)
+    rng = np.random.default_rng(7)
+
+    def pattern_of(sites: list[str], name: str) -> Pattern:
+        counts = np.array(
+            [[site[j] == b for site in sites] for b in "ACGT" for j in range(len(sites[0]))]
+        )
+        counts = counts.reshape(4, len(sites[0]), len(sites)).sum(axis=2)
+        frequencies = (counts + 0.01) / (counts + 0.01).sum(axis=0)
+        return Pattern(name, "+", len(sites), frequencies, frequencies, np.zeros(len(sites)))
+
+    drawn = sampled_sites(ppm, 200, rng)
+    reverse = [site[::-1].translate(str.maketrans("ACGT", "TGCA")) for site in drawn]
+    noise = ["".join(rng.choice(list("ACGT"), ppm.shape[1])) for _ in range(200)]
+    patterns = [
+        pattern_of(drawn, "drawn"),
+        pattern_of(reverse, "reverse"),
+        pattern_of(noise, "noise"),
+    ]
+    name_patterns(patterns, jaspar)
+    for pattern in patterns[:2]:
+        best = pattern.matches[0]
+        assert best.name.upper() == PLANTED and best.q < MATCH_Q, (pattern.name, best)
+    # a flat pattern says nothing of its bases: it is not matched (TOMTOM would give it
+    # tiny p-values against JASPAR's longest matrices)
+    assert patterns[2].bits_per_position < 0.1 and not patterns[2].matches
+    assert not patterns[2].named
+
+
+def test_jaspar_release_and_taxon_are_checked_in_one_line():
+    from genobird.interpret.motifs import Jaspar
+
+    with pytest.raises(ConfigError, match="--jaspar-release 1999: pyjaspar has 2026"):
+        Jaspar.load(1999)
+    with pytest.raises(ConfigError, match="--taxon 'martians'"):
+        Jaspar.load(taxon="martians")
+
+
+def test_the_windows_attributed_are_refused_in_one_line(model_dir, tmp_path, capsys):
+    """A data set without the feature, a label no window has, a feature the model lacks."""
+    from genobird.datasets.windows import WindowSet
+
+    data = WindowSet("classify", ["other"], ["label"])
+    for index in range(6):
+        data.add("ACGT" * 100, [0], "s", 0, 400, "+", ("train", "test")[index % 2])
+    path = data.write(tmp_path / "d.h5")
+    base = ["attribute", "--model", str(model_dir), "--out", str(tmp_path / "a.h5")]
+    feature = ["--feature", "CTCF"]
+    assert main([*base, "--data", str(path), *feature]) != 0
+    assert "has no labels of 'CTCF'" in capsys.readouterr().err
+    assert main([*base, "--data", str(path), "--feature", "nope"]) != 0
+    assert "has no such feature" in capsys.readouterr().err
+    assert not (tmp_path / "a.h5").exists()
