@@ -143,3 +143,81 @@ def test_the_windows_attributed_are_refused_in_one_line(model_dir, tmp_path, cap
     assert main([*base, "--data", str(path), "--feature", "nope"]) != 0
     assert "has no such feature" in capsys.readouterr().err
     assert not (tmp_path / "a.h5").exists()
+
+
+def planted_windows(folder, factors, shuffled=False, windows=1400, length=101, seed=0):
+    """A classify data set of `length` bp windows, half of them holding one site drawn
+    from the JASPAR matrix of one of `factors` (either strand, anywhere but the edges),
+    1,000 of them for training; with `shuffled`, the same windows with their labels
+    shuffled."""
+    from genobird.datasets.windows import WindowSet
+
+    rng = np.random.default_rng(seed)
+    matrices = [jaspar_ppm(factor)[1] for factor in factors]
+    rows = []
+    for index in range(windows):
+        bases = list(rng.choice(list("ACGT"), length))
+        if index % 2:
+            site = sampled_sites(matrices[(index // 2) % len(matrices)], 1, rng)[0]
+            if rng.random() < 0.5:
+                site = site[::-1].translate(str.maketrans("ACGT", "TGCA"))
+            start = int(rng.integers(5, length - len(site) - 5))
+            bases[start : start + len(site)] = list(site)
+        rows.append("".join(bases))
+    labels = [index % 2 for index in range(windows)]
+    if shuffled:
+        rng.shuffle(labels)
+    splits = ["train"] * 1000 + ["valid"] * ((windows - 1000) // 2)
+    splits += ["test"] * (windows - len(splits))
+    data = WindowSet("classify", ["bound"], ["label"])
+    for sequence, label, split in zip(
+        rows, labels, np.random.default_rng(1).permutation(splits), strict=True
+    ):
+        data.add(sequence, [label], "s", 0, length, "+", str(split))
+    return data.write(folder / "windows.h5")
+
+
+@pytest.fixture(scope="module")
+def planted_runs(language_model_dir, tmp_path_factory):
+    """The default recipe fine-tuned on planted CTCF sites, and on the same windows with
+    shuffled labels (the runs' steps capped: the start from the base readers has read the
+    sites already)."""
+    runs = {}
+    for name, shuffled in (("planted", False), ("shuffled", True)):
+        folder = tmp_path_factory.mktemp(name)
+        data = planted_windows(folder, [PLANTED], shuffled=shuffled)
+        argv = ["-q", "finetune", "classify", "--data", str(data), "--out", str(folder / "run")]
+        assert main([*argv, "--model", str(language_model_dir), "--max-steps", "60"]) == 0
+        runs[name] = (folder / "run" / "model", data, folder)
+    return runs
+
+
+@pytest.mark.slow
+def test_a_planted_motif_is_found_and_named_and_nothing_where_there_is_nothing(planted_runs):
+    import pandas as pd
+
+    from genobird.interpret.motifs import MATCH_Q
+
+    model, data, folder = planted_runs["planted"]
+    out = folder / "motifs"
+    given = ["motifs", "--model", str(model), "--data", str(data), "--label", "1"]
+    given += ["--split", "train", "--limit", "200"]
+    assert main([*given, "--out", str(out), "--device", "cpu"]) == 0
+    table = pd.read_csv(out / "motifs.tsv", sep="\t")
+    top = table.iloc[0]
+    assert top["best_match_name"].upper() == PLANTED and top["best_match_q"] < MATCH_Q, top
+    assert top["sign"] == "+" and top["seqlets"] == table["seqlets"].max()
+    page = (out / "motifs.html").read_text()
+    assert PLANTED in page and "data:image/png;base64" in page
+    assert (out / "motifs.meme").read_text().count("MOTIF ") == len(table)
+    assert (out / "attributions.h5").is_file()
+    # the same windows, labels shuffled: nothing named, and the page says so
+    model, data, folder = planted_runs["shuffled"]
+    out = folder / "motifs"
+    given = ["motifs", "--model", str(model), "--data", str(data), "--label", "1"]
+    given += ["--split", "train", "--limit", "200"]
+    assert main([*given, "--out", str(out), "--device", "cpu"]) == 0
+    table = pd.read_csv(out / "motifs.tsv", sep="\t")
+    assert not (table.get("best_match_q", pd.Series(dtype=float)) < MATCH_Q).any(), table
+    page = (out / "motifs.html").read_text()
+    assert "No pattern was found" in page or "No pattern matches a JASPAR matrix" in page

@@ -702,6 +702,12 @@ def test_ism_heatmap_positions_are_whole_and_do_not_overlap(width):
     assert all(left.x1 <= right.x0 for left, right in itertools.pairwise(boxes)), [
         t.get_text() for t in shown
     ]
+    # the title fits inside the figure, even under a long record name (it was cut off)
+    result.region.name = "a_record_named_as_long_as_the_ones_users_give_" + "x" * 30
+    figure = ism_figure(result, 0, "CTCF/HepG2/ENCFF000XYZ")
+    figure.canvas.draw()
+    title, bounds = figure.axes[0].title.get_window_extent(), figure.bbox
+    assert bounds.x0 <= title.x0 and title.x1 <= bounds.x1 and title.y1 <= bounds.y1
 
 
 def test_a_model_with_repeated_feature_names_is_refused(model_dir, tmp_path):

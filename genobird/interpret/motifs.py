@@ -85,8 +85,11 @@ def discover(attributions: Attributions, max_seqlets: int = 20_000) -> list[Patt
     hypothetical = np.ascontiguousarray(
         attributions.attributions.transpose(0, 2, 1), dtype=np.float32
     )
-    window = attributions.window_bp
+    window, windows = attributions.window_bp, len(attributions.ids)
     sliding, flank = min(21, max(5, window // 4)), min(10, max(2, window // 10))
+    # modisco-lite's defaults want 100 seqlets of a sign before clustering them, 20 to
+    # keep a pattern: fewer in a few hundred windows, where a motif may sit in one in five
+    least = min(100, max(20, windows // 5))
     positive, negative = TFMoDISco(
         one_hot=one_hot,
         hypothetical_contribs=hypothetical,
@@ -95,6 +98,8 @@ def discover(attributions: Attributions, max_seqlets: int = 20_000) -> list[Patt
         max_seqlets_per_metacluster=max_seqlets,
         trim_to_window_size=min(30, window),
         initial_flank_to_add=min(10, flank),
+        min_metacluster_size=least,
+        final_min_cluster_size=min(20, least),
     )
     patterns = []
     for sign, found in (("+", positive), ("-", negative)):

@@ -21,6 +21,7 @@ HDF5 output, one row per record:
 from __future__ import annotations
 
 import itertools
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,11 +271,13 @@ def ism_figure(result: IsmResult, feature: int, feature_name: str, score: str = 
     positions = np.arange(result.start, result.start + len(result.effects))
     draw_logo(logo, result.mutated_sequence, reference_importance(result, feature), result.start)
     logo.set_ylabel("importance")
-    logo.set_title(
-        f"{result.region.name}: {feature_name} (a base's importance: minus the "
-        "mean effect of changing it)",
-        fontsize=9,
+    # wrapped to the logo's width (three quarters of the figure's, about 0.6 em a
+    # character): one long line was cut off at the figure's edge
+    title = (
+        f"{result.region.name}: {feature_name} (a base's importance: minus the mean "
+        "effect of changing it)"
     )
+    logo.set_title(textwrap.fill(title, width=int(width * 72 * 0.75 / (0.6 * 9))), fontsize=9)
     image = heat.imshow(
         effects,
         aspect="auto",
