@@ -145,10 +145,10 @@ def test_the_windows_attributed_are_refused_in_one_line(model_dir, tmp_path, cap
     assert not (tmp_path / "a.h5").exists()
 
 
-def planted_windows(folder, factors, shuffled=False, windows=1400, length=101, seed=0):
+def planted_windows(folder, factors, shuffled=False, windows=1400, length=101, seed=0, train=1000):
     """A classify data set of `length` bp windows, half of them holding one site drawn
     from the JASPAR matrix of one of `factors` (either strand, anywhere but the edges),
-    1,000 of them for training; with `shuffled`, the same windows with their labels
+    `train` of them for training; with `shuffled`, the same windows with their labels
     shuffled."""
     from genobird.datasets.windows import WindowSet
 
@@ -167,7 +167,7 @@ def planted_windows(folder, factors, shuffled=False, windows=1400, length=101, s
     labels = [index % 2 for index in range(windows)]
     if shuffled:
         rng.shuffle(labels)
-    splits = ["train"] * 1000 + ["valid"] * ((windows - 1000) // 2)
+    splits = ["train"] * train + ["valid"] * ((windows - train) // 2)
     splits += ["test"] * (windows - len(splits))
     data = WindowSet("classify", ["bound"], ["label"])
     for sequence, label, split in zip(
