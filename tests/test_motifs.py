@@ -75,6 +75,19 @@ def test_attributions_round_trip_and_refuse_other_files(tmp_path):
         Attributions.read(tmp_path / "not.h5")
 
 
+def test_attributions_of_another_models_length_are_refused(model_dir, tmp_path, capsys):
+    from genobird.interpret.attributions import Attributions
+
+    one_hot = np.eye(4, dtype=np.float32)[np.zeros((2, 20), dtype=int)].transpose(0, 2, 1)
+    path = Attributions(["x", "y"], one_hot, np.zeros((2, 4, 20)), "m", "f").write(
+        tmp_path / "a.h5"
+    )
+    out = tmp_path / "motifs"
+    argv = ["motifs", "--attributions", str(path), "--model", str(model_dir), "--out", str(out)]
+    assert main(argv) != 0
+    assert "holds windows of 20 bp" in capsys.readouterr().err and not out.exists()
+
+
 def test_q_values_are_benjamini_hochberg_as_scipy_computes_them():
     from scipy.stats import false_discovery_control
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from genobird.commands.common import EXIT_OK, report_rejected, subcommand
 from genobird.commands.options import add_shared
 from genobird.commands.scoring import _add_predictor_options, _load_predictor
-from genobird.errors import UsageError
+from genobird.errors import ConfigError, UsageError
 
 # the settings of the motif route a user picks, declared once (options and defaults)
 JASPAR_RELEASE, JASPAR_TAXON = 2026, "vertebrates"
@@ -37,6 +37,14 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     rejected = []
     if args.attributions is not None:
         attributions = Attributions.read(args.attributions)
+        if args.model is not None:  # attributions said to be this model's must fit it
+            length = _load_predictor(args).input_length_bp
+            if attributions.window_bp != length:
+                raise ConfigError(
+                    f"{args.attributions} holds windows of {attributions.window_bp} bp and "
+                    f"{args.model} reads {length:,} bp; attribute with this model (genobird "
+                    "attribute), or leave --model out"
+                )
     else:
         attributions, rejected = _attributions(args)
         args.out.mkdir(parents=True, exist_ok=True)
