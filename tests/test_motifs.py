@@ -207,30 +207,60 @@ def planted_runs(language_model_dir, tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_planted_motif_is_found_and_named_and_nothing_where_there_is_nothing(planted_runs):
-    import pandas as pd
 
     from genobird.interpret.motifs import MATCH_Q
 
-    model, data, folder = planted_runs["planted"]
-    out = folder / "motifs"
-    given = ["motifs", "--model", str(model), "--data", str(data), "--label", "1"]
-    given += ["--split", "train", "--limit", "200"]
-    assert main([*given, "--out", str(out), "--device", "cpu"]) == 0
-    table = pd.read_csv(out / "motifs.tsv", sep="\t")
+    table, page, out = motifs_of(*planted_runs["planted"])
     top = table.iloc[0]
     assert top["best_match_name"].upper() == PLANTED and top["best_match_q"] < MATCH_Q, top
     assert top["sign"] == "+" and top["seqlets"] == table["seqlets"].max()
-    page = (out / "motifs.html").read_text()
     assert PLANTED in page and "data:image/png;base64" in page
     assert (out / "motifs.meme").read_text().count("MOTIF ") == len(table)
     assert (out / "attributions.h5").is_file()
     # the same windows, labels shuffled: nothing named, and the page says so
-    model, data, folder = planted_runs["shuffled"]
+    table, page, _ = motifs_of(*planted_runs["shuffled"])
+    assert not (table["best_match_q"] < MATCH_Q).any(), table
+    assert "No pattern was found" in page or "No pattern matches a JASPAR matrix" in page
+
+
+def motifs_of(model, data, folder):
+    """(motifs.tsv, motifs.html, the folder) of `genobird motifs --model` on 200
+    training windows of label 1."""
+    import pandas as pd
+
     out = folder / "motifs"
     given = ["motifs", "--model", str(model), "--data", str(data), "--label", "1"]
-    given += ["--split", "train", "--limit", "200"]
-    assert main([*given, "--out", str(out), "--device", "cpu"]) == 0
-    table = pd.read_csv(out / "motifs.tsv", sep="\t")
-    assert not (table.get("best_match_q", pd.Series(dtype=float)) < MATCH_Q).any(), table
-    page = (out / "motifs.html").read_text()
-    assert "No pattern was found" in page or "No pattern matches a JASPAR matrix" in page
+    given += ["--split", "train", "--limit", "200", "--out", str(out), "--device", "cpu"]
+    assert main(given) == 0
+    return pd.read_csv(out / "motifs.tsv", sep="\t"), (out / "motifs.html").read_text(), out
+
+
+def test_windows_in_an_assembly_gap_are_set_aside_and_the_rest_attributed(
+    model_dir, tmp_path, capsys
+):
+    """A data set of windows with N: one of a few N bases is attributed (its N read as
+    the model reads them), one mostly in a gap is set aside with its line in
+    OUT.rejected.tsv, as score sets it aside; a shorter window is N-padded to the model's."""
+    import pandas as pd
+
+    from genobird.datasets.windows import WindowSet
+    from genobird.interpret.attributions import Attributions
+    from genobird.scoring.predict import load_predictor
+
+    length = load_predictor(model_dir, device="cpu").input_length_bp
+    rng = np.random.default_rng(4)
+    dna = "".join(rng.choice(list("ACGT"), length))
+    data = WindowSet("classify", ["CTCF"], ["label"])
+    windows = [dna[:50] + "N" * 10 + dna[60:], "N" * (length - 40) + dna[:40], dna[: length - 60]]
+    for sequence in windows:
+        data.add(sequence, [1], "s", 0, len(sequence), "+", "test")
+    path = data.write(tmp_path / "gaps.h5")
+    out = tmp_path / "a.h5"
+    argv = ["attribute", "--model", str(model_dir), "--data", str(path), "--feature", "CTCF"]
+    assert main([*argv, "--out", str(out), "--device", "cpu"]) == 0
+    found = Attributions.read(out)
+    assert found.ids == ["test/0", "test/2"] and found.window_bp == length
+    assert (found.one_hot[0].sum(axis=0) == 0).sum() == 10  # N: no base
+    assert (found.one_hot[1].sum(axis=0) == 0).sum() == 60  # padded both sides
+    rejected = pd.read_csv(f"{out}.rejected.tsv", sep="\t")
+    assert rejected["record"].tolist() == ["test/1"] and "is 90% N" in rejected["reason"][0]

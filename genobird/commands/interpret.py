@@ -17,8 +17,7 @@ JASPAR_RELEASE, JASPAR_TAXON = 2026, "vertebrates"
 
 def cmd_attribute(args: argparse.Namespace) -> int:
     attributions, rejected = _attributions(args)
-    path = attributions.write(args.out)
-    report_rejected(rejected)
+    path = _write_attributions(attributions, rejected, args.out)
     print(
         f"attributed {len(attributions.ids):,} windows of {attributions.window_bp} bp to "
         f"{attributions.feature!r} ({attributions.method}, {attributions.score}); wrote {path}"
@@ -34,7 +33,6 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     if args.attributions is None and args.model is None:
         raise UsageError("give --attributions A.h5, or --model DIR with --data, --fasta or --bed")
     jaspar = Jaspar.load(args.jaspar_release, args.taxon)  # refused before any work
-    rejected = []
     if args.attributions is not None:
         attributions = Attributions.read(args.attributions)
         if args.model is not None:  # attributions said to be this model's must fit it
@@ -48,8 +46,7 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     else:
         attributions, rejected = _attributions(args)
         args.out.mkdir(parents=True, exist_ok=True)
-        attributions.write(args.out / "attributions.h5")
-    report_rejected(rejected)
+        _write_attributions(attributions, rejected, args.out / "attributions.h5")
     summary = write_motifs(attributions, jaspar, args.out)
     print(summary)
     return EXIT_OK
@@ -66,6 +63,18 @@ def _attributions(args: argparse.Namespace):
         predictor, args, rejected, feature=args.feature, limit=args.limit
     )
     return ism_attributions(predictor, ids, sequences, args.feature), rejected
+
+
+def _write_attributions(attributions, rejected: list, out: Path) -> Path:
+    """The attributions at `out`, the windows set aside beside them (OUT.rejected.tsv,
+    as score, ism and embed keep theirs) and logged."""
+    from genobird.scoring.tables import write_rejected
+
+    path = attributions.write(out)
+    report_rejected(rejected)
+    if rejected:
+        write_rejected(out, rejected)
+    return path
 
 
 def _add_windows(sub, required: bool) -> None:

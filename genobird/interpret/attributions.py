@@ -27,6 +27,8 @@ import numpy as np
 
 from genobird.errors import ConfigError, InputError
 from genobird.genome.alphabet import one_hot
+from genobird.genome.regions import BadRecord
+from genobird.inputs import fit_window, mostly_n, mostly_n_reason, n_fraction
 from genobird.scoring.mutagenesis import BASES, mutants
 from genobird.scoring.predict import logit
 from genobird.scoring.tables import H5Output
@@ -125,16 +127,14 @@ def windows_to_attribute(
     (`given.data`, `given.split`; only its windows of `given.label` for the feature where
     given), or FASTA records and BED regions read as `genobird score` reads them (the
     record source; what it cannot read goes to `rejected`). At most `limit`, the first."""
-    from genobird.inputs import central
-
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     if given.data is None:
         from genobird.scoring.source import records
+        from genobird.scoring.windows import check_source
 
         kind, path = ("bed", given.bed) if given.bed is not None else ("fasta", given.fasta)
-        if kind == "bed" and given.reference is None:
-            raise ConfigError("--bed needs --reference FASTA to cut the windows from")
+        check_source(kind, given.reference)
         read = records(kind, path, predictor.policy(), rejected, given.reference)
         chosen = list(itertools.islice(read, limit))
         return [r.name if kind == "fasta" else _place(r) for r in chosen], [
@@ -154,12 +154,23 @@ def windows_to_attribute(
     rows = np.arange(len(sequences))
     if given.label is not None:
         rows = rows[labels[:, meta["feature_names"].index(name)] == given.label]
-    if not len(rows):
+    ids, windows, length = [], [], predictor.input_length_bp
+    for row in rows:
+        # read as the model reads a record of another length, and set aside as every
+        # command sets aside a window more than half N (an assembly gap)
+        window, where = fit_window(sequences[row], length), f"{given.split}/{row}"
+        if mostly_n(window):
+            reason = mostly_n_reason(n_fraction(window), length, f"window {where}")
+            rejected.append(BadRecord(str(given.data), int(row), reason, where))
+            continue
+        ids.append(where)
+        windows.append(window)
+        if limit is not None and len(ids) == limit:
+            break
+    if not ids:
         label = f" with label {given.label}" if given.label is not None else ""
         raise InputError(f"{given.data}: no {given.split} window{label} of {name!r} to attribute")
-    rows = rows[:limit]
-    window = predictor.input_length_bp
-    return [f"{given.split}/{row}" for row in rows], [central(sequences[r], window) for r in rows]
+    return ids, windows
 
 
 def _place(record) -> str:
@@ -180,6 +191,9 @@ def ism_attributions(
             f"window {ids[wrong[0]]!r} is {len(sequences[wrong[0]]):,} bp, the model reads "
             f"{length:,}; give windows of the model's length"
         )
+    if crowded := [i for i, s in enumerate(sequences) if mostly_n(s)]:
+        share = n_fraction(sequences[crowded[0]])
+        raise InputError(mostly_n_reason(share, length, f"window {ids[crowded[0]]!r}"))
     effects = np.zeros((len(sequences), len(BASES), length), dtype=np.float32)
     # short windows are scored in batches of about BATCH_BP bases (at least the
     # predictor's own batch): 16 windows of 101 bp keep two cores a third as busy

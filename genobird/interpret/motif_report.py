@@ -34,8 +34,8 @@ def write_motifs(attributions: Attributions, jaspar: Jaspar, out: Path) -> str:
     name_patterns(patterns, jaspar)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    motif_table(patterns, attributions).to_csv(out / "motifs.tsv.part", sep="\t", index=False)
-    (out / "motifs.tsv.part").replace(out / "motifs.tsv")
+    with atomic_write(out / "motifs.tsv") as handle:
+        motif_table(patterns, attributions).to_csv(handle, sep="\t", index=False)
     write_meme(patterns, out / "motifs.meme")
     write_page(patterns, attributions, jaspar, out / "motifs.html")
     named = sum(pattern.named for pattern in patterns)
@@ -44,6 +44,24 @@ def write_motifs(attributions: Attributions, jaspar: Jaspar, out: Path) -> str:
         f"JASPAR {jaspar.release} {jaspar.taxon} at q < {MATCH_Q}; wrote {out}/motifs.tsv, "
         f"motifs.meme, motifs.html"
     )
+
+
+# motifs.tsv's columns, in order (every one present, a table of no pattern included)
+TABLE_COLUMNS = [
+    "pattern",
+    "sign",
+    "seqlets",
+    "consensus",
+    "width",
+    "centre_median_bp",
+    "centre_iqr_bp",
+    "window_bp",
+    "best_match_id",
+    "best_match_name",
+    "best_match_q",
+    "best_match_p",
+    *(f"match_{rank}_{part}" for rank in range(2, TOP_MATCHES + 1) for part in ("id", "name", "q")),
+]
 
 
 def motif_table(patterns: list[Pattern], attributions: Attributions) -> pd.DataFrame:
@@ -72,8 +90,7 @@ def motif_table(patterns: list[Pattern], attributions: Attributions) -> pd.DataF
             if rank == 0:
                 row["best_match_p"] = match.p if match else np.nan
         rows.append(row)
-    columns = ["pattern", "sign", "seqlets", "consensus", "width", "centre_median_bp"]
-    return pd.DataFrame(rows, columns=None if rows else columns)
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 def write_meme(patterns: list[Pattern], path: Path) -> None:

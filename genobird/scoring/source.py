@@ -13,6 +13,7 @@ longer FASTA record, the strand a BED region is read on, and the longest record 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,8 +81,8 @@ class Record:
     span_bp: int = 0
     offset: int = 0
 
-    @property
-    def n_fraction(self) -> float:
+    @functools.cached_property
+    def n_fraction(self) -> float:  # read by the N check and two id columns
         return n_fraction(self.sequence)
 
     @property
