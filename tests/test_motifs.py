@@ -4,6 +4,8 @@ against scipy's, and the refusals."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -190,6 +192,50 @@ def planted_windows(folder, factors, shuffled=False, windows=1400, length=101, s
     return data.write(folder / "windows.h5")
 
 
+def test_a_baseline_run_scores_windows_as_its_report_did(tmp_path, capsys):
+    """A `genobird baseline cnn` and `kmer-lr` run read back as predictors give the
+    probabilities of their own report's test predictions; a FASTA is read with the
+    features the run saved; windows of another data set, and a folder of two fitted
+    baselines, are refused in one line; a fine-tuned model's folder is no baseline."""
+    import shutil
+
+    from genobird.interpret.baselines import load_baseline, saved_baseline_file
+    from genobird.datasets.windows import read_split
+
+    data = planted_windows(tmp_path, [PLANTED], windows=240, train=160)
+    other = planted_windows(tmp_path / "other", [PLANTED], windows=240, train=160, seed=5)
+    sequences, _ = read_split(data, "test")
+    for kind, options in (("cnn", ["--max-epochs", "1", "--device", "cpu"]), ("kmer-lr", [])):
+        run = tmp_path / kind
+        argv = ["-q", "baseline", kind, "--data", str(data), "--out", str(run), *options]
+        assert main(argv) == 0
+        predictor = load_baseline(run, data)
+        report = np.load(run / "report" / "test_predictions.npz")
+        assert predictor.kind == kind and predictor.feature_names == ["bound"]
+        np.testing.assert_allclose(
+            predictor.predict(list(sequences)), report["probabilities"], atol=1e-6
+        )
+        assert load_baseline(run).feature_names == ["bound"]  # saved with the run
+        with pytest.raises(ConfigError, match="fitted on another data set"):
+            load_baseline(run, other)
+    fasta = write(tmp_path / "r.fa", f">r1\n{sequences[0]}\n>r2\n{sequences[1][:60]}\n")
+    out = tmp_path / "fasta.h5"
+    given = ["attribute", "--model", str(tmp_path / "cnn"), "--fasta", str(fasta)]
+    assert main([*given, "--out", str(out)]) == 0
+    from genobird.interpret.attributions import Attributions
+
+    found = Attributions.read(out)
+    assert found.ids == ["r1", "r2"] and found.window_bp == 101 and found.feature == "bound"
+    shutil.copy(tmp_path / "kmer-lr" / "fitted" / "kmer-lr.json", tmp_path / "cnn" / "fitted")
+    shutil.copy(
+        tmp_path / "kmer-lr" / "fitted" / "kmer-lr.safetensors", tmp_path / "cnn" / "fitted"
+    )
+    assert main([*given, "--out", str(tmp_path / "two.h5")]) != 0
+    assert "holds 2 fitted baselines" in capsys.readouterr().err
+    assert not (tmp_path / "two.h5").exists()
+    assert saved_baseline_file(tmp_path) is None
+
+
 @pytest.fixture(scope="module")
 def planted_runs(language_model_dir, tmp_path_factory):
     """The default recipe fine-tuned on planted CTCF sites, and on the same windows with
@@ -223,15 +269,39 @@ def test_a_planted_motif_is_found_and_named_and_nothing_where_there_is_nothing(p
     assert "No pattern was found" in page or "No pattern matches a JASPAR matrix" in page
 
 
-def motifs_of(model, data, folder):
+@pytest.mark.slow
+def test_a_baseline_goes_through_the_same_route_beside_the_model(planted_runs, capsys):
+    """The CNN baseline of the planted windows, through genobird motifs as the
+    fine-tuned model went: it names CTCF too, and its page sets the model's factors
+    beside its own."""
+    from genobird.interpret.motifs import MATCH_Q
+
+    model, data, folder = planted_runs["planted"]
+    _, _, model_motifs = motifs_of(model, data, folder)
+    cnn = folder / "cnn"
+    argv = ["-q", "baseline", "cnn", "--data", str(data), "--out", str(cnn)]
+    assert main([*argv, "--device", "cpu"]) == 0
+    capsys.readouterr()
+    table, page, out = motifs_of(cnn, data, folder, "cnn-motifs", ["--beside", str(model_motifs)])
+    assert table.iloc[0]["best_match_name"].upper() == PLANTED
+    assert table.iloc[0]["best_match_q"] < MATCH_Q
+    assert "Beside other models" in page and str(model) in page
+    assert f"both read {PLANTED}" in capsys.readouterr().out
+    assert json.loads((out / "motifs.json").read_text())["factors"][PLANTED][1] < MATCH_Q
+    with pytest.raises(AssertionError):  # a folder that is not a motifs run is refused
+        motifs_of(cnn, data, folder, "again", ["--beside", str(folder)])
+    assert "not a folder written by genobird motifs" in capsys.readouterr().err
+
+
+def motifs_of(model, data, folder, name="motifs", extra=()):
     """(motifs.tsv, motifs.html, the folder) of `genobird motifs --model` on 200
     training windows of label 1."""
     import pandas as pd
 
-    out = folder / "motifs"
+    out = folder / name
     given = ["motifs", "--model", str(model), "--data", str(data), "--label", "1"]
     given += ["--split", "train", "--limit", "200", "--out", str(out), "--device", "cpu"]
-    assert main(given) == 0
+    assert main([*given, *extra]) == 0
     return pd.read_csv(out / "motifs.tsv", sep="\t"), (out / "motifs.html").read_text(), out
 
 

@@ -43,6 +43,7 @@ def run_classifier_baseline(
             f"({data.meta['window_bp']} bp)"
         )
     saved = Path(output) / SAVED_FOLDER
+    names = list(data.meta["feature_names"])
     if kind == "kmer-lr":
         ks = options.pop("ks", DEFAULT_KS)
         both = bool(options.pop("rc_average", False))  # one strand unless asked
@@ -53,7 +54,12 @@ def run_classifier_baseline(
             zip(("weights", "biases", "scale"), map(torch.from_numpy, fitted.linear()), strict=True)
         )
         write_saved(
-            saved, kmer_stem(both), kmer_identity(ks, window_bp, seed, data, both), details, tensors
+            saved,
+            kmer_stem(both),
+            kmer_identity(ks, window_bp, seed, data, both),
+            details,
+            tensors,
+            names,
         )
     elif kind in ("cnn", "deepsea-cnn"):
         rc_average = options.pop("rc_average", None)
@@ -64,7 +70,12 @@ def run_classifier_baseline(
         )
         test, valid, details, model = cnn_baseline(data, spec, resolve_device(device))
         write_saved(
-            saved, cnn_stem(rc_average), cnn_identity(spec, data), details, model.state_dict()
+            saved,
+            cnn_stem(rc_average),
+            cnn_identity(spec, data),
+            details,
+            model.state_dict(),
+            names,
         )
     else:
         raise ValueError(f"unknown baseline {kind!r}; choose from {CLASSIFIERS}")

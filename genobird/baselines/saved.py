@@ -90,12 +90,24 @@ def mismatches(folders, stem: str, identity: dict) -> list[str]:
     return found
 
 
-def write_saved(folder: Path, stem: str, identity: dict, details: dict, tensors: dict) -> Path:
-    """Save a fitted baseline as FOLDER/STEM.{safetensors,json}; returns the tensors' path."""
+def write_saved(
+    folder: Path,
+    stem: str,
+    identity: dict,
+    details: dict,
+    tensors: dict,
+    feature_names: list[str] | None = None,
+) -> Path:
+    """Save a fitted baseline as FOLDER/STEM.{safetensors,json}; returns the tensors' path.
+    `feature_names`: its outputs', so that it scores windows on its own
+    (interpret.baselines)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}.safetensors"
     with atomic_path(path) as tmp:
         safetensors.torch.save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
     with atomic_write(folder / f"{stem}.json") as handle:
-        json.dump({"identity": identity, "details": details}, handle, indent=2)
+        about = {"identity": identity, "details": details}
+        if feature_names is not None:
+            about["feature_names"] = list(feature_names)
+        json.dump(about, handle, indent=2)
     return path

@@ -10,9 +10,12 @@ from genobird.commands.common import EXIT_OK, report_rejected, subcommand
 from genobird.commands.options import add_shared
 from genobird.commands.scoring import _add_predictor_options, _load_predictor
 from genobird.errors import ConfigError, UsageError
+from genobird.interpret import JASPAR_RELEASE, JASPAR_TAXON
 
-# the settings of the motif route a user picks, declared once (options and defaults)
-JASPAR_RELEASE, JASPAR_TAXON = 2026, "vertebrates"
+MODEL_HELP = (
+    "a fine-tuned model directory, or a `genobird baseline cnn|deepsea-cnn|kmer-lr` run's "
+    "folder (its fitted model)"
+)
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
@@ -27,16 +30,18 @@ def cmd_attribute(args: argparse.Namespace) -> int:
 
 def cmd_motifs(args: argparse.Namespace) -> int:
     from genobird.interpret.attributions import Attributions
-    from genobird.interpret.motif_report import write_motifs
+    from genobird.interpret.motif_report import MotifRun, write_motifs
     from genobird.interpret.motifs import Jaspar
 
     if args.attributions is None and args.model is None:
         raise UsageError("give --attributions A.h5, or --model DIR with --data, --fasta or --bed")
-    jaspar = Jaspar.load(args.jaspar_release, args.taxon)  # refused before any work
+    # refused before any work
+    jaspar = Jaspar.load(args.jaspar_release, args.taxon)
+    beside = [MotifRun.read(folder) for folder in args.beside]
     if args.attributions is not None:
         attributions = Attributions.read(args.attributions)
         if args.model is not None:  # attributions said to be this model's must fit it
-            length = _load_predictor(args).input_length_bp
+            length = _load_model(args).input_length_bp
             if attributions.window_bp != length:
                 raise ConfigError(
                     f"{args.attributions} holds windows of {attributions.window_bp} bp and "
@@ -47,7 +52,7 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         attributions, rejected = _attributions(args)
         args.out.mkdir(parents=True, exist_ok=True)
         _write_attributions(attributions, rejected, args.out / "attributions.h5")
-    summary = write_motifs(attributions, jaspar, args.out)
+    summary = write_motifs(attributions, jaspar, args.out, beside)
     print(summary)
     return EXIT_OK
 
@@ -57,12 +62,22 @@ def _attributions(args: argparse.Namespace):
 
     if args.data is None and args.fasta is None and args.bed is None:
         raise UsageError("give the windows: --data H5, --fasta FASTA or --bed BED --reference FA")
-    predictor = _load_predictor(args)
+    predictor = _load_model(args)
     rejected: list = []
     ids, sequences = windows_to_attribute(
         predictor, args, rejected, feature=args.feature, limit=args.limit
     )
     return ism_attributions(predictor, ids, sequences, args.feature), rejected
+
+
+def _load_model(args: argparse.Namespace):
+    """A fine-tuned model directory's predictor, or a `genobird baseline` run's fitted
+    model read as one (interpret.baselines)."""
+    from genobird.interpret.baselines import load_baseline, saved_baseline_file
+
+    if saved_baseline_file(args.model) is not None:
+        return load_baseline(args.model, args.data)
+    return _load_predictor(args)
 
 
 def _write_attributions(attributions, rejected: list, out: Path) -> Path:
@@ -114,7 +129,7 @@ def add_attribute(commands) -> None:
         "contribution arrays [N, 4, L] TF-MoDISco reads (HDF5).",
         cmd_attribute,
     )
-    add_shared(sub, "model", "out", out="HDF5 to write")
+    add_shared(sub, "model", "out", model=MODEL_HELP, out="HDF5 to write")
     _add_windows(sub, required=True)
     _add_predictor_options(sub)
 
@@ -131,7 +146,7 @@ def add_motifs(commands) -> None:
     sub.add_argument(
         "--attributions", type=Path, help="attributions of `genobird attribute` (HDF5)"
     )
-    sub.add_argument("--model", type=Path, help="a fine-tuned model directory, to attribute first")
+    sub.add_argument("--model", type=Path, help=MODEL_HELP + ", to attribute first")
     sub.add_argument("--out", type=Path, required=True, help="folder to write")
     sub.add_argument(
         "--jaspar-release",
@@ -143,6 +158,15 @@ def add_motifs(commands) -> None:
         "--taxon",
         default=JASPAR_TAXON,
         help="the JASPAR CORE taxon matched against",
+    )
+    sub.add_argument(
+        "--beside",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an earlier genobird motifs folder (a baseline's, say) whose factors the page "
+        "sets beside this model's; repeat for several",
     )
     _add_windows(sub, required=False)
     _add_predictor_options(sub)

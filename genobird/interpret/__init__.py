@@ -1,2 +1,6 @@
-"""What a fine-tuned model reads: attributions over many windows, and the motifs in them
-named by their JASPAR matches."""
+"""What a model reads: attributions over many windows, and the motifs in them named by
+their JASPAR matches (a fine-tuned model's, or a baseline's: interpret.baselines)."""
+
+# the JASPAR database motifs are named from, unless asked otherwise (pyjaspar ships it)
+JASPAR_RELEASE = 2026
+JASPAR_TAXON = "vertebrates"

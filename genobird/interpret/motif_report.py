@@ -1,18 +1,23 @@
 """What `genobird motifs` writes: DIR/motifs.tsv (one row per pattern, most seqlets
-first, its best JASPAR matches), DIR/motifs.meme (the patterns, for MEME-suite tools) and
-DIR/motifs.html (each pattern's logo beside its best match's), each written whole or not
-at all."""
+first, its best JASPAR matches), DIR/motifs.meme (the patterns, for MEME-suite tools),
+DIR/motifs.json (what was read and asked: the model, windows, JASPAR release and taxon,
+the factors named) and DIR/motifs.html (each pattern's logo beside its best match's, and
+the factors named beside those of other runs, such as a model's baselines), each
+written whole or not at all."""
 
 from __future__ import annotations
 
 import base64
 import html
 import io
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from genobird.errors import InputError
 from genobird.fileio import atomic_write
 from genobird.interpret.attributions import Attributions
 from genobird.interpret.motifs import (
@@ -27,23 +32,94 @@ from genobird.interpret.motifs import (
 )
 
 
-def write_motifs(attributions: Attributions, jaspar: Jaspar, out: Path) -> str:
-    """Discover, name and write the motifs of `attributions` into `out`; returns the
-    one-line summary the command prints."""
+def write_motifs(attributions: Attributions, jaspar: Jaspar, out: Path, beside: tuple = ()) -> str:
+    """Discover, name and write the motifs of `attributions` into `out`, the factors
+    named set beside those of `beside` (MotifRun: earlier runs); returns the one-line
+    summary the command prints."""
     patterns = discover(attributions)
     name_patterns(patterns, jaspar)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    table = motif_table(patterns, attributions)
+    this = MotifRun(out, attributions.model, attributions.feature, named_factors(table))
     with atomic_write(out / "motifs.tsv") as handle:
-        motif_table(patterns, attributions).to_csv(handle, sep="\t", index=False)
+        table.to_csv(handle, sep="\t", index=False)
+    with atomic_write(out / RUN_FILE) as handle:
+        json.dump(run_record(attributions, jaspar, this), handle, indent=2)
     write_meme(patterns, out / "motifs.meme")
-    write_page(patterns, attributions, jaspar, out / "motifs.html")
+    write_page(patterns, attributions, jaspar, out / "motifs.html", [this, *beside])
     named = sum(pattern.named for pattern in patterns)
-    return (
+    summary = (
         f"{len(patterns)} patterns in {len(attributions.ids):,} windows, {named} matching "
         f"JASPAR {jaspar.release} {jaspar.taxon} at q < {MATCH_Q}; wrote {out}/motifs.tsv, "
-        f"motifs.meme, motifs.html"
+        f"motifs.meme, motifs.json, motifs.html"
     )
+    for other in beside:
+        shared = sorted(set(this.factors) & set(other.factors))
+        summary += (
+            f"\nbeside {other.model}: both read {_listed(shared)}; this model only "
+            f"{_listed(sorted(set(this.factors) - set(other.factors)))}; it only "
+            f"{_listed(sorted(set(other.factors) - set(this.factors)))}"
+        )
+    return summary
+
+
+# what a run was read from and asked, and the factors it named
+RUN_FILE = "motifs.json"
+
+
+@dataclass
+class MotifRun:
+    """What one `genobird motifs` run named: {factor: (pattern, q)} of its patterns
+    matched at q < MATCH_Q (a factor by its JASPAR name, upper case; its pattern of most
+    seqlets), for the model in `model`."""
+
+    folder: Path
+    model: str
+    feature: str
+    factors: dict
+
+    @classmethod
+    def read(cls, folder) -> MotifRun:
+        """An earlier run's DIR/motifs.json, refused in one line where it is not one."""
+        path = Path(folder) / RUN_FILE
+        try:
+            record = json.loads(path.read_text())
+            return cls(Path(folder), record["model"], record["feature"], record["factors"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(
+                f"{folder}: not a folder written by genobird motifs ({path}: {exc}); "
+                "run genobird motifs into it first"
+            ) from exc
+
+
+def named_factors(table: pd.DataFrame) -> dict:
+    """{factor: [pattern, q]} of the table's patterns named at q < MATCH_Q, the first
+    (most seqlets) of each factor."""
+    factors: dict = {}
+    for row in table.itertuples():
+        if row.best_match_q < MATCH_Q:
+            factors.setdefault(row.best_match_name.upper(), [row.pattern, row.best_match_q])
+    return factors
+
+
+def run_record(attributions: Attributions, jaspar: Jaspar, run: MotifRun) -> dict:
+    return {
+        "model": attributions.model,
+        "feature": attributions.feature,
+        "windows": len(attributions.ids),
+        "window_bp": attributions.window_bp,
+        "method": attributions.method,
+        "score": attributions.score,
+        "jaspar_release": jaspar.release,
+        "jaspar_taxon": jaspar.taxon,
+        "match_q": MATCH_Q,
+        "factors": run.factors,
+    }
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names) if names else "none"
 
 
 # motifs.tsv's columns, in order (every one present, a table of no pattern included)
@@ -110,8 +186,11 @@ def write_meme(patterns: list[Pattern], path: Path) -> None:
             handle.write("\n")
 
 
-def write_page(patterns: list[Pattern], attributions, jaspar: Jaspar, path: Path) -> None:
-    """Each pattern's contribution logo beside its best match's information logo."""
+def write_page(
+    patterns: list[Pattern], attributions, jaspar: Jaspar, path: Path, runs: list
+) -> None:
+    """Each pattern's contribution logo beside its best match's information logo, and
+    the factors named by each of `runs` (this one first) where there are several."""
     by_id = dict(zip(jaspar.ids, jaspar.ppms, strict=True))
     rows = []
     for pattern in patterns:
@@ -150,10 +229,44 @@ img{{height:90px}}</style></head><body>
 (memelite) against JASPAR {jaspar.release} CORE {html.escape(jaspar.taxon)}.</p>
 {verdict}
 <table><tr><th>pattern</th><th>its contributions</th><th>best JASPAR match</th></tr>
-{"".join(rows)}</table></body></html>
+{"".join(rows)}</table>
+{beside_section(runs)}</body></html>
 """
     with atomic_write(path) as handle:
         handle.write(page)
+
+
+def beside_section(runs: list[MotifRun]) -> str:
+    """A table of the factors named by any of `runs` (rows) in each run (columns: the
+    pattern and its q-value, or a dash), and which factors only the first run reads."""
+    if len(runs) < 2:
+        return ""
+    factors = sorted(set().union(*(run.factors for run in runs)))
+    head = "".join(f"<th>{html.escape(run.model)}</th>" for run in runs)
+    rows = []
+    for factor in factors:
+        cells = "".join(
+            f"<td>{run.factors[factor][0]} (q = {run.factors[factor][1]:.2g})</td>"
+            if factor in run.factors
+            else "<td>&ndash;</td>"
+            for run in runs
+        )
+        rows.append(f"<tr><td>{html.escape(factor)}</td>{cells}</tr>")
+    this, others = runs[0], runs[1:]
+    read_elsewhere = set().union(*(run.factors for run in others))
+    only = sorted(set(this.factors) - read_elsewhere)
+    missing = sorted(read_elsewhere - set(this.factors))
+    verdict = (
+        f"This model reads {_listed(only)} that the others do not, and misses "
+        f"{_listed(missing)} that another reads."
+    )
+    if not factors:
+        verdict = "No run names a factor."
+    return (
+        f"<h2>Beside other models</h2><p>The factors each run names (best match at q &lt; "
+        f"{MATCH_Q}). {html.escape(verdict)}</p><table><tr><th>factor</th>{head}</tr>"
+        f"{''.join(rows)}</table>"
+    )
 
 
 def _logo(heights: np.ndarray) -> str:

@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from genobird.errors import ConfigError
+from genobird.interpret import JASPAR_RELEASE, JASPAR_TAXON
 from genobird.interpret.attributions import Attributions
 
 log = logging.getLogger(__name__)
 
 BASES = "ACGT"
-JASPAR_RELEASE = 2026
-JASPAR_TAXON = "vertebrates"
 # modisco-lite's own reports trim a pattern to the positions carrying this share of its
 # largest contribution before TOMTOM
 TRIM_SHARE = 0.3
