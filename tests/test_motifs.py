@@ -199,8 +199,8 @@ def test_a_baseline_run_scores_windows_as_its_report_did(tmp_path, capsys):
     baselines, are refused in one line; a fine-tuned model's folder is no baseline."""
     import shutil
 
-    from genobird.interpret.baselines import load_baseline, saved_baseline_file
     from genobird.datasets.windows import read_split
+    from genobird.interpret.baselines import load_baseline, saved_baseline_file
 
     data = planted_windows(tmp_path, [PLANTED], windows=240, train=160)
     other = planted_windows(tmp_path / "other", [PLANTED], windows=240, train=160, seed=5)
