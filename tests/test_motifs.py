@@ -236,71 +236,89 @@ def test_a_baseline_run_scores_windows_as_its_report_did(tmp_path, capsys):
     assert saved_baseline_file(tmp_path) is None
 
 
+# planted in either of two kinds of positives; neither is a palindrome. GATA1's 7-column
+# MA0035 (9.8 bits) drawn into 101 bp windows is learned neither by the CNN baseline nor
+# by the default recipe (0.76 and 0.82 test AUROC with CTCF beside it: the CTCF half
+# alone): a site that short is common in random windows of that length
+TWO_FACTORS = ("REST", PLANTED)
+
+
 @pytest.fixture(scope="module")
 def planted_runs(language_model_dir, tmp_path_factory):
-    """The default recipe fine-tuned on planted CTCF sites, and on the same windows with
-    shuffled labels (the runs' steps capped: the start from the base readers has read the
-    sites already)."""
+    """The default recipe fine-tuned on windows of which a quarter hold a REST site and
+    a quarter a CTCF site, and on the same windows with shuffled labels (the runs' steps
+    capped: the start from the base readers has read the sites already)."""
     runs = {}
     for name, shuffled in (("planted", False), ("shuffled", True)):
         folder = tmp_path_factory.mktemp(name)
-        data = planted_windows(folder, [PLANTED], shuffled=shuffled)
+        data = planted_windows(folder, TWO_FACTORS, shuffled, windows=2000, train=1400)
         argv = ["-q", "finetune", "classify", "--data", str(data), "--out", str(folder / "run")]
         assert main([*argv, "--model", str(language_model_dir), "--max-steps", "60"]) == 0
         runs[name] = (folder / "run" / "model", data, folder)
     return runs
 
 
-@pytest.mark.slow
-def test_a_planted_motif_is_found_and_named_and_nothing_where_there_is_nothing(planted_runs):
+@pytest.fixture(scope="module")
+def planted_motifs(planted_runs):
+    """genobird motifs of the planted run's model on 300 training positives."""
+    return motifs_of(*planted_runs["planted"], limit=300)
 
+
+@pytest.mark.slow
+def test_planted_motifs_are_found_and_named_and_nothing_where_there_is_nothing(
+    planted_runs, planted_motifs
+):
+    """Both factors are named at q < 0.05, the top pattern one of them; the shuffled
+    labels' model names nothing, and its page says so."""
     from genobird.interpret.motifs import MATCH_Q
 
-    table, page, out = motifs_of(*planted_runs["planted"])
-    top = table.iloc[0]
-    assert top["best_match_name"].upper() == PLANTED and top["best_match_q"] < MATCH_Q, top
-    assert top["sign"] == "+" and top["seqlets"] == table["seqlets"].max()
-    assert PLANTED in page and "data:image/png;base64" in page
+    table, page, out = planted_motifs
+    named = table[table["best_match_q"] < MATCH_Q]["best_match_name"].str.upper()
+    assert set(TWO_FACTORS) <= set(named), table.iloc[:, :11].to_string()
+    assert named.index[0] == 0 and named.iloc[0] in TWO_FACTORS
+    assert table.iloc[0]["sign"] == "+" and table.iloc[0]["seqlets"] == table["seqlets"].max()
+    assert PLANTED in page and "REST" in page and "data:image/png;base64" in page
     assert (out / "motifs.meme").read_text().count("MOTIF ") == len(table)
     assert (out / "attributions.h5").is_file()
-    # the same windows, labels shuffled: nothing named, and the page says so
     table, page, _ = motifs_of(*planted_runs["shuffled"])
     assert not (table["best_match_q"] < MATCH_Q).any(), table
     assert "No pattern was found" in page or "No pattern matches a JASPAR matrix" in page
 
 
 @pytest.mark.slow
-def test_a_baseline_goes_through_the_same_route_beside_the_model(planted_runs, capsys):
+def test_a_baseline_goes_through_the_same_route_beside_the_model(
+    planted_runs, planted_motifs, capsys
+):
     """The CNN baseline of the planted windows, through genobird motifs as the
-    fine-tuned model went: it names CTCF too, and its page sets the model's factors
-    beside its own."""
+    fine-tuned model went: it names both factors too, and its page sets the model's
+    factors beside its own."""
     from genobird.interpret.motifs import MATCH_Q
 
     model, data, folder = planted_runs["planted"]
-    _, _, model_motifs = motifs_of(model, data, folder)
     cnn = folder / "cnn"
     argv = ["-q", "baseline", "cnn", "--data", str(data), "--out", str(cnn)]
     assert main([*argv, "--device", "cpu"]) == 0
     capsys.readouterr()
-    table, page, out = motifs_of(cnn, data, folder, "cnn-motifs", ["--beside", str(model_motifs)])
-    assert table.iloc[0]["best_match_name"].upper() == PLANTED
-    assert table.iloc[0]["best_match_q"] < MATCH_Q
+    beside = ["--beside", str(planted_motifs[2])]
+    table, page, out = motifs_of(cnn, data, folder, "cnn-motifs", beside, limit=300)
+    named = set(table[table["best_match_q"] < MATCH_Q]["best_match_name"].str.upper())
+    assert set(TWO_FACTORS) <= named, table.iloc[:, :11].to_string()
     assert "Beside other models" in page and str(model) in page
-    assert f"both read {PLANTED}" in capsys.readouterr().out
+    assert f"both read {', '.join(sorted(TWO_FACTORS))};" in capsys.readouterr().out
     assert json.loads((out / "motifs.json").read_text())["factors"][PLANTED][1] < MATCH_Q
     with pytest.raises(AssertionError):  # a folder that is not a motifs run is refused
         motifs_of(cnn, data, folder, "again", ["--beside", str(folder)])
     assert "not a folder written by genobird motifs" in capsys.readouterr().err
 
 
-def motifs_of(model, data, folder, name="motifs", extra=()):
-    """(motifs.tsv, motifs.html, the folder) of `genobird motifs --model` on 200
-    training windows of label 1."""
+def motifs_of(model, data, folder, name="motifs", extra=(), limit=200):
+    """(motifs.tsv, motifs.html, the folder) of `genobird motifs --model` on the first
+    `limit` training windows of label 1."""
     import pandas as pd
 
     out = folder / name
     given = ["motifs", "--model", str(model), "--data", str(data), "--label", "1"]
-    given += ["--split", "train", "--limit", "200", "--out", str(out), "--device", "cpu"]
+    given += ["--split", "train", "--limit", str(limit), "--out", str(out), "--device", "cpu"]
     assert main([*given, *extra]) == 0
     return pd.read_csv(out / "motifs.tsv", sep="\t"), (out / "motifs.html").read_text(), out
 
