@@ -57,6 +57,14 @@ def test_ism_attributions_are_each_mutants_logit_change_centred_per_position(mod
                 found.attributions[row, :, position], effects - effects.mean(), atol=2e-4
             )
             assert found.one_hot[row, "ACGT".index(window[position]), position] == 1
+    # a span of the windows: those positions' attributions, each mutant scored whole
+    part = ism_attributions(predictor, ["a", "b"], windows, feature, span=(10, 30))
+    np.testing.assert_allclose(part.attributions, found.attributions[:, :, 10:30], atol=1e-6)
+    np.testing.assert_array_equal(part.one_hot, found.one_hot[:, :, 10:30])
+    assert (part.start, part.span_bp, part.window_bp) == (10, 20, length)
+    assert part.span_words == ", bases 10-30 attributed" and found.span_words == ""
+    with pytest.raises(ConfigError, match="must lie in the model's window"):
+        ism_attributions(predictor, ["a"], windows[:1], feature, span=(10, length + 1))
     with pytest.raises(ConfigError, match="name one with --feature"):
         ism_attributions(predictor, ["a"], windows[:1])
     with pytest.raises(InputError, match="the model reads"):
@@ -71,6 +79,9 @@ def test_attributions_round_trip_and_refuse_other_files(tmp_path):
     found = Attributions(["x", "y", "z"], one_hot, rng.normal(size=(3, 4, 20)), "m", "f")
     back = Attributions.read(found.write(tmp_path / "a.h5"))
     assert back.ids == ["x", "y", "z"] and back.window_bp == 20 and back.feature == "f"
+    span = Attributions(["x"], one_hot[:1], one_hot[:1], "m", "f", start=5, input_bp=101)
+    spanned = Attributions.read(span.write(tmp_path / "span.h5"))
+    assert (spanned.start, spanned.span_bp, spanned.window_bp) == (5, 20, 101)
     np.testing.assert_allclose(back.attributions, found.attributions.astype(np.float32))
     write(tmp_path / "not.h5", "text")
     with pytest.raises(InputError, match="not an HDF5 file of attributions"):

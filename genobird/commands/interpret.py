@@ -22,7 +22,8 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     attributions, rejected = _attributions(args)
     path = _write_attributions(attributions, rejected, args.out)
     print(
-        f"attributed {len(attributions.ids):,} windows of {attributions.window_bp} bp to "
+        f"attributed {len(attributions.ids):,} windows of {attributions.window_bp} bp"
+        f"{attributions.span_words} to "
         f"{attributions.feature!r} ({attributions.method}, {attributions.score}); wrote {path}"
     )
     return EXIT_OK
@@ -58,16 +59,21 @@ def cmd_motifs(args: argparse.Namespace) -> int:
 
 
 def _attributions(args: argparse.Namespace):
-    from genobird.interpret.attributions import ism_attributions, windows_to_attribute
+    from genobird.interpret.attributions import (
+        check_span,
+        ism_attributions,
+        windows_to_attribute,
+    )
 
     if args.data is None and args.fasta is None and args.bed is None:
         raise UsageError("give the windows: --data H5, --fasta FASTA or --bed BED --reference FA")
     predictor = _load_model(args)
     rejected: list = []
+    check_span(args.span, predictor.input_length_bp)  # before any window is read
     ids, sequences = windows_to_attribute(
         predictor, args, rejected, feature=args.feature, limit=args.limit
     )
-    return ism_attributions(predictor, ids, sequences, args.feature), rejected
+    return ism_attributions(predictor, ids, sequences, args.feature, args.span), rejected
 
 
 def _load_model(args: argparse.Namespace):
@@ -78,6 +84,15 @@ def _load_model(args: argparse.Namespace):
     if saved_baseline_file(args.model) is not None:
         return load_baseline(args.model, args.data)
     return _load_predictor(args)
+
+
+def span_type(text: str) -> tuple[int, int]:
+    """START-END, two whole numbers."""
+    try:
+        start, end = (int(part) for part in text.split("-"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: give START-END, e.g. 1960-2040") from exc
+    return start, end
 
 
 def _write_attributions(attributions, rejected: list, out: Path) -> Path:
@@ -111,6 +126,13 @@ def _add_windows(sub, required: bool) -> None:
         help="with --data: only windows of this label of the feature (default: all)",
     )
     windows.add_argument("--limit", type=int, help="at most N windows, the first read")
+    windows.add_argument(
+        "--span",
+        type=span_type,
+        metavar="START-END",
+        help="attribute only these bases of each window (0-based, END excluded; each "
+        "mutant is still scored as the whole window; default: every base)",
+    )
     windows.add_argument("--feature", help="the feature attributed (default: the model's only one)")
     windows.add_argument(
         "--method",

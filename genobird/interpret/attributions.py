@@ -8,11 +8,16 @@ logit does not. Each position's four effects are centred on their mean, which gi
 hypothetical contribution of every base there (TF-MoDISco's `hypothetical_contribs`);
 the reference base's contribution is the one the window holds.
 
+A span of each window (`span`: bases [start, end)) may be attributed instead of all of
+it: a promoter model reading 3 kb windows is asked about the bases around the TSS, at a
+fraction of the cost (every mutant is still scored as the whole window).
+
 The file (HDF5) holds the arrays modisco-lite reads, bases in A, C, G, T order:
-    one_hot        float32 [N, 4, L]
+    one_hot        float32 [N, 4, L]   L: the span's length (the window's, without one)
     attributions   float32 [N, 4, L]   hypothetical contributions
     ids            S [N]               the windows' names
-    attrs: format, model, feature, method, score, window_bp
+    attrs: format, model, feature, method, score, window_bp (the window the model reads),
+           start (the span's first base in it)
 """
 
 from __future__ import annotations
@@ -49,10 +54,25 @@ class Attributions:
     feature: str
     method: str = "ism"
     score: str = "logit"
+    start: int = 0  # the span's first base in the window the model reads
+    input_bp: int | None = None  # that window's length (None: the span is the window)
 
     @property
     def window_bp(self) -> int:
+        """The length of the window the model reads."""
+        return self.input_bp or self.span_bp
+
+    @property
+    def span_bp(self) -> int:
+        """The bases attributed in each window."""
         return self.one_hot.shape[2]
+
+    @property
+    def span_words(self) -> str:
+        """ ", bases START-END attributed" where a span of the window was, else ""."""
+        if self.span_bp == self.window_bp:
+            return ""
+        return f", bases {self.start}-{self.start + self.span_bp} attributed"
 
     @property
     def contributions(self) -> np.ndarray:
@@ -69,6 +89,7 @@ class Attributions:
                 method=self.method,
                 score=self.score,
                 window_bp=self.window_bp,
+                start=self.start,
             )
             handle.put("one_hot", self.one_hot.astype(np.float32))
             handle.put("attributions", self.attributions.astype(np.float32))
@@ -97,6 +118,8 @@ class Attributions:
                 str(handle.attrs["feature"]),
                 str(handle.attrs["method"]),
                 str(handle.attrs["score"]),
+                int(handle.attrs.get("start", 0)),
+                int(handle.attrs["window_bp"]),
             )
         if found.one_hot.shape != found.attributions.shape or found.one_hot.shape[1] != 4:
             raise InputError(
@@ -178,13 +201,32 @@ def _place(record) -> str:
     return region.name if region.name else f"{region.chrom}:{region.start}-{region.end}"
 
 
+def check_span(span: tuple[int, int] | None, length: int) -> tuple[int, int]:
+    """(start, end) of the bases attributed in windows of `length` (all without `span`)."""
+    if span is None:
+        return 0, length
+    start, end = span
+    if not 0 <= start < end <= length:
+        raise ConfigError(
+            f"--span {start}-{end}: the span must lie in the model's window of {length:,} bp "
+            "(0-based, end excluded), e.g. 0-" + str(length)
+        )
+    return start, end
+
+
 def ism_attributions(
-    predictor, ids: list[str], sequences: list[str], feature: str | None = None
+    predictor,
+    ids: list[str],
+    sequences: list[str],
+    feature: str | None = None,
+    span: tuple[int, int] | None = None,
 ) -> Attributions:
     """Hypothetical contributions of every base of each window (of the predictor's input
-    length) to `feature`'s logit, by in-silico mutagenesis (module docstring)."""
+    length), or of its `span` (bases [start, end)), to `feature`'s logit, by in-silico
+    mutagenesis (module docstring)."""
     column = feature_index(predictor, feature)
     length = predictor.input_length_bp
+    start, end = check_span(span, length)
     wrong = [i for i, s in enumerate(sequences) if len(s) != length]
     if wrong:
         raise InputError(
@@ -194,7 +236,7 @@ def ism_attributions(
     if crowded := [i for i, s in enumerate(sequences) if mostly_n(s)]:
         share = n_fraction(sequences[crowded[0]])
         raise InputError(mostly_n_reason(share, length, f"window {ids[crowded[0]]!r}"))
-    effects = np.zeros((len(sequences), len(BASES), length), dtype=np.float32)
+    effects = np.zeros((len(sequences), len(BASES), end - start), dtype=np.float32)
     # short windows are scored in batches of about BATCH_BP bases (at least the
     # predictor's own batch): 16 windows of 101 bp keep two cores a third as busy
     saved = predictor.batch_size
@@ -203,7 +245,7 @@ def ism_attributions(
         reference = logit(predictor.predict(sequences)[:, column])
         # mutants of many windows scored together: full batches, bounded memory
         batch = predictor.batch_size * 16
-        changes = _all_mutants(sequences, length)
+        changes = _all_mutants(sequences, start, end - start)
         while part := list(itertools.islice(changes, batch)):
             alt = logit(predictor.predict([sequence for *_, sequence in part])[:, column])
             rows = np.array([row for row, *_ in part])
@@ -213,14 +255,23 @@ def ism_attributions(
     finally:
         predictor.batch_size = saved
     hypothetical = effects - effects.mean(axis=1, keepdims=True)
-    encoded = np.stack([one_hot(s).T for s in sequences]).astype(np.float32)
+    encoded = np.stack([one_hot(s[start:end]).T for s in sequences]).astype(np.float32)
     return Attributions(
-        list(ids), encoded, hypothetical, str(predictor.model_dir), predictor.feature_names[column]
+        list(ids),
+        encoded,
+        hypothetical,
+        str(predictor.model_dir),
+        predictor.feature_names[column],
+        start=start,
+        input_bp=length,
     )
 
 
-def _all_mutants(sequences: list[str], length: int) -> Iterator[tuple[int, int, int, str]]:
-    """(window, position, base index, mutated window) of every single-base change."""
+def _all_mutants(
+    sequences: list[str], first: int, span: int
+) -> Iterator[tuple[int, int, int, str]]:
+    """(window, position in the span, base index, mutated window) of every single-base
+    change of the `span` bases from `first`."""
     for row, sequence in enumerate(sequences):
-        for position, base, mutated in mutants(sequence, 0, length):
+        for position, base, mutated in mutants(sequence, first, span):
             yield row, position, base, mutated

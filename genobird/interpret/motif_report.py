@@ -109,6 +109,7 @@ def run_record(attributions: Attributions, jaspar: Jaspar, run: MotifRun) -> dic
         "feature": attributions.feature,
         "windows": len(attributions.ids),
         "window_bp": attributions.window_bp,
+        "span": [attributions.start, attributions.start + attributions.span_bp],
         "method": attributions.method,
         "score": attributions.score,
         "jaspar_release": jaspar.release,
@@ -224,7 +225,7 @@ def write_page(
 img{{height:90px}}</style></head><body>
 <h1>Motifs of {html.escape(attributions.feature)}</h1>
 <p>Model {html.escape(attributions.model)}; {len(attributions.ids):,} windows of
-{attributions.window_bp} bp; attributions by {attributions.method} on the
+{attributions.window_bp} bp{attributions.span_words}; attributions by {attributions.method} on the
 {attributions.score} scale; patterns by TF-MoDISco (modisco-lite), matched by TOMTOM
 (memelite) against JASPAR {jaspar.release} CORE {html.escape(jaspar.taxon)}.</p>
 {verdict}

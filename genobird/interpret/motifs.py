@@ -84,7 +84,7 @@ def discover(attributions: Attributions, max_seqlets: int = 20_000) -> list[Patt
     hypothetical = np.ascontiguousarray(
         attributions.attributions.transpose(0, 2, 1), dtype=np.float32
     )
-    window, windows = attributions.window_bp, len(attributions.ids)
+    window, windows = attributions.span_bp, len(attributions.ids)
     sliding, flank = min(21, max(5, window // 4)), min(10, max(2, window // 10))
     # modisco-lite's defaults want 100 seqlets of a sign before clustering them, 20 to
     # keep a pattern: fewer in a few hundred windows, where a motif may sit in one in five
@@ -103,16 +103,19 @@ def discover(attributions: Attributions, max_seqlets: int = 20_000) -> list[Patt
     patterns = []
     for sign, found in (("+", positive), ("-", negative)):
         for index, pattern in enumerate(found or ()):
-            patterns.append(_pattern(f"{'pos' if sign == '+' else 'neg'}_{index}", sign, pattern))
+            name = f"{'pos' if sign == '+' else 'neg'}_{index}"
+            patterns.append(_pattern(name, sign, pattern, attributions.start))
     return sorted(patterns, key=lambda p: -p.seqlets)
 
 
-def _pattern(name: str, sign: str, pattern) -> Pattern:
+def _pattern(name: str, sign: str, pattern, start: int) -> Pattern:
+    """A modisco-lite pattern, its seqlets' centres in the window the model reads (the
+    attributed span starting at `start`)."""
     ppm, cwm = np.asarray(pattern.sequence).T, np.asarray(pattern.contrib_scores).T
     weight = np.abs(cwm).sum(axis=0)
     kept = np.flatnonzero(weight >= TRIM_SHARE * weight.max())
     cut = slice(kept.min(), kept.max() + 1)
-    centres = np.array([(s.start + s.end) // 2 for s in pattern.seqlets])
+    centres = np.array([start + (s.start + s.end) // 2 for s in pattern.seqlets])
     return Pattern(name, sign, len(pattern.seqlets), ppm[:, cut], cwm[:, cut], centres)
 
 
