@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from genobird.errors import ConfigError, InputError
 from genobird.fileio import atomic_write
+from genobird.interpret import RUN_MOTIFS_FOLDER
 
 # the artifacts' files, relative to the results folder (the workflows name their outputs so)
 PRETRAINED_EVALUATION = "pretrain/evaluation.json"
@@ -137,6 +138,10 @@ class ResultsFolder:
                 if (folder / "report" / "metrics.json").is_file()
             ]
         return folders
+
+    def task_motifs(self, folder: str) -> Path:
+        """The motifs `genobird motifs` found in a task's model (its motifs.json)."""
+        return self.root / folder / RUN_MOTIFS_FOLDER / "motifs.json"
 
     def seed_reports(self, folder: str) -> list[Path]:
         """The report folders of a task's further fine-tuning seeds (a sequence task's

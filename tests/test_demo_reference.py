@@ -315,3 +315,17 @@ def test_h3k27me3_covers_domains_between_convergent_boundary_sites_only(demo_ref
     assert inside["convergent"] and inside["divergent"]
     assert np.mean(inside["convergent"]) > 0.85
     assert np.mean(inside["divergent"]) < 0.15  # poised promoters' marks may reach one
+
+
+def test_the_motifs_planted_in_promoters_are_written_for_motif_discovery(demo_reference):
+    """promoter_motifs.meme holds each motif planted in promoters, its consensus the
+    matrix's best base at each position, read back as `genobird motifs --known` reads
+    it."""
+    from genobird.genome.demo_sequence import PROMOTER_MOTIFS
+    from genobird.interpret.motifs import KnownMotifs
+
+    known = KnownMotifs.read(demo_reference / "promoter_motifs.meme")
+    assert known.names == PROMOTER_MOTIFS
+    for name, ppm in zip(known.names, known.ppms, strict=True):
+        assert "".join("ACGT"[i] for i in ppm.argmax(axis=0)) == MOTIFS[name]
+        np.testing.assert_allclose(ppm.sum(axis=0), 1)

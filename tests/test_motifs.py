@@ -145,6 +145,68 @@ def test_tomtom_names_a_pattern_drawn_from_a_jaspar_matrix_and_not_a_random_one(
     assert not patterns[2].named
 
 
+def test_known_motifs_are_recovered_by_the_patterns_that_match_them(tmp_path):
+    """Known motifs from a MEME file (consensus matrices, as the demo writes its planted
+    ones): a pattern drawn from CTCF's JASPAR matrix recovers the CTCF consensus, not
+    REST's; a file with no motif is refused in one line."""
+    from genobird.genome.meme import consensus_matrix, write_meme
+    from genobird.interpret.motif_report import known_section, recovered_motifs
+    from genobird.interpret.motifs import KnownMotifs, Pattern, match_known
+
+    consensus = {
+        name: "".join("ACGT"[i] for i in jaspar_ppm(name)[1].argmax(axis=0))
+        for name in ("CTCF", "REST")
+    }
+    path = tmp_path / "known.meme"
+    write_meme(path, ((n, n, consensus_matrix(c), 1) for n, c in consensus.items()))
+    known = KnownMotifs.read(path)
+    assert known.names == ("CTCF", "REST") and known.ppms[0].shape == (4, len(consensus["CTCF"]))
+    sites = sampled_sites(jaspar_ppm("CTCF")[1], 300, np.random.default_rng(2))
+    counts = np.array([[site[j] == b for site in sites] for b in "ACGT" for j in range(15)])
+    ppm = (counts.reshape(4, 15, len(sites)).sum(axis=2) + 0.5) / (len(sites) + 2)
+    pattern = Pattern("pos_0", "+", 300, ppm, ppm, np.zeros(300))
+    match_known([pattern], known)
+    assert pattern.known.name == "CTCF" and pattern.known.q < 0.05, pattern.known
+    recovered = recovered_motifs([pattern], known)
+    assert recovered["CTCF"][0] == "pos_0" and recovered["REST"] is None
+    assert "1 of 2 known motifs recovered" in known_section(recovered)
+    write(tmp_path / "empty.meme", "MEME version 4\n")
+    with pytest.raises(InputError, match="no MOTIF in it"):
+        KnownMotifs.read(tmp_path / "empty.meme")
+
+
+def test_the_report_draws_a_tasks_motifs_from_its_record(tmp_path):
+    """The pipeline report's motif section draws motifs.json alone: the known motifs
+    recovered, the factors named, the link to the page; a task without one draws none."""
+    from genobird.report.sections.motifs import motifs_section
+
+    write(tmp_path / "promoter" / "report" / "metrics.json", "{}")
+    out = tmp_path / "report.html"
+    assert motifs_section(tmp_path, out) == ""
+    record = {
+        "model": "m",
+        "feature": "promoter",
+        "windows": 40,
+        "window_bp": 3000,
+        "span": [1960, 2040],
+        "method": "ism",
+        "score": "logit",
+        "jaspar_release": 2026,
+        "jaspar_taxon": "vertebrates",
+        "match_q": 0.05,
+        "factors": {"TBP": ["pos_0", 0.001]},
+        "known": {
+            "file": "x/promoter_motifs.meme",
+            "recovered": {"TATA": ["pos_0", 2e-4], "INR": None},
+        },
+    }
+    write(tmp_path / "promoter" / "motifs" / "motifs.json", json.dumps(record))
+    section = motifs_section(tmp_path, out)
+    assert "1 of 2 known motifs recovered" in section and "not recovered" in section
+    assert "bases 1960-2040" in section and "TBP (pos_0, q = 0.001)" in section
+    assert "href='promoter/motifs/motifs.html'" in section
+
+
 def test_jaspar_release_and_taxon_are_checked_in_one_line():
     from genobird.interpret.motifs import Jaspar
 
@@ -271,8 +333,19 @@ def planted_runs(language_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planted_motifs(planted_runs):
-    """genobird motifs of the planted run's model on 300 training positives."""
-    return motifs_of(*planted_runs["planted"], limit=300)
+    """genobird motifs of the planted run's model on 300 training positives, the two
+    factors' consensus sequences given as known motifs."""
+    from genobird.genome.meme import consensus_matrix, write_meme
+
+    folder = planted_runs["planted"][2]
+    known = folder / "planted.meme"
+    consensus = [
+        (n, "".join("ACGT"[i] for i in jaspar_ppm(n)[1].argmax(axis=0))) for n in TWO_FACTORS
+    ]
+    write_meme(known, ((n, n, consensus_matrix(c), 1) for n, c in consensus))
+    model, data, _ = planted_runs["planted"]
+    # into the run's own motifs folder, which its page then links
+    return motifs_of(model, data, model.parent, extra=["--known", str(known)], limit=300)
 
 
 @pytest.mark.slow
@@ -291,6 +364,11 @@ def test_planted_motifs_are_found_and_named_and_nothing_where_there_is_nothing(
     assert PLANTED in page and "REST" in page and "data:image/png;base64" in page
     assert (out / "motifs.meme").read_text().count("MOTIF ") == len(table)
     assert (out / "attributions.h5").is_file()
+    recovered = json.loads((out / "motifs.json").read_text())["known"]["recovered"]
+    assert all(recovered[name] for name in TWO_FACTORS), recovered
+    assert "2 of 2 known motifs recovered" in page
+    run_page = (out.parent / "report.html").read_text()
+    assert "motifs/motifs.html" in run_page and "the motifs it reads" in run_page
     table, page, _ = motifs_of(*planted_runs["shuffled"])
     assert not (table["best_match_q"] < MATCH_Q).any(), table
     assert "No pattern was found" in page or "No pattern matches a JASPAR matrix" in page

@@ -67,6 +67,20 @@ def test_demo_dry_run_plans_every_stage(tmp_path):
     assert planned_jobs(done.stdout) == 27
 
 
+def test_a_demo_asking_for_motifs_holds_them_against_the_planted_ones(tmp_path):
+    """promoter.motifs plans genobird motifs on the fine-tuned promoter model, the demo
+    reference's planted promoter motifs given as the known ones, before the report."""
+    config = pipeline("demo")
+    config["promoter"]["motifs"] = {"windows": 40, "span": [1960, 2040]}
+    done = snakemake("-n", "-p", "--cores", "2", "--configfile", write_config(tmp_path, config))
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = done.stdout
+    assert "rule promoter_motifs:" in plan
+    assert "--split test --label 1 --limit 40 --span 1960-2040" in plan
+    assert "reference/promoter_motifs.meme" in plan and "promoter/motifs" in plan
+    assert planned_jobs(plan) == 28
+
+
 def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path):
     path = write_config(tmp_path, pipeline("grch37"))
     done = snakemake("-n", "-p", "--cores", "16", "--configfile", path)
@@ -88,7 +102,10 @@ def test_grch37_dry_run_offline_plans_downloads_and_the_papers_settings(tmp_path
     assert "torchrun --standalone --nproc_per_node 8 -m genobird.cli -q pretrain" in plan
     assert "dataset deepsea --mat" in plan and "--split train valid test" in plan
     assert "--context-bp 8000" in plan
-    assert planned_jobs(plan) == 21  # 4 downloads; BED scoring only; 3 evaluations
+    # the motifs the promoter model reads: the test positives' bases around the TSS
+    assert "--split test --label 1 --limit 1000 --span 4900-5100" in plan
+    assert "--known" not in plan  # a real genome has no planted motifs
+    assert planned_jobs(plan) == 22  # 4 downloads; BED scoring only; 3 evaluations; motifs
 
 
 def _at(config, data: Path) -> dict:

@@ -39,6 +39,15 @@ def training_negatives_option(section):
     return f"--training-negatives {section['training_negatives']}"
 
 
+def motif_options(section):
+    """genobird motifs options of a task's `motifs` config section: the test split's
+    positives read (at most `windows`), the bases of each window attributed (`span`)."""
+    options = f"--split test --label 1 --limit {section['windows']}"
+    if "span" in section:
+        options += " --span {}-{}".format(*section["span"])
+    return options
+
+
 def report_context_options(report):
     """genobird report options of the config's `report` section (genobird's defaults for
     what it leaves out)."""

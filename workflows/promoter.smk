@@ -2,6 +2,10 @@
 
 SPLIT = config.get("split")
 PROMOTER = config.get("promoter")
+# the motifs the promoter model reads, where the config asks for them (promoter.motifs)
+PROMOTER_MOTIF_OUTPUTS = (
+    [f"{RESULTS}/promoter/motifs/motifs.json"] if HAS_PROMOTER and "motifs" in PROMOTER else []
+)
 
 
 if HAS_PROMOTER:
@@ -60,3 +64,29 @@ if HAS_PROMOTER:
             " --restart-changed --model $(dirname {input.pretrained}) --max-tokens {params.tokens}"
             " --max-steps {params.steps} --learning-rate {params.rate} --batch-size {params.batch}"
             " {params.options} > {log} 2>&1"
+
+
+if PROMOTER_MOTIF_OUTPUTS:
+
+    rule promoter_motifs:
+        input:
+            model=rules.promoter_finetune.output.model,
+            data=f"{RESULTS}/promoter/data.h5",
+            known=[KNOWN_PROMOTER_MOTIFS] if KNOWN_PROMOTER_MOTIFS else [],
+        output:
+            PROMOTER_MOTIF_OUTPUTS[0],
+        params:
+            model=lambda wildcards, input: os.path.dirname(input.model),
+            out=lambda wildcards, output: os.path.dirname(output[0]),
+            options=motif_options(PROMOTER["motifs"]),
+            known=lambda wildcards, input: f"--known {input.known}" if input.known else "",
+        log:
+            f"{RESULTS}/logs/promoter_motifs.log",
+        threads: 2
+        resources:
+            mem_mb=6000,
+        conda:
+            ENV
+        shell:
+            "genobird -q motifs --model {params.model} --data {input.data} {params.options}"
+            " {params.known} --out {params.out} > {log} 2>&1"

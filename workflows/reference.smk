@@ -10,6 +10,8 @@
 REFERENCE = config["reference"]
 DEMO = REFERENCE["source"] == "demo"
 OWN_FASTA = REFERENCE["source"] == "fasta"
+# motifs a promoter model's discovered motifs are held against (the demo's planted ones)
+KNOWN_PROMOTER_MOTIFS = None
 
 
 if DEMO:
@@ -22,6 +24,8 @@ if DEMO:
             samples=f"{RESULTS}/reference/samples.fa",
             variants=f"{RESULTS}/reference/variants.vcf",
             manifest=f"{RESULTS}/reference/manifest.json",
+            # the motifs it plants in promoters: what motif discovery may recover
+            promoter_motifs=f"{RESULTS}/reference/promoter_motifs.meme",
         params:
             outdir=lambda wildcards, output: os.path.dirname(output.manifest),
             seed=REFERENCE["seed"],
@@ -40,6 +44,7 @@ if DEMO:
     GENOME = rules.demo_reference.output.fasta
     TSS = rules.demo_reference.output.tss
     FEATURES = rules.demo_reference.output.features
+    KNOWN_PROMOTER_MOTIFS = rules.demo_reference.output.promoter_motifs
 
 elif OWN_FASTA:
     GENOME_FILES = list(REFERENCE["fasta"])

@@ -75,6 +75,7 @@ rule report:
         ZERO_SHOT_OUTPUTS,
         SEED_OUTPUTS,
         chromatin_task_outputs(),
+        PROMOTER_MOTIF_OUTPUTS,
         # without any fine-tuning task, the report still needs the pretrained model
         rules.pretrain.output.model,
         rules.evaluate_corpus.output,

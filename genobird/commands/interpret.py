@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from genobird.commands.common import EXIT_OK, report_rejected, subcommand
+from genobird.commands.common import EXIT_OK, report_rejected, subcommand, write_run_page
 from genobird.commands.options import add_shared
 from genobird.commands.scoring import _add_predictor_options, _load_predictor
 from genobird.errors import ConfigError, UsageError
-from genobird.interpret import JASPAR_RELEASE, JASPAR_TAXON
+from genobird.interpret import JASPAR_RELEASE, JASPAR_TAXON, RUN_MOTIFS_FOLDER
 
 MODEL_HELP = (
     "a fine-tuned model directory, or a `genobird baseline cnn|deepsea-cnn|kmer-lr` run's "
@@ -32,13 +32,15 @@ def cmd_attribute(args: argparse.Namespace) -> int:
 def cmd_motifs(args: argparse.Namespace) -> int:
     from genobird.interpret.attributions import Attributions
     from genobird.interpret.motif_report import MotifRun, write_motifs
-    from genobird.interpret.motifs import Jaspar
+    from genobird.interpret.motifs import Jaspar, KnownMotifs
+    from genobird.report.run_page import is_run_folder
 
     if args.attributions is None and args.model is None:
         raise UsageError("give --attributions A.h5, or --model DIR with --data, --fasta or --bed")
     # refused before any work
     jaspar = Jaspar.load(args.jaspar_release, args.taxon)
     beside = [MotifRun.read(folder) for folder in args.beside]
+    known = KnownMotifs.read(args.known) if args.known is not None else None
     if args.attributions is not None:
         attributions = Attributions.read(args.attributions)
         if args.model is not None:  # attributions said to be this model's must fit it
@@ -53,8 +55,12 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         attributions, rejected = _attributions(args)
         args.out.mkdir(parents=True, exist_ok=True)
         _write_attributions(attributions, rejected, args.out / "attributions.h5")
-    summary = write_motifs(attributions, jaspar, args.out, beside)
+    summary = write_motifs(attributions, jaspar, args.out, beside, known)
     print(summary)
+    run = Path(args.out).parent
+    if Path(args.out).name == RUN_MOTIFS_FOLDER and is_run_folder(run):
+        write_run_page(run)  # a run's page links its motifs
+        print(f"its run's page, {run / 'report.html'}, links them")
     return EXIT_OK
 
 
@@ -180,6 +186,13 @@ def add_motifs(commands) -> None:
         "--taxon",
         default=JASPAR_TAXON,
         help="the JASPAR CORE taxon matched against",
+    )
+    sub.add_argument(
+        "--known",
+        type=Path,
+        metavar="MEME",
+        help="motifs you know (a MEME file): each pattern's best match among them too, "
+        "and which of them were recovered",
     )
     sub.add_argument(
         "--beside",

@@ -54,6 +54,7 @@ from genobird.genome.demo_sequence import (
     HISTONE_FEATURES,
     LONG_RANGE_FEATURES,
     MOTIFS,
+    PROMOTER_MOTIFS,
     TF_FEATURES,
     ChromosomePlan,
     DemoSpec,
@@ -61,12 +62,14 @@ from genobird.genome.demo_sequence import (
     build_chromosome,
     make_repeat_consensi,
 )
+from genobird.genome.meme import consensus_matrix, write_meme
 
 log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 3
 DEFAULT_SPEC = DemoSpec()  # the embedded default's seed and size
 FASTA_LINE_WIDTH = 60
+PROMOTER_MOTIFS_FILE = "promoter_motifs.meme"
 
 
 def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -171,6 +174,10 @@ def _write_annotations(outdir: Path, plans: list[ChromosomePlan]) -> None:
     promoters = [p for plan in plans for p in plan.promoters]
     with atomic_write(outdir / "tss.bed") as handle:
         handle.writelines(_epdnew_bed_row(p) for p in promoters)
+    write_meme(
+        outdir / PROMOTER_MOTIFS_FILE,
+        ((name, name, consensus_matrix(MOTIFS[name]), 1) for name in PROMOTER_MOTIFS),
+    )
     with atomic_write(outdir / "promoters.tsv") as handle:
         handle.write("name\tchrom\ttss\tstrand\tcpg_island\ttata\tpoised\n")
         for p in promoters:

@@ -34,6 +34,9 @@ MOTIFS = {
     "EBOX": "CCACGTGG",
     "YY1": "AAGATGGCGGC",
 }
+# The motifs planted in promoters (`_write_promoter`), which the demo reference writes
+# as promoter_motifs.meme: what motif discovery on the promoter predictor may recover
+PROMOTER_MOTIFS = ("TATA", "INR", "DPE", "CCAAT", "GCBOX", "POISED", "ETS", "NRF1", "YY1")
 # Enhancer classes: which motifs cluster in them and which cell type opens them.
 ENHANCER_CLASSES = {
     "A": ("GATA", "ETS", "EBOX"),

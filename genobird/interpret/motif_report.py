@@ -25,19 +25,31 @@ from genobird.interpret.motifs import (
     MATCH_Q,
     TOP_MATCHES,
     Jaspar,
+    KnownMotifs,
     Pattern,
     discover,
     information,
+    match_known,
     name_patterns,
 )
 
 
-def write_motifs(attributions: Attributions, jaspar: Jaspar, out: Path, beside: tuple = ()) -> str:
+def write_motifs(
+    attributions: Attributions,
+    jaspar: Jaspar,
+    out: Path,
+    beside: tuple = (),
+    known: KnownMotifs | None = None,
+) -> str:
     """Discover, name and write the motifs of `attributions` into `out`, the factors
-    named set beside those of `beside` (MotifRun: earlier runs); returns the one-line
-    summary the command prints."""
+    named set beside those of `beside` (MotifRun: earlier runs), and which of `known`
+    motifs were recovered; returns the summary the command prints."""
     patterns = discover(attributions)
     name_patterns(patterns, jaspar)
+    recovered = None
+    if known is not None:
+        match_known(patterns, known)
+        recovered = recovered_motifs(patterns, known)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table = motif_table(patterns, attributions)
@@ -45,15 +57,21 @@ def write_motifs(attributions: Attributions, jaspar: Jaspar, out: Path, beside: 
     with atomic_write(out / "motifs.tsv") as handle:
         table.to_csv(handle, sep="\t", index=False)
     with atomic_write(out / RUN_FILE) as handle:
-        json.dump(run_record(attributions, jaspar, this), handle, indent=2)
+        json.dump(run_record(attributions, jaspar, this, known, recovered), handle, indent=2)
     write_meme(patterns, out / "motifs.meme")
-    write_page(patterns, attributions, jaspar, out / "motifs.html", [this, *beside])
+    write_page(patterns, attributions, jaspar, out / "motifs.html", [this, *beside], recovered)
     named = sum(pattern.named for pattern in patterns)
     summary = (
         f"{len(patterns)} patterns in {len(attributions.ids):,} windows, {named} matching "
         f"JASPAR {jaspar.release} {jaspar.taxon} at q < {MATCH_Q}; wrote {out}/motifs.tsv, "
         f"motifs.meme, motifs.json, motifs.html"
     )
+    if recovered is not None:
+        found = [name for name, hit in recovered.items() if hit]
+        summary += (
+            f"\nknown motifs recovered: {_listed(found)}; not: "
+            f"{_listed([name for name, hit in recovered.items() if not hit])}"
+        )
     for other in beside:
         shared = sorted(set(this.factors) & set(other.factors))
         summary += (
@@ -103,8 +121,25 @@ def named_factors(table: pd.DataFrame) -> dict:
     return factors
 
 
-def run_record(attributions: Attributions, jaspar: Jaspar, run: MotifRun) -> dict:
-    return {
+def recovered_motifs(patterns: list[Pattern], known: KnownMotifs) -> dict:
+    """{known motif name: [pattern, q] of the pattern of most seqlets whose best known
+    match it is at q < MATCH_Q, or None}, in the known file's order."""
+    recovered: dict = dict.fromkeys(known.names)
+    for pattern in patterns:  # most seqlets first
+        hit = pattern.known
+        if hit is not None and hit.q < MATCH_Q and recovered.get(hit.name) is None:
+            recovered[hit.name] = [pattern.name, hit.q]
+    return recovered
+
+
+def run_record(
+    attributions: Attributions,
+    jaspar: Jaspar,
+    run: MotifRun,
+    known: KnownMotifs | None = None,
+    recovered: dict | None = None,
+) -> dict:
+    record = {
         "model": attributions.model,
         "feature": attributions.feature,
         "windows": len(attributions.ids),
@@ -117,6 +152,9 @@ def run_record(attributions: Attributions, jaspar: Jaspar, run: MotifRun) -> dic
         "match_q": MATCH_Q,
         "factors": run.factors,
     }
+    if known is not None:
+        record["known"] = {"file": known.path, "recovered": recovered}
+    return record
 
 
 def _listed(names: list[str]) -> str:
@@ -138,6 +176,9 @@ TABLE_COLUMNS = [
     "best_match_q",
     "best_match_p",
     *(f"match_{rank}_{part}" for rank in range(2, TOP_MATCHES + 1) for part in ("id", "name", "q")),
+    "known_match_id",
+    "known_match_name",
+    "known_match_q",
 ]
 
 
@@ -166,32 +207,36 @@ def motif_table(patterns: list[Pattern], attributions: Attributions) -> pd.DataF
             row[f"{prefix}_q"] = match.q if match else np.nan
             if rank == 0:
                 row["best_match_p"] = match.p if match else np.nan
+        known = pattern.known
+        row["known_match_id"] = known.matrix_id if known else ""
+        row["known_match_name"] = known.name if known else ""
+        row["known_match_q"] = known.q if known else np.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 def write_meme(patterns: list[Pattern], path: Path) -> None:
-    """The patterns' probability matrices in MEME's motif format."""
-    with atomic_write(path) as handle:
-        handle.write("MEME version 4\n\nALPHABET= ACGT\n\nstrands: + -\n\n")
-        handle.write("Background letter frequencies\nA 0.25 C 0.25 G 0.25 T 0.25\n\n")
-        for pattern in patterns:
-            best = pattern.matches[0].name if pattern.named else "unnamed"
-            handle.write(f"MOTIF {pattern.name} {best}\n")
-            handle.write(
-                f"letter-probability matrix: alength= 4 w= {pattern.ppm.shape[1]} "
-                f"nsites= {pattern.seqlets} E= 0\n"
-            )
-            for column in pattern.ppm.T:
-                handle.write(" ".join(f"{value:.6f}" for value in column) + "\n")
-            handle.write("\n")
+    """The patterns' probability matrices in MEME's motif format, each named by its best
+    JASPAR match."""
+    from genobird.genome.meme import write_meme as write_motifs_file
+
+    write_motifs_file(
+        path,
+        ((p.name, p.matches[0].name if p.named else "unnamed", p.ppm, p.seqlets) for p in patterns),
+    )
 
 
 def write_page(
-    patterns: list[Pattern], attributions, jaspar: Jaspar, path: Path, runs: list
+    patterns: list[Pattern],
+    attributions,
+    jaspar: Jaspar,
+    path: Path,
+    runs: list,
+    recovered: dict | None = None,
 ) -> None:
-    """Each pattern's contribution logo beside its best match's information logo, and
-    the factors named by each of `runs` (this one first) where there are several."""
+    """Each pattern's contribution logo beside its best match's information logo, the
+    known motifs recovered (`recovered_motifs`), and the factors named by each of `runs`
+    (this one first) where there are several."""
     by_id = dict(zip(jaspar.ids, jaspar.ppms, strict=True))
     rows = []
     for pattern in patterns:
@@ -231,10 +276,28 @@ img{{height:90px}}</style></head><body>
 {verdict}
 <table><tr><th>pattern</th><th>its contributions</th><th>best JASPAR match</th></tr>
 {"".join(rows)}</table>
-{beside_section(runs)}</body></html>
+{known_section(recovered)}{beside_section(runs)}</body></html>
 """
     with atomic_write(path) as handle:
         handle.write(page)
+
+
+def known_section(recovered: dict | None) -> str:
+    """Each known motif, and the pattern that recovers it (q) or that none does."""
+    if recovered is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>"
+        + (f"{hit[0]} (q = {hit[1]:.2g})" if hit else "not recovered")
+        + "</td></tr>"
+        for name, hit in recovered.items()
+    )
+    found = sum(bool(hit) for hit in recovered.values())
+    return (
+        f"<h2>Known motifs</h2><p>{found} of {len(recovered)} known motifs recovered: a "
+        f"pattern whose best match among them it is, at q &lt; {MATCH_Q}.</p>"
+        f"<table><tr><th>known motif</th><th>recovered by</th></tr>{rows}</table>"
+    )
 
 
 def beside_section(runs: list[MotifRun]) -> str:

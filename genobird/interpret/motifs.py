@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from genobird.errors import ConfigError
+from genobird.errors import ConfigError, InputError
 from genobird.interpret import JASPAR_RELEASE, JASPAR_TAXON
 from genobird.interpret.attributions import Attributions
 
@@ -60,6 +60,7 @@ class Pattern:
     cwm: np.ndarray
     centres: np.ndarray
     matches: list[Match] = field(default_factory=list)
+    known: Match | None = None  # its best match among known motifs (match_known)
 
     @property
     def consensus(self) -> str:
@@ -155,24 +156,72 @@ class Jaspar:
         return cls(release, taxon, ids, tuple(m.name for m in motifs), tuple(ppms))
 
 
+@dataclass(frozen=True)
+class KnownMotifs:
+    """Motifs a user knows, from a MEME file (`--known`): IDs, names, PPMs [4, W]. The
+    demo genome's reference writes those it plants in promoters (promoter_motifs.meme)."""
+
+    path: str
+    ids: tuple
+    names: tuple
+    ppms: tuple
+
+    @classmethod
+    def read(cls, path) -> KnownMotifs:
+        """The motifs of a MEME file, refused in one line where it holds none."""
+        from memelite.io import read_meme
+
+        try:
+            found = read_meme(str(path))
+        except (OSError, ValueError, AttributeError, IndexError) as exc:
+            raise InputError(f"{path}: not a MEME motif file ({exc})") from exc
+        if not found:
+            raise InputError(f"{path}: no MOTIF in it; give motifs in MEME's format")
+        keys = list(found)
+        ids = tuple(key.split()[0] for key in keys)
+        names = tuple(key.split()[-1] for key in keys)
+        ppms = tuple(found[key] / found[key].sum(axis=0, keepdims=True) for key in keys)
+        return cls(str(path), ids, names, ppms)
+
+
 def name_patterns(patterns: list[Pattern], jaspar: Jaspar, top: int = TOP_MATCHES) -> None:
     """Each pattern's best JASPAR matches by TOMTOM (memelite), with q-values over
     every matrix compared (module docstring), set in place."""
-    if not patterns:
-        return
-    from memelite import tomtom
+    for pattern, matches in _tomtom(patterns, jaspar, top):
+        pattern.matches = matches
 
+
+def match_known(patterns: list[Pattern], known: KnownMotifs) -> None:
+    """Each pattern's best match among `known` (q-values over the known motifs), set in
+    place as `Pattern.known`."""
+    for pattern, matches in _tomtom(patterns, known, 1):
+        pattern.known = matches[0]
+
+
+def _tomtom(patterns: list[Pattern], motifs, top: int) -> list[tuple[Pattern, list[Match]]]:
+    """(pattern, its `top` best matches among `motifs`, best first) of each pattern with
+    the information to be matched (MIN_BITS_PER_POSITION)."""
     informative = [p for p in patterns if p.bits_per_position >= MIN_BITS_PER_POSITION]
     if not informative:
-        return
+        return []
+    from memelite import tomtom
+
     queries = [pattern.ppm for pattern in informative]
-    p_values = tomtom(queries, list(jaspar.ppms), n_jobs=1)[0]
+    p_values = tomtom(queries, list(motifs.ppms), n_jobs=1)[0]
+    found = []
     for pattern, row in zip(informative, p_values, strict=True):
         q_values = benjamini_hochberg(row)
         best = np.argsort(row, kind="stable")[:top]
-        pattern.matches = [
-            Match(jaspar.ids[i], jaspar.names[i], float(row[i]), float(q_values[i])) for i in best
-        ]
+        found.append(
+            (
+                pattern,
+                [
+                    Match(motifs.ids[i], motifs.names[i], float(row[i]), float(q_values[i]))
+                    for i in best
+                ],
+            )
+        )
+    return found
 
 
 def information(ppm: np.ndarray) -> np.ndarray:

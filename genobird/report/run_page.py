@@ -4,7 +4,8 @@ a run did not write. It shows what the run planned and what stopped it, what eac
 reader, blend and probe chose, the start check, the test figures at the threshold chosen
 on validation and at 0.5, the model beside the baselines it was paired with
 (report/compare.json, with paired 95% intervals), validation by step, ROC/PR,
-calibration, and links to the model card and the files."""
+calibration, and links to the model card, the files and the motifs it reads, where
+`genobird motifs` wrote them into RUN/motifs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from genobird.errors import InputError
+from genobird.interpret import RUN_MOTIFS_FOLDER
 from genobird.report.page import STYLE, figure_png, html_image, html_table
 
 METRICS = Path("report") / "metrics.json"
@@ -350,6 +352,7 @@ def links_section(run: Path, out: Path) -> str:
         (run / "model", "the model directory"),
         (run / METRICS, "metrics.json"),
         (run / "report" / "compare.json", "the paired comparisons (JSON)"),
+        (run / RUN_MOTIFS_FOLDER / "motifs.html", "the motifs it reads (genobird motifs)"),
     )
     for path, text in files:
         if path.exists():
