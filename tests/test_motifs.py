@@ -151,7 +151,7 @@ def test_known_motifs_are_recovered_by_the_patterns_that_match_them(tmp_path):
     REST's; a file with no motif is refused in one line."""
     from genobird.genome.meme import consensus_matrix, write_meme
     from genobird.interpret.motif_report import known_section, recovered_motifs
-    from genobird.interpret.motifs import KnownMotifs, Pattern, match_known
+    from genobird.interpret.motifs import Jaspar, KnownMotifs, Pattern, match_known
 
     consensus = {
         name: "".join("ACGT"[i] for i in jaspar_ppm(name)[1].argmax(axis=0))
@@ -165,7 +165,7 @@ def test_known_motifs_are_recovered_by_the_patterns_that_match_them(tmp_path):
     counts = np.array([[site[j] == b for site in sites] for b in "ACGT" for j in range(15)])
     ppm = (counts.reshape(4, 15, len(sites)).sum(axis=2) + 0.5) / (len(sites) + 2)
     pattern = Pattern("pos_0", "+", 300, ppm, ppm, np.zeros(300))
-    match_known([pattern], known)
+    match_known([pattern], known, Jaspar.load())
     assert pattern.known.name == "CTCF" and pattern.known.q < 0.05, pattern.known
     recovered = recovered_motifs([pattern], known)
     assert recovered["CTCF"][0] == "pos_0" and recovered["REST"] is None
@@ -378,16 +378,14 @@ def test_planted_motifs_are_found_and_named_and_nothing_where_there_is_nothing(
 def test_a_baseline_goes_through_the_same_route_beside_the_model(
     planted_runs, planted_motifs, capsys
 ):
-    """The CNN baseline of the planted windows, through genobird motifs as the
+    """The run's base CNN (trained alone as the CNN baseline is, and saved as a
+    `genobird baseline cnn` run saves its model), through genobird motifs as the
     fine-tuned model went: it names both factors too, and its page sets the model's
     factors beside its own."""
     from genobird.interpret.motifs import MATCH_Q
 
     model, data, folder = planted_runs["planted"]
-    cnn = folder / "cnn"
-    argv = ["-q", "baseline", "cnn", "--data", str(data), "--out", str(cnn)]
-    assert main([*argv, "--device", "cpu"]) == 0
-    capsys.readouterr()
+    cnn = model.parent / "base-cnn" / "both-strands.json"
     beside = ["--beside", str(planted_motifs[2])]
     table, page, out = motifs_of(cnn, data, folder, "cnn-motifs", beside, limit=300)
     named = set(table[table["best_match_q"] < MATCH_Q]["best_match_name"].str.upper())

@@ -48,7 +48,7 @@ def write_motifs(
     name_patterns(patterns, jaspar)
     recovered = None
     if known is not None:
-        match_known(patterns, known)
+        match_known(patterns, known, jaspar)
         recovered = recovered_motifs(patterns, known)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -187,41 +187,42 @@ class KnownMotifs:
 def name_patterns(patterns: list[Pattern], jaspar: Jaspar, top: int = TOP_MATCHES) -> None:
     """Each pattern's best JASPAR matches by TOMTOM (memelite), with q-values over
     every matrix compared (module docstring), set in place."""
-    for pattern, matches in _tomtom(patterns, jaspar, top):
-        pattern.matches = matches
+    for pattern, p_values, q_values in _compare(patterns, jaspar.ppms):
+        best = np.argsort(p_values, kind="stable")[:top]
+        pattern.matches = [
+            Match(jaspar.ids[i], jaspar.names[i], float(p_values[i]), float(q_values[i]))
+            for i in best
+        ]
 
 
-def match_known(patterns: list[Pattern], known: KnownMotifs) -> None:
-    """Each pattern's best match among `known` (q-values over the known motifs), set in
-    place as `Pattern.known`."""
-    for pattern, matches in _tomtom(patterns, known, 1):
-        pattern.known = matches[0]
+def match_known(patterns: list[Pattern], known: KnownMotifs, jaspar: Jaspar) -> None:
+    """Each pattern's best match among `known`, set in place as `Pattern.known`. The
+    known motifs are compared together with JASPAR's matrices, and q-values run over all
+    of them: TOMTOM takes its p-values' background from the targets' columns, which a
+    handful of known motifs alone would skew."""
+    first = len(jaspar.ppms)
+    for pattern, p_values, q_values in _compare(patterns, jaspar.ppms + known.ppms):
+        i = int(np.argmin(p_values[first:]))
+        pattern.known = Match(
+            known.ids[i], known.names[i], float(p_values[first + i]), float(q_values[first + i])
+        )
 
 
-def _tomtom(patterns: list[Pattern], motifs, top: int) -> list[tuple[Pattern, list[Match]]]:
-    """(pattern, its `top` best matches among `motifs`, best first) of each pattern with
-    the information to be matched (MIN_BITS_PER_POSITION)."""
+def _compare(patterns: list[Pattern], targets) -> list[tuple[Pattern, np.ndarray, np.ndarray]]:
+    """(pattern, TOMTOM p-values against each of `targets`, their Benjamini-Hochberg
+    q-values) of each pattern with the information to be matched
+    (MIN_BITS_PER_POSITION)."""
     informative = [p for p in patterns if p.bits_per_position >= MIN_BITS_PER_POSITION]
     if not informative:
         return []
     from memelite import tomtom
 
     queries = [pattern.ppm for pattern in informative]
-    p_values = tomtom(queries, list(motifs.ppms), n_jobs=1)[0]
-    found = []
-    for pattern, row in zip(informative, p_values, strict=True):
-        q_values = benjamini_hochberg(row)
-        best = np.argsort(row, kind="stable")[:top]
-        found.append(
-            (
-                pattern,
-                [
-                    Match(motifs.ids[i], motifs.names[i], float(row[i]), float(q_values[i]))
-                    for i in best
-                ],
-            )
-        )
-    return found
+    p_values = tomtom(queries, list(targets), n_jobs=1)[0]
+    return [
+        (pattern, row, benjamini_hochberg(row))
+        for pattern, row in zip(informative, p_values, strict=True)
+    ]
 
 
 def information(ppm: np.ndarray) -> np.ndarray:
