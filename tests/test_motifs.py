@@ -295,6 +295,9 @@ def test_a_baseline_run_scores_windows_as_its_report_did(tmp_path, capsys):
     out = tmp_path / "fasta.h5"
     given = ["attribute", "--model", str(tmp_path / "cnn"), "--fasta", str(fasta)]
     assert main([*given, "--out", str(out)]) == 0
+    assert main([*given, "--out", str(tmp_path / "rc.h5"), "--segmentations", "2"]) != 0
+    assert "is a baseline, which reads its windows as it was fitted" in capsys.readouterr().err
+    assert not (tmp_path / "rc.h5").exists()
     from genobird.interpret.attributions import Attributions
 
     found = Attributions.read(out)

@@ -88,6 +88,16 @@ def _load_model(args: argparse.Namespace):
     from genobird.interpret.baselines import load_baseline, saved_baseline_file
 
     if saved_baseline_file(args.model) is not None:
+        # a baseline reads its windows as it was fitted: on its own strands, from bases
+        given = [
+            name for name in ("rc_average", "segmentations") if getattr(args, name) is not None
+        ]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise ConfigError(
+                f"{flag}: {args.model} is a baseline, which reads its windows as it was "
+                f"fitted (its own strands, no BPE cuts); leave {flag} out"
+            )
         return load_baseline(args.model, args.data)
     return _load_predictor(args)
 
